@@ -1,0 +1,146 @@
+"""Response item kinds and the predicates compaction relies on (spec §1.1-§1.3).
+
+Items are plain dicts in the OpenAI Responses item shape; nothing here mutates them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Item = dict[str, Any]
+
+SUMMARY_PREFIX = (
+    "Another language model started to solve this problem and produced a summary of its thinking process. "
+    "You also have access to the state of the tools that were used by that language model. Use this to build on "
+    "the work that has already been done and avoid duplicating work. Here is the summary produced by the other "
+    "language model, use the information in this summary to assist with your own analysis:"
+)
+
+COMPACTION_KINDS = frozenset({"compaction", "context_compaction"})
+TOOL_CALL_KINDS = frozenset({"function_call", "custom_tool_call", "local_shell_call", "tool_search_call"})
+TOOL_OUTPUT_KINDS = frozenset({"function_call_output", "custom_tool_call_output", "tool_search_output"})
+# spec §3.2: items the model produced; the window total restarts from server usage after the newest of them.
+MODEL_GENERATED_KINDS = frozenset(
+    {
+        "reasoning",
+        "function_call",
+        "custom_tool_call",
+        "local_shell_call",
+        "tool_search_call",
+        "web_search_call",
+        "image_generation_call",
+        *COMPACTION_KINDS,
+    }
+)
+
+# spec §1.2: marker pairs whose presence makes a user message "contextual" (injected, not typed by the user).
+CONTEXTUAL_MARKER_PAIRS = (
+    ("<user_instructions>", "</user_instructions>"),
+    ("<environment_context>", "</environment_context>"),
+    ("<skill>", "</skill>"),
+    ("<user_shell_command>", "</user_shell_command>"),
+    ("<turn_aborted>", "</turn_aborted>"),
+    ("<subagent_notification>", "</subagent_notification>"),
+)
+CONTEXTUAL_PREFIXES = ("# AGENTS.md instructions for ",)
+# Three legacy model warnings Codex filters out by prefix on the trimmed text (spec §1.2).
+LEGACY_WARNING_PREFIXES = (
+    "Warning: The maximum number of unified exec processes",
+    "Your account was flagged for potentially high-risk cyber activity",
+    "apply_patch was requested via exec_command",
+)
+HOOK_PROMPT_OPEN = "<hook_prompt"
+HOOK_PROMPT_CLOSE = "</hook_prompt>"
+
+
+def normalize_kind(item: Item) -> Item:
+    """Write the `compaction_summary` alias back as `compaction` (spec §1.1)."""
+    if item.get("type") == "compaction_summary":
+        return {**item, "type": "compaction"}
+    return item
+
+
+def text_parts(item: Item) -> list[str]:
+    """The text of every input_text/output_text part of a message, in order."""
+    content = item.get("content")
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [
+        p.get("text", "")
+        for p in content
+        if isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text")
+    ]
+
+
+def message_text(item: Item) -> str:
+    """A message's text: its text parts joined with no separator, `<image>` labels skipped (spec §1.2)."""
+    return "".join(t for t in text_parts(item) if t.strip() not in ("<image>", "</image>"))
+
+
+def is_message(item: Item, role: str | None = None) -> bool:
+    return item.get("type") == "message" and (role is None or item.get("role") == role)
+
+
+def _matches_pair(text: str, open_tag: str, close_tag: str) -> bool:
+    t = text.strip().lower()
+    return t.startswith(open_tag.lower()) and t.endswith(close_tag.lower())
+
+
+def is_contextual_text(text: str) -> bool:
+    """Whether one text part is injected context rather than something the user typed (spec §1.2)."""
+    stripped = text.strip()
+    if any(_matches_pair(stripped, o, c) for o, c in CONTEXTUAL_MARKER_PAIRS):
+        return True
+    if any(stripped.startswith(p) for p in CONTEXTUAL_PREFIXES):
+        return True
+    return any(stripped.startswith(p) for p in LEGACY_WARNING_PREFIXES)
+
+
+def is_hook_prompt_text(text: str) -> bool:
+    return _matches_pair(text, HOOK_PROMPT_OPEN, HOOK_PROMPT_CLOSE)
+
+
+def is_contextual_user_message(item: Item) -> bool:
+    """A user message any of whose text parts is contextual, or a hook prompt (spec §1.2)."""
+    if not is_message(item, "user"):
+        return False
+    return any(is_contextual_text(t) or is_hook_prompt_text(t) for t in text_parts(item))
+
+
+def is_hook_prompt_message(item: Item) -> bool:
+    return is_message(item, "user") and any(is_hook_prompt_text(t) for t in text_parts(item))
+
+
+def is_summary_message(item: Item) -> bool:
+    """A user message whose text starts with SUMMARY_PREFIX followed by a newline (spec §1.3)."""
+    return is_message(item, "user") and message_text(item).startswith(SUMMARY_PREFIX + "\n")
+
+
+def is_user_turn_boundary(item: Item) -> bool:
+    """A user message that is not contextual: a turn the user started (summaries included, spec §1.2, §8.3)."""
+    return is_message(item, "user") and not is_contextual_user_message(item)
+
+
+def is_real_user_message(item: Item) -> bool:
+    """A user turn boundary that is not a summary: what local compaction collects (spec §1.2, §4.1 step 7)."""
+    return is_user_turn_boundary(item) and not is_summary_message(item)
+
+
+def is_model_generated(item: Item) -> bool:
+    """Items the model produced: assistant messages, reasoning, tool calls, compaction (spec §3.2)."""
+    return is_message(item, "assistant") or item.get("type") in MODEL_GENERATED_KINDS
+
+
+def is_compaction_item(item: Item) -> bool:
+    return item.get("type") in COMPACTION_KINDS or item.get("type") == "compaction_summary"
+
+
+def user_message(text: str) -> Item:
+    """A user message in the Responses shape with one input_text part."""
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def call_id_of(item: Item) -> str | None:
+    return item.get("call_id") if item.get("type") in TOOL_CALL_KINDS | TOOL_OUTPUT_KINDS else None

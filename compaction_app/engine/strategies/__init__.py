@@ -1,0 +1,1 @@
+"""The four compaction implementations (spec §4.1-§4.4)."""

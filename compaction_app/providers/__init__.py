@@ -1,0 +1,1 @@
+"""Model providers: the only way compactweb talks to a model (plain Python, no Django)."""
