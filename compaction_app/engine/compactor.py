@@ -1,0 +1,345 @@
+"""The single entry point of the engine: one compaction, from a history snapshot to an outcome (spec §4 common
+frame, §6.4, §7, §9, §10, §11).
+
+The engine never installs anything: it returns the replacement history, the CompactedItem fields and the new window
+for the caller to persist in one transaction. On any failure the outcome carries the error and the caller's history
+is exactly what it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction_app.engine.analytics import (
+    AttemptClock,
+    AttemptRecord,
+    Implementation,
+    Phase,
+    Status,
+    Trigger,
+)
+from compaction_app.engine.errors import CompactionConfigError, CompactionError, EngineErrorKind
+from compaction_app.engine.events import (
+    ContextCompacted,
+    Emit,
+    Error,
+    Event,
+    EventLog,
+    ItemCompleted,
+    ItemStarted,
+    TokenCount,
+    TurnAborted,
+    TurnComplete,
+    TurnStarted,
+    Warning,
+)
+from compaction_app.engine.history import Injection
+from compaction_app.engine.hooks import HookEvent, HookRunner, HookRunRecord, hook_request
+from compaction_app.engine.items import Item
+from compaction_app.engine.prompts import HEADS_UP_WARNING, REMOTE_ERROR_PREFIX
+from compaction_app.engine.select import Strategy, select_strategy
+from compaction_app.engine.settings import CompactionSettings
+from compaction_app.engine.strategies.base import StrategyContext, StrategyResult, default_jitter
+from compaction_app.engine.strategies.local import run_local
+from compaction_app.engine.strategies.remote_v1 import run_remote_v1
+from compaction_app.engine.strategies.remote_v2 import run_remote_v2
+from compaction_app.engine.strategies.token_budget import run_token_budget
+from compaction_app.engine.thresholds import Reason
+from compaction_app.engine.tokens import TokenCounter, counter
+from compaction_app.engine.windows import WindowState, new_window_id
+from compaction_app.providers.base import ModelClient
+from compaction_app.providers.errors import ErrorKind
+
+IMPLEMENTATIONS = {
+    Strategy.LOCAL: Implementation.RESPONSES,
+    Strategy.REMOTE_V1: Implementation.RESPONSES_COMPACT,
+    Strategy.REMOTE_V2: Implementation.RESPONSES_COMPACTION_V2,
+    Strategy.TOKEN_BUDGET: Implementation.TOKEN_BUDGET,
+}
+RUNNERS = {
+    Strategy.LOCAL: run_local,
+    Strategy.REMOTE_V1: run_remote_v1,
+    Strategy.REMOTE_V2: run_remote_v2,
+    Strategy.TOKEN_BUDGET: run_token_budget,
+}
+# spec §6.4: only these pre-turn reasons compact with the previous model and may fall back to the current one.
+MODEL_SWITCH_REASONS = frozenset({Reason.MODEL_DOWNSHIFT, Reason.COMP_HASH_CHANGED})
+
+
+@dataclass(frozen=True)
+class HistorySnapshot:
+    """The session as the compaction sees it. Never mutated by the engine.
+
+    `initial_context` is the full initial context rendered for the current turn (developer bundle, AGENTS.md,
+    environment...): injected for BeforeLastUserMessage and used as the whole new window by token budget.
+    `item_tokens` (one count per item, from the session's meter) saves recounting a long history.
+    """
+
+    items: list[Item]
+    active_tokens: int
+    window: WindowState
+    turn_id: str
+    initial_context: list[Item] = field(default_factory=list)
+    item_tokens: list[int] | None = None
+    prefill: int | None = None
+    session_id: str = ""
+    cwd: str = ""
+    transcript_path: str | None = None
+
+
+@dataclass(frozen=True)
+class CompactionRequest:
+    """What was asked. Defaults follow spec §2.1/§2.4: manual → standalone_turn / user_requested; auto →
+    context_limit; injection BeforeLastUserMessage for mid_turn, DoNotInject otherwise (§5.3)."""
+
+    trigger: Trigger
+    phase: Phase | None = None
+    reason: Reason | None = None
+    injection: Injection | None = None
+    strategy: str | None = None
+    extra_instructions: str | None = None
+
+    def __post_init__(self) -> None:
+        trigger = Trigger(self.trigger)
+        object.__setattr__(self, "trigger", trigger)
+        phase = Phase(self.phase) if self.phase is not None else (
+            Phase.STANDALONE_TURN if trigger is Trigger.MANUAL else None
+        )
+        if phase is None:
+            raise CompactionConfigError("an automatic compaction needs a phase: pre_turn or mid_turn")
+        object.__setattr__(self, "phase", phase)
+        reason = Reason(self.reason) if self.reason is not None else (
+            Reason.USER_REQUESTED if trigger is Trigger.MANUAL else Reason.CONTEXT_LIMIT
+        )
+        if reason in MODEL_SWITCH_REASONS and (trigger is not Trigger.AUTO or phase is not Phase.PRE_TURN):
+            raise CompactionConfigError(f"reason {reason.value} only applies to an automatic pre_turn compaction")
+        object.__setattr__(self, "reason", reason)
+        injection = Injection(self.injection) if self.injection is not None else (
+            Injection.BEFORE_LAST_USER_MESSAGE if phase is Phase.MID_TURN else Injection.DO_NOT_INJECT
+        )
+        object.__setattr__(self, "injection", injection)
+
+
+@dataclass(frozen=True)
+class CompactionOutcome:
+    """The result of one compaction. `ok` False means nothing is to be installed; `error` says why."""
+
+    ok: bool
+    item_id: str
+    strategy: Strategy
+    implementation: Implementation
+    trigger: Trigger
+    reason: Reason
+    phase: Phase
+    injection: Injection
+    window: WindowState
+    tokens_before: int
+    tokens_after: int
+    attempts: list[AttemptRecord]
+    hook_runs: list[HookRunRecord]
+    events: list[Event]
+    replacement_history: list[Item] | None = None
+    message: str = ""
+    summary_text: str | None = None
+    output_items: list[Item] = field(default_factory=list)
+    reference_context_set: bool = False
+    prefill_cleared: bool = False
+    error: CompactionError | None = None
+    post_compact_stopped: bool = False
+    stop_reason: str | None = None
+    model: str = ""
+    model_fallback: dict[str, str] | None = None
+
+    @property
+    def status(self) -> Status:
+        if self.ok:
+            return Status.COMPLETED
+        if self.error is not None and self.error.kind == EngineErrorKind.INTERRUPTED.value:
+            return Status.INTERRUPTED
+        return Status.FAILED
+
+    def compacted_item(self) -> dict[str, Any]:
+        """The rollout `compacted` payload (spec §1.5): message, the installed history, window fields."""
+        if not self.ok or self.replacement_history is None:
+            raise ValueError("a failed compaction has no CompactedItem")
+        return {"message": self.message, "replacement_history": self.replacement_history,
+                **self.window.compacted_fields()}
+
+
+def _history_tokens(items: list[Item], settings: CompactionSettings, token_counter: TokenCounter) -> int:
+    """Tokens of an installed history the way `recompute_token_usage` estimates it: base instructions plus every
+    item (spec §3.1, §3.2)."""
+    return token_counter.count_text(settings.base_instructions) + sum(token_counter.count_item(i) for i in items)
+
+
+async def run_compaction(
+    *,
+    snapshot: HistorySnapshot,
+    settings: CompactionSettings,
+    request: CompactionRequest,
+    client: ModelClient | None,
+    hooks: HookRunner | None = None,
+    emit: Emit | None = None,
+    fallback_settings: CompactionSettings | None = None,
+    token_counter: TokenCounter | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: Callable[[], float] = time.time,
+    monotonic: Callable[[], float] = time.monotonic,
+    jitter: Callable[[], float] = default_jitter,
+    new_id: Callable[[], str] = new_window_id,
+    new_item_id: Callable[[], str] = new_window_id,
+) -> CompactionOutcome:
+    """Run one compaction with the common frame of spec §4: analytics attempt start → PreCompact hooks (a stop ends
+    it as `interrupted`, nothing changes) → ItemStarted → implementation → window advance (§9) → TokenCount →
+    ItemCompleted + ContextCompacted (→ Warning for local) → PostCompact hooks → analytics record. Standalone
+    (manual) compactions are wrapped in TurnStarted … TurnComplete (§2.4.3, §11).
+
+    `settings` describe the model that compacts (the previous model for model_downshift / comp_hash_changed);
+    `fallback_settings` the current model, used once if that fails with an invalid request (§6.4).
+    Raises CompactionConfigError, before anything happens, for requests that cannot run.
+    """
+    strategy = select_strategy(settings, request.strategy)
+    if request.extra_instructions and request.extra_instructions.strip() and strategy is not Strategy.LOCAL:
+        raise CompactionConfigError(
+            "extra instructions apply to local summarization only: remote and token-budget compaction send no "
+            "prompt"
+        )
+    if strategy is not Strategy.TOKEN_BUDGET and client is None:
+        raise CompactionConfigError(f"strategy {strategy.value} needs a model client")
+    if snapshot.item_tokens is not None and len(snapshot.item_tokens) != len(snapshot.items):
+        raise CompactionConfigError("item_tokens must have one count per item")
+    if snapshot.active_tokens < 0:
+        raise CompactionConfigError("active_tokens must be >= 0")
+
+    trigger, phase, reason, injection = request.trigger, request.phase, request.reason, request.injection
+    assert phase is not None and reason is not None and injection is not None
+    implementation = IMPLEMENTATIONS[strategy]
+    log = EventLog(emit)
+    hooks = hooks or HookRunner()
+    token_counter = token_counter or counter(settings.token_counter)
+    hook_runs: list[HookRunRecord] = []
+    standalone = phase is Phase.STANDALONE_TURN
+
+    def outcome(**kwargs: Any) -> CompactionOutcome:
+        base: dict[str, Any] = dict(
+            item_id=item_id, strategy=strategy, implementation=implementation, trigger=trigger, reason=reason,
+            phase=phase, injection=injection, hook_runs=hook_runs, events=log.events, model=settings.model,
+        )
+        base.update(kwargs)
+        return CompactionOutcome(**base)
+
+    def hook_payload(event: HookEvent, model: str, status: str | None = None) -> dict[str, Any]:
+        return hook_request(
+            event=event, session_id=snapshot.session_id or settings.thread_id, turn_id=snapshot.turn_id,
+            cwd=snapshot.cwd, transcript_path=snapshot.transcript_path, model=model, trigger=trigger.value,
+            reason=reason.value, phase=phase.value, implementation=implementation.value, status=status,
+        )
+
+    item_id = new_item_id()
+    if standalone:
+        log(TurnStarted(turn_id=snapshot.turn_id, model_context_window=settings.usable_window))
+    attempt = AttemptClock(
+        clock=clock, monotonic=monotonic, thread_id=settings.thread_id, turn_id=snapshot.turn_id, trigger=trigger,
+        reason=reason.value, implementation=implementation, phase=phase, tokens_before=snapshot.active_tokens,
+        model=settings.model,
+    )
+
+    pre = await hooks.run(HookEvent.PRE_COMPACT, hook_payload(HookEvent.PRE_COMPACT, settings.model), log)
+    hook_runs.extend(pre.records)
+    if pre.stopped:
+        error = CompactionError(kind=EngineErrorKind.INTERRUPTED.value,
+                                message=pre.stop_reason or "PreCompact hook stopped execution")
+        record = attempt.finish(status=Status.INTERRUPTED, tokens_after=snapshot.active_tokens,
+                                error_kind=error.kind, error_message=error.message)
+        if standalone:
+            log(TurnAborted(turn_id=snapshot.turn_id))
+        return outcome(ok=False, window=snapshot.window, tokens_before=snapshot.active_tokens,
+                       tokens_after=snapshot.active_tokens, attempts=[record], error=error,
+                       stop_reason=pre.stop_reason)
+
+    log(ItemStarted(item_id=item_id))
+
+    def context_for(s: CompactionSettings) -> StrategyContext:
+        return StrategyContext(
+            items=snapshot.items, item_tokens=snapshot.item_tokens, active_tokens=snapshot.active_tokens,
+            initial_context=snapshot.initial_context, window_number=snapshot.window.number, settings=s,
+            injection=injection, client=client, emit=log, counter=token_counter, sleep=sleep, jitter=jitter,
+            extra_instructions=request.extra_instructions,
+        )
+
+    used_settings = settings
+    fallback_info: dict[str, str] | None = None
+    result: StrategyResult | None = None
+    error: CompactionError | None = None
+    try:
+        result = await RUNNERS[strategy](context_for(settings))
+    except CompactionError as exc:
+        error = exc
+    if (
+        error is not None
+        and strategy.is_remote
+        and fallback_settings is not None
+        and reason in MODEL_SWITCH_REASONS
+        and error.kind == ErrorKind.INVALID_REQUEST.value
+    ):
+        # spec §6.4 (primary snapshot): one retry with the current model, same item id; if it fails too the
+        # original error is returned.
+        try:
+            result = await RUNNERS[strategy](context_for(fallback_settings))
+            used_settings = fallback_settings
+            fallback_info = {"reason": reason.value, "implementation": implementation.value,
+                             "outcome": "succeeded"}
+            error = None
+        except CompactionError:
+            fallback_info = {"reason": reason.value, "implementation": implementation.value, "outcome": "failed"}
+
+    if error is not None or result is None:
+        assert error is not None
+        tokens_after = error.active_tokens_after if error.active_tokens_after is not None else snapshot.active_tokens
+        record = attempt.finish(
+            status=Status.FAILED, tokens_after=tokens_after, error_kind=error.kind, http_status=error.http_status,
+            error_message=error.message, retries=error.retries, model_fallback=fallback_info is not None,
+        )
+        if strategy.is_remote:
+            log(Error(message=f"{REMOTE_ERROR_PREFIX}: {error.message}", codex_error_info=error.kind,
+                      http_status=error.http_status))
+        if standalone:
+            log(TurnComplete(turn_id=snapshot.turn_id))
+        return outcome(ok=False, window=snapshot.window, tokens_before=snapshot.active_tokens,
+                       tokens_after=tokens_after, attempts=[record], error=error, model_fallback=fallback_info)
+
+    new_window = snapshot.window.advance(new_id)
+    history = result.replacement_history
+    tokens_after = _history_tokens(history, used_settings, token_counter)
+    log(TokenCount(total_tokens=tokens_after, model_context_window=used_settings.usable_window, source="estimate"))
+    log(ItemCompleted(item_id=item_id))
+    log(ContextCompacted())
+    if strategy is Strategy.LOCAL:
+        log(Warning(message=HEADS_UP_WARNING))
+
+    post = await hooks.run(
+        HookEvent.POST_COMPACT, hook_payload(HookEvent.POST_COMPACT, used_settings.model, Status.COMPLETED.value),
+        log,
+    )
+    hook_runs.extend(post.records)
+    tokens_before = result.tokens_before if result.tokens_before is not None else snapshot.active_tokens
+    record = attempt.finish(
+        status=Status.COMPLETED, tokens_after=tokens_after, tokens_before=tokens_before,
+        retained_image_count=result.retained_image_count,
+        compaction_summary_tokens=result.compaction_summary_tokens,
+        cached_input_tokens=result.cached_input_tokens, retries=result.retries,
+        model_fallback=fallback_info is not None, model=used_settings.model,
+    )
+    if standalone:
+        log(TurnAborted(turn_id=snapshot.turn_id) if post.stopped else TurnComplete(turn_id=snapshot.turn_id))
+    return outcome(
+        ok=True, window=new_window, tokens_before=snapshot.active_tokens, tokens_after=tokens_after,
+        attempts=[record], replacement_history=history, message=result.message, summary_text=result.summary_text,
+        output_items=result.output_items, reference_context_set=result.reference_context_set,
+        prefill_cleared=True, post_compact_stopped=post.stopped, stop_reason=post.stop_reason,
+        model=used_settings.model, model_fallback=fallback_info,
+    )

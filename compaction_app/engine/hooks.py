@@ -1,0 +1,232 @@
+"""PreCompact / PostCompact hooks (spec §7): Python callables named by dotted path, and webhooks.
+
+A hook may stop the compaction with `{"continue": false, "stopReason": "..."}`. A hook that fails (raises, times out,
+answers with an HTTP error, or cannot be found) is recorded as a failed run and does NOT stop the compaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import httpx
+
+from compaction_app.engine.events import Emit, HookCompleted, HookStarted
+
+DEFAULT_HOOK_TIMEOUT = 10.0
+
+
+class HookEvent(StrEnum):
+    PRE_COMPACT = "pre_compact"
+    POST_COMPACT = "post_compact"
+
+    @property
+    def wire_name(self) -> str:
+        """`hook_event_name` in the request (spec §7)."""
+        return "PreCompact" if self is HookEvent.PRE_COMPACT else "PostCompact"
+
+
+class HookKind(StrEnum):
+    CALLABLE = "callable"
+    WEBHOOK = "webhook"
+
+
+class HookMatcher(StrEnum):
+    ANY = "any"
+    MANUAL = "manual"
+    AUTO = "auto"
+
+
+class HookStatus(StrEnum):
+    COMPLETED = "completed"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """One configured hook. `target` is a dotted path (`pkg.mod.func` or `pkg.mod:func`) or a webhook URL."""
+
+    name: str
+    event: HookEvent
+    kind: HookKind
+    target: str
+    matcher: HookMatcher = HookMatcher.ANY
+    timeout: float = DEFAULT_HOOK_TIMEOUT
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "event", HookEvent(self.event))
+        object.__setattr__(self, "kind", HookKind(self.kind))
+        object.__setattr__(self, "matcher", HookMatcher(self.matcher))
+        if not self.target:
+            raise ValueError(f"hook {self.name!r} needs a target")
+        if self.timeout <= 0:
+            raise ValueError(f"hook {self.name!r} needs a positive timeout")
+        if self.kind is HookKind.WEBHOOK and not self.target.startswith(("http://", "https://")):
+            raise ValueError(f"webhook hook {self.name!r} needs an http(s) URL")
+
+    def matches(self, trigger: str) -> bool:
+        """spec §7: matchers on the trigger (manual / auto), or any."""
+        return self.matcher is HookMatcher.ANY or self.matcher.value == trigger
+
+
+@dataclass(frozen=True)
+class HookRunRecord:
+    name: str
+    event: HookEvent
+    status: HookStatus
+    stop_reason: str | None
+    duration_ms: int
+    output: Any = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "event": str(self.event),
+            "status": str(self.status),
+            "stop_reason": self.stop_reason,
+            "duration_ms": self.duration_ms,
+            "output": self.output,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class HookPhaseResult:
+    stopped: bool
+    stop_reason: str | None
+    records: list[HookRunRecord] = field(default_factory=list)
+
+
+def resolve_callable(path: str) -> Callable[..., Any]:
+    """Import `pkg.mod.func` or `pkg.mod:func`."""
+    module_name, sep, attr = path.partition(":")
+    if not sep:
+        module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise ValueError(f"{path!r} is not a dotted path to a callable")
+    target = getattr(importlib.import_module(module_name), attr)
+    if not callable(target):
+        raise ValueError(f"{path!r} is not callable")
+    return target
+
+
+def _stop_of(output: Any) -> tuple[bool, str | None]:
+    if isinstance(output, dict) and output.get("continue") is False:
+        reason = output.get("stopReason")
+        return True, reason if isinstance(reason, str) else None
+    return False, None
+
+
+class HookRunner:
+    """Runs the hooks of one event in configuration order and records each run (spec §7)."""
+
+    def __init__(
+        self,
+        specs: list[HookSpec] | tuple[HookSpec, ...] = (),
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        resolver: Callable[[str], Callable[..., Any]] = resolve_callable,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.specs = tuple(specs)
+        self._transport = transport
+        self._resolve = resolver
+        self._monotonic = monotonic
+
+    async def run(self, event: HookEvent, request: dict[str, Any], emit: Emit) -> HookPhaseResult:
+        """Run every hook of `event` whose matcher fits `request["trigger"]`. All run; the phase is stopped when
+        any of them asked to stop, with the first stop reason."""
+        records: list[HookRunRecord] = []
+        stopped, stop_reason = False, None
+        for spec in self.specs:
+            if spec.event is not event or not spec.matches(request.get("trigger", "")):
+                continue
+            emit(HookStarted(name=spec.name, event=str(event)))
+            record = await self._run_one(spec, request)
+            emit(HookCompleted(name=spec.name, event=str(event), status=str(record.status),
+                               stop_reason=record.stop_reason))
+            records.append(record)
+            if record.status is HookStatus.STOPPED and not stopped:
+                stopped, stop_reason = True, record.stop_reason
+        return HookPhaseResult(stopped, stop_reason, records)
+
+    async def _run_one(self, spec: HookSpec, request: dict[str, Any]) -> HookRunRecord:
+        start = self._monotonic()
+        output: Any = None
+        try:
+            if spec.kind is HookKind.CALLABLE:
+                output = await self._call(spec, request)
+            else:
+                output = await self._post(spec, request)
+        except Exception as exc:  # noqa: BLE001 - any hook failure is recorded, never propagated
+            message = "timed out" if isinstance(exc, TimeoutError | httpx.TimeoutException) else str(exc)
+            return HookRunRecord(spec.name, spec.event, HookStatus.FAILED, None, self._ms(start),
+                                 error=message or type(exc).__name__)
+        stop, reason = _stop_of(output)
+        status = HookStatus.STOPPED if stop else HookStatus.COMPLETED
+        return HookRunRecord(spec.name, spec.event, status, reason, self._ms(start), output=output)
+
+    async def _call(self, spec: HookSpec, request: dict[str, Any]) -> Any:
+        func = self._resolve(spec.target)
+        # A copy, so a hook cannot change what later hooks (or the engine) see.
+        result = func(json.loads(json.dumps(request)))
+        if inspect.isawaitable(result):
+            result = await asyncio.wait_for(result, timeout=spec.timeout)
+        return result
+
+    async def _post(self, spec: HookSpec, request: dict[str, Any]) -> Any:
+        async with httpx.AsyncClient(transport=self._transport, timeout=spec.timeout) as client:
+            response = await client.post(spec.target, json=request)
+        if response.status_code >= 400:
+            raise RuntimeError(f"webhook answered HTTP {response.status_code}")
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            return response.text
+
+    def _ms(self, start: float) -> int:
+        return max(0, int(round((self._monotonic() - start) * 1000)))
+
+
+def hook_request(
+    *,
+    event: HookEvent,
+    session_id: str,
+    turn_id: str,
+    cwd: str,
+    transcript_path: str | None,
+    model: str,
+    trigger: str,
+    reason: str,
+    phase: str,
+    implementation: str,
+    status: str | None = None,
+) -> dict[str, Any]:
+    """The JSON a hook receives (spec §7, with the hooks-crate fields reason/phase/implementation; PostCompact
+    also carries status)."""
+    request: dict[str, Any] = {
+        "session_id": session_id,
+        "turn_id": turn_id,
+        "cwd": cwd,
+        "transcript_path": transcript_path,
+        "model": model,
+        "trigger": trigger,
+        "hook_event_name": event.wire_name,
+        "reason": reason,
+        "phase": phase,
+        "implementation": implementation,
+    }
+    if event is HookEvent.POST_COMPACT:
+        request["status"] = status
+    return request
