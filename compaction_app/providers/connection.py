@@ -1,0 +1,101 @@
+"""One provider's HTTP connection: base URL, headers, timeouts and the API key, on an httpx.AsyncClient.
+
+The key is read from the environment once (when the connection is built) and kept only inside this object, wrapped
+so that no repr, log line or exception message shows it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+
+from compaction_app.providers.classify import error_from_status, error_from_transport, redact
+from compaction_app.providers.config import ProviderConfig
+from compaction_app.providers.errors import ProviderError
+
+logger = logging.getLogger(__name__)
+
+# The embedded provider is reached in-process; httpx still wants an absolute URL.
+EMBEDDED_BASE_URL = "http://embedded.invalid/v1"
+
+
+class _Secret:
+    """A string that never prints itself."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | None) -> None:
+        self._value = value
+
+    def reveal(self) -> str | None:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "_Secret(***)" if self._value else "_Secret(None)"
+
+    __str__ = __repr__
+
+
+class Connection:
+    """POSTs JSON to `{base_url}/<path>` and turns every failure into a classified, key-free ProviderError."""
+
+    def __init__(self, config: ProviderConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = config
+        self.base_url = EMBEDDED_BASE_URL if config.is_embedded else config.base_url.rstrip("/")
+        self._key = _Secret(config.api_key())
+        timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
+        self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"Connection(provider={self.config.name!r}, base_url={self.base_url!r})"
+
+    def headers(self, *, accept: str) -> dict[str, str]:
+        headers = {"Accept": accept, **self.config.extra_headers}
+        key = self._key.reveal()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}/{path.lstrip('/')}"
+
+    def fail(self, error: ProviderError) -> ProviderError:
+        """Strip the key from an error before it leaves the connection."""
+        return redact(error, self._key.reveal())
+
+    async def post_json(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """POST and return a 2xx response (body read); raise a classified ProviderError otherwise."""
+        url = self.url(path)
+        logger.debug("POST %s (provider %s)", url, self.config.name)
+        try:
+            response = await self._http.post(url, json=body, headers=self.headers(accept="application/json"))
+        except httpx.TransportError as exc:
+            raise self.fail(error_from_transport(exc)) from None
+        logger.debug("POST %s -> %s", url, response.status_code)
+        if not response.is_success:
+            raise self.fail(error_from_status(response.status_code, response.content, response.headers))
+        return response
+
+    @asynccontextmanager
+    async def stream_post(self, path: str, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
+        """POST with a streamed answer; yields a 2xx response whose body is still to be read."""
+        url = self.url(path)
+        logger.debug("POST %s stream (provider %s)", url, self.config.name)
+        try:
+            async with self._http.stream(
+                "POST", url, json=body, headers=self.headers(accept="text/event-stream")
+            ) as response:
+                logger.debug("POST %s -> %s", url, response.status_code)
+                if not response.is_success:
+                    content = await response.aread()
+                    raise self.fail(error_from_status(response.status_code, content, response.headers))
+                yield response
+        except httpx.TransportError as exc:
+            raise self.fail(error_from_transport(exc)) from None
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

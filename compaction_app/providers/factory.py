@@ -1,0 +1,55 @@
+"""Build the ModelClient a ProviderConfig describes (issue 3)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from functools import cache
+
+import httpx
+
+from compaction_app.providers.base import ModelClient
+from compaction_app.providers.chat import ChatClient
+from compaction_app.providers.client import ResponsesClient
+from compaction_app.providers.config import ProviderConfig
+from compaction_app.providers.retry import Sleep
+
+
+@cache
+def _shared_app(context_window: int | None):
+    from compaction_app.providers.simulated.app import create_app
+
+    return create_app(context_window=context_window)
+
+
+def embedded_transport(*, context_window: int | None = None, sleep: Sleep | None = None) -> httpx.ASGITransport:
+    """An in-process transport to the simulated provider (no network, no server).
+
+    With the default sleep, every client of one context window shares one simulator instance per process, so
+    counted faults (`times=n;key=k`) keep counting across clients; a custom `sleep` gets a fresh instance.
+    """
+    if sleep is None:
+        return httpx.ASGITransport(app=_shared_app(context_window))
+    from compaction_app.providers.simulated.app import create_app
+
+    return httpx.ASGITransport(app=create_app(context_window=context_window, sleep=sleep))
+
+
+def build_client(
+    config: ProviderConfig,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    sleep: Sleep = asyncio.sleep,
+    rng: random.Random | None = None,
+) -> ModelClient:
+    """A Responses or chat client for `config`; `base_url="embedded"` reaches the simulated provider in-process.
+
+    The embedded simulator is told the provider's context window, so it fails over-long inputs with
+    `context_length_exceeded` exactly as a real server with that window would. `sleep` is the backoff sleep of the
+    client's request retries (tests inject a recorder).
+    """
+    if transport is None and config.is_embedded:
+        transport = embedded_transport(context_window=config.context_window)
+    if config.wire_api == "chat":
+        return ChatClient(config, transport=transport)
+    return ResponsesClient(config, transport=transport, sleep=sleep, rng=rng)

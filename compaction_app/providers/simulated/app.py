@@ -1,0 +1,445 @@
+"""The embedded simulated model provider: a plain ASGI app speaking the OpenAI Responses API (issue 3).
+
+Routes (relative to the mount point; the dashboard serves it under /sim, the in-process transport at the root):
+    POST /v1/responses            streamed (SSE) turns, summaries and remote v2 compaction (`compaction_trigger`)
+    POST /v1/responses/compact    remote v1 compaction (JSON)
+    POST /v1/chat/completions     the same model over chat completions (streamed or not)
+    GET  /v1/models               the model list
+
+Usage is the exact o200k_base token count of what was received (instructions + input items); an input over the
+context window fails with HTTP 400 `context_length_exceeded`, like a real server. Fault injection headers are
+described in `faults`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from compaction_app.engine.tokens import counter
+from compaction_app.providers.chat_format import messages_to_items
+from compaction_app.providers.simulated import compaction, faults, replies
+from compaction_app.providers.simulated.faults import Fault, FaultCounter, FaultSyntaxError
+from compaction_app.providers.simulated.summarizer import is_summarization_request
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "compactweb-sim"
+DEFAULT_CONTEXT_WINDOW = 272_000
+ENCODING = "o200k_base"
+# OpenAI caches prompt prefixes of at least 1024 tokens, in steps of 128.
+CACHE_MIN_TOKENS, CACHE_STEP = 1024, 128
+CACHE_KEYS = 1024
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None,
+                 error_type: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.headers = headers or {}
+        self.error_type = error_type
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.error_type, "param": None, "code": self.code}}
+
+
+class PromptCache:
+    """Remembers per cache key the token counts of the last prompt's prefix, to report `cached_tokens`."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, list[tuple[str, int]]] = OrderedDict()
+
+    def cached_tokens(self, key: str, prefix: list[tuple[str, int]]) -> int:
+        previous = self._entries.get(key, [])
+        shared = 0
+        for (h1, n), (h2, _) in zip(prefix, previous, strict=False):
+            if h1 != h2:
+                break
+            shared += n
+        self._entries[key] = prefix
+        self._entries.move_to_end(key)
+        while len(self._entries) > CACHE_KEYS:
+            self._entries.popitem(last=False)
+        return 0 if shared < CACHE_MIN_TOKENS else shared - shared % CACHE_STEP
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+class SimulatedProvider:
+    """One simulator instance; fault counters and the prompt cache live here."""
+
+    def __init__(self, *, root_path: str = "", context_window: int | None = None,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, model: str = DEFAULT_MODEL) -> None:
+        self.root_path = root_path.rstrip("/")
+        self.context_window = context_window
+        self.sleep = sleep
+        self.model = model
+        self.fault_counter = FaultCounter()
+        self.prompt_cache = PromptCache()
+        self._tokens = counter(ENCODING)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path = scope.get("path", "")
+        if self.root_path and (path == self.root_path or path.startswith(self.root_path + "/")):
+            path = path[len(self.root_path) :] or "/"
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        method = scope.get("method", "GET")
+        try:
+            if path == "/v1/models":
+                _require(method, "GET")
+                await _send_json(send, 200, {"object": "list", "data": [
+                    {"id": self.model, "object": "model", "created": 0, "owned_by": "compactweb-sim"}]})
+                return
+            handler = {
+                "/v1/responses": self._responses,
+                "/v1/responses/compact": self._compact,
+                "/v1/chat/completions": self._chat,
+            }.get(path)
+            if handler is None:
+                raise HTTPError(404, "not_found", f"no route for {method} {path}")
+            _require(method, "POST")
+            body = await _read_json(receive)
+            await handler(body, headers, send)
+        except HTTPError as error:
+            await _send_json(send, error.status, error.body(), error.headers)
+
+    # -- helpers -------------------------------------------------------------------------------------------------
+
+    def _window(self, headers: dict[str, str]) -> int:
+        raw = headers.get(faults.CONTEXT_WINDOW_HEADER)
+        if raw:
+            if not raw.isdigit() or int(raw) <= 0:
+                raise HTTPError(400, "invalid_header", f"{faults.CONTEXT_WINDOW_HEADER} must be a positive integer")
+            return int(raw)
+        return self.context_window or DEFAULT_CONTEXT_WINDOW
+
+    def _count_input(self, instructions: str, items: list[dict[str, Any]]) -> list[tuple[str, int]]:
+        """(hash, tokens) of the instructions and each item: the prompt as the tokenizer sees it."""
+        counted = [(_digest(instructions), self._tokens.count_text(instructions))]
+        counted += [(_digest(item), self._tokens.count_item(item)) for item in items]
+        return counted
+
+    def _usage(self, body: dict[str, Any], counted: list[tuple[str, int]], output_tokens: int) -> dict[str, Any]:
+        input_tokens = sum(n for _, n in counted)
+        key = str(body.get("prompt_cache_key") or f"{body.get('model')}:{counted[0][0]}")
+        cached = self.prompt_cache.cached_tokens(key, counted)
+        return {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        }
+
+    async def _apply_faults(self, headers: dict[str, str], endpoint: str) -> dict[str, Fault]:
+        try:
+            parsed = faults.parse_faults(headers.get(faults.FAULT_HEADER))
+        except FaultSyntaxError as exc:
+            raise HTTPError(400, "invalid_fault_header", str(exc)) from None
+        firing = self.fault_counter.active(parsed, endpoint)
+        if "slow" in firing:
+            await self.sleep(firing["slow"].seconds)
+        if "context_window_exceeded" in firing:
+            raise _context_exceeded("fault injected: context_window_exceeded")
+        if "overloaded" in firing:
+            raise _overloaded(firing["overloaded"])
+        if "server_error" in firing:
+            raise HTTPError(500, "server_error", "fault injected: internal server error", error_type="server_error")
+        return firing
+
+    def _check_window(self, counted: list[tuple[str, int]], headers: dict[str, str]) -> None:
+        total, window = sum(n for _, n in counted), self._window(headers)
+        if total > window:
+            raise _context_exceeded(
+                f"Your input exceeds the context window of this model: {total} tokens requested, window {window}."
+            )
+
+    def _response_headers(self, headers: dict[str, str]) -> dict[str, str]:
+        if headers.get(faults.REASONING_INCLUDED_HEADER, "").lower() == "true":
+            return {"X-Reasoning-Included": "true"}
+        return {}
+
+    # -- endpoints -----------------------------------------------------------------------------------------------
+
+    async def _responses(self, body: dict[str, Any], headers: dict[str, str], send: Send) -> None:
+        items = _items(body, "input")
+        instructions = _instructions(body)
+        body = {**body, "input": items}
+        problem = compaction.trigger_position_error(items)
+        if problem:
+            raise HTTPError(400, "invalid_request_error", problem)
+        v2 = compaction.is_v2_request(items)
+        firing = await self._apply_faults(headers, "responses_v2" if v2 else "responses")
+        counted = self._count_input(instructions, items)
+        self._check_window(counted, headers)
+
+        if v2:
+            history = items[:-1]
+            item, summary = compaction.compaction_item(history)
+            output = [replies.assistant_message("Compacting the conversation.", replies.short_id("msg", item["id"]))]
+            if "v2_zero" not in firing:
+                output.append(item)
+            if "v2_two" in firing:
+                second, _ = compaction.compaction_item([*history, {"type": "message", "role": "user", "content": []}])
+                output.append({**second, "id": replies.short_id("cmp", "second", item["id"])})
+            output_tokens = self._tokens.count_text(summary)
+        else:
+            output = replies.summary_reply(body) if is_summarization_request(body) else replies.turn_reply(body)
+            output_tokens = sum(self._tokens.count_item(i) for i in output)
+        usage = self._usage(body, counted, output_tokens)
+        response_id = replies.short_id("resp", _digest(body), str(time.time_ns()))
+        await self._stream_response(send, body, response_id, output, usage, firing, headers)
+
+    async def _stream_response(self, send: Send, body: dict[str, Any], response_id: str,
+                               output: list[dict[str, Any]], usage: dict[str, Any], firing: dict[str, Fault],
+                               headers: dict[str, str]) -> None:
+        model = str(body.get("model") or self.model)
+        created_at = int(time.time())
+        seq = 0
+
+        def event(kind: str, **fields: Any) -> bytes:
+            nonlocal seq
+            payload = {"type": kind, "sequence_number": seq, **fields}
+            seq += 1
+            return f"event: {kind}\ndata: {json.dumps(payload)}\n\n".encode()
+
+        def response_obj(status: str, out: list[dict[str, Any]], usage_obj: dict[str, Any] | None) -> dict:
+            return {"id": response_id, "object": "response", "created_at": created_at, "status": status,
+                    "model": model, "output": out, "usage": usage_obj, "parallel_tool_calls": False,
+                    "tool_choice": "auto", "tools": [], "error": None, "incomplete_details": None,
+                    "instructions": None, "metadata": {}, "temperature": 1.0, "top_p": 1.0}
+
+        await _start(send, 200, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                 **self._response_headers(headers)})
+        chunks = [event("response.created", response=response_obj("in_progress", [], None))]
+        if "bad_json" in firing:
+            chunks.append(b"data: {this is not json\n\n")
+        for index, item in enumerate(output):
+            chunks.append(event("response.output_item.added", output_index=index, item=_in_progress(item)))
+            if item.get("type") == "message":
+                text = "".join(p.get("text", "") for p in item.get("content", []))
+                for piece in _pieces(text):
+                    chunks.append(event("response.output_text.delta", item_id=item.get("id", ""), output_index=index,
+                                        content_index=0, delta=piece, logprobs=[]))
+            chunks.append(event("response.output_item.done", output_index=index, item=item))
+        if "stream_closed" not in firing:
+            chunks.append(event("response.completed", response=response_obj("completed", output, usage)))
+        for chunk in chunks:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _compact(self, body: dict[str, Any], headers: dict[str, str], send: Send) -> None:
+        items = _items(body, "input")
+        instructions = _instructions(body)
+        firing = await self._apply_faults(headers, "compact")
+        counted = self._count_input(instructions, items)
+        self._check_window(counted, headers)
+        if "compact_malformed" in firing:
+            await _send_json(send, 200, {"output": "not a list"})
+            return
+        if "bad_json" in firing:
+            await _start(send, 200, {"Content-Type": "application/json"})
+            await send({"type": "http.response.body", "body": b"{this is not json", "more_body": False})
+            return
+        output, summary = compaction.compact_output(items)
+        usage = self._usage(body, counted, self._tokens.count_text(summary))
+        await _send_json(send, 200, {
+            "id": replies.short_id("resp", _digest(body)),
+            "object": "response.compaction",
+            "created_at": int(time.time()),
+            "output": output,
+            "usage": usage,
+        })
+
+    async def _chat(self, body: dict[str, Any], headers: dict[str, str], send: Send) -> None:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise HTTPError(400, "invalid_request_error", "`messages` must be an array of objects")
+        instructions, items = messages_to_items(messages)
+        firing = await self._apply_faults(headers, "chat")
+        counted = self._count_input(instructions, items)
+        self._check_window(counted, headers)
+        as_responses = {"model": body.get("model"), "instructions": instructions, "input": items,
+                        "tools": body.get("tools") or []}
+        if is_summarization_request(as_responses):
+            output = replies.summary_reply(as_responses)
+        else:
+            output = [i for i in replies.turn_reply(as_responses) if i.get("type") != "reasoning"]
+        text = "".join(p.get("text", "") for i in output if i.get("type") == "message" for p in i["content"])
+        calls = [i for i in output if i.get("type") == "function_call"]
+        usage = self._usage(as_responses, counted, sum(self._tokens.count_item(i) for i in output))
+        chat_usage = {"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"],
+                      "total_tokens": usage["total_tokens"],
+                      "prompt_tokens_details": {"cached_tokens": usage["input_tokens_details"]["cached_tokens"]}}
+        chat_id = replies.short_id("chatcmpl", _digest(body), str(time.time_ns()))
+        model = str(body.get("model") or self.model)
+        finish = "tool_calls" if calls else "stop"
+        tool_calls = [{"index": n, "id": c["call_id"], "type": "function",
+                       "function": {"name": c["name"], "arguments": c["arguments"]}} for n, c in enumerate(calls)]
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if tool_calls:
+                message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in tool_calls]
+            await _send_json(send, 200, {"id": chat_id, "object": "chat.completion", "created": int(time.time()),
+                                         "model": model, "choices": [{"index": 0, "message": message,
+                                                                      "finish_reason": finish}],
+                                         "usage": chat_usage})
+            return
+
+        def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+            payload = {"id": chat_id, "object": "chat.completion.chunk", "created": int(time.time()),
+                       "model": model, "choices": choices, **extra}
+            return f"data: {json.dumps(payload)}\n\n".encode()
+
+        parts = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])]
+        if "bad_json" in firing:
+            parts.append(b"data: {this is not json\n\n")
+        for piece in _pieces(text):
+            parts.append(chunk([{"index": 0, "delta": {"content": piece}, "finish_reason": None}]))
+        for call in tool_calls:
+            parts.append(chunk([{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]))
+        if "stream_closed" not in firing:
+            parts.append(chunk([{"index": 0, "delta": {}, "finish_reason": finish}]))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                parts.append(chunk([], usage=chat_usage))
+            parts.append(b"data: [DONE]\n\n")
+        await _start(send, 200, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        for part in parts:
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def create_app(*, root_path: str = "", context_window: int | None = None,
+               sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+               model: str = DEFAULT_MODEL) -> SimulatedProvider:
+    """A new simulated provider (ASGI). `sleep` serves the `slow` fault, so tests can inject a recorder."""
+    return SimulatedProvider(root_path=root_path, context_window=context_window, sleep=sleep, model=model)
+
+
+# -- HTTP plumbing ---------------------------------------------------------------------------------------------------
+
+
+def _context_exceeded(message: str) -> HTTPError:
+    return HTTPError(400, "context_length_exceeded", message)
+
+
+def _overloaded(fault: Fault) -> HTTPError:
+    retry_after = fault.params.get("retry_after")
+    if fault.params.get("status") == "503":
+        headers = {"Retry-After": retry_after} if retry_after and retry_after != "none" else {}
+        return HTTPError(503, "server_is_overloaded", "fault injected: the server is overloaded, try again later",
+                         headers=headers, error_type="server_error")
+    retry_after = retry_after or "1"
+    headers = {} if retry_after == "none" else {"Retry-After": retry_after}
+    return HTTPError(429, "rate_limit_exceeded", "fault injected: rate limit reached, please retry later",
+                     headers=headers, error_type="requests")
+
+
+def _require(method: str, expected: str) -> None:
+    if method != expected:
+        raise HTTPError(405, "method_not_allowed", f"use {expected}", headers={"Allow": expected})
+
+
+def _items(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    value = body.get(key)
+    if isinstance(value, str):
+        return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": value}]}]
+    if not isinstance(value, list) or not all(isinstance(i, dict) for i in value):
+        raise HTTPError(400, "invalid_request_error", f"`{key}` must be a string or an array of item objects")
+    return [_normalize_item(i) for i in value]
+
+
+def _normalize_item(item: dict[str, Any]) -> dict[str, Any]:
+    """Accept the API's "easy input" form: `{"role": ..., "content": "text"}` without `type` is a message."""
+    if "type" not in item and "role" in item:
+        item = {"type": "message", **item}
+    if item.get("type") == "message" and isinstance(item.get("content"), str):
+        part = "output_text" if item.get("role") == "assistant" else "input_text"
+        item = {**item, "content": [{"type": part, "text": item["content"]}]}
+    return item
+
+
+def _instructions(body: dict[str, Any]) -> str:
+    value = body.get("instructions") or ""
+    if not isinstance(value, str):
+        raise HTTPError(400, "invalid_request_error", "`instructions` must be a string")
+    return value
+
+
+def _in_progress(item: dict[str, Any]) -> dict[str, Any]:
+    if item.get("type") == "message":
+        return {**item, "status": "in_progress", "content": []}
+    return item
+
+
+def _pieces(text: str, size: int = 24) -> list[str]:
+    """Split text into delta-sized pieces (on word boundaries where possible)."""
+    pieces, current = [], ""
+    for word in text.split(" "):
+        candidate = word if not current else current + " " + word
+        if len(candidate) > size and current:
+            pieces.append(current + " ")
+            current = word
+        else:
+            current = candidate
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+async def _read_json(receive: Receive) -> dict[str, Any]:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise HTTPError(400, "invalid_request_error", "client disconnected")
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    try:
+        body = json.loads(b"".join(chunks) or b"null")
+    except ValueError:
+        raise HTTPError(400, "invalid_request_error", "request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise HTTPError(400, "invalid_request_error", "request body must be a JSON object")
+    return body
+
+
+async def _start(send: Send, status: int, headers: dict[str, str]) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]})
+
+
+async def _send_json(send: Send, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+    data = json.dumps(payload).encode("utf-8")
+    await _start(send, status, {"Content-Type": "application/json", "Content-Length": str(len(data)),
+                                **(headers or {})})
+    await send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,138 @@
+"""Fault injection for the simulated provider, switched per request by headers (and so per session, whose provider
+config puts them in `extra_headers`).
+
+Header grammar::
+
+    X-Sim-Fault: <fault>[;<param>=<value>]... [, <fault>[;<param>=<value>]...]...
+
+    fault   := overloaded | server_error | context_window_exceeded | slow=<seconds> | stream_closed
+             | v2_zero | v2_two | compact_malformed | bad_json
+    params  := times=<n>        apply to the first n matching requests carrying the same key, then stop
+               key=<k>          the counter `times` uses (default: the fault's name); kept per app instance
+               status=<code>    overloaded only: 429 (default, with Retry-After) or 503 (code server_is_overloaded)
+               retry_after=<s>  overloaded only: the Retry-After value, default 1; `none` sends no header
+
+    X-Sim-Context-Window: <tokens>     the window the input is checked against (default: the app's, else 272000)
+    X-Sim-Reasoning-Included: true     the response carries `X-Reasoning-Included: true` (spec §3.2)
+
+Where each fault applies (a fault only counts a `times` use on a request it applies to):
+overloaded, server_error, context_window_exceeded, slow — every POST endpoint; stream_closed — streamed
+`/responses` and `/chat/completions` (the stream ends before `response.completed` / `[DONE]`); v2_zero, v2_two —
+`/responses` requests ending with a `compaction_trigger`; compact_malformed (`{"output": "not a list"}`) —
+`/responses/compact`; bad_json — a 200 whose body is not JSON on `/responses/compact`, an unparsable event inside
+the stream on `/responses` and `/chat/completions`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+FAULT_HEADER = "x-sim-fault"
+CONTEXT_WINDOW_HEADER = "x-sim-context-window"
+REASONING_INCLUDED_HEADER = "x-sim-reasoning-included"
+
+FAULTS = frozenset(
+    {
+        "overloaded",
+        "server_error",
+        "context_window_exceeded",
+        "slow",
+        "stream_closed",
+        "v2_zero",
+        "v2_two",
+        "compact_malformed",
+        "bad_json",
+    }
+)
+PARAMS = frozenset({"times", "key", "status", "retry_after"})
+
+# endpoint names used by the app: "responses", "responses_v2", "compact", "chat"
+APPLIES_TO = {
+    "overloaded": {"responses", "responses_v2", "compact", "chat"},
+    "server_error": {"responses", "responses_v2", "compact", "chat"},
+    "context_window_exceeded": {"responses", "responses_v2", "compact", "chat"},
+    "slow": {"responses", "responses_v2", "compact", "chat"},
+    "stream_closed": {"responses", "responses_v2", "chat"},
+    "v2_zero": {"responses_v2"},
+    "v2_two": {"responses_v2"},
+    "compact_malformed": {"compact"},
+    "bad_json": {"responses", "responses_v2", "compact", "chat"},
+}
+
+
+class FaultSyntaxError(ValueError):
+    """The X-Sim-Fault header does not follow the grammar (answered with HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    value: str | None = None
+    times: int | None = None
+    key: str = ""
+    params: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return float(self.value or 0)
+
+
+def parse_faults(header: str | None) -> list[Fault]:
+    """Parse an X-Sim-Fault header value; raise FaultSyntaxError with a clear message when it is malformed."""
+    if not header or not header.strip():
+        return []
+    faults = []
+    for spec in header.split(","):
+        parts = [p.strip() for p in spec.split(";") if p.strip()]
+        if not parts:
+            continue
+        name, _, value = parts[0].partition("=")
+        name = name.strip()
+        if name not in FAULTS:
+            raise FaultSyntaxError(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
+        if name == "slow":
+            try:
+                if float(value) < 0:
+                    raise ValueError
+            except ValueError:
+                raise FaultSyntaxError(f"slow needs a non-negative number of seconds, got {value!r}") from None
+        params: dict[str, str] = {}
+        for part in parts[1:]:
+            key, sep, val = part.partition("=")
+            if not sep or key.strip() not in PARAMS:
+                raise FaultSyntaxError(f"bad fault parameter {part!r}; known: {', '.join(sorted(PARAMS))}")
+            params[key.strip()] = val.strip()
+        times = None
+        if "times" in params:
+            if not params["times"].isdigit():
+                raise FaultSyntaxError(f"times must be a non-negative integer, got {params['times']!r}")
+            times = int(params["times"])
+        if "status" in params and params["status"] not in ("429", "503"):
+            raise FaultSyntaxError(f"overloaded status must be 429 or 503, got {params['status']!r}")
+        faults.append(Fault(name=name, value=value or None, times=times, key=params.get("key", name), params=params))
+    return faults
+
+
+class FaultCounter:
+    """Counts uses of `times`-limited faults per (fault, key); one per app instance, safe across threads."""
+
+    def __init__(self) -> None:
+        self._uses: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def active(self, faults: list[Fault], endpoint: str) -> dict[str, Fault]:
+        """The faults that fire on this request, by name (each limited fault's use is counted here)."""
+        firing: dict[str, Fault] = {}
+        with self._lock:
+            for fault in faults:
+                if endpoint not in APPLIES_TO[fault.name]:
+                    continue
+                if fault.times is not None:
+                    slot = (fault.name, fault.key)
+                    used = self._uses.get(slot, 0)
+                    if used >= fault.times:
+                        continue
+                    self._uses[slot] = used + 1
+                firing[fault.name] = fault
+        return firing

@@ -1,0 +1,150 @@
+"""The simulated model's turn replies: deterministic, derived from the conversation it was sent.
+
+For the current user turn (items after the last real user message) the model makes a number of tool calls fixed by
+a hash of that message (0..4), one per response, each preceded by a reasoning item; then it answers with an
+assistant message that reports the tool results it saw. Same input, same output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from compaction_app.engine.items import is_compaction_item, is_real_user_message, message_text
+from compaction_app.providers.chat_format import assistant_message, tool_names
+from compaction_app.providers.simulated import codec
+from compaction_app.providers.simulated.summarizer import FILE_PATTERN, Digest, digest, render
+
+MAX_TOOL_CALLS_PER_TURN = 4
+KNOWN_TOOLS = ("shell", "read_file", "search", "apply_patch")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+_STOPWORDS = frozenset({"please", "could", "would", "should", "with", "that", "this", "from", "into", "then",
+                        "them", "have", "make", "sure", "also", "what", "when", "where", "which", "there"})
+
+
+def stable_hash(*parts: str) -> int:
+    return int.from_bytes(hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()[:8], "big")
+
+
+def short_id(prefix: str, *parts: str) -> str:
+    return f"{prefix}_{stable_hash(*parts):016x}"
+
+
+def current_turn(items: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """(text of the last real user message, the items after it)."""
+    for index in range(len(items) - 1, -1, -1):
+        if is_real_user_message(items[index]):
+            return message_text(items[index]), items[index + 1 :]
+    return "", list(items)
+
+
+def planned_tool_calls(user_text: str) -> int:
+    """How many tool calls the model makes for this user message (0..4, from its hash)."""
+    return stable_hash("calls", user_text) % (MAX_TOOL_CALLS_PER_TURN + 1)
+
+
+def _keywords(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text) if w.lower() not in _STOPWORDS]
+
+
+def _target_file(user_text: str, n: int) -> str:
+    files = [m.group(1) for m in FILE_PATTERN.finditer(user_text)]
+    if files:
+        return files[n % len(files)]
+    words = _keywords(user_text) or ["module"]
+    return f"src/{words[stable_hash('file', user_text) % len(words)].lower()}.py"
+
+
+def tool_arguments(name: str, user_text: str, n: int) -> dict[str, Any]:
+    """Plausible arguments for a known tool, derived from the user text; {} for tools the model does not know."""
+    path = _target_file(user_text, n)
+    words = _keywords(user_text) or ["TODO"]
+    word = words[(stable_hash("word", user_text) + n) % len(words)]
+    if name == "shell":
+        stem = path.rsplit("/", 1)[-1].removesuffix(".py")
+        test = path if path.rsplit("/", 1)[-1].startswith("test_") else f"tests/test_{stem}.py"
+        commands = [f"pytest -q {test}", f"grep -rn {word} .", f"python -m py_compile {path}", "git status --short"]
+        return {"command": commands[n % len(commands)]}
+    if name == "read_file":
+        return {"path": path}
+    if name == "search":
+        return {"query": word}
+    if name == "apply_patch":
+        patch = (f"*** Begin Patch\n*** Update File: {path}\n@@\n-# {word}: TODO\n+# {word}: done\n*** End Patch\n")
+        return {"patch": patch}
+    return {}
+
+
+def _choose_tool(offered: list[str], user_text: str, n: int) -> str:
+    known = [name for name in KNOWN_TOOLS if name in offered]
+    pool = known or offered
+    return pool[stable_hash("tool", user_text, str(n)) % len(pool)]
+
+
+def remembered_digest(items: list[dict[str, Any]]) -> Digest | None:
+    """The digest carried by the newest compaction item in the input, if the simulator made it."""
+    for item in reversed(items):
+        if is_compaction_item(item):
+            payload = codec.decode(item.get("encrypted_content"))
+            if payload and payload.get("kind") == "compaction":
+                return Digest.from_payload(payload.get("digest") or {})
+    return None
+
+
+def turn_reply(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Output items for a normal turn: [reasoning, function_call] or [assistant message]."""
+    items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+    offered = tool_names(body.get("tools") or [])
+    user_text, turn = current_turn(items)
+    calls_made = [i for i in turn if i.get("type") == "function_call"]
+    n = len(calls_made)
+    seed = f"{len(items)}:{user_text}"
+    if offered and n < planned_tool_calls(user_text):
+        name = _choose_tool(offered, user_text, n)
+        args = tool_arguments(name, user_text, n)
+        thought = f"To handle '{user_text[:80]}' I will call {name} (step {n + 1})."
+        reasoning = {
+            "type": "reasoning",
+            "id": short_id("rs", seed, str(n)),
+            "summary": [{"type": "summary_text", "text": thought}],
+            "encrypted_content": codec.encode({"kind": "reasoning", "thought": thought}),
+        }
+        call = {
+            "type": "function_call",
+            "id": short_id("fc", seed, str(n)),
+            "call_id": short_id("call", seed, str(n)),
+            "name": name,
+            "arguments": json.dumps(args),
+        }
+        return [reasoning, call]
+    return [assistant_message(_final_text(items, user_text, turn), short_id("msg", seed, "final"))]
+
+
+def _final_text(items: list[dict[str, Any]], user_text: str, turn: list[dict[str, Any]]) -> str:
+    outputs = {i.get("call_id"): i for i in turn if i.get("type") == "function_call_output"}
+    lines = []
+    if user_text:
+        lines.append(f"Done with: {user_text[:200]}")
+    else:
+        lines.append("Nothing was asked yet.")
+    for call in (i for i in turn if i.get("type") == "function_call"):
+        output = outputs.get(call.get("call_id"))
+        result = "no output"
+        if output is not None:
+            raw = output.get("output")
+            text = raw if isinstance(raw, str) else json.dumps(raw)
+            result = (text.strip().splitlines() or ["(empty)"])[0][:160]
+        lines.append(f"- {call.get('name')} {call.get('arguments')}: {result}")
+    remembered = remembered_digest(items)
+    if remembered is not None and remembered.goals:
+        lines.append("Continuing the earlier work on: " + "; ".join(g[:80] for g in remembered.goals[-3:]))
+    return "\n".join(lines)
+
+
+def summary_reply(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answer to a summarization prompt: one assistant message holding the extractive summary."""
+    items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+    text = render(digest(items))
+    return [assistant_message(text, short_id("msg", "summary", text))]

@@ -1,0 +1,196 @@
+"""The simulated provider's HTTP surface: routes, exact usage, compaction output, fault injection."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from compaction_app.engine.tokens import counter
+from compaction_app.providers.base import ResponsesRequest
+from compaction_app.providers.client import ResponsesClient
+from compaction_app.providers.config import ProviderConfig
+from compaction_app.providers.errors import ErrorKind, ProviderError
+from compaction_app.providers.simulated import codec
+from compaction_app.providers.simulated.app import create_app
+from compaction_app.providers.simulated.faults import FaultSyntaxError, parse_faults
+
+PROMPT = "You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary."
+
+
+def _user(text):
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def _http(app, **headers):
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sim.test", headers=headers)
+
+
+def _client(app, **headers):
+    config = ProviderConfig(name="sim", model="m", base_url="http://sim.test/v1", extra_headers=headers)
+    return ResponsesClient(config, transport=httpx.ASGITransport(app=app))
+
+
+async def _events(client, items, **kw):
+    return [e async for e in client.stream_response(ResponsesRequest(model="m", input=items, **kw))]
+
+
+@pytest.mark.asyncio
+async def test_models_route_unknown_route_and_wrong_method():
+    async with _http(create_app(model="sim-x")) as http:
+        models = await http.get("/v1/models")
+        assert models.json()["data"][0]["id"] == "sim-x"
+        missing = await http.post("/v1/nope", json={})
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+        wrong = await http.get("/v1/responses")
+        assert wrong.status_code == 405
+        bad = await http.post("/v1/responses", content=b"not json")
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_request_error"
+
+
+@pytest.mark.asyncio
+async def test_root_path_prefix_is_stripped_when_the_server_keeps_it_in_path():
+    async with _http(create_app(root_path="/sim")) as http:
+        assert (await http.get("/sim/v1/models")).status_code == 200
+
+
+@pytest.mark.asyncio
+async def test_usage_is_the_exact_token_count_of_instructions_and_input():
+    items = [_user("count these tokens please"), {"type": "function_call_output", "call_id": "x", "output": "ok"}]
+    async with _client(create_app()) as client:
+        events = await _events(client, items, instructions="Be brief.")
+    tok = counter("o200k_base")
+    expected_in = tok.count_text("Be brief.") + sum(tok.count_item(i) for i in items)
+    outputs = [e.item for e in events if e.type == "response.output_item.done"]
+    usage = events[-1].usage
+    assert usage.input_tokens == expected_in
+    assert usage.output_tokens == sum(tok.count_item(i) for i in outputs)
+
+
+@pytest.mark.asyncio
+async def test_repeated_long_prefix_reports_cached_tokens():
+    items = [_user("word " * 3000)]
+    async with _client(create_app()) as client:
+        first = (await _events(client, items, prompt_cache_key="k"))[-1].usage
+        second = (await _events(client, [*items, _user("more")], prompt_cache_key="k"))[-1].usage
+    assert first.cached_input_tokens == 0
+    assert 1024 <= second.cached_input_tokens <= first.input_tokens and second.cached_input_tokens % 128 == 0
+
+
+@pytest.mark.asyncio
+async def test_summarization_prompt_gets_an_extractive_summary_over_http():
+    items = [_user("Refactor db/session.py to use a pool"), _user(PROMPT)]
+    async with _client(create_app()) as client:
+        events = await _events(client, items)
+    (message,) = [e.item for e in events if e.type == "response.output_item.done"]
+    text = message["content"][0]["text"]
+    assert "Refactor db/session.py to use a pool" in text and "`db/session.py`" in text
+
+
+@pytest.mark.asyncio
+async def test_compact_keeps_user_messages_only_and_the_payload_remembers_the_rest():
+    items = [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<permissions/>"}]},
+        _user("<environment_context>cwd=/x</environment_context>"),
+        _user("Speed up the search index in search/index.py"),
+        {"type": "function_call", "call_id": "c", "name": "shell", "arguments": '{"command": "make bench"}'},
+        {"type": "function_call_output", "call_id": "c", "output": "RuntimeError: index locked"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "found the lock"}]},
+    ]
+    async with _http(create_app()) as http:
+        answer = (await http.post("/v1/responses/compact", json={"model": "m", "input": items})).json()
+    assert answer["object"] == "response.compaction"
+    assert answer["output"][:-1] == [items[2]]
+    payload = codec.decode(answer["output"][-1]["encrypted_content"])
+    assert "make bench" in payload["digest"]["commands"]
+    assert "RuntimeError: index locked" in payload["digest"]["errors"]
+    assert answer["usage"]["input_tokens"] > 0 and answer["usage"]["output_tokens"] > 0
+
+
+@pytest.mark.asyncio
+async def test_trigger_that_is_not_the_last_item_is_rejected():
+    async with _client(create_app()) as client:
+        with pytest.raises(ProviderError) as caught:
+            await _events(client, [{"type": "compaction_trigger"}, _user("x")])
+    assert caught.value.kind is ErrorKind.INVALID_REQUEST and "final input item" in caught.value.message
+
+
+@pytest.mark.asyncio
+async def test_input_over_the_window_always_fails_with_context_length_exceeded():
+    items = [_user("a fairly long message " * 20)]
+    async with _client(create_app(context_window=50)) as client:
+        with pytest.raises(ProviderError) as caught:
+            await _events(client, items)
+    assert caught.value.kind is ErrorKind.CONTEXT_WINDOW_EXCEEDED and caught.value.code == "context_length_exceeded"
+    async with _client(create_app(context_window=50), **{"X-Sim-Context-Window": "100000"}) as client:
+        assert (await _events(client, items))[-1].type == "response.completed"
+
+
+@pytest.mark.asyncio
+async def test_counted_faults_fail_n_requests_per_key_then_succeed():
+    app = create_app()
+    async with _client(app, **{"X-Sim-Fault": "server_error;times=2;key=s1"}) as client:
+        for _ in range(2):
+            with pytest.raises(ProviderError) as caught:
+                await _events(client, [_user("x")])
+            assert caught.value.kind is ErrorKind.SERVER_ERROR
+        assert (await _events(client, [_user("x")]))[-1].type == "response.completed"
+    async with _client(app, **{"X-Sim-Fault": "server_error;times=2;key=s2"}) as other_session:
+        with pytest.raises(ProviderError):
+            await _events(other_session, [_user("x")])
+
+
+@pytest.mark.asyncio
+async def test_slow_fault_waits_through_the_injected_sleep(sleeps):
+    async with _client(create_app(sleep=sleeps), **{"X-Sim-Fault": "slow=2.5"}) as client:
+        assert (await _events(client, [_user("x")]))[-1].type == "response.completed"
+    assert sleeps == [2.5]
+
+
+@pytest.mark.asyncio
+async def test_bad_json_event_in_a_stream_is_skipped():
+    async with _client(create_app(), **{"X-Sim-Fault": "bad_json"}) as client:
+        events = await _events(client, [_user("x")])
+    assert events[-1].type == "response.completed"
+
+
+@pytest.mark.asyncio
+async def test_reasoning_included_header_reaches_the_completed_event():
+    async with _client(create_app(), **{"X-Sim-Reasoning-Included": "true"}) as client:
+        assert (await _events(client, [_user("x")]))[-1].reasoning_included is True
+    async with _client(create_app()) as client:
+        assert (await _events(client, [_user("x")]))[-1].reasoning_included is False
+
+
+@pytest.mark.asyncio
+async def test_malformed_fault_header_is_a_clear_400():
+    async with _http(create_app(), **{"X-Sim-Fault": "explode"}) as http:
+        answer = await http.post("/v1/responses", json={"model": "m", "input": []})
+    assert answer.status_code == 400 and "unknown fault 'explode'" in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("header, message", [
+    ("slow=abc", "slow needs"),
+    ("overloaded;times=x", "times must be"),
+    ("overloaded;status=500", "status must be 429 or 503"),
+    ("server_error;colour=red", "bad fault parameter"),
+])
+def test_fault_grammar_errors(header, message):
+    with pytest.raises(FaultSyntaxError, match=message):
+        parse_faults(header)
+
+
+def test_fault_grammar_parses_several_faults_with_parameters():
+    slow, overloaded = parse_faults("slow=0.5, overloaded;status=503;times=2;key=abc")
+    assert (slow.name, slow.seconds) == ("slow", 0.5)
+    assert (overloaded.times, overloaded.key, overloaded.params["status"]) == (2, "abc", "503")
+
+
+@pytest.mark.asyncio
+async def test_chat_endpoint_answers_without_streaming_too():
+    async with _http(create_app()) as http:
+        answer = await http.post("/v1/chat/completions", json={
+            "model": "m", "messages": [{"role": "user", "content": "Summarize our work so far"}]})
+    body = answer.json()
+    assert body["object"] == "chat.completion" and body["usage"]["prompt_tokens"] > 0
+    assert body["choices"][0]["message"]["content"].startswith("Handoff summary")
+    assert body["choices"][0]["finish_reason"] == "stop"
