@@ -1,0 +1,372 @@
+"""Configuration (providers, prompts, hooks, policies) and the record of every compaction and attempt.
+
+Field help texts name the Codex setting each field mirrors (spec §12) so the admin explains itself.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+
+class Provider(models.Model):
+    class WireApi(models.TextChoices):
+        RESPONSES = "responses", "Responses API"
+        CHAT = "chat", "Chat Completions"
+
+    class RemoteCompaction(models.TextChoices):
+        NONE = "none", "none (local summarisation only)"
+        V1 = "v1", "v1: POST /responses/compact"
+        V2 = "v2", "v2: streamed /responses with compaction_trigger"
+
+    class Encoding(models.TextChoices):
+        O200K = "o200k_base", "o200k_base"
+        CL100K = "cl100k_base", "cl100k_base"
+
+    EMBEDDED = "embedded"
+
+    name = models.CharField(max_length=100, unique=True, help_text="A unique name (Codex: model_providers.<id>).")
+    base_url = models.CharField(
+        max_length=500,
+        help_text='Base URL of the API, e.g. https://api.openai.com/v1, or the literal "embedded" for the built-in '
+        "simulated model (Codex: model_providers.<id>.base_url).",
+    )
+    wire_api = models.CharField(
+        max_length=16, choices=WireApi.choices, default=WireApi.RESPONSES,
+        help_text="Which wire protocol the provider speaks (Codex: model_providers.<id>.wire_api).",
+    )
+    model = models.CharField(max_length=200, help_text="Model name sent in requests (Codex: model).")
+    fallback_model = models.CharField(
+        max_length=200, blank=True,
+        help_text="Model used when the main one fails with a model-specific error (blank = none).",
+    )
+    context_window = models.PositiveIntegerField(
+        default=272000, validators=[MinValueValidator(1)],
+        help_text="The model's context window in tokens (Codex: model_context_window; unknown models 272000, §2.2).",
+    )
+    effective_context_window_percent = models.PositiveSmallIntegerField(
+        default=95, validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Usable window = context window × this percent / 100 (Codex model metadata, default 95, §2.2).",
+    )
+    remote_compaction = models.CharField(
+        max_length=8, choices=RemoteCompaction.choices, default=RemoteCompaction.NONE,
+        help_text="Which server-side compaction endpoint the provider supports (§2.5).",
+    )
+    api_key_env = models.CharField(
+        max_length=200, blank=True,
+        help_text="The NAME of the environment variable holding the API key; the key itself is never stored.",
+    )
+    encoding = models.CharField(
+        max_length=32, choices=Encoding.choices, default=Encoding.O200K,
+        help_text="tiktoken encoding used to count tokens exactly for this provider's models.",
+    )
+    connect_timeout = models.FloatField(
+        default=10.0, validators=[MinValueValidator(0.1)], help_text="Seconds to wait for a connection."
+    )
+    read_timeout = models.FloatField(
+        default=300.0, validators=[MinValueValidator(0.1)],
+        help_text="Seconds to wait for data on an open stream (Codex: stream_idle_timeout_ms).",
+    )
+    stream_max_retries = models.PositiveSmallIntegerField(
+        default=5, validators=[MaxValueValidator(100)],
+        help_text="Stream reconnection attempts (Codex: model_providers.<id>.stream_max_retries, default 5, cap 100).",
+    )
+    request_max_retries = models.PositiveSmallIntegerField(
+        default=4, validators=[MaxValueValidator(100)],
+        help_text="HTTP request retries (Codex: model_providers.<id>.request_max_retries, default 4, cap 100).",
+    )
+    supports_reasoning = models.BooleanField(
+        default=False, help_text="Whether requests carry reasoning settings and ask for encrypted reasoning."
+    )
+    comp_hash = models.CharField(
+        max_length=200, blank=True,
+        help_text="The model's compatibility hash; a change between turns triggers comp_hash_changed (§2.4).",
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.base_url == self.EMBEDDED
+
+    @property
+    def usable_context_window(self) -> int:
+        """Spec §2.2: context window × effective percent / 100 (integer division)."""
+        return self.context_window * self.effective_context_window_percent // 100
+
+
+class Prompt(models.Model):
+    name = models.CharField(max_length=100, unique=True, help_text="A unique name for this prompt.")
+    text = models.TextField(
+        help_text="Summarisation prompt for local compaction (Codex: experimental_compact_prompt_file contents)."
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Hook(models.Model):
+    class Event(models.TextChoices):
+        PRE_COMPACT = "pre_compact", "PreCompact"
+        POST_COMPACT = "post_compact", "PostCompact"
+
+    class Kind(models.TextChoices):
+        CALLABLE = "callable", "Python callable"
+        WEBHOOK = "webhook", "Webhook (HTTP POST)"
+
+    class Matcher(models.TextChoices):
+        ANY = "any", "any trigger"
+        MANUAL = "manual", "manual only"
+        AUTO = "auto", "auto only"
+
+    name = models.CharField(max_length=100, unique=True, help_text="A unique name for this hook.")
+    event = models.CharField(max_length=16, choices=Event.choices, help_text="When it runs (spec §7).")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CALLABLE, help_text="How it runs.")
+    target = models.CharField(
+        max_length=500, help_text="Dotted path of a Python callable, or the URL a webhook is POSTed to."
+    )
+    matcher = models.CharField(
+        max_length=8, choices=Matcher.choices, default=Matcher.ANY,
+        help_text="Which compaction triggers the hook matches (Codex hook matcher: manual / auto).",
+    )
+    timeout_seconds = models.FloatField(
+        default=10.0, validators=[MinValueValidator(0.1)], help_text="The hook is failed after this many seconds."
+    )
+    enabled = models.BooleanField(default=True, help_text="Disabled hooks never run.")
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.event})"
+
+
+class CompactionPolicy(models.Model):
+    class Scope(models.TextChoices):
+        TOTAL = "total", "total"
+        BODY_AFTER_PREFIX = "body_after_prefix", "body after prefix"
+
+    class TokenCounterChoice(models.TextChoices):
+        PROVIDER_ENCODING = "provider_encoding", "exact: the provider's tiktoken encoding"
+        CODEX_ESTIMATE = "codex_estimate", "Codex's estimator: ceil(bytes / 4)"
+
+    class Strategy(models.TextChoices):
+        AUTO = "auto", "auto (select per provider, §2.5)"
+        LOCAL = "local", "local summarisation"
+        REMOTE_V1 = "remote_v1", "remote v1 (/responses/compact)"
+        REMOTE_V2 = "remote_v2", "remote v2 (compaction_trigger)"
+        TOKEN_BUDGET = "token_budget", "token budget (new context window)"
+
+    name = models.CharField(max_length=100, unique=True, help_text="A unique name for this policy.")
+    auto_compact_token_limit = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="Auto-compact limit in tokens (Codex: model_auto_compact_token_limit). Blank = 90% of the window; "
+        "in the total scope a larger value is clamped to 90% of the window (§2.2). Stored as given.",
+    )
+    auto_compact_scope = models.CharField(
+        max_length=24, choices=Scope.choices, default=Scope.TOTAL,
+        help_text="What the limit is compared with (Codex: model_auto_compact_token_limit_scope, §2.3).",
+    )
+    token_counter = models.CharField(
+        max_length=24, choices=TokenCounterChoice.choices, default=TokenCounterChoice.PROVIDER_ENCODING,
+        help_text="How items are counted: the provider's exact tiktoken encoding, or Codex's byte estimator (§3.1).",
+    )
+    strategy = models.CharField(
+        max_length=16, choices=Strategy.choices, default=Strategy.AUTO,
+        help_text="Compaction implementation; auto follows Codex's selection (§2.5).",
+    )
+    remote_compaction_v2 = models.BooleanField(
+        default=True, help_text="With strategy auto, prefer remote v2 over v1 (Codex: features.remote_compaction_v2)."
+    )
+    token_budget = models.BooleanField(
+        default=False, help_text="With strategy auto, use token-budget new windows (Codex: features.token_budget)."
+    )
+    compact_prompt = models.TextField(
+        blank=True,
+        help_text="Summarisation prompt for local compaction (Codex: compact_prompt). Blank = the default "
+        "SUMMARIZATION_PROMPT. Do not set together with a stored prompt.",
+    )
+    prompt = models.ForeignKey(
+        Prompt, null=True, blank=True, on_delete=models.PROTECT, related_name="policies",
+        help_text="A stored prompt instead of compact_prompt (Codex: experimental_compact_prompt_file).",
+    )
+    user_message_budget = models.PositiveIntegerField(
+        default=20000, validators=[MinValueValidator(0)],
+        help_text="Tokens of user messages kept by local compaction (Codex: COMPACT_USER_MESSAGE_MAX_TOKENS, §5.1).",
+    )
+    retained_message_budget = models.PositiveIntegerField(
+        default=64000, validators=[MinValueValidator(0)],
+        help_text="Tokens of messages retained by remote v2 (Codex: RETAINED_MESSAGE_TOKEN_BUDGET, §5.4).",
+    )
+    stream_max_retries = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(100)],
+        help_text="Overrides the provider's stream_max_retries (blank = the provider's; §6.2).",
+    )
+    request_max_retries = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(100)],
+        help_text="Overrides the provider's request_max_retries (blank = the provider's).",
+    )
+    fallback_model = models.CharField(
+        max_length=200, blank=True, help_text="Overrides the provider's fallback model (blank = the provider's)."
+    )
+    hooks = models.ManyToManyField(
+        Hook, blank=True, related_name="policies", help_text="PreCompact / PostCompact hooks run by this policy (§7)."
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "compaction policies"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        # spec §12: both prompt sources set is a configuration error (precedence unknown upstream).
+        if self.compact_prompt.strip() and self.prompt_id:
+            raise ValidationError(
+                {"prompt": "Set either compact_prompt or prompt, not both (spec §12: setting both is an error)."}
+            )
+
+    def counter_name(self, provider: Provider) -> str:
+        """The compaction_app.engine.tokens counter name this policy uses with `provider`."""
+        if self.token_counter == self.TokenCounterChoice.CODEX_ESTIMATE:
+            return "codex_estimate"
+        return provider.encoding
+
+
+class Trigger(models.TextChoices):
+    MANUAL = "manual", "manual"
+    AUTO = "auto", "auto"
+
+
+class Reason(models.TextChoices):
+    USER_REQUESTED = "user_requested", "user requested"
+    CONTEXT_LIMIT = "context_limit", "context limit"
+    MODEL_DOWNSHIFT = "model_downshift", "model downshift"
+    COMP_HASH_CHANGED = "comp_hash_changed", "comp hash changed"
+
+
+class Phase(models.TextChoices):
+    STANDALONE_TURN = "standalone_turn", "standalone turn"
+    PRE_TURN = "pre_turn", "pre-turn"
+    MID_TURN = "mid_turn", "mid-turn"
+
+
+class Implementation(models.TextChoices):
+    RESPONSES = "responses", "responses (local)"
+    RESPONSES_COMPACT = "responses_compact", "responses_compact (remote v1)"
+    RESPONSES_COMPACTION_V2 = "responses_compaction_v2", "responses_compaction_v2 (remote v2)"
+    TOKEN_BUDGET = "token_budget", "token budget (new window)"
+
+
+class Compaction(models.Model):
+    """One installed compaction (a CompactedItem, spec §1.5). The rollout's `compacted` line is the truth."""
+
+    session = models.ForeignKey("sessions_app.Session", on_delete=models.PROTECT, related_name="compactions")
+    rollout_seq = models.PositiveBigIntegerField(help_text="Seq of the `compacted` rollout line that installed it.")
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    reason = models.CharField(max_length=32, choices=Reason.choices)
+    phase = models.CharField(max_length=24, choices=Phase.choices)
+    implementation = models.CharField(max_length=32, choices=Implementation.choices)
+    strategy = models.CharField(max_length=16, choices=CompactionPolicy.Strategy.choices)
+    summary = models.TextField(blank=True, help_text="The summary text (local); empty for remote and token budget.")
+    tokens_before = models.PositiveBigIntegerField(default=0)
+    tokens_after = models.PositiveBigIntegerField(default=0)
+    window_number = models.PositiveIntegerField(help_text="The window this compaction opened (§9).")
+    window_id = models.CharField(max_length=64)
+    previous_window_id = models.CharField(max_length=64, blank=True)
+    first_window_id = models.CharField(max_length=64)
+    item_id = models.CharField(max_length=64, help_text="The ContextCompaction turn item id (§1.4).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    rolled_back = models.BooleanField(default=False, help_text="Cached; the rollout's rollback lines are the truth.")
+
+    class Meta:
+        ordering = ["session", "rollout_seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "rollout_seq"], name="compaction_unique_rollout_seq")
+        ]
+
+    def __str__(self) -> str:
+        return f"compaction #{self.pk} of session {self.session_id} (window {self.window_number})"
+
+
+class CompactionAttempt(models.Model):
+    """One compaction attempt including failures (Codex's CodexCompactionEvent, spec §10)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "running"
+        COMPLETED = "completed", "completed"
+        FAILED = "failed", "failed"
+        INTERRUPTED = "interrupted", "interrupted"
+
+    session = models.ForeignKey("sessions_app.Session", on_delete=models.PROTECT, related_name="compaction_attempts")
+    compaction = models.ForeignKey(
+        Compaction, null=True, blank=True, on_delete=models.PROTECT, related_name="attempts"
+    )
+    item_id = models.CharField(max_length=64, blank=True)
+    turn_id = models.CharField(max_length=64, blank=True)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    reason = models.CharField(max_length=32, choices=Reason.choices)
+    implementation = models.CharField(max_length=32, choices=Implementation.choices)
+    phase = models.CharField(max_length=24, choices=Phase.choices)
+    strategy = models.CharField(max_length=16, choices=CompactionPolicy.Strategy.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    error_kind = models.CharField(max_length=64, blank=True, help_text="codex_error_kind, when failed.")
+    error_http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_message = models.TextField(blank=True)
+    tokens_before = models.PositiveBigIntegerField(default=0, help_text="active_context_tokens_before")
+    tokens_after = models.PositiveBigIntegerField(null=True, blank=True, help_text="active_context_tokens_after")
+    compaction_summary_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    cached_input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    retained_image_count = models.PositiveIntegerField(null=True, blank=True)
+    retries = models.PositiveSmallIntegerField(default=0)
+    started_at = models.DateTimeField()
+    completed_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"attempt #{self.pk} ({self.implementation}, {self.status})"
+
+
+class HookRun(models.Model):
+    class Status(models.TextChoices):
+        COMPLETED = "completed", "completed"
+        STOPPED = "stopped", "stopped"
+        FAILED = "failed", "failed"
+
+    attempt = models.ForeignKey(CompactionAttempt, on_delete=models.PROTECT, related_name="hook_runs")
+    hook = models.ForeignKey(Hook, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    hook_name = models.CharField(max_length=100, help_text="Kept even if the hook is later deleted.")
+    event = models.CharField(max_length=16, choices=Hook.Event.choices)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    stop_reason = models.TextField(blank=True)
+    duration_ms = models.PositiveBigIntegerField(default=0)
+    output = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"{self.hook_name} {self.event} {self.status}"
+
+

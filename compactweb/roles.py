@@ -1,0 +1,119 @@
+"""Roles (design: users and roles): Django groups operator ⊂ support ⊂ admin, checked on every view, API call and
+websocket connection. Superusers hold every role.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from rest_framework.permissions import BasePermission
+
+OPERATOR = "operator"
+SUPPORT = "support"
+ADMIN = "admin"
+ROLES = (OPERATOR, SUPPORT, ADMIN)  # lowest first: each role includes the ones before it
+_RANK = {role: rank for rank, role in enumerate(ROLES)}
+
+
+def _check_role(role: str) -> None:
+    if role not in _RANK:
+        raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+
+
+def role_of(user) -> str | None:
+    """The highest role a user holds, or None (anonymous, inactive or in no role group)."""
+    if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
+        return None
+    if user.is_superuser:
+        return ADMIN
+    cached = getattr(user, "_compactweb_role", False)
+    if cached is not False:
+        return cached
+    names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+    role = max(names, key=_RANK.__getitem__) if names else None
+    user._compactweb_role = role
+    return role
+
+
+def has_role(user, role: str) -> bool:
+    """Whether `user` holds `role` or a higher one (admin ⊃ support ⊃ operator)."""
+    _check_role(role)
+    held = role_of(user)
+    return held is not None and _RANK[held] >= _RANK[role]
+
+
+def roles_at_or_above(role: str) -> tuple[str, ...]:
+    _check_role(role)
+    return ROLES[_RANK[role] :]
+
+
+class _RolePermission(BasePermission):
+    role = OPERATOR
+    message = "This needs the operator role."
+
+    def has_permission(self, request, view) -> bool:
+        return has_role(request.user, self.role)
+
+
+class IsOperator(_RolePermission):
+    role = OPERATOR
+    message = "This needs the operator role."
+
+
+class IsSupport(_RolePermission):
+    role = SUPPORT
+    message = "This needs the support role."
+
+
+class IsAdminRole(_RolePermission):
+    role = ADMIN
+    message = "This needs the admin role."
+
+
+def permission_for(role: str) -> type[BasePermission]:
+    return {OPERATOR: IsOperator, SUPPORT: IsSupport, ADMIN: IsAdminRole}[role]
+
+
+class ReadOperatorWriteAdmin(BasePermission):
+    """Reads need operator; writes need admin (providers, policies)."""
+
+    message = "Changing this needs the admin role."
+
+    def has_permission(self, request, view) -> bool:
+        if request.method in ("GET", "HEAD", "OPTIONS"):
+            return has_role(request.user, OPERATOR)
+        return has_role(request.user, ADMIN)
+
+
+def role_required(role: str) -> Callable:
+    """Decorator for page views: anonymous users go to the login page, users without `role` get 403."""
+    _check_role(role)
+
+    def decorator(view):
+        @functools.wraps(view)
+        def wrapped(request, *args, **kwargs):
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not has_role(request.user, role):
+                raise PermissionDenied(f"This page needs the {role} role.")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+def scope_has_role(scope: dict, role: str) -> bool:
+    """For websocket consumers: whether the connection's user (Channels' AuthMiddleware `scope["user"]`) holds
+    `role`. Touches the database, so call it from sync code or through `database_sync_to_async`."""
+    return has_role(scope.get("user"), role)
+
+
+async def ascope_has_role(scope: dict, role: str) -> bool:
+    """`scope_has_role` for async consumers."""
+    from channels.db import database_sync_to_async
+
+    return await database_sync_to_async(scope_has_role)(scope, role)

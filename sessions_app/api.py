@@ -1,0 +1,144 @@
+"""JSON API views for sessions: thin wrappers around sessions_app.services and selectors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from compactweb.api_errors import ApiError
+from compactweb.roles import IsOperator
+from sessions_app import selectors, services
+from sessions_app.item_validation import ItemValidationError
+from sessions_app.models import RolloutLine, Session
+from sessions_app.serializers import (
+    AppendItemsSerializer,
+    AppendResultSerializer,
+    HistorySerializer,
+    SessionCreateSerializer,
+    SessionSummarySerializer,
+)
+
+ROLLOUT_CHUNK = 1000
+
+
+def _session_or_404(pk: int) -> Session:
+    try:
+        return selectors.get_session(session_id=pk)
+    except Session.DoesNotExist:
+        raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist") from None
+
+
+def _invalid_item(exc: ItemValidationError) -> ApiError:
+    return ApiError(status_code=400, code="invalid_item", message=str(exc))
+
+
+class SessionList(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(responses=SessionSummarySerializer(many=True))
+    def get(self, request):
+        sessions = selectors.list_sessions(state=request.query_params.get("state"))
+        return Response([selectors.session_summary(session=s) for s in sessions])
+
+    @extend_schema(request=SessionCreateSerializer, responses={201: SessionSummarySerializer})
+    def post(self, request):
+        data = SessionCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            session = services.do_create_session(actor=request.user, **data.validated_data)
+        except ItemValidationError as exc:
+            raise _invalid_item(exc) from None
+        session = selectors.get_session(session_id=session.pk)
+        return Response(selectors.session_summary(session=session), status=status.HTTP_201_CREATED)
+
+
+class SessionDetail(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(responses=SessionSummarySerializer)
+    def get(self, request, pk: int):
+        return Response(selectors.session_summary(session=_session_or_404(pk)))
+
+
+class SessionHistory(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(responses=HistorySerializer)
+    def get(self, request, pk: int):
+        return Response({"items": selectors.live_items(session=_session_or_404(pk))})
+
+
+class SessionItems(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(request=AppendItemsSerializer, responses={201: AppendResultSerializer})
+    def post(self, request, pk: int):
+        session = _session_or_404(pk)
+        data = AppendItemsSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            result = services.do_append_items(session=session, actor=request.user, **data.validated_data)
+        except ItemValidationError as exc:
+            raise _invalid_item(exc) from None
+        seqs = [line.seq for line in result.lines]
+        body = {
+            "session": selectors.session_summary(session=selectors.get_session(session_id=pk)),
+            "first_seq": seqs[0] if seqs else session.last_seq,
+            "last_seq": seqs[-1] if seqs else session.last_seq,
+            "appended": len(data.validated_data["items"]),
+        }
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+def _chunk(session_id: int, after: int) -> tuple[str, int]:
+    lines = list(RolloutLine.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")[:ROLLOUT_CHUNK])
+    text = "".join(json.dumps(line.as_codex_line(), ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines)
+    return text, lines[-1].seq if lines else after
+
+
+def _sync_lines(session_id: int, after: int) -> Iterator[str]:
+    while True:
+        text, after = _chunk(session_id, after)
+        if not text:
+            return
+        yield text
+
+
+async def _async_lines(session_id: int, after: int) -> AsyncIterator[str]:
+    while True:
+        text, after = await sync_to_async(_chunk)(session_id, after)
+        if not text:
+            return
+        yield text
+
+
+class SessionRollout(APIView):
+    """The rollout as JSON Lines, one Codex-shaped line each: {"seq", "timestamp", "type", "payload"} (spec §15)."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        responses={(200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="JSON Lines")}
+    )
+    def get(self, request, pk: int):
+        session = _session_or_404(pk)
+        try:
+            after = int(request.query_params.get("after", 0))
+        except ValueError:
+            raise ApiError(status_code=400, code="invalid", message="after: must be an integer seq") from None
+        # Under ASGI (Daphne) stream with an async iterator so Django does not buffer the whole rollout.
+        lines = _async_lines(session.pk, after) if isinstance(request._request, ASGIRequest) else _sync_lines(
+            session.pk, after
+        )
+        response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
+        response["Content-Disposition"] = f'inline; filename="rollout-{session.thread_id}.jsonl"'
+        return response

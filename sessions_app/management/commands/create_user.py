@@ -1,0 +1,34 @@
+"""Create a user with a role and print an API token (design: per-user API tokens)."""
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from rest_framework.authtoken.models import Token
+
+from compactweb.roles import ADMIN, ROLES
+
+
+class Command(BaseCommand):
+    help = "Create a user in a role group (operator, support or admin) and print their API token."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--username", required=True)
+        parser.add_argument("--role", required=True, choices=ROLES)
+        parser.add_argument("--password", help="Login password for the web pages (omit for an API-only user).")
+
+    def handle(self, *args, username: str, role: str, password: str | None, **options):
+        User = get_user_model()
+        if User.objects.filter(username=username).exists():
+            raise CommandError(f"user {username!r} already exists")
+        with transaction.atomic():
+            user = User(username=username, is_staff=role == ADMIN)
+            if password:
+                user.set_password(password)
+            else:
+                user.set_unusable_password()
+            user.save()
+            user.groups.add(Group.objects.get(name=role))
+            token = Token.objects.create(user=user)
+        self.stdout.write(f"created {role} {username}")
+        self.stdout.write(f"token: {token.key}")

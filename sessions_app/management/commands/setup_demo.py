@@ -1,0 +1,47 @@
+"""Prepare the embedded default for a first look: the simulated provider, a default policy and a demo admin.
+
+Idempotent: run it again and the provider and policy stay as they are; the admin gets a fresh password, printed
+once (it is stored only as a hash).
+"""
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand
+from django.db import transaction
+from django.utils.crypto import get_random_string
+
+from compaction_app.models import CompactionPolicy, Provider
+from compactweb.roles import ADMIN
+
+DEMO_PROVIDER = {
+    "base_url": Provider.EMBEDDED,
+    "model": "sim-1",
+    "context_window": 32000,
+    "wire_api": Provider.WireApi.RESPONSES,
+    "remote_compaction": Provider.RemoteCompaction.V2,
+    "encoding": Provider.Encoding.O200K,
+}
+
+
+class Command(BaseCommand):
+    help = "Create the embedded simulated provider, a default policy and the demo admin user (prints the login)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--url", default="http://127.0.0.1:8000/", help="The address printed for the dashboard.")
+        parser.add_argument("--username", default="admin")
+
+    def handle(self, *args, url: str, username: str, **options):
+        with transaction.atomic():
+            provider, _ = Provider.objects.get_or_create(name="embedded", defaults=DEMO_PROVIDER)
+            CompactionPolicy.objects.get_or_create(name="default", defaults={})
+            User = get_user_model()
+            user, _ = User.objects.get_or_create(username=username)
+            password = get_random_string(20)
+            user.set_password(password)
+            user.is_staff = True
+            user.is_active = True
+            user.save()
+            user.groups.add(Group.objects.get(name=ADMIN))
+        self.stdout.write(f"embedded provider: {provider.name} (model {provider.model}, window {provider.context_window})")
+        self.stdout.write(f"dashboard: {url}")
+        self.stdout.write(f"login: {username} / {password}")

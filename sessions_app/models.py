@@ -1,0 +1,247 @@
+"""Sessions, their append-only rollout, context windows and the cached live history.
+
+The rollout is the truth. Session's live fields and LiveItem rows are a cache of the fold in
+`sessions_app.projection`, always derivable from the rollout (`services.verify_projection` checks it).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from compaction_app.engine import meter as m
+from sessions_app.projection import LINE_KINDS, Header
+
+
+class AppendOnlyError(RuntimeError):
+    """Rollout lines are never updated or deleted."""
+
+
+class Session(models.Model):
+    class State(models.TextChoices):
+        IDLE = "idle", "idle"
+        RUNNING = "running", "running"
+        PAUSED = "paused", "paused"
+        STOPPED = "stopped", "stopped"
+        FAILED = "failed", "failed"
+
+    title = models.CharField(max_length=200)
+    provider = models.ForeignKey("compaction_app.Provider", on_delete=models.PROTECT, related_name="sessions")
+    policy = models.ForeignKey("compaction_app.CompactionPolicy", on_delete=models.PROTECT, related_name="sessions")
+    base_instructions = models.TextField(blank=True, help_text="The model's base instructions (spec §3.1).")
+    initial_context = models.JSONField(
+        default=list, blank=True, help_text="Items injected as the turn's full context (spec §5.3)."
+    )
+    state = models.CharField(max_length=16, choices=State.choices, default=State.IDLE)
+    thread_id = models.UUIDField(unique=True, help_text="A UUIDv7, as Codex's thread id.")
+    model = models.CharField(max_length=200, help_text="Model used by the latest turn (previous-model check, §2.4).")
+    fault_injection = models.JSONField(
+        default=dict, blank=True, help_text="Per-session simulated-provider faults (empty = none)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    # Cached live state: the O(1) header of the projection fold (sessions_app.projection.Header).
+    window_number = models.PositiveIntegerField(default=0)
+    window_id = models.CharField(max_length=64, blank=True)
+    previous_window_id = models.CharField(max_length=64, blank=True)
+    first_window_id = models.CharField(max_length=64, blank=True)
+    last_seq = models.PositiveBigIntegerField(default=0)
+    compaction_count = models.PositiveIntegerField(default=0)
+    reference_context_set = models.BooleanField(
+        default=False, help_text="Whether the current baseline context is installed (cleared by compaction, §5.3)."
+    )
+    live_item_count = models.PositiveIntegerField(default=0)
+    meter_usage_total = models.BigIntegerField(default=0)
+    meter_since_model = models.BigIntegerField(default=0)
+    meter_reasoning_before_user = models.BigIntegerField(default=0)
+    meter_reasoning_after_user = models.BigIntegerField(default=0)
+    meter_reasoning_included = models.BooleanField(default=False)
+    meter_history_tokens = models.BigIntegerField(default=0)
+    meter_base_tokens = models.BigIntegerField(default=0)
+    meter_prefill = models.BigIntegerField(null=True, blank=True)
+    meter_prefill_source = models.CharField(max_length=16, blank=True)
+
+    HEADER_FIELDS = (
+        "window_number", "window_id", "previous_window_id", "first_window_id", "last_seq", "compaction_count",
+        "reference_context_set", "live_item_count", "model", "meter_usage_total", "meter_since_model",
+        "meter_reasoning_before_user", "meter_reasoning_after_user", "meter_reasoning_included",
+        "meter_history_tokens", "meter_base_tokens", "meter_prefill", "meter_prefill_source",
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.title} (#{self.pk})"
+
+    @property
+    def meter(self) -> m.MeterState:
+        return m.MeterState(
+            usage_total=self.meter_usage_total,
+            since_model=self.meter_since_model,
+            reasoning_before_user=self.meter_reasoning_before_user,
+            reasoning_after_user=self.meter_reasoning_after_user,
+            reasoning_included=self.meter_reasoning_included,
+            history_tokens=self.meter_history_tokens,
+            base_tokens=self.meter_base_tokens,
+            prefill=self.meter_prefill,
+            prefill_source=self.meter_prefill_source,
+        )
+
+    @property
+    def tokens_in_window(self) -> int:
+        """The window's active tokens (spec §3.2), read in O(1)."""
+        return m.active_total(self.meter)
+
+    @property
+    def header(self) -> Header:
+        return Header(
+            meter=self.meter,
+            window_number=self.window_number,
+            window_id=self.window_id,
+            previous_window_id=self.previous_window_id,
+            first_window_id=self.first_window_id,
+            last_seq=self.last_seq,
+            compaction_count=self.compaction_count,
+            reference_context_set=self.reference_context_set,
+            model=self.model,
+            item_count=self.live_item_count,
+        )
+
+    def set_header(self, header: Header) -> None:
+        """Copy a projection header onto the row's cached fields (the caller saves)."""
+        self.window_number = header.window_number
+        self.window_id = header.window_id
+        self.previous_window_id = header.previous_window_id
+        self.first_window_id = header.first_window_id
+        self.last_seq = header.last_seq
+        self.compaction_count = header.compaction_count
+        self.reference_context_set = header.reference_context_set
+        self.live_item_count = header.item_count
+        self.model = header.model
+        meter = header.meter
+        self.meter_usage_total = meter.usage_total
+        self.meter_since_model = meter.since_model
+        self.meter_reasoning_before_user = meter.reasoning_before_user
+        self.meter_reasoning_after_user = meter.reasoning_after_user
+        self.meter_reasoning_included = meter.reasoning_included
+        self.meter_history_tokens = meter.history_tokens
+        self.meter_base_tokens = meter.base_tokens
+        self.meter_prefill = meter.prefill
+        self.meter_prefill_source = meter.prefill_source
+
+
+class RolloutLineQuerySet(models.QuerySet):
+    """Rollout lines can be read and inserted, never changed: every bulk write path raises."""
+
+    def update(self, **kwargs):
+        raise AppendOnlyError("rollout lines are append-only: update() is refused")
+
+    def delete(self):
+        raise AppendOnlyError("rollout lines are append-only: delete() is refused")
+
+    def bulk_update(self, objs, fields, batch_size=None):
+        raise AppendOnlyError("rollout lines are append-only: bulk_update() is refused")
+
+    def update_or_create(self, defaults=None, create_defaults=None, **kwargs):
+        raise AppendOnlyError("rollout lines are append-only: update_or_create() is refused")
+
+    def _raw_delete(self, using):
+        raise AppendOnlyError("rollout lines are append-only: delete is refused")
+
+    _raw_delete.queryset_only = True
+
+
+class RolloutLine(models.Model):
+    """One line of a session's append-only rollout, in Codex's line kinds (spec §15) plus ours (rollback, ...)."""
+
+    KIND_CHOICES = [(k, k) for k in LINE_KINDS]
+
+    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="rollout_lines")
+    seq = models.PositiveBigIntegerField(help_text="Per-session sequence number, from 1.")
+    timestamp = models.DateTimeField()
+    kind = models.CharField(max_length=32, choices=KIND_CHOICES)
+    payload = models.JSONField()
+    tokens = models.PositiveBigIntegerField(
+        default=0,
+        help_text="Stored token count: the item of a response_item, the base instructions of a session_meta, "
+        "the sum of item_tokens of a line that installs a history; 0 otherwise.",
+    )
+    item_tokens = models.JSONField(
+        null=True, blank=True, help_text="One stored count per replacement_history item (compacted, rollback, redo)."
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    objects = RolloutLineQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="rolloutline_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq} {self.kind}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnlyError("rollout lines are append-only: an existing line cannot be saved again")
+        kwargs["force_insert"] = True
+        kwargs.pop("force_update", None)
+        kwargs.pop("update_fields", None)
+        return super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("rollout lines are append-only: delete() is refused")
+
+    def as_codex_line(self) -> dict:
+        """The Codex rollout line shape (spec §15) plus our `seq`."""
+        return {
+            "seq": self.seq,
+            "timestamp": self.timestamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "type": self.kind,
+            "payload": self.payload,
+        }
+
+
+class ContextWindow(models.Model):
+    """A context window of a session (spec §9): opened at start, and by every line that changes the window id."""
+
+    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="windows")
+    number = models.PositiveIntegerField()
+    window_id = models.CharField(max_length=64)
+    previous_window_id = models.CharField(max_length=64, blank=True)
+    first_window_id = models.CharField(max_length=64)
+    opened_by_seq = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Seq of the rollout line that opened it (null for the first window)."
+    )
+    opened_at = models.DateTimeField()
+    reason = models.CharField(max_length=32, help_text="session_start, or the kind of the line that opened it.")
+
+    class Meta:
+        ordering = ["session", "opened_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"window {self.number} of session {self.session_id}"
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("context windows are never deleted")
+
+
+class LiveItem(models.Model):
+    """The cached model-visible history (position 0..n-1); always equals a rebuild from the rollout."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="live_items")
+    position = models.PositiveIntegerField()
+    item = models.JSONField()
+    tokens = models.PositiveBigIntegerField()
+    source_seq = models.PositiveBigIntegerField(help_text="Seq of the rollout line the item came from.")
+    model_generated = models.BooleanField()
+
+    class Meta:
+        ordering = ["session", "position"]
+        constraints = [models.UniqueConstraint(fields=["session", "position"], name="liveitem_unique_position")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}[{self.position}] {self.item.get('type')}"

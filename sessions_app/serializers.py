@@ -1,0 +1,61 @@
+"""JSON shapes of the sessions API (design: JSON API contract)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from compaction_app.models import CompactionPolicy, Provider
+
+
+class SessionCreateSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=200)
+    provider = serializers.PrimaryKeyRelatedField(queryset=Provider.objects.all())
+    policy = serializers.PrimaryKeyRelatedField(queryset=CompactionPolicy.objects.all())
+    base_instructions = serializers.CharField(required=False, allow_blank=True, default="")
+    initial_context = serializers.JSONField(required=False, default=list, help_text="Responses items.")
+    items = serializers.JSONField(required=False, default=list, help_text="Responses items.")
+
+
+class AppendItemsSerializer(serializers.Serializer):
+    items = serializers.JSONField(help_text="Responses items to append, in order.")
+    usage = serializers.DictField(
+        required=False, allow_null=True, default=None,
+        help_text="Usage of the response that produced the items (input_tokens, output_tokens, total_tokens...).",
+    )
+    reasoning_included = serializers.BooleanField(required=False, default=False)
+
+
+class SessionSummarySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    state = serializers.CharField()
+    thread_id = serializers.CharField()
+    provider = serializers.IntegerField()
+    policy = serializers.IntegerField()
+    model = serializers.CharField()
+    window_number = serializers.IntegerField()
+    window_id = serializers.CharField()
+    previous_window_id = serializers.CharField(allow_null=True)
+    first_window_id = serializers.CharField()
+    tokens_in_window = serializers.IntegerField()
+    context_window = serializers.IntegerField()
+    usable_context_window = serializers.IntegerField()
+    auto_compact_limit = serializers.IntegerField()
+    auto_compact_scope = serializers.CharField()
+    window_prefill = serializers.IntegerField(allow_null=True)
+    compaction_count = serializers.IntegerField()
+    live_item_count = serializers.IntegerField()
+    last_seq = serializers.IntegerField()
+    created_at = serializers.CharField()
+    updated_at = serializers.CharField()
+
+
+class HistorySerializer(serializers.Serializer):
+    items = serializers.ListField(child=serializers.DictField())
+
+
+class AppendResultSerializer(serializers.Serializer):
+    session = SessionSummarySerializer()
+    first_seq = serializers.IntegerField()
+    last_seq = serializers.IntegerField()
+    appended = serializers.IntegerField()

@@ -1,0 +1,336 @@
+"""Writes to sessions: create, append items, append any rollout line, rebuild and verify the projection.
+
+Every write takes the per-session lock (`select_for_update` on the session row; on SQLite the IMMEDIATE transaction
+mode serialises writers), appends rollout lines, and updates the cached projection (LiveItem rows and the session's
+header fields) with the same fold a rebuild uses, in one transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from uuid6 import uuid7
+
+from compaction_app.engine.items import Item, is_model_generated
+from compaction_app.engine.tokens import TokenCounter, counter
+from compaction_app.engine.windows import new_window_id
+from compaction_app.models import CompactionPolicy, Provider
+from sessions_app import projection as p
+from sessions_app.item_validation import validate_item, validate_items
+from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
+from sessions_app.signals import rollout_appended
+
+ORIGINATOR = "compactweb"
+
+
+@dataclass(frozen=True)
+class NewLine:
+    """A rollout line to append. Seq, timestamp and token counts are assigned by `append_rollout_lines`."""
+
+    kind: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+def counter_for(session: Session) -> TokenCounter:
+    """The token counter the session's policy selects: the provider's tiktoken encoding or Codex's estimator."""
+    return counter(session.policy.counter_name(session.provider))
+
+
+def usage_line(
+    *, usage: dict[str, Any], reasoning_included: bool = False, model_context_window: int | None = None
+) -> NewLine:
+    """An `event_msg` `token_count` line carrying a model response's usage (spec §3.2, §15)."""
+    total = int(usage.get("total_tokens") or 0) or int(usage.get("input_tokens") or 0) + int(
+        usage.get("output_tokens") or 0
+    )
+    last = {
+        "input_tokens": int(usage.get("input_tokens") or 0),
+        "cached_input_tokens": int(usage.get("cached_input_tokens") or 0),
+        "output_tokens": int(usage.get("output_tokens") or 0),
+        "reasoning_output_tokens": int(usage.get("reasoning_output_tokens") or 0),
+        "total_tokens": total,
+    }
+    return NewLine(
+        p.EVENT_MSG,
+        {
+            "type": "token_count",
+            "info": {"last_token_usage": last, "model_context_window": model_context_window},
+            "rate_limits": None,
+            "reasoning_included": reasoning_included,
+        },
+    )
+
+
+def estimate_line() -> NewLine:
+    """A `token_count` recompute: the meter's base becomes the estimate of the whole history (spec §3.2)."""
+    return NewLine(p.EVENT_MSG, {"type": "token_count", "source": "estimate", "info": {"last_token_usage": {}}})
+
+
+def _prepare(line: NewLine, header: p.Header, tokens_of: TokenCounter) -> tuple[dict, int, list[int] | None]:
+    """Validate and count a line's items once, and fill the fields the service owns (window ids, estimates)."""
+    kind, payload = line.kind, dict(line.payload)
+    if kind not in p.LINE_KINDS:
+        raise ValueError(f"unknown rollout line kind {kind!r}; choose one of {', '.join(p.LINE_KINDS)}")
+    tokens, item_tokens = 0, None
+    if kind == p.RESPONSE_ITEM:
+        payload = validate_item(payload, "item")
+        tokens = tokens_of.count_item(payload)
+    elif kind in p.HISTORY_INSTALLING_KINDS:
+        history = validate_items(payload.get("replacement_history"), "replacement_history")
+        item_tokens = [tokens_of.count_item(i) for i in history]
+        tokens = sum(item_tokens)
+        payload["replacement_history"] = history
+    elif kind == p.SESSION_META:
+        base = payload.get("base_instructions") or {}
+        tokens = tokens_of.count_text(base.get("text", "") if isinstance(base, dict) else str(base))
+    elif kind == p.EVENT_MSG and payload.get("type") == "token_count" and payload.get("source") == "estimate":
+        estimate = header.meter.base_tokens + header.meter.history_tokens
+        payload["info"] = {"last_token_usage": {"total_tokens": estimate}}
+    if kind in (p.COMPACTED, p.WINDOW_OPENED) and not payload.get("window_id"):
+        # spec §9: every successful compaction (and a new token-budget window) opens the next window.
+        payload.update(
+            window_number=header.window_number + 1,
+            window_id=new_window_id(),
+            previous_window_id=header.window_id,
+            first_window_id=header.first_window_id,
+        )
+    return payload, tokens, item_tokens
+
+
+@transaction.atomic
+def append_rollout_lines(*, session: Session, lines: Sequence[NewLine], actor=None) -> list[RolloutLine]:
+    """Append lines to a session's rollout and update the cached projection, in one transaction.
+
+    Items are validated and counted once here; a `compacted`/`window_opened` line without window fields gets the
+    next window (spec §9). Cost is O(lines) plus O(replacement) for lines that install a history, never O(history).
+    `session` is refreshed with the new live state.
+    """
+    locked = Session.objects.select_for_update().select_related("provider", "policy").get(pk=session.pk)
+    tokens_of = counter_for(locked)
+    header = locked.header
+    now = timezone.now()
+    rows: list[RolloutLine] = []
+    windows: list[ContextWindow] = []
+    pending_live: list[LiveItem] = []
+    replaced = False
+    for new in lines:
+        payload, tokens, item_tokens = _prepare(new, header, tokens_of)
+        line = p.Line(seq=header.last_seq + 1, kind=new.kind, payload=payload, tokens=tokens, item_tokens=item_tokens)
+        next_header, change = p.apply_line(header, line)
+        rows.append(
+            RolloutLine(
+                session=locked, seq=line.seq, timestamp=now, kind=line.kind, payload=payload,
+                tokens=tokens, item_tokens=item_tokens, actor=actor,
+            )
+        )
+        if isinstance(change, p.Replaced):
+            replaced, pending_live = True, []
+        if change is not None:
+            start = 0 if isinstance(change, p.Replaced) else header.item_count
+            pending_live.extend(
+                LiveItem(
+                    session=locked, position=start + i, item=e.item, tokens=e.tokens,
+                    source_seq=e.source_seq, model_generated=e.model_generated,
+                )
+                for i, e in enumerate(change.entries)
+            )
+        if next_header.window_id != header.window_id:
+            first = new.kind == p.SESSION_META
+            windows.append(
+                ContextWindow(
+                    session=locked, number=next_header.window_number, window_id=next_header.window_id,
+                    previous_window_id=next_header.previous_window_id, first_window_id=next_header.first_window_id,
+                    opened_by_seq=None if first else line.seq, opened_at=now,
+                    reason="session_start" if first else new.kind,
+                )
+            )
+        header = next_header
+    RolloutLine.objects.bulk_create(rows)
+    if replaced:
+        LiveItem.objects.filter(session=locked).delete()
+    LiveItem.objects.bulk_create(pending_live)
+    ContextWindow.objects.bulk_create(windows)
+    locked.set_header(header)
+    locked.save(update_fields=[*Session.HEADER_FIELDS, "updated_at"])
+    for name in (*Session.HEADER_FIELDS, "updated_at"):
+        setattr(session, name, getattr(locked, name))
+    seqs = [r.seq for r in rows]
+    transaction.on_commit(lambda: rollout_appended.send(sender=Session, session_id=locked.pk, seqs=seqs))
+    return rows
+
+
+def append_rollout_line(*, session: Session, kind: str, payload: dict[str, Any], actor=None) -> RolloutLine:
+    """Append one line (see `append_rollout_lines`). To write several atomically, use the plural."""
+    return append_rollout_lines(session=session, lines=[NewLine(kind, payload)], actor=actor)[0]
+
+
+def _as_list(items: Any) -> Any:
+    """Tuples become lists; anything else is left for the validator to refuse with a clear message."""
+    return list(items) if isinstance(items, tuple) else items
+
+
+def _item_lines(items: Iterable[Item]) -> list[NewLine]:
+    return [NewLine(p.RESPONSE_ITEM, item) for item in items]
+
+
+def do_create_session(
+    *,
+    title: str,
+    provider: Provider,
+    policy: CompactionPolicy,
+    base_instructions: str = "",
+    initial_context: Sequence[Item] = (),
+    items: Sequence[Item] = (),
+    fault_injection: dict[str, Any] | None = None,
+    actor=None,
+) -> Session:
+    """Create a session: a `session_meta` line opening window 0, the initial context (then a `turn_context`
+    marking it installed, spec §5.3) and the given items. Invalid items raise before anything is stored."""
+    context = validate_items(_as_list(initial_context), "initial_context")
+    body = validate_items(_as_list(items), "items")
+    with transaction.atomic():
+        thread_id = uuid.UUID(int=uuid7().int)
+        window_id = new_window_id()
+        session = Session.objects.create(
+            title=title, provider=provider, policy=policy, base_instructions=base_instructions,
+            initial_context=context, thread_id=thread_id, model=provider.model, fault_injection=fault_injection or {},
+        )
+        lines = [
+            NewLine(
+                p.SESSION_META,
+                {
+                    "id": str(thread_id),
+                    "timestamp": timezone.now().isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                    "originator": ORIGINATOR,
+                    "source": "api",
+                    "model_provider": provider.name,
+                    "model": provider.model,
+                    "base_instructions": {"text": base_instructions},
+                    "window_number": 0,
+                    "window_id": window_id,
+                    "first_window_id": window_id,
+                },
+            )
+        ]
+        if context:
+            lines += _item_lines(context)
+            lines.append(NewLine(p.TURN_CONTEXT, {"turn_id": "", "model": provider.model, "source": "session_start"}))
+        lines += _item_lines(body)
+        if any(is_model_generated(i) for i in body):
+            lines.append(estimate_line())
+        append_rollout_lines(session=session, lines=lines, actor=actor)
+    return session
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    session: Session
+    lines: list[RolloutLine]
+
+
+def do_append_items(
+    *,
+    session: Session,
+    items: Sequence[Item],
+    usage: dict[str, Any] | None = None,
+    reasoning_included: bool = False,
+    estimate_if_no_usage: bool = True,
+    actor=None,
+) -> AppendResult:
+    """Append items (a new user message, or a turn's output) as `response_item` lines, O(1) per item.
+
+    With `usage` (the response's usage object) a `token_count` line follows the items (spec §3.2). Without it, if
+    the items include model output, a recompute line follows instead so the meter keeps counting the history
+    (set `estimate_if_no_usage=False` when the caller records usage itself). Invalid items raise
+    `ItemValidationError` and nothing is stored.
+    """
+    validated = validate_items(_as_list(items), "items")
+    lines = _item_lines(validated)
+    if usage is not None:
+        lines.append(
+            usage_line(
+                usage=usage,
+                reasoning_included=reasoning_included,
+                model_context_window=session.provider.usable_context_window,
+            )
+        )
+    elif estimate_if_no_usage and any(is_model_generated(i) for i in validated):
+        lines.append(estimate_line())
+    rows = append_rollout_lines(session=session, lines=lines, actor=actor)
+    return AppendResult(session=session, lines=rows)
+
+
+def do_record_usage(
+    *, session: Session, usage: dict[str, Any], reasoning_included: bool = False, actor=None
+) -> RolloutLine:
+    """Record a model response's usage as a `token_count` line (spec §3.2)."""
+    line = usage_line(
+        usage=usage, reasoning_included=reasoning_included,
+        model_context_window=session.provider.usable_context_window,
+    )
+    return append_rollout_lines(session=session, lines=[line], actor=actor)[0]
+
+
+def _rollout(session: Session) -> Iterable[p.Line]:
+    rows = (
+        RolloutLine.objects.filter(session_id=session.pk)
+        .order_by("seq")
+        .values_list("seq", "kind", "payload", "tokens", "item_tokens")
+    )
+    for seq, kind, payload, tokens, item_tokens in rows.iterator(chunk_size=2000):
+        yield p.Line(seq=seq, kind=kind, payload=payload, tokens=tokens, item_tokens=item_tokens)
+
+
+def project_rollout(*, session: Session) -> p.Projection:
+    """The live state a rebuild from the rollout gives (spec §8.2, with our line kinds)."""
+    return p.Projection.rebuild(_rollout(session))
+
+
+@transaction.atomic
+def rebuild_projection(*, session: Session) -> Session:
+    """Rewrite the cached projection (LiveItem rows, header fields) from the rollout."""
+    locked = Session.objects.select_for_update().get(pk=session.pk)
+    projection = project_rollout(session=locked)
+    LiveItem.objects.filter(session=locked).delete()
+    LiveItem.objects.bulk_create(
+        LiveItem(
+            session=locked, position=i, item=e.item, tokens=e.tokens, source_seq=e.source_seq,
+            model_generated=e.model_generated,
+        )
+        for i, e in enumerate(projection.entries)
+    )
+    locked.set_header(projection.header)
+    locked.save(update_fields=[*Session.HEADER_FIELDS, "updated_at"])
+    session.refresh_from_db()
+    return session
+
+
+@transaction.atomic
+def verify_projection(*, session: Session) -> list[str]:
+    """Compare the cached projection with a rebuild from the rollout; returns the differences (empty = equal)."""
+    locked = Session.objects.select_for_update().get(pk=session.pk)
+    projection = project_rollout(session=locked)
+    problems = []
+    cached, rebuilt = locked.header, projection.header
+    if cached != rebuilt:
+        for name in rebuilt.__dataclass_fields__:
+            if getattr(cached, name) != getattr(rebuilt, name):
+                problems.append(f"header.{name}: cached {getattr(cached, name)!r} != rebuilt {getattr(rebuilt, name)!r}")
+    stored = list(
+        LiveItem.objects.filter(session=locked)
+        .order_by("position")
+        .values_list("position", "item", "tokens", "source_seq", "model_generated")
+    )
+    expected = [(i, e.item, e.tokens, e.source_seq, e.model_generated) for i, e in enumerate(projection.entries)]
+    if len(stored) != len(expected):
+        problems.append(f"live items: cached {len(stored)} != rebuilt {len(expected)}")
+    for got, want in zip(stored, expected, strict=False):
+        if got != want:
+            problems.append(f"live item {want[0]}: cached {got[1:]!r} != rebuilt {want[1:]!r}")
+            break
+    return problems

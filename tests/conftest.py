@@ -1,0 +1,187 @@
+"""Shared fixtures: users per role with API clients, an embedded provider and a policy, a session factory, and the
+service fixtures (PostgreSQL / Redis) that skip outside CI and fail inside it."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from urllib.parse import urlparse
+
+import pytest
+
+from sessions_app.rollout_guard import wrap_test_flush
+
+# Django's flush between transactional tests empties every table; the rollout triggers refuse that unless the
+# test runner's reset is allowed explicitly.
+wrap_test_flush()
+
+DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/compactweb"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _reachable(url: str, default_port: int) -> bool:
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or default_port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(name: str, url: str, default_port: int) -> str:
+    """Return `url` if the service answers; otherwise skip with the reason, or fail when CI is set."""
+    if _reachable(url, default_port):
+        return url
+    message = f"{name} is not reachable at {urlparse(url).hostname}:{urlparse(url).port or default_port}"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message} and CI is set: service-backed tests must run in CI")
+    pytest.skip(f"{message} (service-backed test skipped; start it or run .ci/run)")
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """PBKDF2 costs ~0.3 s per user; tests need logins, not brute-force resistance."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def redis_url() -> str:
+    return require_service("Redis", os.environ.get("REDIS_URL", DEFAULT_REDIS_URL), 6379)
+
+
+@pytest.fixture
+def postgres_url() -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    return require_service("PostgreSQL", url if url.startswith("postgres") else DEFAULT_POSTGRES_URL, 5432)
+
+
+@pytest.fixture
+def make_user(db) -> Callable:
+    """make_user(role=None, username=None, password=None) → a user in that role's group (None = no role)."""
+    from django.contrib.auth.models import Group, User
+
+    counter = iter(range(1, 10_000))
+
+    def make(role: str | None = None, username: str | None = None, password: str | None = None) -> User:
+        user = User.objects.create_user(
+            username=username or f"{role or 'norole'}-{next(counter)}", password=password or "pw-for-tests-only"
+        )
+        if role:
+            user.groups.add(Group.objects.get(name=role))
+        return user
+
+    return make
+
+
+@pytest.fixture
+def operator_user(make_user):
+    return make_user("operator")
+
+
+@pytest.fixture
+def support_user(make_user):
+    return make_user("support")
+
+
+@pytest.fixture
+def admin_user_role(make_user):
+    """A user in the admin group (pytest-django's own `admin_user` is a superuser)."""
+    return make_user("admin")
+
+
+@pytest.fixture
+def api_client_for(db) -> Callable:
+    """api_client_for(user_or_None) → a DRF APIClient authenticated with the user's API token."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    def make(user=None) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            token, _ = Token.objects.get_or_create(user=user)
+            client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def anon_api(api_client_for):
+    return api_client_for(None)
+
+
+@pytest.fixture
+def norole_api(api_client_for, make_user):
+    return api_client_for(make_user(None))
+
+
+@pytest.fixture
+def operator_api(api_client_for, operator_user):
+    return api_client_for(operator_user)
+
+
+@pytest.fixture
+def support_api(api_client_for, support_user):
+    return api_client_for(support_user)
+
+
+@pytest.fixture
+def admin_api(api_client_for, admin_user_role):
+    return api_client_for(admin_user_role)
+
+
+@pytest.fixture
+def provider(db):
+    """The embedded simulated provider with a small window so compactions happen quickly."""
+    from compaction_app.models import Provider
+
+    return Provider.objects.create(
+        name="embedded-test", base_url=Provider.EMBEDDED, model="sim-1", context_window=32000,
+        remote_compaction=Provider.RemoteCompaction.V2,
+    )
+
+
+@pytest.fixture
+def policy(db):
+    from compaction_app.models import CompactionPolicy
+
+    return CompactionPolicy.objects.create(name="test-policy")
+
+
+@pytest.fixture
+def make_session(provider, policy) -> Callable:
+    """make_session(title=..., items=[...], initial_context=[...], **kwargs) through the real service."""
+    from sessions_app.services import do_create_session
+
+    def make(**kwargs):
+        kwargs.setdefault("title", "test session")
+        kwargs.setdefault("provider", provider)
+        kwargs.setdefault("policy", policy)
+        return do_create_session(**kwargs)
+
+    return make
+
+
+@pytest.fixture
+def session(make_session):
+    return make_session()
+
+
+def user_text(text: str) -> dict:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def assistant_text(text: str) -> dict:
+    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+
+
+@pytest.fixture
+def items_factory():
+    """Helpers building Responses items: items_factory.user(text), .assistant(text)."""
+
+    class Items:
+        user = staticmethod(user_text)
+        assistant = staticmethod(assistant_text)
+
+    return Items
