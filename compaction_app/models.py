@@ -5,6 +5,7 @@ Field help texts name the Codex setting each field mirrors (spec §12) so the ad
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -370,3 +371,37 @@ class HookRun(models.Model):
         return f"{self.hook_name} {self.event} {self.status}"
 
 
+
+
+class AuditEntry(models.Model):
+    """Who did what, when and why: compactions, rollbacks, redos, imports and configuration changes."""
+
+    class Action(models.TextChoices):
+        COMPACTION = "compaction", "compaction"
+        COMPACTION_FAILED = "compaction_failed", "compaction failed"
+        ROLLBACK = "rollback", "rollback"
+        REDO = "redo", "redo"
+        THREAD_ROLLBACK = "thread_rollback", "thread rollback"
+        IMPORT = "import", "import"
+        REPLAY = "replay", "replay"
+        POLICY_CHANGE = "policy_change", "policy change"
+        PROVIDER_CHANGE = "provider_change", "provider change"
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    action = models.CharField(max_length=32, choices=Action.choices)
+    session = models.ForeignKey(
+        "sessions_app.Session", null=True, blank=True, on_delete=models.PROTECT, related_name="audit_entries"
+    )
+    compaction = models.ForeignKey(
+        Compaction, null=True, blank=True, on_delete=models.PROTECT, related_name="audit_entries"
+    )
+    reason = models.TextField(blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor or 'system'} at {self.created_at:%Y-%m-%d %H:%M:%S}"

@@ -40,6 +40,24 @@ class Session(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    origin = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="replays",
+        help_text="For a replay: the (usually imported) session it replays under another policy.",
+    )
+    source = models.CharField(
+        max_length=16,
+        default="native",
+        help_text="native (created here), imported (from a Codex rollout) or replay (of another session).",
+    )
+
+    # One writer at a time: a lease taken by a compaction, a turn or a rollback (sessions_app.locks).
+    lease_holder = models.CharField(max_length=64, blank=True)
+    lease_purpose = models.CharField(max_length=32, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     # Cached live state: the O(1) header of the projection fold (sessions_app.projection.Header).
     window_number = models.PositiveIntegerField(default=0)
@@ -245,3 +263,38 @@ class LiveItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}[{self.position}] {self.item.get('type')}"
+
+
+class SimulatorRun(models.Model):
+    """A simulated agent session driven by a scenario script (sessions_app.simulator)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "running"
+        PAUSED = "paused", "paused"
+        STOPPED = "stopped", "stopped"
+        FINISHED = "finished", "finished"
+        FAILED = "failed", "failed"
+
+    session = models.OneToOneField(Session, on_delete=models.PROTECT, related_name="simulator_run")
+    scenario = models.CharField(max_length=100)
+    seed = models.BigIntegerField(default=0)
+    loop = models.BooleanField(default=False, help_text="Repeat the script (with variations) when it ends.")
+    turns_per_minute = models.FloatField(
+        null=True, blank=True, help_text="Pacing; empty runs turns as fast as possible."
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    state = models.JSONField(default=dict, blank=True, help_text="The saved ScenarioRun state (position, times).")
+    next_step_at = models.DateTimeField(null=True, blank=True)
+    steps_done = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "next_step_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.scenario} on session #{self.session_id} ({self.status})"

@@ -1,0 +1,91 @@
+"""One writer at a time per session: a lease held by a compaction, a turn, or a rollback.
+
+A lease is taken with one conditional UPDATE, so it is atomic on SQLite and PostgreSQL alike and across processes
+(Daphne, Celery workers). It expires: a worker killed mid-compaction cannot block its session forever; the next
+taker finds the lease expired and takes it over (and learns it did, so it can mark the dead attempt interrupted).
+A holder that is still alive renews its lease while it works and checks it still holds it before installing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+
+from sessions_app.models import Session
+
+DEFAULT_TTL = timedelta(minutes=10)
+
+
+class SessionBusy(Exception):
+    """Another compaction, turn or rollback holds the session."""
+
+    def __init__(self, *, session_id: int, purpose: str):
+        self.session_id = session_id
+        self.purpose = purpose or "another operation"
+        super().__init__(f"session {session_id} is busy: a {self.purpose} is running; try again when it ends")
+
+
+class LeaseLost(Exception):
+    """The lease expired and someone else took the session: the holder must not install anything."""
+
+
+@dataclass
+class Lease:
+    session_id: int
+    holder: str
+    purpose: str
+    ttl: timedelta
+    took_over_expired: bool = False
+
+    def renew(self) -> None:
+        """Push the expiry forward; raises LeaseLost when the lease is no longer ours."""
+        updated = Session.objects.filter(pk=self.session_id, lease_holder=self.holder).update(
+            lease_expires_at=timezone.now() + self.ttl
+        )
+        if not updated:
+            raise LeaseLost(f"the lease on session {self.session_id} was lost")
+
+    def check(self) -> None:
+        """Raise LeaseLost unless we still hold the lease (call inside the installing transaction)."""
+        if not Session.objects.filter(pk=self.session_id, lease_holder=self.holder).exists():
+            raise LeaseLost(f"the lease on session {self.session_id} was lost")
+
+
+def acquire(*, session_id: int, purpose: str, ttl: timedelta = DEFAULT_TTL) -> Lease:
+    """Take the session's lease or raise SessionBusy (Session.DoesNotExist if there is no such session)."""
+    now = timezone.now()
+    holder = uuid.uuid4().hex
+    expired = Session.objects.filter(pk=session_id, lease_expires_at__lt=now).exclude(lease_holder="").exists()
+    taken = (
+        Session.objects.filter(pk=session_id)
+        .filter(Q(lease_holder="") | Q(lease_expires_at__lt=now))
+        .update(lease_holder=holder, lease_purpose=purpose, lease_expires_at=now + ttl)
+    )
+    if not taken:
+        current = Session.objects.filter(pk=session_id).values_list("lease_purpose", flat=True).first()
+        if current is None:
+            raise Session.DoesNotExist(f"no session {session_id}")
+        raise SessionBusy(session_id=session_id, purpose=current)
+    return Lease(session_id=session_id, holder=holder, purpose=purpose, ttl=ttl, took_over_expired=expired)
+
+
+def release(lease: Lease) -> None:
+    Session.objects.filter(pk=lease.session_id, lease_holder=lease.holder).update(
+        lease_holder="", lease_purpose="", lease_expires_at=None
+    )
+
+
+@contextmanager
+def session_lease(*, session_id: int, purpose: str, ttl: timedelta = DEFAULT_TTL) -> Iterator[Lease]:
+    """Hold the session's lease for the block; released even when the block raises."""
+    lease = acquire(session_id=session_id, purpose=purpose, ttl=ttl)
+    try:
+        yield lease
+    finally:
+        release(lease)
