@@ -1,11 +1,14 @@
-"""Steps shared by remote v1 and v2: output trimming before the call (spec §6.3) and the analytics adjustment."""
+"""Steps shared by remote v1 and v2: output trimming before the call (spec §6.3), the analytics adjustment, and
+the shape checks on what the server returns."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
+from compaction_app.engine.errors import CompactionError, EngineErrorKind
 from compaction_app.engine.history import normalize_for_request, trim_outputs_to_fit
-from compaction_app.engine.items import Item
+from compaction_app.engine.items import COMPACTION_KINDS, Item
 from compaction_app.engine.strategies.base import StrategyContext
 
 
@@ -36,3 +39,36 @@ def prepare_remote_input(ctx: StrategyContext) -> PreparedInput:
         tokens_before = max(0, ctx.active_tokens - min(trim.estimated_deleted_tokens, cap))
     prompt_input = normalize_for_request(trim.items, supports_images=s.supports_images)
     return PreparedInput(prompt_input, trim.rewritten_outputs, tokens_before)
+
+
+def serde_type(value: object) -> str:
+    """How serde names a JSON value in its `invalid type` errors, which Codex surfaces verbatim (spec §4.2 step 5)."""
+    if isinstance(value, str):
+        return f"string {json.dumps(value)}"
+    if isinstance(value, bool):
+        return f"boolean `{str(value).lower()}`"
+    if isinstance(value, int | float):
+        return f"integer `{value}`" if isinstance(value, int) else f"floating point `{value}`"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "map"
+    if isinstance(value, list):
+        return "sequence"
+    return type(value).__name__
+
+
+def check_compaction_item(item: Item) -> Item:
+    """A server compaction item must carry a string `encrypted_content` (optional only on the legacy
+    `context_compaction`), as Codex's typed parse requires (spec §1.1); anything else is a bad response."""
+    if item.get("type") not in (*COMPACTION_KINDS, "compaction_summary"):
+        return item
+    content = item.get("encrypted_content")
+    if content is None and item.get("type") == "context_compaction":
+        return item
+    if not isinstance(content, str):
+        raise CompactionError(
+            kind=EngineErrorKind.BAD_RESPONSE.value,
+            message=f"invalid type: {serde_type(content)}, expected a string (encrypted_content of a compaction item)",
+        )
+    return item

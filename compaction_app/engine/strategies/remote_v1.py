@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
 from compaction_app.engine.errors import CompactionError, EngineErrorKind
 from compaction_app.engine.history import Injection, filter_compacted_output, inject_initial_context
 from compaction_app.engine.strategies.base import StrategyContext, StrategyResult
-from compaction_app.engine.strategies.remote_common import prepare_remote_input
+from compaction_app.engine.strategies.remote_common import (
+    check_compaction_item,
+    prepare_remote_input,
+    serde_type,
+)
 from compaction_app.providers.base import CompactRequest
 from compaction_app.providers.errors import ProviderError
-
-
-def _serde_type(value: object) -> str:
-    if isinstance(value, str):
-        return f"string {json.dumps(value)}"
-    if isinstance(value, bool):
-        return f"boolean `{str(value).lower()}`"
-    if isinstance(value, int | float):
-        return f"integer `{value}`" if isinstance(value, int) else f"floating point `{value}`"
-    if value is None:
-        return "null"
-    if isinstance(value, dict):
-        return "map"
-    return type(value).__name__
 
 
 def check_output(output: object) -> list[dict]:
@@ -32,14 +20,15 @@ def check_output(output: object) -> list[dict]:
     if not isinstance(output, list):
         raise CompactionError(
             kind=EngineErrorKind.BAD_RESPONSE.value,
-            message=f"invalid type: {_serde_type(output)}, expected a sequence",
+            message=f"invalid type: {serde_type(output)}, expected a sequence",
         )
     for item in output:
         if not isinstance(item, dict) or not isinstance(item.get("type"), str):
             raise CompactionError(
                 kind=EngineErrorKind.BAD_RESPONSE.value,
-                message=f"invalid type: {_serde_type(item)}, expected a response item",
+                message=f"invalid type: {serde_type(item)}, expected a response item",
             )
+        check_compaction_item(item)
     return output
 
 

@@ -18,7 +18,7 @@ from compaction_app.engine.prompts import (
     v2_wrong_compaction_count_message,
 )
 from compaction_app.engine.strategies.base import StrategyContext, StrategyResult, backoff
-from compaction_app.engine.strategies.remote_common import prepare_remote_input
+from compaction_app.engine.strategies.remote_common import check_compaction_item, prepare_remote_input
 from compaction_app.providers.base import ResponsesRequest, Usage
 from compaction_app.providers.errors import ErrorKind, ProviderError
 
@@ -53,7 +53,7 @@ async def collect_compaction_output(ctx: StrategyContext, request: ResponsesRequ
             kind=EngineErrorKind.FATAL.value,
             message=v2_wrong_compaction_count_message(compaction_count, output_count),
         )
-    return compaction, usage
+    return check_compaction_item(compaction), usage
 
 
 async def run_remote_v2(ctx: StrategyContext) -> StrategyResult:

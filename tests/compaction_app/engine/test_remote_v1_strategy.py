@@ -174,3 +174,16 @@ def test_extra_instructions_are_refused_for_remote_compaction():
         run(snapshot=make_snapshot(), settings=make_settings(**V1),
             request=CompactionRequest(trigger="manual", extra_instructions="keep files"),
             client=FakeClient())
+
+
+@pytest.mark.parametrize("content,shown", [(5, "integer `5`"), (None, "null"), ({"k": 1}, "map")])
+def test_v1_compaction_item_without_string_encrypted_content_is_a_bad_response(content, shown):
+    snapshot = make_snapshot()
+    before = copy.deepcopy(snapshot)
+    bad = {"type": "compaction", "encrypted_content": content}
+    outcome = run(snapshot=snapshot, settings=make_settings(**V1), request=PRE_TURN,
+                  client=FakeClient(compacts=[CompactResponse(output=[msg("user", "fix the bug"), bad])]))
+    assert not outcome.ok
+    assert outcome.error.kind == "bad_response"
+    assert outcome.error.message.startswith(f"invalid type: {shown}, expected a string")
+    assert snapshot == before and outcome.window == snapshot.window

@@ -155,3 +155,14 @@ def test_v2_fallback_uses_the_current_model_on_invalid_request():
                   client=client)
     assert [b["model"] for b in client.bodies] == ["old", "new"]
     assert outcome.ok and outcome.model_fallback["outcome"] == "succeeded"
+
+
+def test_v2_compaction_item_without_string_encrypted_content_is_a_bad_response():
+    client = FakeClient(streams=[[done({"type": "compaction", "encrypted_content": 7}), completed()]])
+    snapshot = make_snapshot()
+    before = copy.deepcopy(snapshot)
+    outcome = run(snapshot=snapshot, settings=make_settings(**V2), request=PRE_TURN, client=client)
+    assert outcome.error.kind == "bad_response"
+    assert outcome.error.message.startswith("invalid type: integer `7`, expected a string")
+    assert len(client.bodies) == 1
+    assert snapshot == before and outcome.window == snapshot.window

@@ -1,0 +1,122 @@
+"""JSON shapes of the compaction API (design: JSON API contract): the compact request, compactions, attempts."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from compaction_app.models import CompactionPolicy, Phase, Trigger
+
+STRATEGY_CHOICES = [c for c in CompactionPolicy.Strategy.values if c != CompactionPolicy.Strategy.AUTO]
+REQUEST_PHASES = [Phase.PRE_TURN, Phase.MID_TURN, Phase.STANDALONE_TURN]
+MAX_INSTRUCTIONS = 20_000
+
+
+class CompactRequestSerializer(serializers.Serializer):
+    trigger = serializers.ChoiceField(choices=Trigger.values, default=Trigger.MANUAL)
+    phase = serializers.ChoiceField(
+        choices=REQUEST_PHASES, required=False, allow_null=True, default=None,
+        help_text="Needed for trigger auto (pre_turn or mid_turn); manual defaults to standalone_turn.",
+    )
+    strategy = serializers.ChoiceField(
+        choices=STRATEGY_CHOICES, required=False, allow_null=True, default=None,
+        help_text="null = the policy's strategy (auto selection per spec §2.5).",
+    )
+    instructions = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=MAX_INSTRUCTIONS,
+        help_text="Extra instructions appended to the summarisation prompt (local strategy only).",
+    )
+
+    def validate(self, data):
+        if data["trigger"] == Trigger.AUTO and not data.get("phase"):
+            raise serializers.ValidationError({"phase": "an automatic compaction needs a phase: pre_turn or mid_turn"})
+        if data["trigger"] == Trigger.AUTO and data.get("phase") == Phase.STANDALONE_TURN:
+            raise serializers.ValidationError({"phase": "standalone_turn is the phase of a manual compaction"})
+        return data
+
+
+class HookRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    hook = serializers.IntegerField(allow_null=True)
+    name = serializers.CharField()
+    event = serializers.CharField()
+    status = serializers.CharField()
+    stop_reason = serializers.CharField(allow_null=True)
+    duration_ms = serializers.IntegerField()
+    output = serializers.JSONField()
+
+
+class AttemptErrorSerializer(serializers.Serializer):
+    kind = serializers.CharField(allow_null=True)
+    http_status = serializers.IntegerField(allow_null=True)
+    message = serializers.CharField()
+
+
+class AttemptSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    session = serializers.IntegerField()
+    compaction = serializers.IntegerField(allow_null=True)
+    item_id = serializers.CharField()
+    turn_id = serializers.CharField()
+    trigger = serializers.CharField()
+    reason = serializers.CharField()
+    implementation = serializers.CharField()
+    phase = serializers.CharField()
+    strategy = serializers.CharField()
+    status = serializers.CharField()
+    error = AttemptErrorSerializer(allow_null=True)
+    tokens_before = serializers.IntegerField()
+    tokens_after = serializers.IntegerField(allow_null=True)
+    compaction_summary_tokens = serializers.IntegerField(allow_null=True)
+    cached_input_tokens = serializers.IntegerField(allow_null=True)
+    retained_image_count = serializers.IntegerField(allow_null=True)
+    retries = serializers.IntegerField()
+    started_at = serializers.DateTimeField()
+    completed_at = serializers.DateTimeField(allow_null=True)
+    duration_ms = serializers.IntegerField(allow_null=True)
+    hook_runs = HookRunSerializer(many=True)
+
+
+class CompactionSummarySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    session = serializers.IntegerField()
+    rollout_seq = serializers.IntegerField()
+    item_id = serializers.CharField()
+    trigger = serializers.CharField()
+    reason = serializers.CharField()
+    phase = serializers.CharField()
+    implementation = serializers.CharField()
+    strategy = serializers.CharField()
+    summary = serializers.CharField(allow_blank=True)
+    tokens_before = serializers.IntegerField()
+    tokens_after = serializers.IntegerField()
+    tokens_saved = serializers.IntegerField()
+    window_number = serializers.IntegerField()
+    window_id = serializers.CharField()
+    previous_window_id = serializers.CharField(allow_null=True)
+    first_window_id = serializers.CharField()
+    rolled_back = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+
+
+class CompactionListItemSerializer(CompactionSummarySerializer):
+    message = serializers.CharField(allow_blank=True)
+    replacement_history = serializers.ListField(child=serializers.JSONField(), help_text="Responses items.")
+    attempts = AttemptSerializer(many=True)
+
+
+class WindowChangeSerializer(serializers.Serializer):
+    kept = serializers.ListField(child=serializers.JSONField())
+    left = serializers.ListField(child=serializers.JSONField())
+    new = serializers.ListField(child=serializers.JSONField())
+    kept_tokens = serializers.IntegerField()
+    left_tokens = serializers.IntegerField()
+    new_tokens = serializers.IntegerField()
+
+
+class CompactionDetailSerializer(CompactionListItemSerializer):
+    compacted_item = serializers.JSONField(help_text="The `compacted` line payload without the history (§1.5).")
+    replacement_tokens = serializers.ListField(child=serializers.IntegerField())
+    before_history = serializers.ListField(child=serializers.JSONField(), help_text="The history right before.")
+    before_tokens = serializers.ListField(child=serializers.IntegerField())
+    window_change = WindowChangeSerializer()
+    hook_runs = HookRunSerializer(many=True)

@@ -1,0 +1,572 @@
+"""Compacting a session: lock it, snapshot it, run the pure engine, install the result atomically (issue 4).
+
+One compaction, end to end:
+1. take the session's lease (or use the caller's: the turn loop already holds it); a lease taken over from a dead
+   holder marks that holder's attempts still `running` as `interrupted`;
+2. snapshot the cached projection in one transaction (items with their stored token counts, the meter, the window,
+   the rollout seq) and create the `running` CompactionAttempt row, so a crash is visible;
+3. run `compaction_app.engine.compactor.run_compaction`, forwarding its events as transient live events and
+   renewing the lease while the model works;
+4. success: in ONE transaction (after `lease.check()`), append `compacted` (+ `turn_context` when a baseline was
+   installed) and the durable event lines (spec §8.1, §11), then the Compaction, attempt, hook-run and audit rows.
+   Items appended to the rollout after the snapshot follow the replacement history;
+5. failure: the history is untouched; the attempt is finished as failed/interrupted, an `event_msg` line records
+   the error, and the audit log says who tried.
+
+`do_compact_session` is the synchronous entry point (API, background task); `acompact_session` the async one (the
+turn loop). Both run the same code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import transaction
+from django.utils import timezone
+from uuid6 import uuid7
+
+from compaction_app.engine.analytics import AttemptRecord
+from compaction_app.engine.compactor import (
+    IMPLEMENTATIONS,
+    CompactionOutcome,
+    CompactionRequest,
+    HistorySnapshot,
+    run_compaction,
+)
+from compaction_app.engine.errors import CompactionConfigError
+from compaction_app.engine.events import Event, Warning
+from compaction_app.engine.hooks import HookRunner, HookRunRecord, HookSpec
+from compaction_app.engine.select import Strategy, select_strategy
+from compaction_app.engine.settings import CompactionSettings
+from compaction_app.engine.windows import WindowState, new_window_id
+from compaction_app.models import AuditEntry, Compaction, CompactionAttempt, HookRun
+from compaction_app.providers.config import ProviderConfig
+from compaction_app.providers.factory import build_client
+from compaction_app.settings_builder import (
+    FaultInjectionError,
+    compaction_settings,
+    hook_specs,
+    provider_config,
+    render_initial_context,
+    switched_model_settings,
+)
+from compactweb import background
+from sessions_app import projection as p
+from sessions_app.events import publish_transient
+from sessions_app.item_validation import ItemValidationError
+from sessions_app.locks import Lease, LeaseLost, SessionBusy, acquire, release
+from sessions_app.models import LiveItem, RolloutLine, Session
+from sessions_app.services import NewLine, append_rollout_lines, estimate_line
+
+logger = logging.getLogger(__name__)
+
+LEASE_PURPOSE = "compaction"
+STALE_ATTEMPT_MESSAGE = "the worker running this compaction stopped before it finished"
+CANCELLED_MESSAGE = "the compaction was cancelled before it finished"
+LEASE_LOST_KIND = "lease_lost"
+INTERNAL_ERROR_KIND = "internal_error"
+BAD_OUTPUT_KIND = "bad_response"
+MODEL_SWITCH_REASONS = frozenset({"model_downshift", "comp_hash_changed"})
+# How often a running compaction pushes its lease expiry forward (the lease's own TTL is longer).
+RENEW_EVERY_SECONDS = 60.0
+
+# The engine's backoff sleep and the provider client's retry sleep. Tests replace it to stay fast.
+engine_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+__all__ = [
+    "CompactionFailed",
+    "CompactionInterrupted",
+    "CompactionRefused",
+    "SessionBusy",
+    "acompact_session",
+    "do_compact_session",
+    "start_compaction",
+]
+
+
+class CompactionRefused(ValueError):
+    """The request cannot run with this session's configuration (engine CompactionConfigError, bad fault
+    injection, unknown trigger/phase/strategy). Nothing was recorded or changed."""
+
+
+class CompactionFailed(Exception):
+    """The provider or the engine failed; the history is unchanged. `attempt` is the failed CompactionAttempt."""
+
+    def __init__(self, *, attempt: CompactionAttempt, kind: str, message: str, http_status: int | None = None):
+        self.attempt = attempt
+        self.kind = kind
+        self.code = kind  # the API error code (and what callers such as the turn loop report)
+        self.message = message
+        self.http_status = http_status
+        super().__init__(message)
+
+
+class CompactionInterrupted(Exception):
+    """A PreCompact hook stopped the compaction (spec §7); nothing changed. `attempt` has status interrupted."""
+
+    def __init__(self, *, attempt: CompactionAttempt, stop_reason: str | None):
+        self.attempt = attempt
+        self.stop_reason = stop_reason
+        super().__init__(stop_reason or "PreCompact hook stopped execution")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything the engine run needs, read from the database in one transaction."""
+
+    session_id: int
+    snapshot: HistorySnapshot
+    snapshot_seq: int
+    settings: CompactionSettings
+    fallback_settings: CompactionSettings | None
+    request: CompactionRequest
+    strategy: Strategy
+    client_config: ProviderConfig
+    hooks: list[HookSpec]
+    hook_ids: dict[str, int]
+    attempt_id: int
+    item_id: str
+    new_window_id: str
+    instructions: str
+    model: str
+
+
+def _refuse(message: str) -> CompactionRefused:
+    return CompactionRefused(message)
+
+
+def _mark_stale_attempts(session_id: int) -> int:
+    """spec §6.5: a killed worker leaves history unchanged; its attempt is recorded when the system notices."""
+    return CompactionAttempt.objects.filter(session_id=session_id, status=CompactionAttempt.Status.RUNNING).update(
+        status=CompactionAttempt.Status.INTERRUPTED, error_kind="interrupted", error_message=STALE_ATTEMPT_MESSAGE,
+        completed_at=timezone.now(),
+    )
+
+
+def _validate(settings: CompactionSettings, request: CompactionRequest, instructions: str) -> Strategy:
+    """The engine's up-front checks (run_compaction raises the same), run before any row is written."""
+    strategy = select_strategy(settings, request.strategy)
+    if instructions.strip() and strategy is not Strategy.LOCAL:
+        raise CompactionConfigError(
+            "extra instructions apply to local summarization only: remote and token-budget compaction send no "
+            "prompt"
+        )
+    return strategy
+
+
+def _plan(
+    *, lease: Lease, session_id: int, trigger: str, reason: str | None, phase: str | None, strategy: str | None,
+    instructions: str, compact_with_model: str | None, turn_id: str | None, compact_with_window: int | None = None,
+) -> _Plan:
+    with transaction.atomic():
+        if lease.took_over_expired:
+            _mark_stale_attempts(session_id)
+        session = Session.objects.select_for_update().select_related("provider", "policy").get(pk=session_id)
+        provider, policy = session.provider, session.policy
+        try:
+            request = CompactionRequest(
+                trigger=trigger, phase=phase, reason=reason, strategy=strategy,
+                extra_instructions=instructions or None,
+            )
+        except ValueError as exc:  # CompactionConfigError, or an unknown trigger / phase / reason value
+            raise _refuse(str(exc)) from None
+        thread_id = str(session.thread_id)
+        # spec §2.4 / §6.4: model_downshift and comp_hash_changed compact with the previous model (the one of the
+        # latest turn) and may fall back to the current one.
+        switching = str(request.reason) in MODEL_SWITCH_REASONS
+        model = compact_with_model or (session.model if switching and session.model else provider.model)
+        try:
+            settings = compaction_settings(
+                provider=provider, policy=policy, model=model, thread_id=thread_id,
+                base_instructions=session.base_instructions,
+            )
+            chosen = _validate(settings, request, instructions)
+            client_config = provider_config(
+                provider=provider, policy=policy, fault_injection=session.fault_injection, model=model
+            )
+            if compact_with_window is not None and compact_with_window != provider.context_window:
+                # The previous model compacts within its own (larger) window, which the session's current provider
+                # row no longer describes (spec §2.4.1a).
+                settings = replace(settings, context_window=compact_with_window)
+                client_config = replace(client_config, context_window=compact_with_window)
+        except (ValueError, FaultInjectionError) as exc:
+            raise _refuse(str(exc)) from None
+        fallback = None
+        if switching and model != provider.model:
+            fallback = switched_model_settings(settings, model=provider.model, context_window=provider.context_window)
+        hooks = list(policy.hooks.all())
+        entries = list(
+            LiveItem.objects.filter(session_id=session_id).order_by("position").values_list("item", "tokens")
+        )
+        window = WindowState(
+            number=session.window_number, window_id=session.window_id, first_window_id=session.first_window_id,
+            previous_window_id=session.previous_window_id or None,
+        )
+        next_window_id = new_window_id()
+        snapshot = HistorySnapshot(
+            items=[item for item, _ in entries],
+            item_tokens=[tokens for _, tokens in entries],
+            active_tokens=session.tokens_in_window,
+            window=window,
+            turn_id=turn_id or str(uuid7()),
+            initial_context=render_initial_context(
+                list(session.initial_context or []), thread_id=thread_id, first_window_id=window.first_window_id,
+                current_window_id=next_window_id, previous_window_id=window.window_id,
+            ),
+            prefill=session.meter_prefill,
+            session_id=thread_id,
+            transcript_path=f"/api/v1/sessions/{session_id}/rollout",
+        )
+        item_id = str(uuid7())
+        attempt = CompactionAttempt.objects.create(
+            session=session, item_id=item_id, turn_id=snapshot.turn_id, trigger=str(request.trigger),
+            reason=str(request.reason), implementation=_implementation(chosen), phase=str(request.phase),
+            strategy=chosen.value, status=CompactionAttempt.Status.RUNNING,
+            tokens_before=snapshot.active_tokens, started_at=timezone.now(),
+        )
+    return _Plan(
+        session_id=session_id, snapshot=snapshot, snapshot_seq=session.last_seq, settings=settings,
+        fallback_settings=fallback, request=request, strategy=chosen, client_config=client_config,
+        hooks=hook_specs(hooks=hooks), hook_ids={h.name: h.pk for h in hooks}, attempt_id=attempt.pk,
+        item_id=item_id, new_window_id=next_window_id, instructions=instructions, model=session.model,
+    )
+
+
+def _implementation(strategy: Strategy) -> str:
+    return IMPLEMENTATIONS[strategy].value
+
+
+class _EventForwarder:
+    """Publishes engine events as transient live events, in order, off the event loop (publishing is sync)."""
+
+    def __init__(self, *, session_id: int, after_seq: int, attempt_id: int, item_id: str) -> None:
+        self.session_id, self.after_seq = session_id, after_seq
+        self.base = {"attempt_id": attempt_id, "item_id": item_id}
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+        self._task = asyncio.create_task(self._drain())
+
+    def send(self, kind: str, detail: dict[str, Any]) -> None:
+        self._queue.put_nowait((kind, {**self.base, **detail}))
+
+    def emit(self, event: Event) -> None:
+        self.send(f"compaction.{event.type}", event.to_dict())
+
+    async def _drain(self) -> None:
+        publish = sync_to_async(publish_transient, thread_sensitive=False)
+        while (message := await self._queue.get()) is not None:
+            kind, detail = message
+            try:
+                await publish(session_id=self.session_id, after_seq=self.after_seq, kind=kind, detail=detail)
+            except Exception:  # a lost progress event is recovered by the client's re-sync
+                logger.exception("could not publish %s", kind)
+
+    async def close(self) -> None:
+        self._queue.put_nowait(None)
+        await self._task
+
+
+async def _keep_renewing(lease: Lease) -> None:
+    interval = min(RENEW_EVERY_SECONDS, lease.ttl.total_seconds() / 3)
+    renew = sync_to_async(lease.renew)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await renew()
+        except LeaseLost:
+            logger.warning("lease on session %s lost while compacting; the result will not be installed",
+                           lease.session_id)
+            return
+
+
+async def _run_engine(plan: _Plan, lease: Lease) -> CompactionOutcome:
+    needs_client = plan.strategy is not Strategy.TOKEN_BUDGET
+    client = build_client(plan.client_config, sleep=engine_sleep) if needs_client else None
+    events = _EventForwarder(session_id=plan.session_id, after_seq=plan.snapshot_seq, attempt_id=plan.attempt_id,
+                             item_id=plan.item_id)
+    events.send("compaction.started", {
+        "trigger": str(plan.request.trigger), "reason": str(plan.request.reason), "phase": str(plan.request.phase),
+        "strategy": plan.strategy.value, "implementation": _implementation(plan.strategy),
+        "tokens_before": plan.snapshot.active_tokens,
+    })
+    renewer = asyncio.create_task(_keep_renewing(lease))
+    try:
+        return await run_compaction(
+            snapshot=plan.snapshot, settings=plan.settings, request=plan.request, client=client,
+            hooks=HookRunner(plan.hooks), emit=events.emit, fallback_settings=plan.fallback_settings,
+            sleep=engine_sleep, new_id=lambda: plan.new_window_id, new_item_id=lambda: plan.item_id,
+        )
+    finally:
+        renewer.cancel()
+        await events.close()
+        if client is not None and hasattr(client, "aclose"):
+            await client.aclose()
+
+
+def _when(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, tz=UTC)
+
+
+def _finish_attempt(attempt_id: int, record: AttemptRecord, *, compaction: Compaction | None = None) -> None:
+    CompactionAttempt.objects.filter(pk=attempt_id).update(
+        compaction=compaction,
+        implementation=str(record.implementation),
+        status=str(record.status),
+        error_kind=record.error_kind or "",
+        error_http_status=record.http_status,
+        error_message=record.error_message or "",
+        tokens_before=record.active_context_tokens_before,
+        tokens_after=record.active_context_tokens_after,
+        compaction_summary_tokens=record.compaction_summary_tokens,
+        cached_input_tokens=record.cached_input_tokens,
+        retained_image_count=record.retained_image_count,
+        retries=record.retries,
+        started_at=_when(record.started_at),
+        completed_at=_when(record.completed_at),
+        duration_ms=record.duration_ms,
+    )
+
+
+def _record_hook_runs(attempt_id: int, runs: list[HookRunRecord], hook_ids: dict[str, int]) -> None:
+    HookRun.objects.bulk_create(
+        HookRun(
+            attempt_id=attempt_id, hook_id=hook_ids.get(run.name), hook_name=run.name, event=str(run.event),
+            status=str(run.status), stop_reason=run.stop_reason or "", duration_ms=run.duration_ms,
+            output={"response": run.output, "error": run.error},
+        )
+        for run in runs
+    )
+
+
+def _attempt_records(outcome: CompactionOutcome) -> list[AttemptRecord]:
+    # The engine reports one record per compaction (docs/compaction.md); the first updates the running row.
+    return outcome.attempts
+
+
+def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Compaction:
+    """spec §8.1: one transaction: `compacted`, then `turn_context` when a baseline was installed, then the
+    durable events (estimate token_count, context_compacted, the local Heads-up warning), then the rows."""
+    with transaction.atomic():
+        lease.check()
+        session = Session.objects.select_for_update().get(pk=plan.session_id)
+        late = list(RolloutLine.objects.filter(session_id=plan.session_id, seq__gt=plan.snapshot_seq).order_by("seq"))
+        replaced = [line.seq for line in late if line.kind in p.HISTORY_INSTALLING_KINDS]
+        if replaced:
+            # Only a writer that ignored the lease can do this; installing would silently drop its change.
+            raise LeaseLost(f"the history of session {plan.session_id} was replaced (line {replaced[0]}) while "
+                            "the compaction ran")
+        late_items = [line.payload for line in late if line.kind == p.RESPONSE_ITEM]
+        compacted = outcome.compacted_item()
+        compacted["replacement_history"] = [*compacted["replacement_history"], *late_items]
+        lines = [NewLine(p.COMPACTED, compacted)]
+        if outcome.reference_context_set:
+            lines.append(NewLine(p.TURN_CONTEXT, {
+                "turn_id": plan.snapshot.turn_id, "model": session.model or outcome.model, "source": "compaction",
+                "compaction_item_id": outcome.item_id,
+            }))
+        lines.append(estimate_line())
+        lines.append(NewLine(p.EVENT_MSG, {"type": "context_compacted", "item_id": outcome.item_id}))
+        lines += [NewLine(p.EVENT_MSG, {"type": "warning", "message": e.message})
+                  for e in outcome.events if isinstance(e, Warning)]
+        rows = append_rollout_lines(session=session, lines=lines, actor=_actor(actor))
+        session.refresh_from_db()
+        compaction = Compaction.objects.create(
+            session=session, rollout_seq=rows[0].seq, trigger=str(outcome.trigger), reason=str(outcome.reason),
+            phase=str(outcome.phase), implementation=str(outcome.implementation), strategy=outcome.strategy.value,
+            summary=outcome.summary_text or "", tokens_before=outcome.tokens_before,
+            tokens_after=session.tokens_in_window, window_number=outcome.window.number,
+            window_id=outcome.window.window_id, previous_window_id=outcome.window.previous_window_id or "",
+            first_window_id=outcome.window.first_window_id, item_id=outcome.item_id,
+        )
+        _finish_attempt(plan.attempt_id, _attempt_records(outcome)[0], compaction=compaction)
+        _record_hook_runs(plan.attempt_id, outcome.hook_runs, plan.hook_ids)
+        AuditEntry.objects.create(
+            actor=_actor(actor), action=AuditEntry.Action.COMPACTION, session=session, compaction=compaction,
+            reason=plan.instructions or str(outcome.trigger),
+            detail={
+                "attempt_id": plan.attempt_id, "strategy": outcome.strategy.value,
+                "implementation": str(outcome.implementation), "reason": str(outcome.reason),
+                "phase": str(outcome.phase), "model": outcome.model, "model_fallback": outcome.model_fallback,
+                "tokens_before": outcome.tokens_before, "tokens_after": compaction.tokens_after,
+                "late_items": len(late_items), "post_compact_stopped": outcome.post_compact_stopped,
+            },
+        )
+    return compaction
+
+
+def _record_failure(
+    plan: _Plan, *, actor, kind: str, message: str, http_status: int | None = None,
+    outcome: CompactionOutcome | None = None,
+) -> CompactionAttempt:
+    """Finish the attempt as failed / interrupted and write the durable record; the history is not touched
+    (event_msg lines other than token_count change nothing in the projection)."""
+    interrupted = outcome is not None and str(outcome.status) == CompactionAttempt.Status.INTERRUPTED
+    with transaction.atomic():
+        session = Session.objects.select_related("provider").get(pk=plan.session_id)
+        lines = []
+        if outcome is not None:
+            record = _attempt_records(outcome)[0]
+            _finish_attempt(plan.attempt_id, record)
+            _record_hook_runs(plan.attempt_id, outcome.hook_runs, plan.hook_ids)
+            pinned = outcome.error.active_tokens_after if outcome.error is not None else None
+            if pinned is not None:
+                # spec §3.2 / §6.1: context window exceeded with one item left pins the last usage to the window.
+                lines.append(NewLine(p.EVENT_MSG, {
+                    "type": "token_count", "pinned_full": True,
+                    "info": {"last_token_usage": {"total_tokens": pinned},
+                             "model_context_window": plan.settings.usable_window},
+                }))
+        else:
+            CompactionAttempt.objects.filter(pk=plan.attempt_id).update(
+                status=CompactionAttempt.Status.FAILED, error_kind=kind, error_http_status=http_status,
+                error_message=message, completed_at=timezone.now(),
+            )
+        detail = {"attempt_id": plan.attempt_id, "item_id": plan.item_id, "message": message}
+        if interrupted:
+            lines.append(NewLine(p.EVENT_MSG, {"type": "compaction_interrupted", **detail}))
+        else:
+            lines.append(NewLine(p.EVENT_MSG, {"type": "error", **detail, "codex_error_info": kind,
+                                               "http_status": http_status}))
+        append_rollout_lines(session=session, lines=lines, actor=_actor(actor))
+        AuditEntry.objects.create(
+            actor=_actor(actor), action=AuditEntry.Action.COMPACTION_FAILED, session=session,
+            reason=plan.instructions or str(plan.request.trigger),
+            detail={"attempt_id": plan.attempt_id, "status": "interrupted" if interrupted else "failed",
+                    "error_kind": kind, "message": message, "http_status": http_status,
+                    "strategy": plan.strategy.value},
+        )
+    return CompactionAttempt.objects.get(pk=plan.attempt_id)
+
+
+def _actor(actor):
+    """Anonymous users and missing actors are recorded as "system"."""
+    if actor is None or not getattr(actor, "is_authenticated", False):
+        return None
+    return actor
+
+
+def _delete_attempt(attempt_id: int) -> None:
+    CompactionAttempt.objects.filter(pk=attempt_id).delete()
+
+
+def _record_cancelled(attempt_id: int) -> None:
+    CompactionAttempt.objects.filter(pk=attempt_id, status=CompactionAttempt.Status.RUNNING).update(
+        status=CompactionAttempt.Status.INTERRUPTED, error_kind="interrupted", error_message=CANCELLED_MESSAGE,
+        completed_at=timezone.now(),
+    )
+
+
+async def acompact_session(
+    *,
+    session_id: int,
+    actor=None,
+    trigger: str = "manual",
+    reason: str | None = None,
+    phase: str | None = None,
+    strategy: str | None = None,
+    instructions: str = "",
+    lease: Lease | None = None,
+    compact_with_model: str | None = None,
+    compact_with_window: int | None = None,
+    turn_id: str | None = None,
+) -> Compaction:
+    """Compact one session (see the module docstring). Raises Session.DoesNotExist, SessionBusy,
+    CompactionRefused, CompactionInterrupted, CompactionFailed or LeaseLost; returns the installed Compaction."""
+    own_lease = lease is None
+    if lease is None:
+        lease = await sync_to_async(acquire)(session_id=session_id, purpose=LEASE_PURPOSE)
+    try:
+        plan = await sync_to_async(_plan)(
+            lease=lease, session_id=session_id, trigger=trigger, reason=reason, phase=phase, strategy=strategy,
+            instructions=instructions or "", compact_with_model=compact_with_model, turn_id=turn_id,
+            compact_with_window=compact_with_window,
+        )
+        try:
+            outcome = await _run_engine(plan, lease)
+        except asyncio.CancelledError:  # the caller (e.g. a stopped turn) gave up; nothing was installed
+            await asyncio.shield(sync_to_async(_record_cancelled)(plan.attempt_id))
+            raise
+        except CompactionConfigError as exc:  # the engine's own up-front checks; nothing ran
+            await sync_to_async(_delete_attempt)(plan.attempt_id)
+            raise CompactionRefused(str(exc)) from None
+        except Exception as exc:
+            logger.exception("compaction of session %s crashed", session_id)
+            attempt = await sync_to_async(_record_failure)(
+                plan, actor=actor, kind=INTERNAL_ERROR_KIND, message=f"{type(exc).__name__}: {exc}"
+            )
+            raise CompactionFailed(attempt=attempt, kind=INTERNAL_ERROR_KIND, message=str(exc)) from exc
+        if not outcome.ok:
+            error = outcome.error
+            assert error is not None
+            attempt = await sync_to_async(_record_failure)(
+                plan, actor=actor, kind=error.kind, message=error.message, http_status=error.http_status,
+                outcome=outcome,
+            )
+            if attempt.status == CompactionAttempt.Status.INTERRUPTED:
+                raise CompactionInterrupted(attempt=attempt, stop_reason=outcome.stop_reason or error.message)
+            raise CompactionFailed(attempt=attempt, kind=error.kind, message=error.message,
+                                   http_status=error.http_status)
+        try:
+            return await sync_to_async(_install)(plan, outcome, lease, actor)
+        except LeaseLost as exc:
+            await sync_to_async(_record_failure)(plan, actor=actor, kind=LEASE_LOST_KIND, message=str(exc))
+            raise
+        except ItemValidationError as exc:  # the provider returned items the rollout cannot store
+            message = f"the compacted history cannot be stored: {exc}"
+            attempt = await sync_to_async(_record_failure)(plan, actor=actor, kind=BAD_OUTPUT_KIND, message=message)
+            raise CompactionFailed(attempt=attempt, kind=BAD_OUTPUT_KIND, message=message) from exc
+    finally:
+        if own_lease:
+            await sync_to_async(release)(lease)
+
+
+def do_compact_session(
+    *,
+    session_id: int,
+    actor=None,
+    trigger: str = "manual",
+    reason: str | None = None,
+    phase: str | None = None,
+    strategy: str | None = None,
+    instructions: str = "",
+    lease: Lease | None = None,
+    compact_with_model: str | None = None,
+    compact_with_window: int | None = None,
+    turn_id: str | None = None,
+) -> Compaction:
+    """Synchronous `acompact_session` (for views and background jobs; not callable from a running event loop)."""
+    return async_to_sync(acompact_session)(
+        session_id=session_id, actor=actor, trigger=trigger, reason=reason, phase=phase, strategy=strategy,
+        instructions=instructions, lease=lease, compact_with_model=compact_with_model, turn_id=turn_id,
+        compact_with_window=compact_with_window,
+    )
+
+
+def lease_is_free(*, session_id: int) -> None:
+    """Raise SessionBusy when a live lease holds the session (Session.DoesNotExist when there is none)."""
+    row = Session.objects.filter(pk=session_id).values("lease_holder", "lease_purpose", "lease_expires_at").first()
+    if row is None:
+        raise Session.DoesNotExist(f"no session {session_id}")
+    expires = row["lease_expires_at"]
+    if row["lease_holder"] and (expires is None or expires >= timezone.now()):
+        raise SessionBusy(session_id=session_id, purpose=row["lease_purpose"])
+
+
+def start_compaction(
+    *, session_id: int, actor_id: int | None, strategy: str | None = None, instructions: str = ""
+) -> None:
+    """Queue a manual compaction and return at once (progress arrives as live events). Raises SessionBusy now
+    when the session is held, so the caller can say so; the job itself re-checks when it takes the lease."""
+    lease_is_free(session_id=session_id)
+    from compaction_app.tasks import run_compaction_task
+
+    background.submit(
+        run_compaction_task, session_id=session_id, actor_id=actor_id, strategy=strategy,
+        instructions=instructions, request_id=uuid.uuid4().hex,
+    )
