@@ -12,7 +12,12 @@ import json
 import re
 from typing import Any
 
-from compaction_app.engine.items import is_compaction_item, is_real_user_message, message_text
+from compaction_app.engine.items import (
+    is_compaction_item,
+    is_real_user_message,
+    is_summary_message,
+    message_text,
+)
 from compaction_app.providers.chat_format import assistant_message, tool_names
 from compaction_app.providers.simulated import codec
 from compaction_app.providers.simulated.summarizer import FILE_PATTERN, Digest, digest, render
@@ -77,6 +82,37 @@ def tool_arguments(name: str, user_text: str, n: int) -> dict[str, Any]:
     return {}
 
 
+# Argument names differ between tool sets (Codex's grep tool takes `pattern`, its apply_patch takes `input`); the
+# model writes whichever name the offered tool's schema declares.
+ARGUMENT_ALIASES = {"query": ("pattern", "query"), "patch": ("input", "patch")}
+
+
+def tool_parameters(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The JSON-schema `parameters` of each offered function tool, by name (Responses or chat form)."""
+    schemas = {}
+    for tool in tools:
+        fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        if isinstance(fn.get("name"), str) and isinstance(fn.get("parameters"), dict):
+            schemas[fn["name"]] = fn["parameters"]
+    return schemas
+
+
+def fit_to_schema(args: dict[str, Any], parameters: dict[str, Any] | None) -> dict[str, Any]:
+    """Rename arguments to the names the tool declares and wrap a command string when it wants an array."""
+    properties = (parameters or {}).get("properties")
+    if not isinstance(properties, dict) or not properties:
+        return args
+    fitted: dict[str, Any] = {}
+    for key, value in args.items():
+        target = next((k for k in (key, *ARGUMENT_ALIASES.get(key, ())) if k in properties), None)
+        if target is None:
+            continue
+        if (properties[target] or {}).get("type") == "array" and isinstance(value, str):
+            value = ["bash", "-lc", value] if key == "command" else [value]
+        fitted[target] = value
+    return fitted
+
+
 def _choose_tool(offered: list[str], user_text: str, n: int) -> str:
     known = [name for name in KNOWN_TOOLS if name in offered]
     pool = known or offered
@@ -101,9 +137,12 @@ def turn_reply(body: dict[str, Any]) -> list[dict[str, Any]]:
     calls_made = [i for i in turn if i.get("type") == "function_call"]
     n = len(calls_made)
     seed = f"{len(items)}:{user_text}"
-    if offered and n < planned_tool_calls(user_text):
+    # A summary or compaction item after the user's message means a mid-turn compaction folded this turn's tool
+    # work away; the model carries on from the summary and wraps up instead of starting its plan over.
+    compacted_mid_turn = any(is_compaction_item(i) or is_summary_message(i) for i in turn)
+    if offered and not compacted_mid_turn and n < planned_tool_calls(user_text):
         name = _choose_tool(offered, user_text, n)
-        args = tool_arguments(name, user_text, n)
+        args = fit_to_schema(tool_arguments(name, user_text, n), tool_parameters(body.get("tools") or []).get(name))
         thought = f"To handle '{user_text[:80]}' I will call {name} (step {n + 1})."
         reasoning = {
             "type": "reasoning",

@@ -12,6 +12,7 @@ from django.utils.crypto import get_random_string
 
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import ADMIN
+from sessions_app.fleet import DEMO_FLEET, seed_demo_fleet
 
 DEMO_PROVIDER = {
     "base_url": Provider.EMBEDDED,
@@ -29,8 +30,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--url", default="http://127.0.0.1:8000/", help="The address printed for the dashboard.")
         parser.add_argument("--username", default="admin")
+        parser.add_argument("--no-fleet", action="store_true", help="Do not seed the demo fleet of simulated sessions.")
 
-    def handle(self, *args, url: str, username: str, **options):
+    def handle(self, *args, url: str, username: str, no_fleet: bool = False, **options):
         with transaction.atomic():
             provider, _ = Provider.objects.get_or_create(name="embedded", defaults=DEMO_PROVIDER)
             CompactionPolicy.objects.get_or_create(name="default", defaults={})
@@ -42,6 +44,11 @@ class Command(BaseCommand):
             user.is_active = True
             user.save()
             user.groups.add(Group.objects.get(name=ADMIN))
+            policy = CompactionPolicy.objects.get(name="default")
+            # The demo fleet the embedded simulator drives (seeded once; sessions_app.fleet.seed_demo_fleet).
+            fleet_runs = [] if no_fleet else seed_demo_fleet(provider=provider, policy=policy, actor=user)
         self.stdout.write(f"embedded provider: {provider.name} (model {provider.model}, window {provider.context_window})")
+        if fleet_runs:
+            self.stdout.write(f"demo fleet: {len(fleet_runs)} simulated sessions ({', '.join(DEMO_FLEET)})")
         self.stdout.write(f"dashboard: {url}")
         self.stdout.write(f"login: {username} / {password}")

@@ -78,3 +78,33 @@ def test_a_later_turn_remembers_goals_from_a_compaction_item():
     text = _text_with_calls(lambda n: n == 0, stem="now write the docs")
     (reply,) = turn_reply({"input": [item, _user(text)], "tools": TOOLS})
     assert "migrate the billing tables to postgres" in reply["content"][0]["text"]
+
+
+def test_tool_arguments_follow_the_offered_tools_schema():
+    from sessions_app.simulator.scenarios import load_scenario
+    from sessions_app.simulator.tools import tool_specs
+
+    specs = tool_specs(load_scenario("fix-failing-test").build_tools(seed=1))
+    names = {s["name"] for s in specs}
+    text = _text_with_calls(lambda n: n == 4)
+    items, _ = _run_turn(text, tools=specs)
+    calls = [i for i in items if i["type"] == "function_call" and i["name"] in names]
+    assert calls, "the model should call the simulated tools"
+    by_name = {s["name"]: s["parameters"] for s in specs}
+    for call in calls:
+        args = json.loads(call["arguments"])
+        declared = by_name[call["name"]]["properties"]
+        assert set(args) <= set(declared), f"{call['name']} got {args}"
+        assert set(by_name[call["name"]].get("required", [])) <= set(args)
+        if declared.get("command", {}).get("type") == "array":
+            assert isinstance(args["command"], list)
+
+
+def test_after_a_mid_turn_compaction_the_model_wraps_up_instead_of_restarting_its_plan():
+    text = _text_with_calls(lambda n: n == 4)
+    item, _ = compaction_item([_user(text)])
+    compacted = [_user(text), item]
+    out = turn_reply({"input": compacted, "tools": TOOLS})
+    assert [i["type"] for i in out] == ["message"]
+    fresh = turn_reply({"input": [_user(text)], "tools": TOOLS})
+    assert fresh[-1]["type"] == "function_call"

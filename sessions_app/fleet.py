@@ -1,0 +1,452 @@
+"""Fleet control: simulated sessions started from scenarios, paced, paused, resumed and stopped (issue 5).
+
+A SimulatorRun drives one session through its scenario script (`sessions_app.simulator.ScenarioRun`, saved in
+`run.state`). One *step* is one turn of that session, run by `arun_step` under the session's lease, so steps never
+overlap with each other or with a compaction of the same session. Who runs steps is the scheduler's business
+(`sessions_app.scheduler`: in-process, or Celery tasks with a broker); it finds due runs with `claim_due_runs`.
+
+Scenario events apply before their turn (spec §2.4: the previous-model check then sees a model switch):
+- `model_switch`: the session moves to a Provider row like the run's base provider but with that model and window
+  (created once, named "<base> · <model> · <window>"), so every reader of the session's provider (thresholds,
+  compaction settings, the dashboard) sees the new window;
+- `faults`: `session.fault_injection = {"fault": "<spec>, ..."}` (the simulated provider's X-Sim-Fault header);
+  counted faults get a per-session, per-turn counter key so sessions do not share counts. Scope `compaction` keeps
+  the faults off the turn's own requests: only compaction requests carry them;
+- `pause`: handled by the pacing (the next step is due that much later).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import transaction
+from django.db.models import F
+
+from compaction_app.models import CompactionPolicy, Provider
+from sessions_app import locks
+from sessions_app.models import Session, SimulatorRun
+from sessions_app.services import do_create_session
+from sessions_app.simulator import (
+    ContextWindowIds,
+    ModelSwitch,
+    Pacing,
+    Scenario,
+    ScenarioRun,
+    SetFaults,
+    TurnStep,
+    list_scenarios,
+    load_scenario,
+)
+from sessions_app.turn_services import arun_turn
+
+logger = logging.getLogger(__name__)
+
+MAX_FLEET_SIZE = 200
+MAX_TURNS_PER_MINUTE = 6000.0
+# A claimed step is not handed out again for this long (a worker that died frees it after that).
+CLAIM_SECONDS = 120.0
+# A step that found its session busy (a manual compaction, an API turn) tries again after this.
+BUSY_RETRY_SECONDS = 1.0
+STEP_LEASE_PURPOSE = "turn"
+DEMO_FLEET = ("many-short-turns", "fix-failing-test", "model-downshift", "token-budget-long-task")
+
+Status = SimulatorRun.Status
+
+
+class FleetError(ValueError):
+    """A fleet request that cannot be done (unknown scenario, bad count, a run in the wrong state). Nothing changed."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    session_id: int
+    status: str  # ran | finished | busy | skipped | failed
+    turn_status: str = ""
+    error: str = ""
+    step: int | None = None
+
+
+def _dt(timestamp: float | None) -> datetime | None:
+    return None if timestamp is None else datetime.fromtimestamp(timestamp, tz=UTC)
+
+
+def derived_provider(base: Provider, *, model: str, context_window: int) -> Provider:
+    """`base` with another model and window (a scenario's model switch), created once and reused."""
+    if base.model == model and base.context_window == context_window:
+        return base
+    name = f"{base.name} · {model} · {context_window}"[:100]
+    skip = {"id", "name", "model", "context_window", "created", "updated"}
+    defaults = {f.name: getattr(base, f.name) for f in Provider._meta.concrete_fields if f.name not in skip}
+    provider, _ = Provider.objects.get_or_create(
+        name=name, defaults={**defaults, "model": model, "context_window": context_window}
+    )
+    return provider
+
+
+def _starting_provider(scenario: Scenario, provider: Provider, context_window: int | None) -> Provider:
+    """The provider row a new session starts on: the chosen provider with the window asked for, else the window
+    the scenario suggests (its outputs are sized for it), else the provider's own. A script that switches models
+    also starts on its declared model, so the switch means what the scenario says."""
+    model = scenario.model if scenario.model_switches and scenario.model else provider.model
+    window = context_window or scenario.context_window or provider.context_window
+    return derived_provider(provider, model=model, context_window=window)
+
+
+def _initial_context(scenario: Scenario, session: Session) -> list[dict]:
+    ids = None
+    if scenario.token_budget:
+        ids = ContextWindowIds(
+            thread_id=str(session.thread_id), first_window_id=session.first_window_id,
+            current_window_id=session.window_id, previous_window_id=session.previous_window_id or None,
+        )
+    return scenario.initial_context(ids)
+
+
+def _check_fleet_args(scenario: str, count: Any, turns_per_minute: Any) -> Scenario:
+    if scenario not in list_scenarios():
+        raise FleetError(f"scenario: unknown scenario {scenario!r}; choose one of {', '.join(list_scenarios())}")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_FLEET_SIZE:
+        raise FleetError(f"count: must be an integer from 1 to {MAX_FLEET_SIZE}, got {count!r}")
+    if turns_per_minute is not None and (
+        isinstance(turns_per_minute, bool) or not isinstance(turns_per_minute, int | float)
+        or not 0 < turns_per_minute <= MAX_TURNS_PER_MINUTE
+    ):
+        raise FleetError(
+            f"turns_per_minute: must be a number in (0, {MAX_TURNS_PER_MINUTE:g}] or empty for as fast as possible, "
+            f"got {turns_per_minute!r}"
+        )
+    return load_scenario(scenario)
+
+
+def do_start_fleet(
+    *,
+    scenario: str,
+    count: int,
+    provider: Provider,
+    policy: CompactionPolicy,
+    turns_per_minute: float | None = None,
+    loop: bool = False,
+    seed: int | None = None,
+    context_window: int | None = None,
+    actor=None,
+    now: float | None = None,
+) -> list[SimulatorRun]:
+    """Create `count` sessions running `scenario` on `provider` / `policy` and their SimulatorRuns, due at once.
+
+    Sessions start on `provider` with the window `context_window`, else the scenario's suggested window, else the
+    provider's (a differing window or model is a derived Provider row, see `derived_provider`). Session i is titled
+    "<scenario title> #i", gets the scenario's base instructions and initial context (injected
+    by its first turn, spec §5.3) and seed `seed + i` (a random base seed when none is given), so a fleet is
+    reproducible. All or nothing: a bad argument raises FleetError and creates nothing.
+    """
+    loaded = _check_fleet_args(scenario, count, turns_per_minute)
+    if context_window is not None and (
+        isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1_000
+    ):
+        raise FleetError(f"context_window: must be an integer of at least 1000 tokens, got {context_window!r}")
+    now = time.time() if now is None else now
+    base_seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
+    existing = Session.objects.filter(title__startswith=f"{loaded.title} #").count()
+    runs = []
+    with transaction.atomic():
+        start_provider = _starting_provider(loaded, provider, context_window)
+        for i in range(count):
+            session = do_create_session(
+                title=f"{loaded.title} #{existing + i + 1}", provider=start_provider, policy=policy,
+                base_instructions=loaded.base_instructions, actor=actor,
+            )
+            session.initial_context = _initial_context(loaded, session)
+            session.state = Session.State.RUNNING
+            session.save(update_fields=["initial_context", "state", "updated_at"])
+            script = ScenarioRun(loaded, seed=base_seed + i, loop=loop, pacing=Pacing(turns_per_minute),
+                                 created_at=now)
+            state = {**script.state(), "base_provider": provider.pk, "fault_scope": "any"}
+            runs.append(SimulatorRun.objects.create(
+                session=session, scenario=loaded.name, seed=base_seed + i, loop=loop,
+                turns_per_minute=turns_per_minute, status=Status.RUNNING, state=state,
+                next_step_at=_dt(script.next_step_at(now)), created_by=actor if getattr(actor, "pk", None) else None,
+            ))
+    return runs
+
+
+def seed_demo_fleet(*, provider: Provider, policy: CompactionPolicy, actor=None) -> list[SimulatorRun]:
+    """The demo fleet `scripts/dev` starts with: one looping session per demo scenario at 6 turns a minute.
+    Idempotent: does nothing when any simulator run exists. The token-budget scenario gets a token-budget
+    policy (created once) so its `new_context` calls open new windows (spec §4.4)."""
+    if SimulatorRun.objects.exists():
+        return []
+    budget_policy, _ = CompactionPolicy.objects.get_or_create(name="token-budget", defaults={"token_budget": True})
+    runs: list[SimulatorRun] = []
+    for n, name in enumerate(DEMO_FLEET):
+        runs += do_start_fleet(
+            scenario=name, count=1, provider=provider,
+            policy=budget_policy if load_scenario(name).token_budget else policy,
+            turns_per_minute=6, loop=True, seed=1000 + n, actor=actor,
+        )
+    return runs
+
+
+# --- pause / resume / stop ----------------------------------------------------------------------------------------
+
+TRANSITIONS = {
+    "pause": ((Status.RUNNING,), Status.PAUSED, Session.State.PAUSED),
+    "resume": ((Status.PAUSED,), Status.RUNNING, Session.State.RUNNING),
+    "stop": ((Status.RUNNING, Status.PAUSED), Status.STOPPED, Session.State.STOPPED),
+}
+
+PAST = {"pause": "paused", "resume": "resumed", "stop": "stopped"}
+
+
+def _transition(action: str, run_id: int | None, now: float | None) -> int:
+    allowed, target, session_state = TRANSITIONS[action]
+    now = time.time() if now is None else now
+    with transaction.atomic():
+        runs = SimulatorRun.objects.select_for_update()
+        if run_id is not None:
+            run = runs.filter(pk=run_id).first()
+            if run is None:
+                raise FleetError(f"simulator run {run_id} does not exist")
+            if run.status not in allowed:
+                raise FleetError(f"run {run_id} is {run.status}; only {' or '.join(allowed)} runs can be {PAST[action]}")
+            selected = runs.filter(pk=run_id)
+        else:
+            selected = runs.filter(status__in=allowed)
+        session_ids = list(selected.values_list("session_id", flat=True))
+        updates: dict[str, Any] = {"status": target}
+        if target == Status.RUNNING:
+            updates["next_step_at"] = _dt(now)  # a resumed run is due at once
+        changed = SimulatorRun.objects.filter(session_id__in=session_ids, status__in=allowed).update(**updates)
+        Session.objects.filter(pk__in=session_ids).update(state=session_state)
+    return changed
+
+
+def _run_id(run: SimulatorRun | int | None) -> int | None:
+    return run.pk if isinstance(run, SimulatorRun) else run
+
+
+def do_pause_run(*, run: SimulatorRun | int | None = None, actor=None) -> int:
+    """Pause one run (or every running run when `run` is None); a step in progress finishes first. Returns how
+    many runs changed; a run that is not running raises FleetError."""
+    return _transition("pause", _run_id(run), None)
+
+
+def do_resume_run(*, run: SimulatorRun | int | None = None, actor=None, now: float | None = None) -> int:
+    """Resume one paused run (or all of them); it is due at once."""
+    return _transition("resume", _run_id(run), now)
+
+
+def do_stop_run(*, run: SimulatorRun | int | None = None, actor=None) -> int:
+    """Stop one running or paused run (or all of them) for good."""
+    return _transition("stop", _run_id(run), None)
+
+
+# --- scheduling ---------------------------------------------------------------------------------------------------
+
+def claim_due_runs(*, now: float | None = None, limit: int = 10) -> list[int]:
+    """Session ids of running runs whose next step is due, claimed so no other scheduler hands them out again
+    for CLAIM_SECONDS (a conditional update per run, safe across processes). Oldest due first."""
+    now = time.time() if now is None else now
+    due = list(
+        SimulatorRun.objects.filter(status=Status.RUNNING, next_step_at__lte=_dt(now))
+        .order_by("next_step_at", "pk")
+        .values_list("pk", "session_id", "next_step_at")[:limit]
+    )
+    claimed = []
+    for pk, session_id, at in due:
+        if SimulatorRun.objects.filter(pk=pk, status=Status.RUNNING, next_step_at=at).update(
+            next_step_at=_dt(now + CLAIM_SECONDS)
+        ):
+            claimed.append(session_id)
+    return claimed
+
+
+def active_runs() -> int:
+    """How many runs still have steps to take (running)."""
+    return SimulatorRun.objects.filter(status=Status.RUNNING).count()
+
+
+# --- one step -----------------------------------------------------------------------------------------------------
+
+_KEYED = re.compile(r";\s*key=")
+
+
+def session_fault_spec(faults: SetFaults, *, session_id: int, step: int) -> str:
+    """The fault header value for one session: each counted fault gets its own key (`s<session>t<turn>`), so
+    `times=n` counts this session's requests from this turn on, not the whole fleet's."""
+    specs = []
+    for spec in faults.faults:
+        if ";times=" in spec and not _KEYED.search(spec):
+            spec = f"{spec};key=s{session_id}t{step}"
+        specs.append(spec)
+    return ", ".join(specs)
+
+
+def _apply_events(run: SimulatorRun, session: Session, step: TurnStep) -> tuple[Session, dict[str, Any]]:
+    """Apply the step's model switch and fault plan before its turn; returns the session and the run state."""
+    state = dict(run.state)
+    fields = []
+    switch: ModelSwitch | None = step.model_switch
+    if switch is not None:
+        base = Provider.objects.filter(pk=state.get("base_provider")).first() or session.provider
+        target = derived_provider(base, model=switch.model, context_window=switch.context_window)
+        if target.pk != session.provider_id:
+            session.provider = target
+            fields.append("provider")
+    plan: SetFaults | None = step.fault_plan
+    if plan is not None:
+        spec = session_fault_spec(plan, session_id=session.pk, step=step.number)
+        injection = {k: v for k, v in (session.fault_injection or {}).items() if k != "fault"}
+        if spec:
+            injection["fault"] = spec
+        session.fault_injection = injection
+        state["fault_scope"] = plan.scope
+        fields.append("fault_injection")
+    if fields:
+        session.save(update_fields=[*fields, "updated_at"])
+    return session, state
+
+
+def _sampling_faults(session: Session, state: dict[str, Any]) -> dict[str, Any]:
+    faults = dict(session.fault_injection or {})
+    if state.get("fault_scope") == "compaction":
+        faults.pop("fault", None)
+    return faults
+
+
+def _prepare_step(session_id: int, now: float) -> tuple[SimulatorRun, Session, ScenarioRun, TurnStep | None, dict]:
+    run = SimulatorRun.objects.select_related("session__provider", "session__policy").get(session_id=session_id)
+    if run.status != Status.RUNNING:
+        return run, run.session, None, None, {}  # type: ignore[return-value]
+    script = ScenarioRun.from_state(run.state)
+    step = script.peek()
+    if step is None:
+        _finish(run, script, now)
+        return run, run.session, script, None, {}
+    session, state = _apply_events(run, run.session, step)
+    script.advance(now=now)
+    return run, session, script, step, state
+
+
+def _finish(run: SimulatorRun, script: ScenarioRun, now: float) -> None:
+    SimulatorRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(status=Status.FINISHED, next_step_at=None)
+    Session.objects.filter(pk=run.session_id, state=Session.State.RUNNING).update(state=Session.State.IDLE)
+
+
+def _save_step(run: SimulatorRun, script: ScenarioRun, state: dict[str, Any], *, error: str, now: float) -> None:
+    script.turn_finished(now)
+    next_at = script.next_step_at(now)
+    SimulatorRun.objects.filter(pk=run.pk).update(
+        state={**state, **script.state()}, steps_done=F("steps_done") + 1, last_error=error[:2000],
+        next_step_at=_dt(next_at),
+    )
+    if next_at is None:
+        _finish(run, script, now)
+
+
+def _busy(session_id: int, now: float) -> None:
+    SimulatorRun.objects.filter(session_id=session_id, status=Status.RUNNING).update(
+        next_step_at=_dt(now + BUSY_RETRY_SECONDS)
+    )
+
+
+def _failed(session_id: int, message: str) -> None:
+    SimulatorRun.objects.filter(session_id=session_id).update(status=Status.FAILED, last_error=message[:2000])
+    Session.objects.filter(pk=session_id).update(state=Session.State.FAILED)
+
+
+async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None) -> StepResult:
+    """Run the next turn of the session's scenario (under the session's lease) and save the run's progress.
+
+    A turn that fails (provider down, a compaction failing) is recorded in the rollout and in `last_error`, and the
+    script moves on; an unexpected error marks the run failed. `client` replaces the provider client (tests)."""
+    try:
+        lease = await sync_to_async(locks.acquire)(session_id=session_id, purpose=STEP_LEASE_PURPOSE)
+    except locks.SessionBusy:
+        await sync_to_async(_busy)(session_id, clock())
+        return StepResult(session_id, "busy")
+    try:
+        try:
+            try:
+                run, session, script, step, state = await sync_to_async(_prepare_step)(session_id, clock())
+            except SimulatorRun.DoesNotExist:
+                return StepResult(session_id, "skipped", error="the session is not driven by the simulator")
+            if step is None:
+                status = "finished" if script is not None else "skipped"
+                return StepResult(session_id, status)
+            tools = script.scenario.build_tools(seed=run.seed, counter_name=session.policy.counter_name(
+                session.provider))
+            number = step.number
+            result = await arun_turn(
+                session_id=session_id, user_input=step.user_input, tools=tools,
+                tool_rng=lambda call_id: script.rng_for("tool", number, call_id), lease=lease,
+                fault_injection=_sampling_faults(session, state), client=client, sleep=sleep,
+                turn_context={"cwd": script.scenario.cwd, "scenario": script.scenario.name, "step": number},
+            )
+            await sync_to_async(_save_step)(run, script, state, error=result.error, now=clock())
+        except Exception as exc:
+            logger.exception("simulator step of session %s failed", session_id)
+            await sync_to_async(_failed)(session_id, f"{type(exc).__name__}: {exc}")
+            return StepResult(session_id, "failed", error=str(exc))
+        return StepResult(session_id, "ran", turn_status=result.status, error=result.error, step=number)
+    finally:
+        await sync_to_async(locks.release)(lease)
+
+
+def do_run_step(*, session_id: int) -> StepResult:
+    """`arun_step` for synchronous callers (the Celery task)."""
+    return async_to_sync(arun_step)(session_id=session_id)
+
+
+# --- reads --------------------------------------------------------------------------------------------------------
+
+def list_runs(*, status: str | None = None):
+    runs = SimulatorRun.objects.select_related("session__provider").order_by("-created_at", "-pk")
+    if status:
+        runs = runs.filter(status=status)
+    return runs
+
+
+def run_summary(run: SimulatorRun) -> dict[str, Any]:
+    session = run.session
+    return {
+        "id": run.pk,
+        "session": session.pk,
+        "title": session.title,
+        "scenario": run.scenario,
+        "seed": run.seed,
+        "loop": run.loop,
+        "turns_per_minute": run.turns_per_minute,
+        "status": run.status,
+        "steps_done": run.steps_done,
+        "position": int(run.state.get("position", 0)),
+        "next_step_at": run.next_step_at.isoformat() if run.next_step_at else None,
+        "last_error": run.last_error,
+        "model": session.provider.model,
+        "context_window": session.provider.context_window,
+        "window_number": session.window_number,
+        "compaction_count": session.compaction_count,
+        "tokens_in_window": session.tokens_in_window,
+    }
+
+
+def scenario_summary(name: str) -> dict[str, Any]:
+    scenario = load_scenario(name)
+    return {
+        "name": scenario.name,
+        "title": scenario.title,
+        "description": scenario.description.strip(),
+        "turns": len(scenario.turns),
+        "tools": list(scenario.tools),
+        "model": scenario.model,
+        "context_window": scenario.context_window,
+        "token_budget": scenario.token_budget,
+        "model_switches": scenario.model_switches,
+        "fault_plans": scenario.fault_plans,
+    }

@@ -1,0 +1,186 @@
+"""Who runs simulator steps: an asyncio scheduler that claims due runs and either runs their steps in this process
+(the embedded default) or sends each as a Celery task (`sessions_app.tasks.run_simulator_step`) when a broker is
+configured, so several workers share the fleet.
+
+Embedded: the dashboard process runs the scheduler in a background thread when `COMPACTWEB_RUN_SIMULATOR=1`
+(`scripts/dev` sets it; Daphne has no lifespan hook, so `SessionsAppConfig.ready` calls `start_from_environment`).
+A few steps run at once, each on a different session. With a broker: the same loop only enqueues; run it in the
+dashboard (same variable) or on its own with `manage.py simulate --scheduler`. Claims are conditional updates, so
+two schedulers never hand out the same step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+from compactweb import background
+from sessions_app import fleet
+
+logger = logging.getLogger(__name__)
+
+ENV_FLAG = "COMPACTWEB_RUN_SIMULATOR"
+DEFAULT_CONCURRENCY = 4
+DEFAULT_POLL_SECONDS = 0.5
+ENQUEUE_BATCH = 100
+
+
+def enqueue_due_steps(*, now: float | None = None, limit: int = ENQUEUE_BATCH) -> list[int]:
+    """Claim due runs and send one `run_simulator_step` Celery task for each; returns the session ids."""
+    from sessions_app.tasks import run_simulator_step
+
+    claimed = fleet.claim_due_runs(now=now, limit=limit)
+    for session_id in claimed:
+        run_simulator_step.apply_async(kwargs={"session_id": session_id})
+    return claimed
+
+
+class Scheduler:
+    """Claims due runs and dispatches their steps; `inline` runs them on this event loop, else Celery tasks."""
+
+    def __init__(
+        self,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        poll_seconds: float = DEFAULT_POLL_SECONDS,
+        inline: bool | None = None,
+        clock: Callable[[], float] = time.time,
+        step: Callable | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.concurrency = concurrency
+        self.poll_seconds = poll_seconds
+        self.inline = (not background.uses_broker()) if inline is None else inline
+        self.clock = clock
+        self.step = step or fleet.arun_step
+        self.steps_started = 0
+        self.results: list[fleet.StepResult] = []
+        self._tasks: set[asyncio.Task] = set()
+        self._wake: asyncio.Event | None = None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    def _wake_event(self) -> asyncio.Event:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        return self._wake
+
+    async def tick(self, *, limit: int | None = None) -> int:
+        """Dispatch the steps that are due now (up to the free concurrency and `limit`); returns how many."""
+        if not self.inline:
+            sent = await sync_to_async(enqueue_due_steps)(now=self.clock(), limit=limit or ENQUEUE_BATCH)
+            self.steps_started += len(sent)
+            return len(sent)
+        free = self.concurrency - len(self._tasks)
+        if limit is not None:
+            free = min(free, limit)
+        if free <= 0:
+            return 0
+        claimed = await sync_to_async(fleet.claim_due_runs)(now=self.clock(), limit=free)
+        for session_id in claimed:
+            task = asyncio.create_task(self._run(session_id))
+            self._tasks.add(task)
+            self.steps_started += 1
+        return len(claimed)
+
+    async def _run(self, session_id: int) -> None:
+        try:
+            self.results.append(await self.step(session_id=session_id))
+        except Exception:  # a step records its own failures; this only guards the loop
+            logger.exception("simulator step for session %s crashed", session_id)
+        finally:
+            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._wake_event().set()
+
+    async def _idle_wait(self) -> None:
+        wake = self._wake_event()
+        try:
+            await asyncio.wait_for(wake.wait(), timeout=self.poll_seconds)
+        except TimeoutError:
+            pass
+        wake.clear()
+
+    async def run(self, stop: threading.Event | asyncio.Event) -> None:
+        """Tick until `stop` is set; waits `poll_seconds` (or until a step ends) when nothing was due."""
+        while not stop.is_set():
+            try:
+                dispatched = await self.tick()
+            except Exception:
+                logger.exception("simulator tick failed")
+                dispatched = 0
+            if not dispatched:
+                await self._idle_wait()
+        await self.drain()
+
+    async def drain(self) -> None:
+        """Wait for the steps in flight."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def run_until_idle(self, *, timeout: float | None = None, max_steps: int | None = None) -> int:
+        """Run steps until no run is running (a non-looping fleet finished), `max_steps` steps were started, or
+        `timeout` seconds passed; returns the number of steps started."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if max_steps is not None and self.steps_started >= max_steps:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            remaining = None if max_steps is None else max_steps - self.steps_started
+            dispatched = await self.tick(limit=remaining)
+            if not dispatched:
+                if not self._tasks and not await sync_to_async(fleet.active_runs)():
+                    break
+                await self._idle_wait()
+        await self.drain()
+        return self.steps_started
+
+
+class SchedulerThread(threading.Thread):
+    """The scheduler on its own event loop in a daemon thread (the embedded dashboard's simulator)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(name="compactweb-simulator", daemon=True)
+        self.scheduler_kwargs = kwargs
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        close_old_connections()
+        try:
+            asyncio.run(Scheduler(**self.scheduler_kwargs).run(self.stop_event))
+        finally:
+            close_old_connections()
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        self.stop_event.set()
+        self.join(timeout)
+
+
+_started: SchedulerThread | None = None
+_start_lock = threading.Lock()
+
+
+def start_from_environment(environ: dict | None = None) -> SchedulerThread | None:
+    """Start the background scheduler once per process when COMPACTWEB_RUN_SIMULATOR=1 (scripts/dev sets it)."""
+    global _started
+    environ = os.environ if environ is None else environ
+    if environ.get(ENV_FLAG) != "1":
+        return None
+    with _start_lock:
+        if _started is None:
+            _started = SchedulerThread(
+                concurrency=int(environ.get("COMPACTWEB_SIMULATOR_CONCURRENCY", DEFAULT_CONCURRENCY))
+            )
+            _started.start()
+            logger.info("simulator scheduler started (%s)", "in-process" if not background.uses_broker() else "Celery")
+        return _started

@@ -1,0 +1,373 @@
+"""Turns against the database: the Django side of the turn loop (`sessions_app.turns`).
+
+`arun_turn` takes the session's lease (purpose "turn"), builds the provider client from the session's Provider row
+and fault injection (through `compaction_app.settings_builder`, so a turn and a compaction see the same settings),
+and runs the loop through `SessionTurnPort`, which appends rollout lines with `append_rollout_lines` and runs
+automatic compactions with `compaction_app.services.acompact_session` under the same lease.
+
+Per-turn cost does not grow with the history: the checks read the session's cached header (O(1)), appends are O(1)
+per line, and the live history a request sends is kept in a per-process cache validated by the session's `last_seq`
+(reloaded only after something else, e.g. a compaction, changed the history).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from uuid6 import uuid7
+
+from compaction_app import settings_builder
+from compaction_app.engine.items import Item, normalize_kind
+from compaction_app.engine.thresholds import ModelLimits, Reason
+from compaction_app.providers.base import ModelClient
+from compaction_app.providers.factory import build_client
+from sessions_app import locks, selectors
+from sessions_app.events import publish_transient
+from sessions_app.models import RolloutLine, Session
+from sessions_app.projection import RESPONSE_ITEM, TURN_CONTEXT
+from sessions_app.services import NewLine, append_rollout_lines, usage_line
+from sessions_app.turns import (
+    Marker,
+    Record,
+    TurnCompactionFailed,
+    TurnConfig,
+    TurnResult,
+    TurnState,
+    UsageRecord,
+    previous_model_from_turn_context,
+    run_turn_loop,
+)
+
+MAX_INPUT_CHARS = 1_000_000
+
+
+class TurnInputError(ValueError):
+    """The turn's user input is not acceptable; nothing was recorded."""
+
+
+def validate_user_input(user_input: Any) -> str:
+    if not isinstance(user_input, str) or not user_input.strip():
+        raise TurnInputError("input: must be a non-empty string")
+    if len(user_input) > MAX_INPUT_CHARS:
+        raise TurnInputError(f"input: at most {MAX_INPUT_CHARS} characters, got {len(user_input)}")
+    return user_input
+
+
+class HistoryCache:
+    """Live histories of recently active sessions, each valid for exactly one `last_seq` (LRU, thread-safe)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._entries: OrderedDict[int, tuple[int, list[Item]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, session_id: int, last_seq: int) -> list[Item] | None:
+        with self._lock:
+            entry = self._entries.get(session_id)
+            if entry is None or entry[0] != last_seq:
+                return None
+            self._entries.move_to_end(session_id)
+            return entry[1]
+
+    def put(self, session_id: int, last_seq: int, items: list[Item]) -> None:
+        with self._lock:
+            self._entries[session_id] = (last_seq, items)
+            self._entries.move_to_end(session_id)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def appended(self, session_id: int, *, before_seq: int, after_seq: int, items: Sequence[Item]) -> None:
+        """Lines `before_seq`+1..`after_seq` appended `items` to the history: follow along, or forget the entry."""
+        with self._lock:
+            entry = self._entries.get(session_id)
+            if entry is None:
+                return
+            if entry[0] != before_seq:
+                del self._entries[session_id]
+                return
+            entry[1].extend(items)
+            self._entries[session_id] = (after_seq, entry[1])
+
+    def forget(self, session_id: int) -> None:
+        with self._lock:
+            self._entries.pop(session_id, None)
+
+
+history_cache = HistoryCache()
+
+
+def model_limits(session: Session) -> ModelLimits:
+    """The current model as the threshold checks see it: the session's provider row and policy (spec §2.2)."""
+    provider = session.provider
+    return ModelLimits(
+        slug=provider.model,
+        context_window=provider.context_window,
+        effective_percent=provider.effective_context_window_percent,
+        configured_limit=session.policy.auto_compact_token_limit,
+        comp_hash=provider.comp_hash or None,
+    )
+
+
+def previous_turn_context(session: Session) -> dict[str, Any] | None:
+    """The previous turn's settings (spec §2.4 step 1a): the newest `turn_context` line that records a model
+    window. A compaction's own `turn_context` (mid-turn) repeats the turn's model without its window, so it is
+    skipped; the turn's line before it names the same model."""
+    return (
+        RolloutLine.objects.filter(session_id=session.pk, kind=TURN_CONTEXT, payload__has_key="context_window")
+        .order_by("-seq")
+        .values_list("payload", flat=True)
+        .first()
+    )
+
+
+def _to_lines(records: Sequence[Record], session: Session) -> list[NewLine]:
+    lines = []
+    for record in records:
+        if isinstance(record, UsageRecord):
+            usage = record.usage
+            lines.append(usage_line(
+                usage={"input_tokens": usage.input_tokens, "cached_input_tokens": usage.cached_input_tokens,
+                       "output_tokens": usage.output_tokens, "total_tokens": usage.total_tokens},
+                reasoning_included=record.reasoning_included,
+                model_context_window=session.provider.usable_context_window,
+            ))
+        elif isinstance(record, Marker):
+            lines.append(NewLine(record.kind, dict(record.payload)))
+        else:
+            lines.append(NewLine(RESPONSE_ITEM, record))
+    return lines
+
+
+class SessionTurnPort:
+    """The turn loop's port onto one session in the database (sessions_app.turns.TurnPort)."""
+
+    def __init__(
+        self, *, session_id: int, turn_id: str, lease: locks.Lease | None, actor=None,
+        initial_context: Callable[[Session, TurnState], list[Item]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.lease = lease
+        self.actor = actor
+        self._initial_context = initial_context
+        self._clock = clock
+        self._renewed_at = clock()
+        self._previous_loaded = False
+        self._previous: dict[str, Any] | None = None
+        self._session: Session | None = None
+        self.first_seq: int | None = None
+
+    # --- sync halves (run in Django's sync thread) ---
+
+    def _load(self) -> Session:
+        self._session = selectors.get_session(session_id=self.session_id)
+        return self._session
+
+    def _state(self) -> TurnState:
+        session = self._load()
+        if not self._previous_loaded:
+            # Read once per turn: the previous-model check runs only at the turn's start.
+            self._previous = previous_turn_context(session)
+            self._previous_loaded = True
+        return TurnState(
+            thread_id=str(session.thread_id),
+            window_number=session.window_number,
+            window_id=session.window_id,
+            first_window_id=session.first_window_id,
+            previous_window_id=session.previous_window_id,
+            active_tokens=session.tokens_in_window,
+            prefill=session.meter_prefill,
+            scope=session.policy.auto_compact_scope,
+            current=model_limits(session),
+            previous=previous_model_from_turn_context(
+                self._previous, configured_limit=session.policy.auto_compact_token_limit
+            ),
+            reference_context_set=session.reference_context_set,
+            last_seq=session.last_seq,
+        )
+
+    def _history(self) -> list[Item]:
+        session = self._session or self._load()
+        cached = history_cache.get(session.pk, session.last_seq)
+        if cached is None:
+            cached = selectors.live_items(session=session)
+            history_cache.put(session.pk, session.last_seq, cached)
+        return cached
+
+    def _record(self, records: Sequence[Record]) -> None:
+        session = self._session or self._load()
+        before = session.last_seq
+        rows = append_rollout_lines(session=session, lines=_to_lines(records, session), actor=self.actor)
+        if self.first_seq is None and rows:
+            self.first_seq = rows[0].seq
+        history_cache.appended(
+            session.pk, before_seq=before, after_seq=session.last_seq,
+            items=[normalize_kind(r.payload) for r in rows if r.kind == RESPONSE_ITEM],
+        )
+
+    @property
+    def last_seq(self) -> int:
+        return self._session.last_seq if self._session is not None else 0
+
+    # --- the port ---
+
+    async def state(self) -> TurnState:
+        return await sync_to_async(self._state)()
+
+    async def history(self) -> list[Item]:
+        return await sync_to_async(self._history)()
+
+    async def initial_context(self, state: TurnState) -> list[Item]:
+        session = self._session or await sync_to_async(self._load)()
+        if self._initial_context is not None:
+            return self._initial_context(session, state)
+        return settings_builder.render_initial_context(
+            list(session.initial_context), thread_id=state.thread_id, first_window_id=state.first_window_id,
+            current_window_id=state.window_id, previous_window_id=state.previous_window_id or None,
+        )
+
+    async def record(self, records: Sequence[Record]) -> None:
+        if records:
+            await sync_to_async(self._record)(records)
+
+    async def compact(self, *, reason: Reason, phase: str, compact_with: ModelLimits | None) -> None:
+        from compaction_app import services as compaction
+
+        failures = (compaction.CompactionFailed, compaction.CompactionRefused, compaction.CompactionInterrupted,
+                    locks.SessionBusy, locks.LeaseLost)
+        try:
+            await compaction.acompact_session(
+                session_id=self.session_id, actor=self.actor, trigger="auto", reason=reason.value, phase=phase,
+                lease=self.lease, compact_with_model=compact_with.slug if compact_with else None,
+                compact_with_window=compact_with.context_window if compact_with else None,
+                turn_id=self.turn_id,
+            )
+        except failures as exc:
+            raise TurnCompactionFailed(str(exc), code=_compaction_error_code(exc)) from exc
+        finally:
+            # The compaction replaced the history (or may have): the next request reloads it.
+            history_cache.forget(self.session_id)
+
+    async def heartbeat(self) -> None:
+        if self.lease is not None and self._clock() - self._renewed_at > self.lease.ttl.total_seconds() / 4:
+            await sync_to_async(self.lease.renew)()
+            self._renewed_at = self._clock()
+
+    async def publish(self, kind: str, detail: dict[str, Any]) -> None:
+        after = self._session.last_seq if self._session is not None else 0
+        await sync_to_async(publish_transient)(session_id=self.session_id, after_seq=after, kind=kind, detail=detail)
+
+
+def _compaction_error_code(exc: Exception) -> str:
+    name = type(exc).__name__
+    return {
+        "CompactionRefused": "compaction_refused",
+        "CompactionInterrupted": "compaction_interrupted",
+        "SessionBusy": "session_busy",
+        "LeaseLost": "lease_lost",
+    }.get(name, getattr(exc, "code", None) or "compaction_failed")
+
+
+def _client_for(session: Session, fault_injection: Mapping[str, Any] | None) -> ModelClient:
+    config = settings_builder.provider_config(
+        provider=session.provider, policy=session.policy,
+        fault_injection=dict(session.fault_injection or {}) if fault_injection is None else dict(fault_injection),
+    )
+    return build_client(config)
+
+
+def _turn_config(session: Session, **overrides: Any) -> TurnConfig:
+    config = TurnConfig(
+        base_instructions=session.base_instructions,
+        stream_max_retries=settings_builder.stream_max_retries(provider=session.provider, policy=session.policy),
+        reasoning=dict(settings_builder.DEFAULT_REASONING) if session.provider.supports_reasoning else None,
+    )
+    for key, value in overrides.items():
+        if value is not None:
+            setattr(config, key, value)
+    return config
+
+
+async def arun_turn(
+    *,
+    session_id: int,
+    user_input: str,
+    tools: Mapping[str, Any] | None = None,
+    tool_rng: Callable[[str], random.Random] | None = None,
+    turn_id: str | None = None,
+    actor=None,
+    lease: locks.Lease | None = None,
+    client: ModelClient | None = None,
+    fault_injection: Mapping[str, Any] | None = None,
+    initial_context: Callable[[Session, TurnState], list[Item]] | None = None,
+    turn_context: Mapping[str, Any] | None = None,
+    sleep: Callable[[float], Awaitable[None]] | None = None,
+) -> TurnResult:
+    """Run one turn of a session (spec §2.4) and return what happened.
+
+    Takes the session's lease unless `lease` (already held, e.g. by a simulator step) is given; raises SessionBusy
+    when another turn, compaction or rollback holds it, Session.DoesNotExist for an unknown session and
+    TurnInputError for an empty input, all before anything is recorded. Provider and compaction failures do not
+    raise: they end the turn with an `error` line and `status="failed"`. `tools` are simulated tools by name (none
+    for API turns); `fault_injection` overrides the session's for the turn's own requests.
+    """
+    validate_user_input(user_input)
+    turn_id = turn_id or str(uuid7())
+    own_lease = lease is None
+    if own_lease:
+        lease = await sync_to_async(locks.acquire)(session_id=session_id, purpose="turn")
+    try:
+        session = await sync_to_async(selectors.get_session)(session_id=session_id)
+        config = _turn_config(
+            session, tools=dict(tools) if tools else None, tool_rng=tool_rng, sleep=sleep,
+            turn_context=dict(turn_context) if turn_context else None,
+        )
+        port = SessionTurnPort(session_id=session_id, turn_id=turn_id, lease=lease, actor=actor,
+                               initial_context=initial_context)
+        own_client = client is None
+        model = client or await sync_to_async(_client_for)(session, fault_injection)
+        try:
+            result = await run_turn_loop(port=port, client=model, user_input=user_input, turn_id=turn_id,
+                                         config=config)
+        finally:
+            if own_client and hasattr(model, "aclose"):
+                await model.aclose()
+        result.first_seq = port.first_seq or 0
+        result.last_seq = port.last_seq
+        return result
+    finally:
+        if own_lease:
+            await sync_to_async(locks.release)(lease)
+
+
+def run_turn(**kwargs: Any) -> TurnResult:
+    """`arun_turn` for synchronous callers (views, Celery tasks, management commands)."""
+    return async_to_sync(arun_turn)(**kwargs)
+
+
+def turn_items(*, session_id: int, first_seq: int, last_seq: int) -> list[Item]:
+    """The items a turn appended (its `response_item` lines), in order."""
+    if not first_seq:
+        return []
+    return list(
+        RolloutLine.objects.filter(session_id=session_id, kind=RESPONSE_ITEM, seq__gte=first_seq, seq__lte=last_seq)
+        .order_by("seq")
+        .values_list("payload", flat=True)
+    )
+
+
+def new_turn_id() -> str:
+    return str(uuid7())
+
+
+__all__ = [
+    "HistoryCache", "SessionTurnPort", "TurnInputError", "arun_turn", "history_cache", "model_limits",
+    "new_turn_id", "previous_turn_context", "run_turn", "turn_items", "validate_user_input",
+]

@@ -1,0 +1,396 @@
+"""The turn loop: one regular turn of an agent session, as Codex's `run_turn` does it (spec §2.4, §3.2, §5.3, §6.2).
+
+The same loop runs `POST /sessions/<id>/turns` and every simulated step. It is plain Python: everything it reads or
+writes goes through a small `TurnPort` (the Django adapter in `sessions_app.turn_services`, an in-memory fold in the
+tests), and the model is any `ModelClient`. One turn:
+
+1. pre-turn, before anything of the turn is recorded: the previous-model check (comp_hash_changed, then
+   model_downshift, compacting with the *previous* model), then the limit check with the current model
+   (context_limit); both phase `pre_turn`. A failed pre-turn compaction ends the turn without sampling and the user
+   input is not recorded (spec §6.5, primary snapshot; later upstream keeps it).
+2. context: the full initial context when the session has no baseline (first turn, or after a compaction that
+   cleared it, spec §5.3), then a `turn_context` line, then the user message.
+3. sampling: stream a request with the live history; output items are recorded as they complete and the response's
+   usage after them (spec §3.2); retryable provider errors are retried with backoff (spec §6.2); function calls run
+   on the simulated tools and their outputs are recorded; `new_context` requests a new window (spec §4.4).
+4. mid-turn, after each request that needs a follow-up (a tool output pending): compact when a new window was
+   requested or the limit is reached (phase `mid_turn`), then sample again. A final answer never compacts, even
+   over the limit: the next turn's pre-turn check does it.
+5. a provider or compaction failure ends the turn with an `error` line; the turn always ends with `turn_complete`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from compaction_app.engine import thresholds
+from compaction_app.engine.items import Item, message_text, user_message
+from compaction_app.engine.thresholds import ModelLimits, Reason, TokenStatus
+from compaction_app.providers.base import ModelClient, ResponsesRequest, Usage
+from compaction_app.providers.errors import ProviderError
+from compaction_app.providers.retry import with_retries
+from sessions_app.simulator.tools import dispatch_tool_call, function_call_output, tool_specs
+
+TURN_CONTEXT = "turn_context"
+EVENT_MSG = "event_msg"
+PRE_TURN = "pre_turn"
+MID_TURN = "mid_turn"
+# A guard against a model that never stops calling tools; Codex has no such cap, a dashboard needs one.
+DEFAULT_MAX_SAMPLING_REQUESTS = 64
+
+
+@dataclass(frozen=True)
+class TurnState:
+    """What the loop reads from the session between steps; every field is an O(1) read."""
+
+    thread_id: str
+    window_number: int
+    window_id: str
+    first_window_id: str
+    previous_window_id: str
+    active_tokens: int
+    prefill: int | None
+    scope: str
+    current: ModelLimits
+    previous: ModelLimits | None
+    reference_context_set: bool
+    last_seq: int = 0
+
+    def token_status(self) -> TokenStatus:
+        """The limit check with the current model (spec §2.3)."""
+        return thresholds.token_status(
+            active_tokens=self.active_tokens,
+            context_window=self.current.context_window,
+            effective_percent=self.current.effective_percent,
+            configured_limit=self.current.configured_limit,
+            scope=self.scope,
+            prefill=self.prefill,
+        )
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """A model response's usage, recorded as a `token_count` line after its items (spec §3.2)."""
+
+    usage: Usage
+    reasoning_included: bool = False
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A rollout line that is not an item: `turn_context` or an `event_msg`."""
+
+    kind: str
+    payload: dict[str, Any]
+
+
+def estimate_marker() -> Marker:
+    """A meter recompute from the history (spec §3.2); the store fills in the estimate."""
+    return Marker(EVENT_MSG, {"type": "token_count", "source": "estimate", "info": {"last_token_usage": {}}})
+
+
+Record = dict | UsageRecord | Marker  # an item (dict), a usage, or a marker line
+
+
+class TurnCompactionFailed(Exception):
+    """An automatic compaction the turn needed did not install (failed, refused, interrupted)."""
+
+    def __init__(self, message: str, *, code: str = "compaction_failed") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class TurnPort(Protocol):
+    """What the loop needs from the session store. Calls happen one at a time, in the order of the turn."""
+
+    async def state(self) -> TurnState: ...
+
+    async def history(self) -> list[Item]:
+        """The live model-visible history (the next request's input)."""
+
+    async def initial_context(self, state: TurnState) -> list[Item]:
+        """The full initial context to inject for the window `state` describes (spec §5.3)."""
+
+    async def record(self, records: Sequence[Record]) -> None:
+        """Append records to the rollout, in order, atomically."""
+
+    async def compact(self, *, reason: Reason, phase: str, compact_with: ModelLimits | None) -> None:
+        """Run an automatic compaction under the turn's lease; raise TurnCompactionFailed when nothing installed."""
+
+    async def heartbeat(self) -> None:
+        """Called between requests: keep the turn's lease alive."""
+
+    async def publish(self, kind: str, detail: dict[str, Any]) -> None:
+        """A transient progress event for the live UI (not a rollout line)."""
+
+
+@dataclass
+class TurnConfig:
+    """How to run turns of one session: instructions, tools, retry settings, and injectable sleep/rng."""
+
+    base_instructions: str = ""
+    tools: Mapping[str, Any] = field(default_factory=dict)
+    tool_rng: Callable[[str], random.Random] = lambda call_id: random.Random(call_id)
+    stream_max_retries: int = 5
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    retry_rng: random.Random | None = None
+    reasoning: dict[str, Any] | None = None
+    max_sampling_requests: int = DEFAULT_MAX_SAMPLING_REQUESTS
+    turn_context: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CompactionStep:
+    reason: str
+    phase: str
+    ok: bool
+    error: str = ""
+
+
+@dataclass
+class TurnResult:
+    turn_id: str
+    status: str = "completed"  # completed | failed
+    error_code: str = ""
+    error: str = ""
+    user_input_recorded: bool = False
+    sampling_requests: int = 0
+    tool_calls: int = 0
+    compactions: list[CompactionStep] = field(default_factory=list)
+    final_message: str = ""
+    first_seq: int = 0  # the rollout lines the turn wrote (set by the store's wrapper)
+    last_seq: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+
+@dataclass
+class _Sample:
+    items: list[Item] = field(default_factory=list)
+    usage: Usage | None = None
+    reasoning_included: bool = False
+
+
+def error_marker(*, turn_id: str, message: str, code: str) -> Marker:
+    """The `event_msg` `error` line a failed turn records (spec §1.4 `Error {message, codex_error_info}`)."""
+    return Marker(EVENT_MSG, {"type": "error", "turn_id": turn_id, "message": message, "codex_error_info": code})
+
+
+def _turn_complete(turn_id: str, status: str, last_message: str) -> Marker:
+    return Marker(
+        EVENT_MSG,
+        {"type": "turn_complete", "turn_id": turn_id, "status": status, "last_agent_message": last_message or None},
+    )
+
+
+def _window_correlation(state: TurnState) -> dict[str, str]:
+    # spec §3.3: every request names the current window as "<thread_id>:<window_number>".
+    return {"x-codex-window-id": f"{state.thread_id}:{state.window_number}"}
+
+
+def _needs_tool(item: Item) -> bool:
+    return item.get("type") in ("function_call", "custom_tool_call")
+
+
+async def run_turn_loop(
+    *, port: TurnPort, client: ModelClient, user_input: str, turn_id: str, config: TurnConfig
+) -> TurnResult:
+    """Run one regular turn (spec §2.4) through `port` with `client`; never raises for a provider or compaction
+    failure (those end the turn with an error line and `status="failed"`)."""
+    result = TurnResult(turn_id=turn_id)
+    state = await port.state()
+    started = Marker(
+        EVENT_MSG, {"type": "turn_started", "turn_id": turn_id, "model_context_window": state.current.usable_window}
+    )
+    pending: list[Record] = [started]
+    await port.publish("turn_started", {"turn_id": turn_id})
+
+    async def compact(reason: Reason, phase: str, compact_with: ModelLimits | None) -> bool:
+        nonlocal pending
+        if pending:
+            # The compaction's own lines must follow the turn's start (spec §2.4 item 4).
+            await port.record(pending)
+            pending = []
+        try:
+            await port.compact(reason=reason, phase=phase, compact_with=compact_with)
+        except TurnCompactionFailed as exc:
+            result.compactions.append(CompactionStep(reason.value, phase, False, exc.message))
+            await _fail(exc.code, exc.message)
+            return False
+        result.compactions.append(CompactionStep(reason.value, phase, True))
+        return True
+
+    async def _fail(code: str, message: str) -> None:
+        nonlocal pending
+        result.status, result.error_code, result.error = "failed", code, message
+        await port.record([*pending, error_marker(turn_id=turn_id, message=message, code=code),
+                           _turn_complete(turn_id, "failed", "")])
+        pending = []
+        await port.publish("turn_finished", {"turn_id": turn_id, "status": "failed", "error": message})
+
+    # 1. pre-turn: previous-model check, then the limit check; the user input is not recorded yet.
+    reason = thresholds.previous_model_reason(state.previous, state.current, state.active_tokens, state.scope)
+    if reason is not None:
+        if not await compact(reason, PRE_TURN, state.previous):
+            return result
+        state = await port.state()
+    if state.token_status().token_limit_reached:
+        if not await compact(Reason.CONTEXT_LIMIT, PRE_TURN, None):
+            return result
+        state = await port.state()
+
+    # 2. context injection (spec §5.3), the turn's baseline, then the user message.
+    if not state.reference_context_set:
+        pending.extend(await port.initial_context(state))
+    pending.append(Marker(TURN_CONTEXT, _turn_context_payload(turn_id, state.current, config.turn_context)))
+    pending.append(user_message(user_input))
+    await port.record(pending)
+    pending = []
+    result.user_input_recorded = True
+
+    # 3-4. sampling loop with the mid-turn check.
+    specs = tool_specs(config.tools) if config.tools else []
+    new_window_requested = False
+    while True:
+        if result.sampling_requests >= config.max_sampling_requests:
+            await _fail("too_many_requests", f"the turn made {result.sampling_requests} sampling requests without "
+                                             "finishing; stopped")
+            return result
+        state = await port.state()
+        request = ResponsesRequest(
+            model=state.current.slug,
+            input=list(await port.history()),
+            instructions=config.base_instructions,
+            tools=specs,
+            parallel_tool_calls=False,
+            reasoning=config.reasoning,
+            prompt_cache_key=state.thread_id,
+            client_metadata=_window_correlation(state),
+        )
+        result.sampling_requests += 1
+        await port.publish("turn_step", {"turn_id": turn_id, "request": result.sampling_requests})
+        recorded: list[Item] = []
+        try:
+            sample = await _sample_with_retries(port, client, request, config, turn_id, recorded)
+        except ProviderError as exc:
+            if recorded:
+                # Output items without a usage: re-estimate so the meter keeps counting them (spec §3.2).
+                pending.append(estimate_marker())
+            await _fail(exc.kind.value, str(exc))
+            return result
+        await port.heartbeat()
+
+        outputs: list[Item] = []
+        for item in sample.items:
+            if not _needs_tool(item):
+                continue
+            result.tool_calls += 1
+            output, wants_window = _run_tool(item, config)
+            outputs.append(output)
+            new_window_requested = new_window_requested or wants_window
+        usage = UsageRecord(sample.usage or Usage(), sample.reasoning_included)
+        # spec §2.4 item 2: only a tool output (or queued input; the loop has none) makes the model continue.
+        needs_follow_up = bool(outputs)
+        if not needs_follow_up:
+            result.final_message = _last_assistant_text(sample.items)
+            await port.record([usage, _turn_complete(turn_id, "completed", result.final_message)])
+            await port.publish("turn_finished", {"turn_id": turn_id, "status": "completed"})
+            return result
+        await port.record([usage, *outputs])
+        state = await port.state()
+        if new_window_requested or state.token_status().token_limit_reached:
+            if not await compact(Reason.CONTEXT_LIMIT, MID_TURN, None):
+                return result
+            # spec §9: a new window resets the pending request.
+            new_window_requested = False
+
+
+async def _sample_with_retries(
+    port: TurnPort, client: ModelClient, request: ResponsesRequest, config: TurnConfig, turn_id: str,
+    recorded: list[Item],
+) -> _Sample:
+    """One sampling request, retried on retryable errors up to `stream_max_retries` times (spec §6.2).
+
+    Items of an attempt that fails after they completed stay recorded, as in Codex (spec §6.5 notes the same for
+    local compaction); the retry resends the same input. `recorded` counts them so a turn that finally fails can
+    re-estimate its meter."""
+
+    async def attempt() -> _Sample:
+        sample = _Sample()
+        async for event in client.stream_response(request):
+            if event.type == "response.output_item.done" and event.item is not None:
+                sample.items.append(event.item)
+                await port.record([event.item])
+                recorded.append(event.item)
+            elif event.type == "response.completed":
+                sample.usage = event.usage
+                sample.reasoning_included = event.reasoning_included
+        return sample
+
+    async def on_retry(n: int, error: ProviderError, delay: float) -> None:
+        await port.publish(
+            "stream_error",
+            {"turn_id": turn_id, "message": f"Reconnecting... {n}/{config.stream_max_retries}",
+             "error": str(error), "delay": round(delay, 3)},
+        )
+
+    return await with_retries(
+        attempt, max_retries=config.stream_max_retries, sleep=config.sleep, on_retry=on_retry, rng=config.retry_rng
+    )
+
+
+def _run_tool(item: Item, config: TurnConfig) -> tuple[Item, bool]:
+    call_id = str(item.get("call_id") or "")
+    if item.get("type") == "custom_tool_call":
+        return {"type": "custom_tool_call_output", "call_id": call_id,
+                "output": f"unsupported call: {item.get('name')}"}, False
+    if not call_id:
+        return function_call_output("", "unsupported call: a function_call without call_id"), False
+    return dispatch_tool_call(item, config.tools, config.tool_rng(call_id))
+
+
+def _last_assistant_text(items: Sequence[Item]) -> str:
+    for item in reversed(items):
+        if item.get("type") == "message" and item.get("role") == "assistant":
+            return message_text(item)
+    return ""
+
+
+def _turn_context_payload(turn_id: str, model: ModelLimits, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The per-turn baseline (spec §1.5 TurnContextItem): our model fields are what the next turn's previous-model
+    check reads (spec §2.4 step 1a)."""
+    payload: dict[str, Any] = {
+        **extra,
+        "turn_id": turn_id,
+        "model": model.slug,
+        "context_window": model.context_window,
+        "effective_context_window_percent": model.effective_percent,
+    }
+    if model.comp_hash:
+        payload["comp_hash"] = model.comp_hash
+    return payload
+
+
+def previous_model_from_turn_context(payload: Mapping[str, Any] | None, *, configured_limit: int | None
+                                     ) -> ModelLimits | None:
+    """The previous turn's model as a turn_context line records it (None when there is no previous turn).
+
+    A line without a window (e.g. written at session start) gives a model with an unknown window, which the
+    downshift test never fires on (spec §2.4 step 1a needs both windows)."""
+    if not payload or not payload.get("model"):
+        return None
+    window = payload.get("context_window")
+    return ModelLimits(
+        slug=str(payload["model"]),
+        context_window=int(window) if isinstance(window, int) and window > 0 else None,
+        effective_percent=int(payload.get("effective_context_window_percent") or thresholds.DEFAULT_EFFECTIVE_PERCENT),
+        configured_limit=configured_limit,
+        comp_hash=payload.get("comp_hash") or None,
+    )

@@ -1,0 +1,94 @@
+"""The simulator's scheduler: in-process steps with bounded concurrency, or Celery tasks with a broker."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+
+from sessions_app import fleet, scheduler
+from sessions_app.models import RolloutLine, SimulatorRun
+from sessions_app.scheduler import Scheduler
+
+pytestmark = pytest.mark.django_db
+
+
+def start(provider, policy, count=1, **kwargs):
+    return fleet.do_start_fleet(scenario="many-short-turns", count=count, provider=provider, policy=policy, **kwargs)
+
+
+def test_run_until_idle_steps_every_run_until_done_never_exceeding_the_concurrency(provider, policy):
+    runs = start(provider, policy, count=5)
+    in_flight, peak, calls = 0, 0, []
+
+    def advance(session_id: int) -> None:
+        run = SimulatorRun.objects.get(session_id=session_id)
+        done = run.steps_done + 1
+        status = SimulatorRun.Status.FINISHED if done == 2 else SimulatorRun.Status.RUNNING
+        SimulatorRun.objects.filter(pk=run.pk).update(steps_done=done, status=status,
+                                                      next_step_at=fleet._dt(0.0))
+
+    async def fake_step(*, session_id: int):
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        calls.append(session_id)
+        await asyncio.sleep(0.01)
+        await sync_to_async(advance)(session_id)
+        in_flight -= 1
+        return fleet.StepResult(session_id, "ran")
+
+    sched = Scheduler(concurrency=2, poll_seconds=0.01, inline=True, step=fake_step)
+    steps = async_to_sync(sched.run_until_idle)(timeout=10)
+
+    assert steps == 10 and peak == 2
+    assert sorted(calls) == sorted([r.session_id for r in runs] * 2)
+    assert set(SimulatorRun.objects.values_list("status", flat=True)) == {"finished"}
+
+
+def test_inline_scheduler_runs_real_turns(provider, policy):
+    run = start(provider, policy)[0]
+
+    steps = async_to_sync(Scheduler(concurrency=2, poll_seconds=0.01, inline=True).run_until_idle)(max_steps=2)
+
+    assert steps == 2
+    run.refresh_from_db()
+    assert run.steps_done == 2 and run.state["position"] == 2
+    assert RolloutLine.objects.filter(session_id=run.session_id, kind="turn_context",
+                                      payload__has_key="step").count() == 2
+
+
+def test_with_a_broker_the_scheduler_enqueues_one_task_per_due_step(provider, policy, monkeypatch):
+    runs = start(provider, policy, count=3)
+    sent = []
+    from sessions_app import tasks
+
+    monkeypatch.setattr(tasks.run_simulator_step, "apply_async", lambda kwargs: sent.append(kwargs))
+    sched = Scheduler(inline=False)
+
+    assert async_to_sync(sched.tick)() == 3
+    assert sorted(k["session_id"] for k in sent) == sorted(r.session_id for r in runs)
+    assert async_to_sync(sched.tick)() == 0  # claimed: not sent twice
+
+
+def test_the_celery_step_task_runs_one_turn(provider, policy):
+    from sessions_app.tasks import run_simulator_step
+
+    run = start(provider, policy)[0]
+
+    assert run_simulator_step(run.session_id) == "ran"
+    assert run_simulator_step(987654) == "skipped"
+    run.refresh_from_db()
+    assert run.steps_done == 1
+
+
+def test_the_background_scheduler_starts_only_when_asked():
+    assert scheduler.start_from_environment({}) is None
+    assert scheduler.start_from_environment({scheduler.ENV_FLAG: "0"}) is None
+
+
+def test_a_step_for_a_session_without_a_run_changes_nothing(session):
+    assert fleet.do_run_step(session_id=session.pk).status == "skipped"
+    session.refresh_from_db()
+    assert session.state == "idle" and session.lease_holder == ""
