@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -30,10 +31,12 @@ ORIGINATOR = "compactweb"
 
 @dataclass(frozen=True)
 class NewLine:
-    """A rollout line to append. Seq, timestamp and token counts are assigned by `append_rollout_lines`."""
+    """A rollout line to append. Seq, timestamp and token counts are assigned by `append_rollout_lines`
+    (`timestamp` keeps an imported line's original time; None = now)."""
 
     kind: str
     payload: dict[str, Any] = field(default_factory=dict)
+    timestamp: datetime | None = None
 
 
 def counter_for(session: Session) -> TokenCounter:
@@ -124,7 +127,7 @@ def append_rollout_lines(*, session: Session, lines: Sequence[NewLine], actor=No
         next_header, change = p.apply_line(header, line)
         rows.append(
             RolloutLine(
-                session=locked, seq=line.seq, timestamp=now, kind=line.kind, payload=payload,
+                session=locked, seq=line.seq, timestamp=new.timestamp or now, kind=line.kind, payload=payload,
                 tokens=tokens, item_tokens=item_tokens, actor=actor,
             )
         )
@@ -145,7 +148,7 @@ def append_rollout_lines(*, session: Session, lines: Sequence[NewLine], actor=No
                 ContextWindow(
                     session=locked, number=next_header.window_number, window_id=next_header.window_id,
                     previous_window_id=next_header.previous_window_id, first_window_id=next_header.first_window_id,
-                    opened_by_seq=None if first else line.seq, opened_at=now,
+                    opened_by_seq=None if first else line.seq, opened_at=new.timestamp or now,
                     reason="session_start" if first else new.kind,
                 )
             )

@@ -1,0 +1,136 @@
+"""JSON API for undoing compactions and rolling back turns (support role): thin wrappers around
+sessions_app.rollback."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from compaction_app.models import Compaction
+from compactweb.api_errors import ApiError
+from compactweb.roles import IsSupport
+from sessions_app import rollback
+from sessions_app.codex_rollout import ThreadRollbackError
+from sessions_app.locks import SessionBusy
+from sessions_app.models import Session
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class ThreadRollbackSerializer(ReasonSerializer):
+    num_turns = serializers.IntegerField(help_text="How many of the last user turns to drop; must be >= 1.")
+
+
+class CompactionRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    rollout_seq = serializers.IntegerField()
+    window_number = serializers.IntegerField()
+    window_id = serializers.CharField()
+    trigger = serializers.CharField()
+    strategy = serializers.CharField()
+    created_at = serializers.CharField(allow_null=True)
+
+
+class RollbackResultSerializer(serializers.Serializer):
+    session = serializers.IntegerField()
+    rollout_seq = serializers.IntegerField(help_text="Seq of the rollback / redo line appended to the rollout.")
+    kind = serializers.CharField()
+    source = serializers.CharField()
+    compaction = serializers.IntegerField(allow_null=True)
+    undoes = CompactionRefSerializer(many=True, help_text="Later compactions this rollback also undid.")
+    removed_count = serializers.IntegerField()
+    live_item_count = serializers.IntegerField()
+    tokens_in_window = serializers.IntegerField()
+    window_number = serializers.IntegerField()
+    window_id = serializers.CharField()
+
+
+class RollbackPreviewSerializer(serializers.Serializer):
+    compaction = serializers.IntegerField()
+    rolled_back = serializers.BooleanField()
+    undoes = CompactionRefSerializer(many=True)
+    items_before = serializers.IntegerField()
+    tokens_before = serializers.IntegerField()
+    window_number_before = serializers.IntegerField()
+
+
+def _compaction_or_404(pk: int) -> Compaction:
+    try:
+        return Compaction.objects.select_related("session").get(pk=pk)
+    except Compaction.DoesNotExist:
+        raise ApiError(status_code=404, code="not_found", message=f"compaction {pk} does not exist") from None
+
+
+def conflict(exc: Exception) -> ApiError:
+    """SessionBusy and RollbackRefused both answer 409 with their own message."""
+    code = "session_busy" if isinstance(exc, SessionBusy) else getattr(exc, "code", "conflict")
+    return ApiError(status_code=409, code=code, message=str(exc))
+
+
+def _reason(request) -> str:
+    data = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})
+    data.is_valid(raise_exception=True)
+    return data.validated_data["reason"]
+
+
+class CompactionRollback(APIView):
+    """GET: what a rollback would undo. POST: restore the exact pre-compaction history (support role)."""
+
+    permission_classes = [IsSupport]
+
+    @extend_schema(responses=RollbackPreviewSerializer)
+    def get(self, request, pk: int):
+        return Response(rollback.rollback_preview(_compaction_or_404(pk)))
+
+    @extend_schema(request=ReasonSerializer, responses=RollbackResultSerializer)
+    def post(self, request, pk: int):
+        compaction = _compaction_or_404(pk)
+        reason = _reason(request)
+        try:
+            result = rollback.do_rollback_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
+        except (SessionBusy, rollback.RollbackRefused) as exc:
+            raise conflict(exc) from None
+        return Response(result.as_dict())
+
+
+class CompactionRedo(APIView):
+    """Re-apply a rolled-back compaction exactly as recorded (support role)."""
+
+    permission_classes = [IsSupport]
+
+    @extend_schema(request=ReasonSerializer, responses=RollbackResultSerializer)
+    def post(self, request, pk: int):
+        compaction = _compaction_or_404(pk)
+        reason = _reason(request)
+        try:
+            result = rollback.do_redo_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
+        except (SessionBusy, rollback.RollbackRefused) as exc:
+            raise conflict(exc) from None
+        return Response(result.as_dict())
+
+
+class SessionThreadRollback(APIView):
+    """Drop the last N user turns (spec §8.3, support role)."""
+
+    permission_classes = [IsSupport]
+
+    @extend_schema(request=ThreadRollbackSerializer, responses=RollbackResultSerializer)
+    def post(self, request, pk: int):
+        if not Session.objects.filter(pk=pk).exists():
+            raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist")
+        data = ThreadRollbackSerializer(data=request.data if isinstance(request.data, dict) else {})
+        data.is_valid(raise_exception=True)
+        try:
+            result = rollback.do_thread_rollback(
+                session_id=pk, num_turns=data.validated_data["num_turns"], actor=request.user,
+                reason=data.validated_data["reason"],
+            )
+        except ThreadRollbackError as exc:
+            raise ApiError(status_code=400, code=exc.codex_error_info, message=str(exc)) from None
+        except (SessionBusy, rollback.RollbackRefused) as exc:
+            raise conflict(exc) from None
+        return Response(result.as_dict())

@@ -1,0 +1,252 @@
+"""JSON API for Codex rollout export and import and for replays (operator role): thin wrappers around
+sessions_app.transfer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import BaseParser, FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from compaction_app.models import CompactionPolicy, Provider
+from compactweb.api_errors import ApiError
+from compactweb.roles import IsOperator
+from sessions_app import selectors, transfer
+from sessions_app.codex_rollout import RolloutExportError, RolloutImportError
+from sessions_app.models import Session
+
+EXPORT_LINES_PER_CHUNK = 200
+
+
+class JsonLinesParser(BaseParser):
+    """A raw JSON Lines body (a rollout file sent as is): handed to the view as bytes."""
+
+    media_type = "application/x-ndjson"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return stream.read() if stream is not None else b""
+
+
+class ImportFormSerializer(serializers.Serializer):
+    file = serializers.FileField(required=False, help_text="The rollout .jsonl file (multipart upload).")
+    title = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    provider = serializers.IntegerField(required=False, help_text="Provider id (default: the first one).")
+    policy = serializers.IntegerField(required=False, help_text="Policy id (default: the first one).")
+    new_thread_id = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Import under a fresh thread id even if this thread was imported before.",
+    )
+
+
+class ImportResultSerializer(serializers.Serializer):
+    session = serializers.IntegerField()
+    thread_id = serializers.CharField()
+    source_name = serializers.CharField()
+    lines_read = serializers.IntegerField()
+    lines_imported = serializers.IntegerField()
+    kind_counts = serializers.DictField(child=serializers.IntegerField())
+    skipped_kinds = serializers.DictField(child=serializers.IntegerField(), help_text="Unknown kinds, skipped.")
+    skipped_count = serializers.IntegerField()
+    compactions = serializers.IntegerField()
+    legacy_compactions_rebuilt = serializers.IntegerField()
+    thread_rollbacks = serializers.IntegerField()
+
+
+class ReplayRequestSerializer(serializers.Serializer):
+    policy = serializers.IntegerField(help_text="The policy to replay under.")
+    provider = serializers.IntegerField(required=False, help_text="Provider id (default: the original's).")
+    title = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+
+class FiguresSerializer(serializers.Serializer):
+    session = serializers.IntegerField()
+    title = serializers.CharField()
+    policy = serializers.CharField()
+    provider = serializers.CharField()
+    compactions = serializers.IntegerField()
+    peak_tokens = serializers.IntegerField()
+    tokens_saved = serializers.IntegerField()
+    final_tokens = serializers.IntegerField()
+    final_items = serializers.IntegerField()
+    peak_active_tokens = serializers.IntegerField()
+    failed_compactions = serializers.IntegerField()
+
+
+class ComparisonSerializer(serializers.Serializer):
+    original = FiguresSerializer()
+    replay = FiguresSerializer()
+    difference = serializers.DictField(child=serializers.IntegerField())
+
+
+class ReplayResultSerializer(serializers.Serializer):
+    replay = serializers.IntegerField()
+    original = serializers.IntegerField()
+    turns = serializers.IntegerField()
+    compactions = serializers.IntegerField()
+    failures = serializers.ListField(child=serializers.CharField())
+    comparison = ComparisonSerializer()
+
+
+def _session_or_404(pk: int) -> Session:
+    try:
+        return selectors.get_session(session_id=pk)
+    except Session.DoesNotExist:
+        raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist") from None
+
+
+def _row(model, pk, name: str):
+    if pk is None:
+        return None
+    try:
+        return model.objects.get(pk=pk)
+    except model.DoesNotExist:
+        raise ApiError(status_code=400, code="invalid", message=f"{name}: {name} {pk} does not exist") from None
+
+
+def invalid_rollout(exc: RolloutImportError) -> Response:
+    """400 naming every bad line; the usual error envelope plus `lines`."""
+    return Response(
+        {
+            "error": {
+                "code": "invalid_rollout",
+                "message": str(exc),
+                "lines": [{"line": no, "message": msg} for no, msg in exc.errors],
+            }
+        },
+        status=status.HTTP_400_BAD_REQUEST,
+    )
+
+
+def refused(exc: transfer.TransferRefused) -> ApiError:
+    return ApiError(status_code=exc.status, code=exc.code, message=str(exc))
+
+
+class SessionImport(APIView):
+    """Import a Codex rollout: a multipart `file`, or the JSON Lines as the raw body (`application/x-ndjson`, with
+    title / provider / policy / new_thread_id as query parameters). All or nothing."""
+
+    permission_classes = [IsOperator]
+    parser_classes = [MultiPartParser, FormParser, JsonLinesParser]
+
+    @extend_schema(
+        request={"multipart/form-data": ImportFormSerializer, "application/x-ndjson": OpenApiTypes.STR},
+        parameters=[
+            OpenApiParameter("title", str, required=False),
+            OpenApiParameter("provider", int, required=False),
+            OpenApiParameter("policy", int, required=False),
+            OpenApiParameter("new_thread_id", bool, required=False),
+        ],
+        responses={201: ImportResultSerializer},
+    )
+    def post(self, request):
+        body = request.data
+        if isinstance(body, bytes | str):
+            params, raw, name = request.query_params, body, "request body"
+        else:
+            params, raw, name = body, None, ""
+        form = ImportFormSerializer(data={k: v for k, v in params.items() if k != "file"} | (
+            {"file": request.FILES["file"]} if "file" in request.FILES else {}))
+        form.is_valid(raise_exception=True)
+        values = form.validated_data
+        if raw is None:
+            upload = values.get("file")
+            if upload is None:
+                raise ApiError(status_code=400, code="invalid",
+                               message="file: upload the rollout as `file`, or send it as an application/x-ndjson body")
+            raw, name = upload.read(), upload.name or "upload"
+        lines = raw.splitlines(keepends=True) if isinstance(raw, bytes | str) else []
+        try:
+            result = transfer.do_import_rollout(
+                lines=lines, source_name=name, title=values.get("title") or None,
+                provider=_row(Provider, values.get("provider"), "provider"),
+                policy=_row(CompactionPolicy, values.get("policy"), "policy"),
+                new_thread_id=values.get("new_thread_id", False), actor=request.user,
+            )
+        except RolloutImportError as exc:
+            return invalid_rollout(exc)
+        except transfer.TransferRefused as exc:
+            raise refused(exc) from None
+        return Response(result.as_dict(), status=status.HTTP_201_CREATED)
+
+
+def _take(lines: Iterator[str]) -> str:
+    return "".join(line for _, line in zip(range(EXPORT_LINES_PER_CHUNK), lines, strict=False))
+
+
+async def _async_chunks(lines: Iterator[str]) -> AsyncIterator[str]:
+    # The generator reads the database; every step runs in the one thread Django's sync code uses.
+    take = sync_to_async(_take, thread_sensitive=True)
+    while text := await take(lines):
+        yield text
+
+
+class SessionExport(APIView):
+    """The session as a Codex rollout JSON Lines file (spec §15), streamed as an attachment."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        responses={(200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="JSON Lines")}
+    )
+    def get(self, request, pk: int):
+        session = _session_or_404(pk)
+        lines = transfer.export_rollout(session=session)
+        try:
+            first = next(lines)  # the session_meta line: fails early, before the response starts
+        except RolloutExportError as exc:
+            raise ApiError(status_code=409, code="not_exportable", message=str(exc)) from None
+
+        def sync_body() -> Iterator[str]:
+            yield first
+            yield from lines
+
+        async def async_body() -> AsyncIterator[str]:
+            yield first
+            async for chunk in _async_chunks(lines):
+                yield chunk
+
+        body = async_body() if isinstance(request._request, ASGIRequest) else sync_body()
+        response = StreamingHttpResponse(body, content_type="application/x-ndjson")
+        response["Content-Disposition"] = f'attachment; filename="{transfer.export_filename(session)}"'
+        return response
+
+
+class SessionReplay(APIView):
+    """Replay a session under another policy as a new, linked session, and compare the two."""
+
+    permission_classes = [IsOperator]
+    parser_classes = [JSONParser, FormParser, MultiPartParser]
+
+    @extend_schema(request=ReplayRequestSerializer, responses={201: ReplayResultSerializer})
+    def post(self, request, pk: int):
+        original = _session_or_404(pk)
+        data = ReplayRequestSerializer(data=request.data if hasattr(request.data, "get") else {})
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        policy = _row(CompactionPolicy, values["policy"], "policy")
+        provider = _row(Provider, values.get("provider"), "provider")
+        result = transfer.do_replay_session(
+            session_id=original.pk, policy=policy, provider=provider, title=values.get("title") or None,
+            actor=request.user,
+        )
+        return Response(result.as_dict(), status=status.HTTP_201_CREATED)
+
+
+class SessionComparison(APIView):
+    """A replay next to its original: compactions, peak tokens, tokens saved."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(responses=ComparisonSerializer)
+    def get(self, request, pk: int):
+        try:
+            return Response(transfer.replay_comparison(replay=_session_or_404(pk)))
+        except transfer.TransferRefused as exc:
+            raise refused(exc) from None

@@ -1,0 +1,94 @@
+"""Import Codex rollout files, or every `*.jsonl` under folders such as `~/.codex/sessions/` (its
+`YYYY/MM/DD/rollout-….jsonl` tree), one session per file (spec §15).
+
+Each file is imported in its own transaction, all or nothing. A bad file is reported with its bad lines and the
+command goes on with the next one (`--stop-on-error` stops instead); files whose thread is already imported are
+reported and skipped. The exit status is non-zero when any file failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from compaction_app.models import CompactionPolicy, Provider
+from sessions_app.codex_rollout import RolloutImportError
+from sessions_app.transfer import AlreadyImported, TransferRefused, do_import_rollout
+
+PATTERNS = ("*.jsonl", "*.ndjson")
+
+
+def rollout_files(paths: list[str]) -> list[Path]:
+    """The files named, plus every rollout file under the folders named, in path order (so by date in a
+    YYYY/MM/DD tree)."""
+    found: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            found += sorted({f for pattern in PATTERNS for f in path.rglob(pattern) if f.is_file()})
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise CommandError(f"{name}: no such file or folder")
+    return found
+
+
+def _lookup(model, value: str | None, label: str):
+    if value is None:
+        return None
+    rows = model.objects.filter(pk=int(value)) if value.isdigit() else model.objects.filter(name=value)
+    row = rows.first()
+    if row is None:
+        raise CommandError(f"no {label} {value!r} (give its id or name)")
+    return row
+
+
+class Command(BaseCommand):
+    help = "Import Codex rollout .jsonl files (or folders of them, e.g. a sessions/YYYY/MM/DD tree) as sessions."
+
+    def add_arguments(self, parser):
+        parser.add_argument("paths", nargs="+", help="Rollout files and/or folders to walk.")
+        parser.add_argument("--provider", help="Provider id or name (default: the first configured).")
+        parser.add_argument("--policy", help="Policy id or name (default: the first configured).")
+        parser.add_argument("--stop-on-error", action="store_true", help="Stop at the first file that fails.")
+        parser.add_argument("--new-thread-id", action="store_true",
+                            help="Import threads that were imported before again, under fresh thread ids.")
+
+    def handle(self, *args, paths, provider, policy, stop_on_error, new_thread_id, **options):
+        provider_row = _lookup(Provider, provider, "provider")
+        policy_row = _lookup(CompactionPolicy, policy, "policy")
+        files = rollout_files(paths)
+        imported = skipped = failed = 0
+        for path in files:
+            try:
+                with path.open("rb") as handle:
+                    result = do_import_rollout(
+                        lines=handle, source_name=str(path), provider=provider_row, policy=policy_row,
+                        new_thread_id=new_thread_id,
+                    )
+            except AlreadyImported as exc:
+                skipped += 1
+                self.stdout.write(f"skipped {path}: {exc}")
+                continue
+            except RolloutImportError as exc:
+                failed += 1
+                self.stderr.write(f"FAILED {path}: nothing imported; {len(exc.errors)} bad line(s)")
+                for line_no, message in exc.errors[:20]:
+                    self.stderr.write(f"  line {line_no}: {message}")
+            except (TransferRefused, OSError) as exc:
+                failed += 1
+                self.stderr.write(f"FAILED {path}: {exc}")
+            else:
+                imported += 1
+                extra = f", {result.skipped_count} unknown line(s) skipped" if result.skipped_count else ""
+                self.stdout.write(
+                    f"imported {path} as session {result.session.pk}: {result.lines_imported} lines, "
+                    f"{result.compactions} compaction(s){extra}"
+                )
+                continue
+            if stop_on_error:
+                break
+        self.stdout.write(f"{imported} imported, {skipped} already imported, {failed} failed, of {len(files)} file(s)")
+        if failed:
+            raise CommandError(f"{failed} file(s) could not be imported")

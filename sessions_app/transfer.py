@@ -1,0 +1,659 @@
+"""Codex rollout export and import, and replay of a session under another policy (spec §8.2, §15; design user
+story 7).
+
+Import is all or nothing: the file is parsed and every line validated before anything is written (a bad line is
+reported with its 1-based number and nothing is stored), then the session, its rollout and its Compaction rows are
+written in one transaction. Export writes the rollout as Codex rollout JSON Lines; compactweb-only lines (rollback,
+redo, window_opened) travel as a `compacted` line plus an inert `compactweb_line` event, and this importer turns
+such a pair back into the original line, so export then import gives the same live history and the same
+rolled-back compactions.
+
+Replay re-appends the original's response items in order to a new session under another policy and lets the
+pre-turn auto compaction of that policy run between turns (spec §2.4 step 1b), without calling the model for the
+turns themselves: "what would have happened with threshold X or strategy Y".
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from uuid6 import uuid7
+
+from compaction_app.audit import record_audit
+from compaction_app.engine import meter as m
+from compaction_app.engine.items import SUMMARY_PREFIX, is_message, is_real_user_message, message_text
+from compaction_app.engine.thresholds import token_status
+from compaction_app.engine.windows import new_window_id
+from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
+from sessions_app import projection as p
+from sessions_app.codex_rollout import (
+    ImportedLine,
+    ParsedRollout,
+    RolloutImportError,
+    export_lines,
+    parse_rollout,
+    to_compactweb_lines,
+)
+from sessions_app.codex_rollout.export import COMPACTWEB_EVENT
+from sessions_app.item_validation import ItemValidationError, validate_item, validate_items
+from sessions_app.locks import LeaseLost, SessionBusy
+from sessions_app.models import RolloutLine, Session
+from sessions_app.rollback import (
+    RollbackRefused,
+    compaction_key,
+    fold_compaction_states,
+    thread_rollback_line,
+)
+from sessions_app.services import NewLine, append_rollout_lines, do_append_items, do_create_session
+
+IMPORTED = "imported"
+REPLAY = "replay"
+# Kinds a `compactweb_line` marker event restores on import (see sessions_app.codex_rollout.export).
+_RESTORABLE_WITH_HISTORY = frozenset({p.ROLLBACK, p.REDO})
+_RESTORABLE_ALONE = frozenset({p.WINDOW_OPENED})
+THREAD_ROLLBACK_SOURCES = frozenset({"thread_rollback", "codex_thread_rolled_back"})
+TURN_STARTED_EVENTS = frozenset({"turn_started", "task_started"})
+
+
+class TransferRefused(Exception):
+    """An import or replay that cannot run as asked; nothing was stored. `status` is the HTTP status to answer."""
+
+    status = 400
+    code = "invalid"
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        if status:
+            self.status = status
+        if code:
+            self.code = code
+
+
+class AlreadyImported(TransferRefused):
+    status = 409
+    code = "already_imported"
+
+    def __init__(self, *, thread_id: str, session_id: int) -> None:
+        self.session_id = session_id
+        super().__init__(f"thread {thread_id} is already imported as session {session_id}")
+
+
+# --- plain data ----------------------------------------------------------------------------------------------------
+
+
+def restore_compactweb_kinds(lines: list[ImportedLine]) -> list[ImportedLine]:
+    """Undo the export's mapping of compactweb-only kinds: a `compacted` line with an empty message followed by a
+    `compactweb_line` event for a rollback or redo becomes that line again (the event's payload plus the
+    replacement history), and a lone marker for a `window_opened` line becomes that line. Other lines pass."""
+    out: list[ImportedLine] = []
+    skip_next = False
+    for line, following in itertools.zip_longest(lines, lines[1:]):
+        if skip_next:
+            skip_next = False
+            continue
+        marker = _marker(following)
+        if (
+            line.kind == p.COMPACTED and not line.payload.get("message") and marker is not None
+            and marker["kind"] in _RESTORABLE_WITH_HISTORY
+        ):
+            payload = {**marker["payload"], "replacement_history": line.payload["replacement_history"]}
+            out.append(ImportedLine(marker["kind"], payload, line.timestamp, line.source_line_no))
+            skip_next = True
+            continue
+        own = _marker(line)
+        if own is not None and own["kind"] in _RESTORABLE_ALONE:
+            out.append(ImportedLine(own["kind"], dict(own["payload"]), line.timestamp, line.source_line_no))
+            continue
+        out.append(line)
+    return out
+
+
+def _marker(line: ImportedLine | None) -> dict[str, Any] | None:
+    if line is None or line.kind != p.EVENT_MSG or line.payload.get("type") != COMPACTWEB_EVENT:
+        return None
+    if not isinstance(line.payload.get("kind"), str) or not isinstance(line.payload.get("payload"), dict):
+        return None
+    return line.payload
+
+
+@dataclass(frozen=True)
+class CompactionFigures:
+    """One compacted line measured by the fold: active tokens (the meter, spec §3.2) and the history estimate
+    (base instructions + every item's stored count) right before and right after it."""
+
+    seq: int
+    active_before: int
+    active_after: int
+    estimate_before: int
+    estimate_after: int
+
+
+@dataclass
+class RolloutFigures:
+    """A whole rollout measured: its compactions, the peak of the history estimate, the final state."""
+
+    compactions: list[CompactionFigures] = field(default_factory=list)
+    peak_estimate: int = 0
+    peak_active: int = 0
+    final_estimate: int = 0
+    final_items: int = 0
+
+    @property
+    def tokens_saved(self) -> int:
+        return sum(max(0, c.estimate_before - c.estimate_after) for c in self.compactions)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "compactions": len(self.compactions),
+            "peak_tokens": self.peak_estimate,
+            "tokens_saved": self.tokens_saved,
+            "final_tokens": self.final_estimate,
+            "final_items": self.final_items,
+            "peak_active_tokens": self.peak_active,
+        }
+
+
+def _estimate(header: p.Header) -> int:
+    return header.meter.base_tokens + header.meter.history_tokens
+
+
+def measure_rollout(lines: Iterable[p.Line]) -> RolloutFigures:
+    """Fold a rollout and measure it. Peaks and savings use the history estimate so that a session with server
+    usage (an imported Codex rollout) and its replay (estimates only) compare like with like."""
+    projection = p.Projection()
+    figures = RolloutFigures()
+    for line in lines:
+        before = projection.header
+        projection.apply(line)
+        after = projection.header
+        if line.kind == p.COMPACTED:
+            figures.compactions.append(
+                CompactionFigures(
+                    seq=line.seq, active_before=m.active_total(before.meter), active_after=m.active_total(after.meter),
+                    estimate_before=_estimate(before), estimate_after=_estimate(after),
+                )
+            )
+        figures.peak_estimate = max(figures.peak_estimate, _estimate(after))
+        figures.peak_active = max(figures.peak_active, m.active_total(after.meter))
+    figures.final_estimate = _estimate(projection.header)
+    figures.final_items = len(projection.entries)
+    return figures
+
+
+def _strip_prefix(message: str) -> str:
+    head = SUMMARY_PREFIX + "\n"
+    return message[len(head):] if message.startswith(head) else message
+
+
+def infer_compaction_kind(payload: dict[str, Any]) -> tuple[str, str]:
+    """(implementation, strategy) of an imported compacted line. Codex does not record them; inferred from what the
+    line holds: a summary message → local summarization, an opaque `compaction` item → remote (v1), neither →
+    token budget (a new window with the history kept)."""
+    if payload.get("message") or payload.get("legacy_rebuilt"):
+        return "responses", "local"
+    if any(isinstance(i, dict) and i.get("type") in ("compaction", "compaction_summary")
+           for i in payload.get("replacement_history") or []):
+        return "responses_compact", "remote_v1"
+    return "token_budget", "token_budget"
+
+
+# --- reads of a session's rollout ----------------------------------------------------------------------------------
+
+
+def _fold_lines(session_id: int) -> Iterator[p.Line]:
+    rows = (
+        RolloutLine.objects.filter(session_id=session_id)
+        .order_by("seq")
+        .values_list("seq", "kind", "payload", "tokens", "item_tokens")
+    )
+    for seq, kind, payload, tokens, item_tokens in rows.iterator(chunk_size=2000):
+        yield p.Line(seq=seq, kind=kind, payload=payload, tokens=tokens, item_tokens=item_tokens)
+
+
+def session_figures(*, session: Session) -> dict[str, int]:
+    """Compactions, peak tokens, tokens saved and the final state of one session, from its rollout."""
+    figures = measure_rollout(_fold_lines(session.pk)).as_dict()
+    figures["failed_compactions"] = session.compaction_attempts.filter(status="failed").count()
+    return figures
+
+
+def replay_comparison(*, replay: Session) -> dict[str, Any]:
+    """The replay next to its original: the figures of both and the differences (replay minus original)."""
+    if replay.origin_id is None:
+        raise TransferRefused(f"session {replay.pk} is not a replay of another session", code="not_a_replay")
+    original = Session.objects.select_related("provider", "policy").get(pk=replay.origin_id)
+    ours, theirs = session_figures(session=replay), session_figures(session=original)
+    return {
+        "original": {"session": original.pk, "title": original.title, "policy": original.policy.name,
+                     "provider": original.provider.name, **theirs},
+        "replay": {"session": replay.pk, "title": replay.title, "policy": replay.policy.name,
+                   "provider": replay.provider.name, **ours},
+        "difference": {k: ours[k] - theirs[k] for k in ("compactions", "peak_tokens", "tokens_saved",
+                                                        "final_tokens")},
+    }
+
+
+# --- export --------------------------------------------------------------------------------------------------------
+
+
+def export_filename(session: Session) -> str:
+    """Codex's file name pattern: rollout-<YYYY-MM-DDTHH-MM-SS>-<thread id>.jsonl (spec §15)."""
+    return f"rollout-{session.created_at:%Y-%m-%dT%H-%M-%S}-{session.thread_id}.jsonl"
+
+
+def _session_meta(session: Session) -> dict[str, Any]:
+    first = RolloutLine.objects.filter(session=session, kind=p.SESSION_META).order_by("seq").first()
+    meta = dict(first.payload) if first is not None else {}
+    return {
+        **{k: meta[k] for k in ("cwd", "cli_version", "source", "model_provider") if meta.get(k) is not None},
+        "id": str(session.thread_id),
+        "timestamp": meta.get("timestamp") or (first.timestamp if first is not None else session.created_at),
+        "base_instructions": meta.get("base_instructions") or {"text": session.base_instructions},
+    }
+
+
+def export_rollout(*, session: Session, chunk_size: int = 1000) -> Iterator[str]:
+    """The session's rollout as Codex rollout JSON Lines, session_meta first, read from the database in chunks
+    (spec §15). Raises RolloutExportError for a line Codex's format cannot hold."""
+    return export_lines(_export_rows(session.pk, chunk_size), session_meta=_session_meta(session))
+
+
+def _export_rows(session_id: int, chunk_size: int) -> Iterator[dict[str, Any]]:
+    # One short query per chunk (no cursor held open between chunks), so a streamed response can pull chunks
+    # from whichever thread serves it.
+    after = 0
+    while True:
+        rows = list(
+            RolloutLine.objects.filter(session_id=session_id, seq__gt=after)
+            .order_by("seq")
+            .values_list("seq", "timestamp", "kind", "payload")[:chunk_size]
+        )
+        if not rows:
+            return
+        for seq, ts, kind, payload in rows:
+            yield {"seq": seq, "timestamp": ts, "kind": kind, "payload": payload}
+        after = rows[-1][0]
+
+
+# --- import --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    session: Session
+    source_name: str
+    lines_read: int
+    lines_imported: int
+    kind_counts: dict[str, int]
+    skipped_kinds: dict[str, int]
+    compactions: int
+    legacy_compactions_rebuilt: int
+    thread_rollbacks: int
+
+    @property
+    def skipped_count(self) -> int:
+        return sum(self.skipped_kinds.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "session": self.session.pk,
+            "thread_id": str(self.session.thread_id),
+            "source_name": self.source_name,
+            "lines_read": self.lines_read,
+            "lines_imported": self.lines_imported,
+            "kind_counts": self.kind_counts,
+            "skipped_kinds": self.skipped_kinds,
+            "skipped_count": self.skipped_count,
+            "compactions": self.compactions,
+            "legacy_compactions_rebuilt": self.legacy_compactions_rebuilt,
+            "thread_rollbacks": self.thread_rollbacks,
+        }
+
+
+def _parse_time(value: str) -> datetime:
+    """Codex writes UTC with a `Z`; a time without a zone is taken as UTC."""
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _validated(lines: list[ImportedLine]) -> tuple[list[NewLine], list[tuple[int, str]]]:
+    """Validate every item with compactweb's item rules and parse every timestamp, collecting bad lines."""
+    out: list[NewLine] = []
+    errors: list[tuple[int, str]] = []
+    for line in lines:
+        try:
+            payload = line.payload
+            if line.kind == p.RESPONSE_ITEM:
+                payload = validate_item(payload, "response_item")
+            elif isinstance(payload, dict) and "replacement_history" in payload:
+                payload = {**payload, "replacement_history": validate_items(
+                    payload["replacement_history"], f"{line.kind}.replacement_history")}
+            when = _parse_time(line.timestamp)
+        except ItemValidationError as exc:
+            errors.append((line.source_line_no, str(exc)))
+            continue
+        except ValueError:
+            errors.append((line.source_line_no, f"timestamp {line.timestamp!r} is not ISO-8601"))
+            continue
+        out.append(NewLine(line.kind, payload, when))
+    return out, errors
+
+
+def _thread_id_and_time(parsed: ParsedRollout) -> tuple[uuid.UUID, datetime]:
+    """The thread id and start time from the first session_meta line, which every Codex rollout starts with."""
+    meta_line = next((line for line in parsed.lines if line.kind == p.SESSION_META), None)
+    if meta_line is None:
+        raise RolloutImportError([(1, "the rollout has no session_meta line (Codex writes one first)")],
+                                 source_name=parsed.source_name)
+    errors = []
+    try:
+        thread_id = uuid.UUID(meta_line.payload["id"])
+    except ValueError:
+        errors.append((meta_line.line_no, "session_meta.id is not a UUID"))
+    try:
+        started = _parse_time(meta_line.timestamp)
+    except ValueError:
+        errors.append((meta_line.line_no, f"timestamp {meta_line.timestamp!r} is not ISO-8601"))
+    if errors:
+        raise RolloutImportError(errors, source_name=parsed.source_name)
+    return thread_id, started
+
+
+def _base_text(meta: dict[str, Any]) -> str:
+    base = meta.get("base_instructions")
+    if isinstance(base, dict):
+        return str(base.get("text") or "")
+    return base if isinstance(base, str) else ""
+
+
+def _first_window_id(lines: list[NewLine]) -> str:
+    for line in lines:
+        if line.kind == p.COMPACTED and isinstance(line.payload.get("first_window_id"), str):
+            return line.payload["first_window_id"]
+    return new_window_id()
+
+
+def default_provider_and_policy(provider=None, policy=None) -> tuple[Provider, CompactionPolicy]:
+    """The given provider and policy, else the first configured ones; TransferRefused when there is none."""
+    provider = provider or Provider.objects.order_by("pk").first()
+    policy = policy or CompactionPolicy.objects.order_by("pk").first()
+    if provider is None:
+        raise TransferRefused("no provider is configured: create one first or pass `provider`", code="no_provider")
+    if policy is None:
+        raise TransferRefused("no compaction policy is configured: create one first or pass `policy`",
+                              code="no_policy")
+    return provider, policy
+
+
+def _title(parsed: ParsedRollout, given: str | None) -> str:
+    if given:
+        return given[:200]
+    for line in parsed.lines:
+        if line.kind == p.RESPONSE_ITEM and is_real_user_message(line.payload):
+            text = " ".join(message_text(line.payload).split())
+            if text:
+                return f"imported: {text[:80]}"
+    return f"imported {parsed.source_name or 'rollout'}"[:200]
+
+
+def _create_compactions(session: Session, rows: list[RolloutLine]) -> int:
+    compacted = [r for r in rows if r.kind == p.COMPACTED]
+    if not compacted:
+        return 0
+    figures = {c.seq: c for c in measure_rollout(_fold_lines(session.pk)).compactions}
+    states = fold_compaction_states((r.seq, r.kind, r.payload) for r in rows)
+    created = []
+    for row in compacted:
+        payload, fig = row.payload, figures[row.seq]
+        implementation, strategy = infer_compaction_kind(payload)
+        key = compaction_key(window_id=payload.get("window_id"), seq=row.seq)
+        created.append(Compaction(
+            session=session, rollout_seq=row.seq, trigger="auto", reason="context_limit", phase="pre_turn",
+            implementation=implementation, strategy=strategy, summary=_strip_prefix(payload.get("message") or ""),
+            tokens_before=fig.active_before, tokens_after=fig.active_after,
+            window_number=int(payload.get("window_number") or 0), window_id=payload.get("window_id") or "",
+            previous_window_id=payload.get("previous_window_id") or "",
+            first_window_id=payload.get("first_window_id") or "", item_id=f"imported-{row.seq}",
+            rolled_back=states[key].rolled_back if key in states else False,
+        ))
+    Compaction.objects.bulk_create(created)
+    return len(created)
+
+
+def do_import_rollout(
+    *,
+    lines: Iterable[str | bytes],
+    source_name: str = "",
+    title: str | None = None,
+    provider: Provider | None = None,
+    policy: CompactionPolicy | None = None,
+    new_thread_id: bool = False,
+    actor=None,
+) -> ImportResult:
+    """Import one Codex rollout as a new session (source "imported"), all or nothing (spec §15, §8.2).
+
+    Raises RolloutImportError naming every bad line (nothing stored), AlreadyImported when a session with the
+    rollout's thread id exists (unless `new_thread_id`, which imports under a fresh id and keeps the original as
+    `forked_from_id`), TransferRefused when no provider or policy is configured.
+    """
+    parsed = parse_rollout(lines, source_name=source_name)
+    original_id, meta_time = _thread_id_and_time(parsed)
+    converted = restore_compactweb_kinds(to_compactweb_lines(parsed))
+    new_lines, errors = _validated(converted)
+    if errors:
+        raise RolloutImportError(errors, source_name=source_name)
+    provider, policy = default_provider_and_policy(provider, policy)
+    thread_id = uuid.UUID(int=uuid7().int) if new_thread_id else original_id
+    existing = Session.objects.filter(thread_id=thread_id).values_list("pk", flat=True).first()
+    if existing is not None:
+        raise AlreadyImported(thread_id=str(thread_id), session_id=existing)
+    meta = dict(parsed.session_meta or {})
+    window_id = _first_window_id(new_lines)
+    meta_payload = {
+        **meta,
+        "id": str(thread_id),
+        "model": meta.get("model") or provider.model,
+        "window_number": 0,
+        "window_id": window_id,
+        "first_window_id": window_id,
+    }
+    if new_thread_id:
+        meta_payload["forked_from_id"] = str(original_id)
+    try:
+        with transaction.atomic():
+            session = Session.objects.create(
+                title=_title(parsed, title), provider=provider, policy=policy, base_instructions=_base_text(meta),
+                thread_id=thread_id, model=provider.model, source=IMPORTED,
+            )
+            rows = append_rollout_lines(
+                session=session, lines=[NewLine(p.SESSION_META, meta_payload, meta_time), *new_lines], actor=actor
+            )
+            compactions = _create_compactions(session, rows)
+            result = ImportResult(
+                session=session,
+                source_name=source_name,
+                lines_read=sum(parsed.kind_counts.values()),
+                lines_imported=len(rows),
+                kind_counts=parsed.kind_counts,
+                skipped_kinds=parsed.skipped_kinds,
+                compactions=compactions,
+                legacy_compactions_rebuilt=sum(1 for x in converted if x.payload.get("legacy_rebuilt")),
+                thread_rollbacks=sum(1 for x in converted if x.kind == p.ROLLBACK
+                                     and x.payload.get("source") in THREAD_ROLLBACK_SOURCES),
+            )
+            record_audit(
+                action=AuditEntry.Action.IMPORT, actor=actor, session=session,
+                reason=f"imported {source_name or 'a rollout'}",
+                detail={k: v for k, v in result.as_dict().items() if k != "session"},
+            )
+    except (p.ProjectionError, ValueError) as exc:
+        # Lines that parse but cannot be folded (e.g. an edited compactweb_line marker); the transaction rolled back.
+        raise TransferRefused(f"the rollout cannot be imported: {exc}", code="invalid_rollout") from None
+    except IntegrityError:
+        # Another import of the same thread won the race for the unique thread id.
+        existing = Session.objects.filter(thread_id=thread_id).values_list("pk", flat=True).first()
+        if existing is None:
+            raise
+        raise AlreadyImported(thread_id=str(thread_id), session_id=existing) from None
+    session.refresh_from_db()
+    return result
+
+
+# --- replay --------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReplayResult:
+    replay: Session
+    original: Session
+    compactions: int = 0
+    failures: list[str] = field(default_factory=list)
+    turns: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "replay": self.replay.pk,
+            "original": self.original.pk,
+            "turns": self.turns,
+            "compactions": self.compactions,
+            "failures": self.failures,
+            "comparison": replay_comparison(replay=self.replay),
+        }
+
+
+def limit_reached(session: Session) -> bool:
+    """The pre-turn limit check with the session's provider and policy (spec §2.3, §2.4 step 1b)."""
+    provider, policy = session.provider, session.policy
+    status = token_status(
+        active_tokens=session.tokens_in_window,
+        context_window=provider.context_window,
+        effective_percent=provider.effective_context_window_percent,
+        configured_limit=policy.auto_compact_token_limit,
+        scope=policy.auto_compact_scope,
+        prefill=session.meter_prefill,
+    )
+    return status.token_limit_reached
+
+
+def _drop_summariser_output(pending: list[Any], message: str) -> None:
+    """Codex streams a local compaction's summary into the rollout as an assistant message right before the
+    `compacted` line (spec §8.1); it is the old policy's work, not a turn's output, so a replay drops it."""
+    summary = _strip_prefix(message).strip()
+    while summary and pending and is_message(pending[-1], "assistant") and message_text(pending[-1]).strip() == summary:
+        pending.pop()
+
+
+class _Replayer:
+    def __init__(self, *, result: ReplayResult, actor, compact: Callable[..., Any]) -> None:
+        self.result, self.actor, self.compact = result, actor, compact
+        self.pending: list[Any] = []
+        self.turn_open = False
+        self.compaction_refused = False
+
+    @property
+    def session(self) -> Session:
+        return self.result.replay
+
+    def flush(self) -> None:
+        if self.pending:
+            do_append_items(session=self.session, items=self.pending, actor=self.actor)
+            self.pending = []
+
+    def start_turn(self) -> None:
+        """A new turn begins: record what came before, then the pre-turn check (spec §2.4 step 1b)."""
+        from compaction_app.services import CompactionFailed, CompactionInterrupted, CompactionRefused
+
+        self.flush()
+        self.result.turns += 1
+        session = Session.objects.select_related("provider", "policy").get(pk=self.session.pk)
+        if self.compaction_refused or not limit_reached(session):
+            return
+        try:
+            self.compact(session_id=session.pk, actor=self.actor, trigger="auto", reason="context_limit",
+                         phase="pre_turn")
+            self.result.compactions += 1
+        except CompactionRefused as exc:
+            self.compaction_refused = True  # a configuration problem: every later attempt would be refused too
+            self.result.failures.append(f"turn {self.result.turns}: refused: {exc}")
+        except (CompactionFailed, CompactionInterrupted, SessionBusy, LeaseLost) as exc:
+            self.result.failures.append(f"turn {self.result.turns}: {exc}")
+        self.session.refresh_from_db()
+
+    def feed(self, line: p.Line) -> None:
+        kind, payload = line.kind, line.payload
+        if kind == p.RESPONSE_ITEM:
+            if is_real_user_message(payload) and not self.turn_open:
+                self.start_turn()
+            self.turn_open = False
+            self.pending.append(payload)
+        elif kind == p.EVENT_MSG and payload.get("type") in TURN_STARTED_EVENTS:
+            self.start_turn()
+            self.turn_open = True
+        elif kind == p.TURN_CONTEXT:
+            self.flush()
+            append_rollout_lines(session=self.session, lines=[NewLine(p.TURN_CONTEXT, payload)], actor=self.actor)
+        elif kind == p.COMPACTED:
+            _drop_summariser_output(self.pending, payload.get("message") or "")
+        elif kind == p.ROLLBACK and payload.get("source") in THREAD_ROLLBACK_SOURCES:
+            self.flush()
+            history = list(self.session.live_items.order_by("position").values_list("item", flat=True))
+            try:
+                new, _ = thread_rollback_line(history=history, num_turns=int(payload.get("num_turns") or 0),
+                                              actor=self.actor, reason="replayed thread rollback")
+            except (RollbackRefused, ValueError):
+                return  # nothing to cut in the replay's history
+            append_rollout_lines(session=self.session, lines=[new], actor=self.actor)
+        # Everything else is the original policy's or operator's work (its compactions, compaction rollbacks and
+        # redos, server usage of a different context) and is not replayed.
+
+
+def do_replay_session(
+    *,
+    session_id: int,
+    policy: CompactionPolicy,
+    provider: Provider | None = None,
+    title: str | None = None,
+    actor=None,
+    compact: Callable[..., Any] | None = None,
+) -> ReplayResult:
+    """Replay a session under another policy (and optionally provider) as a new session (source "replay",
+    origin = the original): its response items in order, its turn contexts and thread rollbacks, with the new
+    policy's pre-turn auto compaction between turns (spec §2.4 step 1b). Compaction failures are recorded on the
+    replay and listed; the replay goes on. `compact` defaults to compaction_app.services.do_compact_session."""
+    if compact is None:
+        from compaction_app.services import do_compact_session as compact
+    original = Session.objects.select_related("provider", "policy").get(pk=session_id)
+    provider = provider or original.provider
+    replay = do_create_session(
+        title=(title or f"{original.title} · replay under {policy.name}")[:200], provider=provider, policy=policy,
+        base_instructions=original.base_instructions, actor=actor,
+    )
+    # The original's initial context is in its rollout and is replayed with the rest; kept on the row so the
+    # replay's compactions re-inject it like the original's would.
+    Session.objects.filter(pk=replay.pk).update(origin=original, source=REPLAY, initial_context=original.initial_context)
+    replay.refresh_from_db()
+    result = ReplayResult(replay=replay, original=original)
+    replayer = _Replayer(result=result, actor=actor, compact=compact)
+    try:
+        for line in _fold_lines(original.pk):
+            if line.kind != p.SESSION_META:
+                replayer.feed(line)
+        replayer.flush()
+    except Exception:
+        Session.objects.filter(pk=replay.pk).update(state=Session.State.FAILED)
+        raise
+    replay.refresh_from_db()
+    record_audit(
+        action=AuditEntry.Action.REPLAY, actor=actor, session=replay,
+        reason=f"replay of session {original.pk} under policy {policy.name}",
+        detail={"original": original.pk, "policy": policy.pk, "provider": provider.pk, "turns": result.turns,
+                "compactions": result.compactions, "failures": result.failures},
+    )
+    return result
+

@@ -1,0 +1,201 @@
+"""Pages for repairing and bringing in sessions: the audit log (support), rollback / redo forms for the
+compaction inspector (support), the rollout import upload and the replay comparison (operator). Thin: parse,
+check the role, call sessions_app.rollback / sessions_app.transfer, render."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods, require_POST
+
+from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
+from compactweb.roles import OPERATOR, SUPPORT, role_of, role_required
+from sessions_app import rollback, transfer
+from sessions_app.codex_rollout import RolloutImportError
+from sessions_app.locks import SessionBusy
+from sessions_app.models import Session
+
+AUDIT_PAGE_SIZE = 50
+
+
+def _context(request, nav: str, **extra):
+    return {"role": role_of(request.user), "nav": nav, **extra}
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _safe_next(request, fallback: str) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                  require_https=request.is_secure()):
+        return target
+    return fallback
+
+
+def _url(name: str, *args, default: str = "/") -> str:
+    """Reverse a page that another part of the UI may or may not provide yet."""
+    try:
+        return reverse(name, args=args)
+    except NoReverseMatch:
+        return default
+
+
+def _compaction_or_404(pk: int) -> Compaction:
+    try:
+        return Compaction.objects.select_related("session").get(pk=pk)
+    except Compaction.DoesNotExist:
+        raise Http404(f"compaction {pk} does not exist") from None
+
+
+def _session_or_404(pk: int) -> Session:
+    try:
+        return Session.objects.select_related("provider", "policy", "origin").get(pk=pk)
+    except Session.DoesNotExist:
+        raise Http404(f"session {pk} does not exist") from None
+
+
+# --- audit log -----------------------------------------------------------------------------------------------------
+
+
+@role_required(SUPPORT)
+def audit_log(request):
+    """Every compaction, rollback, redo, thread rollback, import, replay and configuration change: who, when, why."""
+    entries = AuditEntry.objects.select_related("actor", "session", "compaction")
+    action = request.GET.get("action") or ""
+    if action in AuditEntry.Action.values:
+        entries = entries.filter(action=action)
+    else:
+        action = ""
+    session_id = _int(request.GET.get("session"))
+    if session_id is not None:
+        entries = entries.filter(session_id=session_id)
+    page = Paginator(entries, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = "&".join(f"{k}={v}" for k, v in (("action", action), ("session", session_id)) if v not in ("", None))
+    return render(request, "sessions_app/audit_log.html", _context(
+        request, "audit", page=page, actions=AuditEntry.Action.choices, action=action, session_id=session_id,
+        query=query,
+    ))
+
+
+# --- rollback / redo forms (the compaction inspector's buttons post here) ------------------------------------------
+
+
+def _after_rollback(request, compaction: Compaction) -> str:
+    fallback = _url("compaction_detail", compaction.pk, default=_url("session_detail", compaction.session_id))
+    return _safe_next(request, fallback)
+
+
+@role_required(SUPPORT)
+@require_http_methods(["GET", "POST"])
+def compaction_rollback(request, pk: int):
+    """GET: confirm, showing the later compactions the rollback also undoes. POST: roll back, with a reason."""
+    compaction = _compaction_or_404(pk)
+    if request.method == "GET":
+        return render(request, "sessions_app/rollback_confirm.html", _context(
+            request, "audit", compaction=compaction, preview=rollback.rollback_preview(compaction),
+            next=_safe_next(request, ""),
+        ))
+    reason = (request.POST.get("reason") or "").strip()[:2000]
+    try:
+        result = rollback.do_rollback_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
+    except (SessionBusy, rollback.RollbackRefused) as exc:
+        messages.error(request, str(exc))
+        return HttpResponseRedirect(_after_rollback(request, compaction))
+    undone = ", ".join(f"#{c.pk}" for c in result.undoes)
+    messages.success(request, f"Compaction #{compaction.pk} rolled back (rollout line {result.line.seq})"
+                     + (f"; also undid compactions {undone}." if undone else "."))
+    return HttpResponseRedirect(_after_rollback(request, compaction))
+
+
+@role_required(SUPPORT)
+@require_POST
+def compaction_redo(request, pk: int):
+    compaction = _compaction_or_404(pk)
+    reason = (request.POST.get("reason") or "").strip()[:2000]
+    try:
+        result = rollback.do_redo_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
+    except (SessionBusy, rollback.RollbackRefused) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Compaction #{compaction.pk} redone (rollout line {result.line.seq}).")
+    return HttpResponseRedirect(_after_rollback(request, compaction))
+
+
+# --- import --------------------------------------------------------------------------------------------------------
+
+
+@role_required(OPERATOR)
+@require_http_methods(["GET", "POST"])
+def import_rollout(request):
+    """Upload a Codex rollout .jsonl file; a bad file is refused whole with its bad lines listed."""
+    context = _context(
+        request, "import", providers=Provider.objects.order_by("name"), policies=CompactionPolicy.objects.order_by("name"),
+        errors=None, result=None, form=request.POST,
+    )
+    if request.method == "GET":
+        return render(request, "sessions_app/import.html", context)
+    upload = request.FILES.get("file")
+    if upload is None:
+        context["errors"] = {"message": "Choose a rollout file (.jsonl) to import.", "lines": []}
+        return render(request, "sessions_app/import.html", context, status=400)
+    provider = Provider.objects.filter(pk=_int(request.POST.get("provider"))).first()
+    policy = CompactionPolicy.objects.filter(pk=_int(request.POST.get("policy"))).first()
+    try:
+        result = transfer.do_import_rollout(
+            lines=upload.read().splitlines(keepends=True), source_name=upload.name or "upload",
+            title=(request.POST.get("title") or "").strip() or None, provider=provider, policy=policy,
+            new_thread_id=bool(request.POST.get("new_thread_id")), actor=request.user,
+        )
+    except RolloutImportError as exc:
+        context["errors"] = {"message": str(exc), "lines": exc.errors[:50], "more": max(0, len(exc.errors) - 50)}
+        return render(request, "sessions_app/import.html", context, status=400)
+    except transfer.TransferRefused as exc:
+        context["errors"] = {"message": str(exc), "lines": [],
+                             "session": getattr(exc, "session_id", None)}
+        return render(request, "sessions_app/import.html", context, status=exc.status)
+    skipped = f"; {result.skipped_count} line(s) of unknown kinds skipped" if result.skipped_count else ""
+    messages.success(request, f"Imported {upload.name} as session #{result.session.pk}: {result.lines_imported} "
+                     f"rollout lines, {result.compactions} compaction(s){skipped}.")
+    return HttpResponseRedirect(_url("session_detail", result.session.pk, default=reverse("import_rollout")))
+
+
+# --- replay and comparison -----------------------------------------------------------------------------------------
+
+
+@role_required(OPERATOR)
+@require_http_methods(["GET", "POST"])
+def replay_compare(request, pk: int):
+    """A session's replays under other policies next to it (or, for a replay, next to its original), and a form to
+    start another replay."""
+    session = _session_or_404(pk)
+    if request.method == "POST":
+        policy = CompactionPolicy.objects.filter(pk=_int(request.POST.get("policy"))).first()
+        provider = Provider.objects.filter(pk=_int(request.POST.get("provider"))).first()
+        if policy is None:
+            messages.error(request, "Choose the policy to replay under.")
+            return HttpResponseRedirect(reverse("replay_compare", args=[session.pk]))
+        result = transfer.do_replay_session(session_id=session.pk, policy=policy, provider=provider,
+                                            actor=request.user)
+        failed = f"; {len(result.failures)} compaction(s) failed" if result.failures else ""
+        messages.success(request, f"Replayed as session #{result.replay.pk}: {result.turns} turns, "
+                         f"{result.compactions} compaction(s){failed}.")
+        return HttpResponseRedirect(reverse("replay_compare", args=[result.replay.pk]))
+    comparisons = []
+    if session.origin_id is not None:
+        comparisons.append(transfer.replay_comparison(replay=session))
+    for replay in session.replays.select_related("provider", "policy").order_by("-pk")[:20]:
+        comparisons.append(transfer.replay_comparison(replay=replay))
+    return render(request, "sessions_app/replay_compare.html", _context(
+        request, "fleet", session=session, comparisons=comparisons,
+        policies=CompactionPolicy.objects.order_by("name"), providers=Provider.objects.order_by("name"),
+        session_url=_url("session_detail", session.pk, default=""),
+    ))
