@@ -1,5 +1,16 @@
-from django.contrib import admin
+"""The Django admin for configuration (providers, prompts, hooks, policies) and the read-only compaction records.
 
+Each fieldset says which Codex settings it mirrors (spec §12); field help texts come from the models. The policy
+form shows, read-only, the auto-compact limit each provider will actually use (the configured value clamped to 90%
+of that provider's window in the total scope, spec §2.2), so a limit above the window is accepted but its effect is
+visible. Policy and provider changes are recorded in the audit log (AuditedAdminMixin).
+"""
+
+from django.contrib import admin
+from django.utils.html import format_html, format_html_join
+
+from compaction_app.config_audit import AuditedAdminMixin
+from compaction_app.engine import thresholds
 from compaction_app.models import (
     Compaction,
     CompactionAttempt,
@@ -25,59 +36,170 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Provider)
-class ProviderAdmin(admin.ModelAdmin):
-    list_display = ("name", "base_url", "wire_api", "model", "context_window", "remote_compaction")
-    search_fields = ("name", "model")
+class ProviderAdmin(AuditedAdminMixin, admin.ModelAdmin):
+    list_display = ("name", "model", "base_url", "wire_api", "context_window", "usable_window", "remote_compaction",
+                    "encoding")
+    list_filter = ("wire_api", "remote_compaction", "encoding", "supports_reasoning")
+    search_fields = ("name", "model", "base_url")
+    readonly_fields = ("usable_window", "default_auto_compact_limit")
     fieldsets = (
-        (None, {"fields": ("name", "base_url", "wire_api", "model", "fallback_model", "api_key_env")}),
-        ("Context window", {"fields": ("context_window", "effective_context_window_percent", "encoding")}),
-        ("Compaction", {"fields": ("remote_compaction", "supports_reasoning", "comp_hash")}),
-        ("Network", {"fields": ("connect_timeout", "read_timeout", "stream_max_retries", "request_max_retries")}),
+        ("Endpoint", {
+            "description": "Codex: model_providers.&lt;id&gt; and model. Use the literal base URL "
+                           "<code>embedded</code> for the built-in simulated model. The API key is never stored: "
+                           "name the environment variable that holds it.",
+            "fields": ("name", "base_url", "wire_api", "model", "fallback_model", "api_key_env"),
+        }),
+        ("Context window", {
+            "description": "Codex model metadata (spec §2.2): the usable window is the context window times the "
+                           "effective percent; the default auto-compact limit is 90% of the context window.",
+            "fields": ("context_window", "effective_context_window_percent", "usable_window",
+                       "default_auto_compact_limit", "encoding"),
+        }),
+        ("Compaction support", {
+            "description": "Which server-side compaction the provider offers decides the strategy Codex selects "
+                           "(spec §2.5); the compatibility hash triggers comp_hash_changed compactions (§2.4).",
+            "fields": ("remote_compaction", "supports_reasoning", "comp_hash"),
+        }),
+        ("Network and retries", {
+            "description": "Codex: stream_idle_timeout_ms, stream_max_retries and request_max_retries (spec §6.2).",
+            "fields": ("connect_timeout", "read_timeout", "stream_max_retries", "request_max_retries"),
+        }),
     )
+
+    @admin.display(description="usable window")
+    def usable_window(self, obj: Provider) -> str:
+        return f"{obj.usable_context_window:,}" if obj.pk else "–"
+
+    @admin.display(description="default auto-compact limit")
+    def default_auto_compact_limit(self, obj: Provider) -> str:
+        return f"{thresholds.auto_compact_limit(obj.context_window, None):,}" if obj.pk else "–"
 
 
 @admin.register(Prompt)
 class PromptAdmin(admin.ModelAdmin):
-    list_display = ("name", "updated")
+    list_display = ("name", "length", "used_by", "updated")
     search_fields = ("name", "text")
+    readonly_fields = ("used_by",)
+    fieldsets = ((None, {
+        "description": "A summarisation prompt for local compaction (Codex: experimental_compact_prompt_file). "
+                       "A policy uses either its own compact_prompt or one of these, not both.",
+        "fields": ("name", "text", "used_by"),
+    }),)
+
+    @admin.display(description="characters")
+    def length(self, obj: Prompt) -> str:
+        return f"{len(obj.text):,}"
+
+    @admin.display(description="used by policies")
+    def used_by(self, obj: Prompt) -> str:
+        names = [p.name for p in obj.policies.all()] if obj.pk else []
+        return ", ".join(names) or "–"
 
 
 @admin.register(Hook)
 class HookAdmin(admin.ModelAdmin):
-    list_display = ("name", "event", "kind", "matcher", "enabled")
-    list_filter = ("event", "kind", "enabled")
-    fieldsets = ((None, {"fields": ("name", "event", "kind", "target", "matcher", "timeout_seconds", "enabled")}),)
+    list_display = ("name", "event", "kind", "matcher", "target", "timeout_seconds", "enabled")
+    list_filter = ("event", "kind", "matcher", "enabled")
+    list_editable = ("enabled",)
+    search_fields = ("name", "target")
+    fieldsets = (
+        ("Hook", {
+            "description": "Codex PreCompact / PostCompact hooks (spec §7): a PreCompact hook can stop the "
+                           "compaction; the matcher selects manual or auto triggers. A callable is a dotted Python "
+                           "path; a webhook receives a JSON POST.",
+            "fields": ("name", "event", "matcher", "kind", "target", "timeout_seconds", "enabled"),
+        }),
+    )
 
 
 @admin.register(CompactionPolicy)
-class CompactionPolicyAdmin(admin.ModelAdmin):
-    list_display = ("name", "strategy", "auto_compact_token_limit", "auto_compact_scope", "token_counter")
+class CompactionPolicyAdmin(AuditedAdminMixin, admin.ModelAdmin):
+    list_display = ("name", "strategy", "auto_compact_token_limit", "auto_compact_scope", "token_counter",
+                    "user_message_budget", "retained_message_budget", "session_count")
+    list_filter = ("strategy", "auto_compact_scope", "token_counter", "token_budget", "remote_compaction_v2")
+    search_fields = ("name",)
     filter_horizontal = ("hooks",)
+    readonly_fields = ("effective_limits",)
     fieldsets = (
-        (None, {"fields": ("name", "strategy", "remote_compaction_v2", "token_budget")}),
-        ("Threshold", {"fields": ("auto_compact_token_limit", "auto_compact_scope", "token_counter")}),
-        ("Summarisation prompt (local only)", {"fields": ("compact_prompt", "prompt")}),
-        ("Budgets", {"fields": ("user_message_budget", "retained_message_budget")}),
-        ("Retries and fallback", {"fields": ("stream_max_retries", "request_max_retries", "fallback_model")}),
+        ("Strategy", {
+            "description": "Which compaction implementation runs. <em>auto</em> follows Codex's selection "
+                           "(spec §2.5): remote v2 or v1 when the provider supports it, else local summarisation; "
+                           "token budget opens new windows instead (features.token_budget).",
+            "fields": ("name", "strategy", "remote_compaction_v2", "token_budget"),
+        }),
+        ("Threshold", {
+            "description": "Codex: model_auto_compact_token_limit and its scope (spec §2.2-§2.3). Any value is "
+                           "accepted; in the total scope a value above 90% of a provider's window is clamped — the "
+                           "read-only table shows the limit each provider will really use.",
+            "fields": ("auto_compact_token_limit", "auto_compact_scope", "effective_limits", "token_counter"),
+        }),
+        ("Summarisation prompt (local only)", {
+            "description": "Codex: compact_prompt, or experimental_compact_prompt_file (a stored prompt). "
+                           "Setting both is refused (spec §12).",
+            "fields": ("compact_prompt", "prompt"),
+        }),
+        ("Budgets", {
+            "description": "Token budgets of what compaction keeps: user messages kept by local compaction "
+                           "(COMPACT_USER_MESSAGE_MAX_TOKENS, §5.1) and messages retained by remote v2 (§5.4). "
+                           "Negative budgets are refused.",
+            "fields": ("user_message_budget", "retained_message_budget"),
+        }),
+        ("Retries and fallback", {
+            "description": "Blank values use the provider's own settings (spec §6.2).",
+            "fields": ("stream_max_retries", "request_max_retries", "fallback_model"),
+        }),
         ("Hooks", {"fields": ("hooks",)}),
     )
+
+    @admin.display(description="sessions")
+    def session_count(self, obj: CompactionPolicy) -> int:
+        return obj.sessions.count()
+
+    @admin.display(description="effective auto-compact limit")
+    def effective_limits(self, obj: CompactionPolicy):
+        """The limit each provider uses with this policy (spec §2.2: total scope clamps to 90% of the window)."""
+        from sessions_app.selectors import auto_compact_limit
+
+        if not obj.pk:
+            return "Shown after the policy is saved."
+        rows = []
+        for provider in Provider.objects.order_by("name"):
+            limit = auto_compact_limit(provider=provider, policy=obj)
+            clamped = obj.auto_compact_token_limit is not None and limit != obj.auto_compact_token_limit
+            note = " (clamped to 90% of the window)" if clamped else ""
+            rows.append((provider.name, f"{provider.context_window:,}", f"{limit:,}" if limit else "–", note))
+        if not rows:
+            return "No providers yet."
+        body = format_html_join(
+            "", "<tr><td>{}</td><td>window {}</td><td><strong>{}</strong>{}</td></tr>", rows
+        )
+        return format_html('<table class="effective-limits">{}</table>', body)
 
 
 @admin.register(Compaction)
 class CompactionAdmin(ReadOnlyAdmin):
     list_display = ("id", "session", "trigger", "reason", "phase", "implementation", "tokens_before",
-                    "tokens_after", "window_number", "rolled_back", "created_at")
-    list_filter = ("trigger", "reason", "implementation", "rolled_back")
+                    "tokens_after", "window_number", "rolled_back", "created_at", "inspect")
+    list_filter = ("trigger", "reason", "phase", "implementation", "strategy", "rolled_back")
+    search_fields = ("session__title", "item_id", "window_id")
+    date_hierarchy = "created_at"
+
+    @admin.display(description="")
+    def inspect(self, obj: Compaction):
+        return format_html('<a href="/compactions/{}/">inspect</a>', obj.pk)
 
 
 @admin.register(CompactionAttempt)
 class CompactionAttemptAdmin(ReadOnlyAdmin):
-    list_display = ("id", "session", "trigger", "implementation", "phase", "status", "error_kind", "duration_ms",
-                    "started_at")
-    list_filter = ("status", "trigger", "implementation", "phase")
+    list_display = ("id", "session", "trigger", "reason", "implementation", "phase", "status", "error_kind",
+                    "retries", "duration_ms", "started_at")
+    list_filter = ("status", "trigger", "reason", "implementation", "phase", "error_kind")
+    search_fields = ("session__title", "error_message")
+    date_hierarchy = "started_at"
 
 
 @admin.register(HookRun)
 class HookRunAdmin(ReadOnlyAdmin):
     list_display = ("id", "attempt", "hook_name", "event", "status", "duration_ms", "created_at")
     list_filter = ("event", "status")
+    search_fields = ("hook_name", "stop_reason")

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from sessions_app.consumers import FleetConsumer, SessionConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/fleet/", FleetConsumer.as_asgi()),
+    path("ws/sessions/<int:session_id>/", SessionConsumer.as_asgi()),
+]
 
 
 def http_router(django_app):

@@ -8,4 +8,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("compactweb.api_urls")),
     path("", include("sessions_app.urls")),
+    path("", include("compaction_app.urls")),
 ]

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.utils.html import format_html
 
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
 
@@ -18,8 +19,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
-    list_display = ("id", "title", "state", "provider", "policy", "window_number", "compaction_count", "updated_at")
-    list_filter = ("state", "provider", "policy")
+    list_display = ("id", "title", "state", "provider", "policy", "window_number", "compaction_count", "updated_at",
+                    "live_view")
+    list_filter = ("state", "source", "provider", "policy")
     search_fields = ("title", "thread_id")
     fieldsets = (
         (None, {"fields": ("title", "state", "provider", "policy", "fault_injection")}),
@@ -40,6 +42,10 @@ class SessionAdmin(admin.ModelAdmin):
         "compaction_count", "reference_context_set", "live_item_count", "meter_usage_total", "meter_since_model",
         "meter_history_tokens", "meter_prefill", "base_instructions", "initial_context",
     )
+
+    @admin.display(description="")
+    def live_view(self, obj: Session):
+        return format_html('<a href="/sessions/{}/">live view</a>', obj.pk)
 
     def has_add_permission(self, request):
         return False  # sessions are created through the API/services so their rollout starts correctly

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from compaction_app import api_compactions
 from sessions_app import api
 
 urlpatterns = [
@@ -8,4 +9,33 @@ urlpatterns = [
     path("sessions/<int:pk>/history", api.SessionHistory.as_view(), name="api-session-history"),
     path("sessions/<int:pk>/items", api.SessionItems.as_view(), name="api-session-items"),
     path("sessions/<int:pk>/rollout", api.SessionRollout.as_view(), name="api-session-rollout"),
+    path("sessions/<int:pk>/compact", api_compactions.SessionCompact.as_view(), name="api-session-compact"),
+    path(
+        "sessions/<int:pk>/compactions", api_compactions.SessionCompactions.as_view(), name="api-session-compactions"
+    ),
+]
+
+# Rollback, thread rollback, Codex rollout export/import and replays (issue 7).
+from sessions_app import api_rollback, api_transfer  # noqa: E402
+
+urlpatterns += [
+    path("sessions/import", api_transfer.SessionImport.as_view(), name="api-session-import"),
+    path("sessions/<int:pk>/export", api_transfer.SessionExport.as_view(), name="api-session-export"),
+    path("sessions/<int:pk>/replay", api_transfer.SessionReplay.as_view(), name="api-session-replay"),
+    path("sessions/<int:pk>/comparison", api_transfer.SessionComparison.as_view(), name="api-session-comparison"),
+    path(
+        "sessions/<int:pk>/thread-rollback", api_rollback.SessionThreadRollback.as_view(),
+        name="api-session-thread-rollback",
+    ),
+]
+
+# Turns, fleet control and the scenario library (issue 5).
+from sessions_app import api_fleet, api_turns  # noqa: E402
+
+urlpatterns += [
+    path("sessions/<int:pk>/turns", api_turns.SessionTurns.as_view(), name="api-session-turns"),
+    path("fleet", api_fleet.FleetList.as_view(), name="api-fleet"),
+    path("fleet/<int:run_id>/<str:action>", api_fleet.FleetRunAction.as_view(), name="api-fleet-run-action"),
+    path("fleet/<str:action>", api_fleet.FleetAction.as_view(), name="api-fleet-action"),
+    path("scenarios", api_fleet.ScenarioList.as_view(), name="api-scenarios"),
 ]

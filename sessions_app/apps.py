@@ -15,3 +15,8 @@ class SessionsAppConfig(AppConfig):
         rollout_guard.connect_signals()
         rollout_appended.connect(events.on_rollout_appended, dispatch_uid="compactweb_publish_lines")
         post_migrate.connect(grant_admin_permissions, dispatch_uid="compactweb_admin_permissions")
+
+        # The embedded simulator: started in the dashboard process when COMPACTWEB_RUN_SIMULATOR=1 (scripts/dev).
+        from sessions_app import scheduler
+
+        scheduler.start_from_environment()

@@ -5,6 +5,23 @@ from sessions_app import views
 
 urlpatterns = [
     path("", views.fleet, name="fleet"),
+    path("fleet/rows/", views.fleet_rows, name="fleet_rows"),
+    path("fleet/start/", views.fleet_start, name="fleet_start"),
+    path("sessions/<int:pk>/", views.session_detail, name="session_detail"),
+    path("sessions/<int:pk>/live/", views.session_live, name="session_live"),
+    path("sessions/<int:pk>/compact/", views.compact_now, name="compact_now"),
+    path("sessions/<int:pk>/run/<str:action>/", views.run_action, name="run_action"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+]
+
+# Audit log, rollback / redo forms, rollout import and replay comparison (issue 7).
+from sessions_app import views_support  # noqa: E402
+
+urlpatterns += [
+    path("audit/", views_support.audit_log, name="audit_log"),
+    path("compactions/<int:pk>/rollback/", views_support.compaction_rollback, name="compaction_rollback"),
+    path("compactions/<int:pk>/redo/", views_support.compaction_redo, name="compaction_redo"),
+    path("import/", views_support.import_rollout, name="import_rollout"),
+    path("sessions/<int:pk>/replays/", views_support.replay_compare, name="replay_compare"),
 ]

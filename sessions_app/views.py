@@ -1,14 +1,191 @@
-"""Pages: the fleet page (a placeholder until the UI issue grows it) behind login."""
+"""Pages: the fleet board, a session's live view, their HTTP re-sync fragments, and the operator's forms (start and
+control simulated sessions, compact now). Thin: parse, check the role, call a service or selector, render.
+
+Every page is readable without JavaScript; with it, one websocket per page keeps it live (sessions_app.consumers)
+and the same partials render the first load, each update and each re-sync (sessions_app.live_render).
+"""
 
 from __future__ import annotations
 
-from django.shortcuts import render
+import importlib.util
 
+from django.contrib import messages
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, role_of, role_required
-from sessions_app import selectors
+from sessions_app import live_render, selectors
+from sessions_app.fleet_filter import STATES, FleetFilter
+from sessions_app.locks import SessionBusy
+from sessions_app.models import Session, SimulatorRun
+from sessions_app.simulator.scenarios import list_scenarios
+
+STRATEGIES = (
+    ("", "policy default"),
+    ("local", "local summarisation"),
+    ("remote_v1", "remote v1 (/responses/compact)"),
+    ("remote_v2", "remote v2 (compaction_trigger)"),
+    ("token_budget", "token budget (new window)"),
+)
+MAX_INSTRUCTIONS = 4000
+MAX_FLEET = 50
+MIN_WINDOW = 2000  # smaller windows cannot hold a scenario's initial context and one turn
+RUN_ACTIONS = ("pause", "resume", "stop")
 
 
+def _fleet_runner():
+    """The simulator's fleet services (sessions_app.fleet), or None while they are not installed."""
+    if importlib.util.find_spec("sessions_app.fleet") is None:
+        return None
+    from sessions_app import fleet
+
+    return fleet
+
+
+def _session_or_404(pk: int) -> Session:
+    try:
+        return selectors.get_session(session_id=pk)
+    except Session.DoesNotExist:
+        raise Http404(f"session {pk} does not exist") from None
+
+
+def _back(request, fallback: str) -> str:
+    target = request.POST.get("next") or ""
+    return target if target.startswith("/") and not target.startswith("//") else fallback
+
+
+@require_GET
 @role_required(OPERATOR)
 def fleet(request):
-    sessions = [selectors.session_summary(session=s) for s in selectors.list_sessions()[:500]]
-    return render(request, "sessions_app/fleet.html", {"sessions": sessions, "role": role_of(request.user)})
+    fleet_filter = FleetFilter.from_query(request.GET)
+    context = live_render.fleet_context(fleet_filter=fleet_filter)
+    query = fleet_filter.as_query()
+    context.update(
+        role=role_of(request.user),
+        nav="fleet",
+        states=STATES,
+        providers=Provider.objects.order_by("name"),
+        policies=CompactionPolicy.objects.order_by("name"),
+        scenarios=list_scenarios(),
+        can_run=_fleet_runner() is not None,
+        ws_query="&".join(f"{k}={v}" for k, v in query.items()),
+        max_fleet=MAX_FLEET,
+    )
+    return render(request, "sessions_app/fleet.html", context)
+
+
+@require_GET
+@role_required(OPERATOR)
+def fleet_rows(request):
+    """The fleet table as an out-of-band fragment (the page's re-sync after a reconnect or an unknown row)."""
+    return HttpResponse(live_render.fleet_table(fleet_filter=FleetFilter.from_query(request.GET)))
+
+
+@require_GET
+@role_required(OPERATOR)
+def session_detail(request, pk: int):
+    session = _session_or_404(pk)
+    context = live_render.session_context(session=session)
+    context.update(role=role_of(request.user), nav="fleet", strategies=STRATEGIES)
+    return render(request, "sessions_app/session_detail.html", context)
+
+
+@require_GET
+@role_required(OPERATOR)
+def session_live(request, pk: int):
+    """The session's live region as out-of-band fragments (the page's re-sync after a seq gap or a reconnect)."""
+    return HttpResponse(live_render.session_region(session=_session_or_404(pk)))
+
+
+@require_POST
+@role_required(OPERATOR)
+def compact_now(request, pk: int):
+    """Queue a manual compaction; progress and the result arrive over the session's websocket."""
+    from compaction_app.services import start_compaction
+
+    session = _session_or_404(pk)
+    strategy = request.POST.get("strategy", "")
+    instructions = request.POST.get("instructions", "").strip()
+    error, status = None, 200
+    if strategy not in dict(STRATEGIES):
+        error = f"Unknown strategy {strategy!r}."
+    elif len(instructions) > MAX_INSTRUCTIONS:
+        error = f"Extra instructions are limited to {MAX_INSTRUCTIONS} characters."
+    else:
+        try:
+            start_compaction(
+                session_id=session.pk, actor_id=request.user.pk, strategy=strategy or None, instructions=instructions
+            )
+        except SessionBusy as exc:
+            error, status = str(exc), 409
+    if error and status == 200:
+        status = 400
+    notice = None if error else "Compaction queued: progress appears below."
+    if request.htmx:
+        context = {"s": {"id": session.pk}, "strategies": STRATEGIES, "notice": notice, "error": error,
+                   "chosen": strategy, "instructions": "" if notice else instructions}
+        return render(request, "sessions_app/session_detail.html#compact_form", context, status=status)
+    (messages.success if notice else messages.error)(request, notice or error)
+    return redirect("session_detail", pk=session.pk)
+
+
+@require_POST
+@role_required(OPERATOR)
+def fleet_start(request):
+    """Start simulated sessions: scenario, count, provider, policy, pacing, and optionally a context window (blank:
+    the window the scenario suggests)."""
+    runner = _fleet_runner()
+    if runner is None:
+        raise Http404("the simulator's fleet runner is not installed")
+    form = request.POST
+    try:
+        count = int(form.get("count", "1"))
+        speed = float(form["turns_per_minute"]) if form.get("turns_per_minute", "").strip() else None
+        window = int(form["context_window"]) if form.get("context_window", "").strip() else None
+        provider = Provider.objects.get(pk=int(form.get("provider", "0")))
+        policy = CompactionPolicy.objects.get(pk=int(form.get("policy", "0")))
+    except (ValueError, Provider.DoesNotExist, CompactionPolicy.DoesNotExist):
+        messages.error(request, "Choose a provider, a policy, whole numbers of sessions and tokens, a numeric speed.")
+        return redirect("fleet")
+    scenario = form.get("scenario", "")
+    if scenario not in list_scenarios() or not 1 <= count <= MAX_FLEET or (speed is not None and speed <= 0):
+        messages.error(request, f"Choose a known scenario, 1 to {MAX_FLEET} sessions and a positive speed.")
+        return redirect("fleet")
+    if window is not None and window < MIN_WINDOW:
+        messages.error(request, f"A context window needs at least {MIN_WINDOW:,} tokens.")
+        return redirect("fleet")
+    try:
+        runner.do_start_fleet(
+            scenario=scenario, count=count, provider=provider, policy=policy, turns_per_minute=speed,
+            loop=form.get("loop") == "on", context_window=window, actor=request.user,
+        )
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        return redirect("fleet")
+    messages.success(request, f"Started {count} × {scenario}.")
+    return redirect(_back(request, reverse("fleet")))
+
+
+@require_POST
+@role_required(OPERATOR)
+def run_action(request, pk: int, action: str):
+    """Pause, resume or stop the simulated run driving a session."""
+    runner = _fleet_runner()
+    if runner is None or action not in RUN_ACTIONS:
+        raise Http404("no such action")
+    session = _session_or_404(pk)
+    run = SimulatorRun.objects.filter(session=session).first()
+    if run is None:
+        messages.error(request, f"Session {pk} is not driven by the simulator.")
+    else:
+        service = getattr(runner, f"do_{action}_run")
+        try:
+            service(run=run, actor=request.user)
+        except ValueError as exc:
+            messages.error(request, str(exc))
+    if request.htmx:
+        return HttpResponse(status=204)
+    return redirect(_back(request, reverse("fleet")))

@@ -36,7 +36,7 @@ def test_the_fleet_lists_sessions_with_their_meter(client, make_user, make_sessi
     body = client.get("/").content.decode()
     assert "build the parser" in body
     assert f'id="session-{session.pk}"' in body
-    assert f"{session.tokens_in_window} / 32000" in body
+    assert f'aria-valuemax="32000" aria-valuenow="{session.tokens_in_window}"' in body
 
 
 def test_logout_is_a_post_and_ends_the_session(client, make_user):

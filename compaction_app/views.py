@@ -1,0 +1,146 @@
+"""Pages: the compaction inspector (before and after side by side, attempts, hook runs) and the analytics page.
+
+Thin: check the role, read through compaction_app.selectors, shape rows for the templates.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.http import Http404
+from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from compaction_app import selectors
+from compaction_app.models import Compaction, CompactionPolicy, Provider
+from compactweb.roles import OPERATOR, SUPPORT, has_role, role_of, role_required
+
+ROLLBACK_URL_NAME = "compaction_rollback"  # the support-only confirmation form (sessions_app.rollback)
+PERIODS = (("1", "last 24 hours"), ("7", "last 7 days"), ("30", "last 30 days"), ("", "all time"))
+DIMENSIONS = ("status", "trigger", "reason", "implementation", "phase", "strategy")
+
+
+def _rollback_url(request, compaction: Compaction) -> str | None:
+    """The rollback form's URL for support users, or None (operators, or while the rollback view is absent)."""
+    if compaction.rolled_back or not has_role(request.user, SUPPORT):
+        return None
+    try:
+        return reverse(ROLLBACK_URL_NAME, args=[compaction.pk])
+    except NoReverseMatch:
+        return None
+
+
+def _marked(items: list, counts: list, marks: dict[int, str]) -> list[dict[str, Any]]:
+    return [
+        {"item": item, "tokens": tokens, "seq": None, "mark": marks.get(i, "")}
+        for i, (item, tokens) in enumerate(zip(items, counts, strict=False))
+    ]
+
+
+@require_GET
+@role_required(OPERATOR)
+def compaction_detail(request, pk: int):
+    try:
+        compaction = selectors.get_compaction(compaction_id=pk)
+    except Compaction.DoesNotExist:
+        raise Http404(f"compaction {pk} does not exist") from None
+    detail = selectors.compaction_detail(compaction=compaction)
+    change = detail["window_change"]
+    before_marks = {k["before_index"]: "kept" for k in change["kept"]} | {
+        k["before_index"]: "left" for k in change["left"]
+    }
+    after_marks = {k["after_index"]: "kept" for k in change["kept"]} | {k["after_index"]: "new" for k in change["new"]}
+    before_total = sum(detail["before_tokens"])
+    context = {
+        "role": role_of(request.user),
+        "c": detail,
+        "compaction": compaction,
+        "session": compaction.session,
+        "before": _marked(detail["before_history"], detail["before_tokens"], before_marks),
+        "after": _marked(detail["replacement_history"], detail["replacement_tokens"], after_marks),
+        "before_total": before_total,
+        "after_total": sum(detail["replacement_tokens"]),
+        "saved_pct": round(100 * detail["tokens_saved"] / detail["tokens_before"]) if detail["tokens_before"] else 0,
+        "left": [{"item": k["item"], "tokens": k["tokens"], "seq": None, "mark": "left"} for k in change["left"]],
+        "rollback_url": _rollback_url(request, compaction),
+    }
+    return render(request, "compaction_app/compaction_detail.html", context)
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        number = int(value or "")
+    except ValueError:
+        return None
+    return number if number > 0 else None
+
+
+STATUS_COLOURS = {"running": 0, "completed": 1, "failed": 4, "interrupted": 6}  # indexes of the CSS palette
+
+
+def colour_index(dimension: str, value: str, position: int) -> int:
+    """Statuses keep their meaning (completed green, failed red); other values take the palette in order."""
+    if dimension == "status" and value in STATUS_COLOURS:
+        return STATUS_COLOURS[value]
+    return position % 8
+
+
+def _bars(per_day: dict[str, dict[str, dict[str, int]]], dimension: str) -> tuple[list[dict], list[str]]:
+    """One row per day with each value's share of the busiest day, for stacked bars."""
+    values = sorted({v for day in per_day.values() for v in day.get(dimension, {})})
+    peak = max((sum(day.get(dimension, {}).values()) for day in per_day.values()), default=0) or 1
+    rows = []
+    for date, day in per_day.items():
+        counts = day.get(dimension, {})
+        total = sum(counts.values())
+        rows.append({
+            "date": date,
+            "total": total,
+            "segments": [
+                {"value": v, "index": colour_index(dimension, v, i), "count": counts[v], "pct": round(100 * counts[v] / peak, 2)}
+                for i, v in enumerate(values)
+                if counts.get(v)
+            ],
+        })
+    return rows, values
+
+
+@require_GET
+@role_required(OPERATOR)
+def analytics(request):
+    policy_id = _int_or_none(request.GET.get("policy"))
+    provider_id = _int_or_none(request.GET.get("provider"))
+    period = request.GET.get("period", "30")
+    if period not in dict(PERIODS):
+        period = "30"
+    dimension = request.GET.get("by", "status")
+    if dimension not in DIMENSIONS:
+        dimension = "status"
+    since = timezone.now() - timedelta(days=int(period)) if period else None
+    data = selectors.compaction_analytics(policy_id=policy_id, provider_id=provider_id, since=since)
+    days, values = _bars(data["per_day"], dimension)
+    totals = {
+        d: sorted(data["totals"].get(d, {}).items(), key=lambda kv: (-kv[1], kv[0])) for d in DIMENSIONS
+    }
+    context = {
+        "role": role_of(request.user),
+        "nav": "analytics",
+        "a": data,
+        "totals": totals,
+        "totals_max": {d: max((n for _, n in totals[d]), default=1) for d in DIMENSIONS},
+        "days": days,
+        "legend": [{"index": colour_index(dimension, v, i), "value": v} for i, v in enumerate(values)],
+        "dimension": dimension,
+        "dimensions": DIMENSIONS,
+        "periods": PERIODS,
+        "period": period,
+        "policies": CompactionPolicy.objects.order_by("name"),
+        "providers": Provider.objects.order_by("name"),
+        "policy_id": policy_id,
+        "provider_id": provider_id,
+        "failure_pct": None if data["failure_rate"] is None else round(100 * data["failure_rate"], 1),
+    }
+    return render(request, "compaction_app/analytics.html", context)

@@ -1,0 +1,60 @@
+"""The fleet board's filters (state, provider, policy, text), parsed once from a query string.
+
+The page applies them to the session query; the fleet websocket applies the same filter to each event's session
+summary, so a filtered board only receives rows it shows (and a row that stops matching is removed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+STATES = ("idle", "running", "paused", "stopped", "failed")
+
+
+def _positive_int(value: str | None) -> int | None:
+    if value is None or not str(value).strip():
+        return None
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        return None
+    return number if number > 0 else None
+
+
+@dataclass(frozen=True)
+class FleetFilter:
+    state: str = ""
+    provider: int | None = None
+    policy: int | None = None
+    text: str = ""
+
+    @classmethod
+    def from_query(cls, query: Mapping[str, Any]) -> FleetFilter:
+        """Unknown or malformed values are ignored (the board shows everything rather than an error)."""
+        state = str(query.get("state") or "").strip()
+        return cls(
+            state=state if state in STATES else "",
+            provider=_positive_int(query.get("provider")),
+            policy=_positive_int(query.get("policy")),
+            text=str(query.get("q") or "").strip()[:200],
+        )
+
+    @property
+    def active(self) -> bool:
+        return bool(self.state or self.provider or self.policy or self.text)
+
+    def matches(self, summary: Mapping[str, Any]) -> bool:
+        """Whether a session summary (sessions_app.selectors.session_summary) passes the filter."""
+        if self.state and summary.get("state") != self.state:
+            return False
+        if self.provider and summary.get("provider") != self.provider:
+            return False
+        if self.policy and summary.get("policy") != self.policy:
+            return False
+        return not self.text or self.text.lower() in str(summary.get("title", "")).lower()
+
+    def as_query(self) -> dict[str, str]:
+        query = {"state": self.state, "provider": self.provider or "", "policy": self.policy or "", "q": self.text}
+        return {k: str(v) for k, v in query.items() if v}

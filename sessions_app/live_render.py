@@ -1,0 +1,247 @@
+"""Server-side rendering of the live pages' fragments, shared by the first page load, the websocket updates and the
+HTTP re-sync: each fragment is one named partial of the page template, rendered with `oob=True` when it travels
+as an htmx out-of-band swap.
+
+Every websocket message starts with a marker element (`#live-seq`) carrying the seqs it covers (`data-from`,
+`data-seq`), or, for transient progress, the `data-after-seq` the client should already have. static/js/live.js
+compares them with the page's own marker and re-syncs over HTTP on a gap or a reconnect.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.template.loader import render_to_string
+
+from compaction_app.models import CompactionPolicy, Provider
+from sessions_app import live_selectors as ls
+from sessions_app import projection as p
+from sessions_app import selectors
+from sessions_app.fleet_filter import FleetFilter
+from sessions_app.models import Session
+from sessions_app.token_chart import chart_geometry
+
+SESSION_PAGE = "sessions_app/session_detail.html"
+FLEET_PAGE = "sessions_app/fleet.html"
+MAX_BATCH_LINES = 400  # a client further behind than this re-syncs over HTTP instead of replaying lines
+BATCH_CACHE_SIZE = 512
+COMPACTION_EVENT_TYPES = frozenset({"error", "compaction_interrupted"})
+
+
+def _partial(template: str, name: str, context: Mapping[str, Any]) -> str:
+    return render_to_string(f"{template}#{name}", dict(context))
+
+
+# --- session page --------------------------------------------------------------------------------------------------
+
+
+def chart_for(*, session: Session, summary: Mapping[str, Any]):
+    return chart_geometry(
+        ls.token_points(session=session),
+        context_window=summary["context_window"],
+        limit=summary["auto_compact_limit"],
+    )
+
+
+def session_context(*, session: Session) -> dict[str, Any]:
+    """Everything the session page's live region shows, read at one point of the rollout (`seq`)."""
+    summary = selectors.session_summary(session=session)
+    return {
+        "s": summary,
+        "session": session,
+        "seq": summary["last_seq"],
+        "entries": ls.history_entries(session=session),
+        "chart": chart_for(session=session, summary=summary),
+        "timeline": ls.timeline(session=session),
+        "attempt": ls.latest_attempt(session_id=session.pk),
+        "progress": None,
+    }
+
+
+def session_region(*, session: Session) -> str:
+    """The whole live region as out-of-band fragments: the HTTP re-sync answer."""
+    context = {**session_context(session=session), "oob": True}
+    names = ("marker", "session_head", "chart", "history", "compaction_status", "timeline")
+    return "".join(_partial(SESSION_PAGE, n, context) for n in names)
+
+
+def marker(*, seq: int, from_seq: int | None = None, after_seq: int | None = None, kind: str = "batch") -> str:
+    return _partial(
+        SESSION_PAGE, "marker", {"seq": seq, "from_seq": from_seq, "after_seq": after_seq, "kind": kind, "oob": True}
+    )
+
+
+def hello(*, session_id: int) -> tuple[str, int]:
+    """The first message of a connection: the session's newest seq, so a page that loaded earlier re-syncs."""
+    seq = Session.objects.filter(pk=session_id).values_list("last_seq", flat=True).first() or 0
+    return marker(seq=seq, kind="hello"), seq
+
+
+def _replacement_entries(line) -> list[ls.HistoryEntry]:
+    history = line.payload.get("replacement_history") or []
+    counts = line.item_tokens or [0] * len(history)
+    return [
+        ls.HistoryEntry(item=item, tokens=int(t), seq=line.seq, position=i)
+        for i, (item, t) in enumerate(zip(history, counts, strict=False))
+    ]
+
+
+def _changes_compaction_state(line) -> bool:
+    if line.kind in (*p.HISTORY_INSTALLING_KINDS, p.WINDOW_OPENED):
+        return True
+    return line.kind == p.EVENT_MSG and line.payload.get("type") in COMPACTION_EVENT_TYPES
+
+
+def _is_usage(line) -> bool:
+    return line.kind == p.EVENT_MSG and line.payload.get("type") == "token_count"
+
+
+class _BatchCache:
+    """Rendered batches by (thread id, after_seq, upto_seq). Every page watching a session asks for the same batch
+    when an event arrives, and a batch's content never changes (the rollout is append-only; its snapshots are those
+    of `upto_seq`), so it is rendered once per event, not once per watcher."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> str | None:
+        with self._lock:
+            html = self._entries.get(key)
+            if html is not None:
+                self._entries.move_to_end(key)
+            return html
+
+    def put(self, key: tuple, html: str) -> None:
+        with self._lock:
+            self._entries[key] = html
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+
+batch_cache = _BatchCache(BATCH_CACHE_SIZE)
+
+
+def session_batch(
+    *, session_id: int, after_seq: int, upto_seq: int | None = None, summary: Mapping[str, Any] | None = None
+) -> tuple[str, int]:
+    """The update for every rollout line after `after_seq` up to `upto_seq` (default: the session's newest):
+    returns (html, new seq). `summary` is the session summary at `upto_seq` when the caller has it (a live
+    event carries it), else it is read.
+
+    Appended items are rendered one by one (appended at the end of the history); a line that installs a history
+    re-renders the whole history; usage and replacements re-render the chart; compaction lines re-render the
+    timeline and the compaction status. Returns ("", after_seq) when there is nothing new.
+    """
+    session = selectors.get_session(session_id=session_id)
+    upto = session.last_seq if upto_seq is None else min(upto_seq, session.last_seq)
+    if upto <= after_seq:
+        return "", after_seq
+    key = batch_key(thread_id=str(session.thread_id), after_seq=after_seq, upto_seq=upto)
+    cached = batch_cache.get(key)
+    if cached is not None:
+        return cached, upto
+    if summary is None or summary.get("last_seq") != upto:
+        summary = selectors.session_summary(session=session)
+    html = _render_batch(session=session, summary=summary, after_seq=after_seq, upto=upto)
+    batch_cache.put(key, html)
+    return html, upto
+
+
+def batch_key(*, thread_id: str, after_seq: int, upto_seq: int) -> tuple:
+    return (thread_id, after_seq, upto_seq)
+
+
+def _render_batch(*, session: Session, summary: Mapping[str, Any], after_seq: int, upto: int) -> str:
+    session_id = session.pk
+    if upto - after_seq > MAX_BATCH_LINES:
+        return marker(seq=upto, from_seq=upto, kind="resync")
+    lines = ls.lines_between(session_id=session_id, after_seq=after_seq, upto_seq=upto)
+    context: dict[str, Any] = {"s": summary, "session": session, "seq": upto, "oob": True, "progress": None}
+    parts = [marker(seq=upto, from_seq=after_seq + 1), _partial(SESSION_PAGE, "session_head", context)]
+
+    replaced_at = max((i for i, ln in enumerate(lines) if ln.kind in p.HISTORY_INSTALLING_KINDS), default=None)
+    start = 0 if replaced_at is None else replaced_at + 1
+    appended = [
+        ls.HistoryEntry(item=ln.payload, tokens=ln.tokens, seq=ln.seq, position=-1)
+        for ln in lines[start:]
+        if ln.kind == p.RESPONSE_ITEM
+    ]
+    if replaced_at is not None:
+        entries = _replacement_entries(lines[replaced_at]) + appended
+        parts.append(_partial(SESSION_PAGE, "history", {**context, "entries": entries}))
+    elif appended:
+        parts.append(_partial(SESSION_PAGE, "history_append", {**context, "entries": appended}))
+
+    if any(_is_usage(ln) or ln.kind in p.HISTORY_INSTALLING_KINDS for ln in lines):
+        parts.append(_partial(SESSION_PAGE, "chart", {**context, "chart": chart_for(session=session, summary=summary)}))
+    if any(_changes_compaction_state(ln) for ln in lines):
+        parts.append(
+            _partial(SESSION_PAGE, "compaction_status", {**context, "attempt": ls.latest_attempt(session_id=session_id)})
+        )
+        parts.append(_partial(SESSION_PAGE, "timeline", {**context, "timeline": ls.timeline(session=session)}))
+    return "".join(parts)
+
+
+def session_transient(*, session_id: int, event: Mapping[str, Any]) -> str:
+    """Progress that is not a rollout line (a compaction attempt in flight, a retry): the compaction status box."""
+    context = {
+        "oob": True,
+        "attempt": ls.latest_attempt(session_id=session_id),
+        "progress": {"kind": event.get("kind", ""), "detail": event.get("detail") or {}},
+        "s": {"id": session_id},
+    }
+    after = int(event.get("after_seq") or 0)
+    return marker(seq=after, after_seq=after, kind="transient") + _partial(SESSION_PAGE, "compaction_status", context)
+
+
+# --- fleet board ---------------------------------------------------------------------------------------------------
+
+
+def names() -> dict[str, dict[int, str]]:
+    """Provider and policy names by id (small tables; the fleet rows show names, events carry ids)."""
+    return {
+        "providers": dict(Provider.objects.values_list("id", "name")),
+        "policies": dict(CompactionPolicy.objects.values_list("id", "name")),
+    }
+
+
+def fleet_context(*, fleet_filter: FleetFilter) -> dict[str, Any]:
+    sessions = list(ls.fleet_sessions(fleet_filter=fleet_filter))
+    summaries = [selectors.session_summary(session=s) for s in sessions]
+    return {
+        "rows": summaries,
+        "attempts": ls.last_attempts(session_ids=[s["id"] for s in summaries]),
+        "names": names(),
+        "filter": fleet_filter,
+    }
+
+
+def fleet_table(*, fleet_filter: FleetFilter) -> str:
+    """The table body as one out-of-band fragment: the fleet's HTTP re-sync answer."""
+    return _partial(FLEET_PAGE, "fleet_rows", {**fleet_context(fleet_filter=fleet_filter), "oob": True})
+
+
+def fleet_updates(
+    *,
+    summaries: Iterable[Mapping[str, Any]],
+    attempts: Mapping[int, Mapping[str, Any]],
+    names_by_id: Mapping[str, Mapping[int, str]],
+    fleet_filter: FleetFilter,
+) -> str:
+    """One message updating several rows: matching sessions are re-rendered (the same row partial as the page),
+    sessions that no longer match the filter are removed."""
+    parts = []
+    for summary in summaries:
+        if fleet_filter.matches(summary):
+            parts.append(_partial(FLEET_PAGE, "fleet_row", {
+                "s": summary, "attempt": attempts.get(summary["id"]), "names": names_by_id, "oob": True,
+            }))
+        else:
+            parts.append(f'<tr id="session-{int(summary["id"])}" hx-swap-oob="delete" data-live-delete="1"></tr>')
+    return "".join(parts)

@@ -1,0 +1,111 @@
+"""The geometry of a session's token chart: active tokens over time, the auto-compact limit and compaction drops.
+
+Plain Python (no Django): takes the points a selector read from the rollout and returns coordinates a template
+draws as server-rendered SVG, so the chart needs no JavaScript library and renders the same on first load and on
+every live update.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Point:
+    """One reading of the window's active tokens at rollout line `seq`; `drop` marks a history replacement
+    (compaction, rollback, redo) rather than a model response's usage."""
+
+    seq: int
+    tokens: int
+    drop: bool = False
+
+
+@dataclass(frozen=True)
+class Marker:
+    x: float
+    y_from: float
+    y_to: float
+    seq: int
+
+
+@dataclass(frozen=True)
+class Tick:
+    y: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    width: int
+    height: int
+    left: int
+    plot_right: float
+    plot_top: int
+    plot_bottom: float
+    line: str  # the SVG polyline `points` attribute
+    area: str  # the same line closed along the x axis, for a light fill
+    limit_y: float | None
+    window_y: float
+    drops: tuple[Marker, ...]
+    ticks: tuple[Tick, ...]
+    empty: bool
+    last_tokens: int
+    peak_tokens: int
+
+
+def short_tokens(n: int) -> str:
+    """12345 -> '12.3k', 272000 -> '272k', 1500000 -> '1.5M'."""
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M".replace(".0M", "M")
+    if n >= 1000:
+        return f"{n / 1000:.1f}k".replace(".0k", "k")
+    return str(n)
+
+
+def chart_geometry(
+    points: list[Point],
+    *,
+    context_window: int,
+    limit: int | None,
+    width: int = 1200,
+    height: int = 190,
+    left: int = 44,
+    top: int = 8,
+    bottom: int = 18,
+) -> Chart:
+    """Lay `points` out left to right (evenly, one step per reading) on a y axis from 0 to the context window.
+
+    A drop is drawn as a vertical segment from the previous reading down to the value after the replacement, so the
+    saw-tooth of compactions shows as it happened.
+    """
+    ceiling = max([context_window, *(p.tokens for p in points)] or [1]) or 1
+    plot_w = width - left - 6
+    plot_h = height - top - bottom
+
+    def y_of(tokens: int) -> float:
+        return round(top + plot_h * (1 - tokens / ceiling), 1)
+
+    step = plot_w / max(len(points) - 1, 1)
+    coords: list[tuple[float, float]] = []
+    drops: list[Marker] = []
+    previous_y: float | None = None
+    for i, point in enumerate(points):
+        x = round(left + i * step, 1)
+        y = y_of(point.tokens)
+        if point.drop and previous_y is not None:
+            coords.append((x, previous_y))
+            drops.append(Marker(x=x, y_from=previous_y, y_to=y, seq=point.seq))
+        coords.append((x, y))
+        previous_y = y
+    if len(coords) == 1:  # one reading: draw it as a flat line so it is visible
+        coords.append((left + plot_w, coords[0][1]))
+    line = " ".join(f"{x},{y}" for x, y in coords)
+    base = top + plot_h
+    area = f"{coords[0][0]},{base} {line} {coords[-1][0]},{base}" if coords else ""
+    ticks = tuple(Tick(y=y_of(v), label=short_tokens(v)) for v in (0, ceiling // 2, ceiling))
+    return Chart(
+        width=width, height=height, left=left, plot_right=left + plot_w, plot_top=top, plot_bottom=base,
+        line=line, area=area, limit_y=y_of(limit) if limit else None, window_y=y_of(context_window),
+        drops=tuple(drops), ticks=ticks, empty=not points,
+        last_tokens=points[-1].tokens if points else 0, peak_tokens=max((p.tokens for p in points), default=0),
+    )

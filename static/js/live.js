@@ -1,0 +1,118 @@
+// Live pages: keep the page in step with the server's per-session sequence numbers.
+//
+// Every websocket message of the session page starts with a marker (#live-seq) carrying the seqs it covers
+// (data-from .. data-seq); transient progress carries data-after-seq instead. The page's own #live-seq holds the
+// newest seq it shows. A gap, an overlap or a reconnect makes the page re-sync by fetching its live region over
+// HTTP (the same partials, as out-of-band swaps). Snapshot fragments carry data-seq and never replace a newer one.
+(function () {
+  "use strict";
+
+  function liveRoot() { return document.querySelector("[data-live]"); }
+  function pageSeq() {
+    var el = document.getElementById("live-seq");
+    return el ? parseInt(el.dataset.seq || "0", 10) : 0;
+  }
+
+  var resyncing = false;
+  var resyncAgain = false;
+  function resync(reason) {
+    var root = liveRoot();
+    if (!root || !root.dataset.resyncUrl || !window.htmx) { return; }
+    if (resyncing) { resyncAgain = true; return; }
+    resyncing = true;
+    root.dataset.resyncs = String(parseInt(root.dataset.resyncs || "0", 10) + 1);
+    root.dataset.lastResync = reason;
+    htmx.ajax("GET", root.dataset.resyncUrl, { source: root, target: root, swap: "none" }).finally(function () {
+      resyncing = false;
+      toBottom();
+      if (resyncAgain) { resyncAgain = false; resync("queued"); }
+    });
+  }
+
+  function markerOf(html) {
+    var t = document.createElement("template");
+    t.innerHTML = html;
+    return t.content.querySelector("[data-live-marker]");
+  }
+
+  function setStatus(state) {
+    document.querySelectorAll(".live-dot").forEach(function (dot) { dot.dataset.state = state; });
+  }
+
+  document.addEventListener("htmx:wsBeforeMessage", function (evt) {
+    var root = liveRoot();
+    if (!root || root.dataset.live !== "session") { return; }
+    var m = markerOf(evt.detail.message);
+    if (!m) { return; }
+    var current = pageSeq();
+    var kind = m.dataset.liveMarker;
+    var seq = parseInt(m.dataset.seq || "0", 10);
+    if (kind === "hello") {
+      evt.preventDefault();
+      if (seq !== current) { resync("hello"); }
+      return;
+    }
+    if (kind === "transient") {
+      if (parseInt(m.dataset.afterSeq || "0", 10) > current) { resync("transient-ahead"); }
+      return; // progress applies whatever the seq
+    }
+    if (kind === "resync") { evt.preventDefault(); resync("server"); return; }
+    var from = parseInt(m.dataset.from || "0", 10);
+    if (seq <= current) { evt.preventDefault(); return; } // already shown
+    if (from !== current + 1) { evt.preventDefault(); resync("gap"); }
+  });
+
+  // The history sticks to its newest item while the reader is at the bottom; scrolled up, it stays put.
+  var stick = true;
+  function historyList() { return document.getElementById("history-items"); }
+  function atBottom(el) { return el.scrollHeight - el.scrollTop - el.clientHeight < 24; }
+  function toBottom() { var el = historyList(); if (el) { el.scrollTop = el.scrollHeight; } }
+  document.addEventListener("DOMContentLoaded", toBottom);
+  document.addEventListener("htmx:wsBeforeMessage", function () {
+    var el = historyList();
+    stick = !el || atBottom(el);
+  }, true);
+
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    if (stick) { toBottom(); }
+    // Appends advance the page's seq; containers that appends grow follow it so a stale snapshot cannot win.
+    var seq = String(pageSeq());
+    document.querySelectorAll("[data-seq-follow]").forEach(function (el) { el.dataset.seq = seq; });
+  });
+
+  // A snapshot (a row, the meter, the history) never replaces a newer one: a late re-sync answer or a coalesced
+  // update can arrive after a fresher fragment.
+  document.addEventListener("htmx:oobBeforeSwap", function (evt) {
+    var target = evt.detail.target;
+    var frag = evt.detail.fragment;
+    var incoming = frag && frag.nodeType === 11 ? frag.firstElementChild : frag;
+    if (!target || !incoming || !incoming.dataset || !target.dataset) { return; }
+    if (incoming.dataset.seq === undefined || target.dataset.seq === undefined) { return; }
+    if (parseInt(incoming.dataset.seq, 10) < parseInt(target.dataset.seq, 10)) {
+      evt.detail.shouldSwap = false;
+    }
+  });
+
+  // A fleet row for a session the page does not show yet (a new session): fetch the table again.
+  document.addEventListener("htmx:oobErrorNoTarget", function (evt) {
+    var content = evt.detail.content;
+    if (content && content.dataset && content.dataset.liveDelete) { return; }
+    resync("unknown-target");
+  });
+
+  var opened = false;
+  document.addEventListener("htmx:wsOpen", function () {
+    setStatus("open");
+    var root = liveRoot();
+    // The fleet has no per-page seq: after any (re)connect, fetch the rows so nothing published before the
+    // subscription is missed. The session page learns its seq from the hello message instead.
+    if (root && root.dataset.live === "fleet") { resync(opened ? "reconnect" : "open"); }
+    opened = true;
+  });
+  document.addEventListener("htmx:wsClose", function (evt) {
+    var code = evt.detail && evt.detail.event ? evt.detail.event.code : 0;
+    setStatus(code === 4401 || code === 4403 ? "refused" : "closed");
+    var root = liveRoot();
+    if (root) { root.dataset.closeCode = String(code); }
+  });
+})();

@@ -1,0 +1,56 @@
+"""Seed the browser tests' server database (run in a subprocess before Daphne starts): the embedded provider, a
+policy, one user per role (and one without a role) with API tokens, and a session to compact by hand whose
+simulated model answers slowly, so its progress is visible. Prints what the tests need as JSON."""
+
+import json
+import os
+
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "compactweb.settings")
+django.setup()
+
+from django.contrib.auth.models import Group, User  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from rest_framework.authtoken.models import Token  # noqa: E402
+
+from compaction_app.models import CompactionPolicy, Provider  # noqa: E402
+from sessions_app.services import do_create_session  # noqa: E402
+
+PASSWORD = "browser-test-password"
+
+
+def user(name: str, role: str | None) -> dict:
+    account = User.objects.create_user(username=name, password=PASSWORD, is_staff=role == "admin")
+    if role:
+        account.groups.add(Group.objects.get(name=role))
+    return {"username": name, "password": PASSWORD, "token": Token.objects.create(user=account).key}
+
+
+def message(role: str, text: str) -> dict:
+    kind = "input_text" if role == "user" else "output_text"
+    return {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
+
+
+call_command("migrate", verbosity=0)
+provider = Provider.objects.create(
+    name="embedded", base_url=Provider.EMBEDDED, model="sim-1", context_window=32000,
+    remote_compaction=Provider.RemoteCompaction.V2,
+)
+policy = CompactionPolicy.objects.create(name="default")
+
+turns = []
+for n, (ask, answer) in enumerate([
+    ("The parser drops the last token of every line; find out why.", "The tokenizer stops one byte early."),
+    ("Fix it and add a regression test.", "Fixed the bound and added test_last_token_kept."),
+    ("Now run the whole suite and summarise failures.", "All 214 tests pass; two are slow."),
+]):
+    turns += [message("user", f"{ask} " + "context " * 60 * (n + 1)), message("assistant", answer)]
+slow = do_create_session(title="Parser fix (manual compaction)", provider=provider, policy=policy, items=turns,
+                         fault_injection={"fault": "slow=2"})
+print(json.dumps({
+    "provider": provider.pk,
+    "policy": policy.pk,
+    "slow_session": slow.pk,
+    "users": {role or "none": user(role or "norole", role) for role in ("operator", "support", "admin", None)},
+}))

@@ -1,0 +1,77 @@
+"""Helpers for the live UI tests: websocket communicators authenticated by a real session cookie."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+ORIGIN = (b"origin", b"http://localhost")
+
+
+@pytest.fixture
+def cookie_for() -> Callable:
+    """cookie_for(user) → the Cookie header of a logged-in browser session (None → anonymous)."""
+
+    def make(user) -> tuple[bytes, bytes] | None:
+        if user is None:
+            return None
+        client = Client()
+        client.force_login(user)
+        return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+
+    return make
+
+
+@pytest.fixture
+def ws_for(cookie_for) -> Callable:
+    """await ws_for(user, path) → a WebsocketCommunicator on the real ASGI app (origin checked, cookie auth)."""
+    from channels.db import database_sync_to_async
+
+    from compactweb.asgi import application
+
+    async def make(user, path: str) -> WebsocketCommunicator:
+        headers = [ORIGIN]
+        cookie = await database_sync_to_async(cookie_for)(user)
+        if cookie:
+            headers.append(cookie)
+        return WebsocketCommunicator(application, path, headers=headers)
+
+    return make
+
+
+@pytest.fixture
+def make_user(db) -> Callable:
+    """As the root make_user, but (re)creating the role groups: a transactional test's flush empties the table
+    the migration filled, and the websocket tests are transactional."""
+    from django.contrib.auth.models import Group, User
+
+    from compactweb.roles import ROLES
+
+    counter = iter(range(1, 10_000))
+
+    def make(role: str | None = None, username: str | None = None, password: str | None = None) -> User:
+        for name in ROLES:
+            Group.objects.get_or_create(name=name)
+        user = User.objects.create_user(
+            username=username or f"{role or 'norole'}-{next(counter)}", password=password or "pw-for-tests-only"
+        )
+        if role:
+            user.groups.add(Group.objects.get(name=role))
+        return user
+
+    return make
+
+
+@pytest.fixture
+def norole_user(make_user):
+    return make_user(None)
+
+
+@pytest.fixture(autouse=True)
+def _fast_fleet_flush(monkeypatch):
+    from sessions_app.consumers import FleetConsumer
+
+    monkeypatch.setattr(FleetConsumer, "flush_seconds", 0.02)

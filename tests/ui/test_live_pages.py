@@ -1,0 +1,291 @@
+"""The pages: role checks on every view, escaping of transcript text, one partial for the first load, the live
+update and the re-sync, the forms (CSRF, compact now, fleet control), the inspector and the analytics page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+
+from compaction_app.models import CompactionAttempt
+from sessions_app import live_render
+from sessions_app.locks import SessionBusy
+from sessions_app.models import Session, SimulatorRun
+from sessions_app.services import do_append_items
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+@pytest.fixture(autouse=True)
+def _no_engine_sleeps(monkeypatch):
+    from compaction_app import services
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    monkeypatch.setattr(services, "engine_sleep", sleep)
+
+
+@pytest.fixture
+def compacted(make_session, items_factory):
+    """A session with two turns compacted locally through the real service (embedded simulated provider)."""
+    from compaction_app.services import do_compact_session
+
+    session = make_session(items=[
+        items_factory.user("migrate the settings module " + "please " * 40),
+        items_factory.assistant("migrated " + "ok " * 60),
+        items_factory.user("now keep backwards compatibility"),
+        items_factory.assistant("kept the old names as aliases"),
+    ])
+    compaction = do_compact_session(session_id=session.pk, strategy="local")
+    return session, compaction
+
+
+def login(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def pages(session_id: int, compaction_id: int) -> list[str]:
+    return ["/", "/fleet/rows/", f"/sessions/{session_id}/", f"/sessions/{session_id}/live/",
+            f"/compactions/{compaction_id}/", "/analytics/"]
+
+
+def posts(session_id: int) -> list[str]:
+    return [f"/sessions/{session_id}/compact/", "/fleet/start/", f"/sessions/{session_id}/run/pause/"]
+
+
+@pytest.mark.django_db
+def test_every_page_and_form_sends_anonymous_users_to_the_login_page(client, compacted):
+    session, compaction = compacted
+    for path in pages(session.pk, compaction.pk):
+        response = client.get(path)
+        assert response.status_code == 302 and response["Location"].startswith("/login/?next="), path
+    for path in posts(session.pk):
+        assert client.post(path).status_code == 302, path
+
+
+@pytest.mark.django_db
+def test_every_page_and_form_refuses_a_user_without_a_role(make_user, compacted):
+    session, compaction = compacted
+    client = login(make_user(None))
+    for path in pages(session.pk, compaction.pk):
+        assert client.get(path).status_code == 403, path
+    for path in posts(session.pk):
+        assert client.post(path).status_code == 403, path
+
+
+@pytest.mark.django_db
+def test_an_operator_reads_every_page(operator_user, compacted):
+    session, compaction = compacted
+    client = login(operator_user)
+    for path in pages(session.pk, compaction.pk):
+        assert client.get(path).status_code == 200, path
+
+
+@pytest.mark.django_db
+def test_forms_refuse_a_post_without_the_csrf_token(operator_user, session):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(operator_user)
+    assert client.post(f"/sessions/{session.pk}/compact/", {"strategy": ""}).status_code == 403
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert 'name="csrfmiddlewaretoken"' in page and '"X-CSRFToken":' in page
+
+
+@pytest.mark.django_db
+def test_a_script_in_the_history_renders_as_text(operator_user, make_session, items_factory):
+    session = make_session(items=[items_factory.user(SCRIPT), items_factory.assistant(SCRIPT)])
+    body = login(operator_user).get(f"/sessions/{session.pk}/").content.decode()
+    assert body.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2
+    assert SCRIPT not in body
+
+
+@pytest.mark.django_db
+def test_a_script_in_a_title_renders_as_text_on_the_fleet(operator_user, make_session):
+    make_session(title=SCRIPT)
+    body = login(operator_user).get("/").content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and SCRIPT not in body
+
+
+def _items(html: str) -> list[str]:
+    return re.findall(r'<li class="item item--\w+" data-seq="\d+">.*?</li>', html, flags=re.S)
+
+
+@pytest.mark.django_db
+def test_the_first_load_and_a_live_update_render_an_item_with_the_same_partial(
+    operator_user, session, items_factory
+):
+    before = session.last_seq
+    do_append_items(session=session, items=[items_factory.user("the same partial everywhere")])
+    update, _ = live_render.session_batch(session_id=session.pk, after_seq=before)
+    page = login(operator_user).get(f"/sessions/{session.pk}/").content.decode()
+    (live_item,) = _items(update)
+    assert live_item in _items(page)
+
+
+@pytest.mark.django_db
+def test_the_resync_answer_carries_the_pages_fragments_out_of_band(operator_user, make_session, items_factory):
+    session = make_session(items=[items_factory.user("resync me")])
+    client = login(operator_user)
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    region = client.get(f"/sessions/{session.pk}/live/").content.decode()
+    for fragment in ("live-seq", "session-head", "token-chart", "history", "compaction-status", "timeline"):
+        assert re.search(rf'id="{fragment}"[^>]*hx-swap-oob="true"', region), fragment
+        assert f'id="{fragment}"' in page
+    assert _items(region) == _items(page)
+    assert f'data-seq="{session.last_seq}"' in region
+
+
+@pytest.mark.django_db
+def test_compact_now_queues_a_compaction_with_the_chosen_strategy(operator_user, session, monkeypatch):
+    calls = []
+    monkeypatch.setattr("compaction_app.services.start_compaction", lambda **kw: calls.append(kw))
+    response = login(operator_user).post(
+        f"/sessions/{session.pk}/compact/", {"strategy": "remote_v1", "instructions": " keep names "},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 200 and b"Compaction queued" in response.content
+    assert calls == [{"session_id": session.pk, "actor_id": operator_user.pk, "strategy": "remote_v1",
+                      "instructions": "keep names"}]
+
+
+@pytest.mark.django_db
+def test_compact_now_with_the_policy_default_passes_no_strategy(operator_user, session, monkeypatch):
+    calls = []
+    monkeypatch.setattr("compaction_app.services.start_compaction", lambda **kw: calls.append(kw))
+    response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": ""})
+    assert response.status_code == 302 and calls[0]["strategy"] is None
+
+
+@pytest.mark.django_db
+def test_compact_now_says_so_when_the_session_is_busy(operator_user, session, monkeypatch):
+    def busy(**kwargs):
+        raise SessionBusy(session_id=session.pk, purpose="compaction")
+
+    monkeypatch.setattr("compaction_app.services.start_compaction", busy)
+    response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": ""}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 409 and b"is busy" in response.content
+
+
+@pytest.mark.django_db
+def test_compact_now_refuses_an_unknown_strategy_and_queues_nothing(operator_user, session, monkeypatch):
+    calls = []
+    monkeypatch.setattr("compaction_app.services.start_compaction", lambda **kw: calls.append(kw))
+    response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": "magic"},
+                                         HTTP_HX_REQUEST="true")
+    assert response.status_code == 400 and b"Unknown strategy" in response.content and calls == []
+
+
+@pytest.mark.django_db
+def test_the_inspector_shows_before_and_after_what_left_and_the_attempts(operator_user, compacted):
+    session, compaction = compacted
+    body = login(operator_user).get(f"/compactions/{compaction.pk}/").content.decode()
+    before = body[body.index('id="before"'):body.index('id="after"')]
+    after = body[body.index('id="after"'):body.index('id="left"')]
+    assert "migrate the settings module" in before and 'class="item item--summary"' in after
+    assert 'class="mark mark--left"' in before
+    assert f"{compaction.tokens_before:,}" in body and f"{compaction.tokens_after:,}" in body
+    attempt = CompactionAttempt.objects.get(compaction=compaction)
+    attempts = body[body.index('id="attempts"'):]
+    assert "completed" in attempts and attempt.implementation.replace("_", " ") in attempts
+
+
+@pytest.mark.django_db
+def test_an_operator_does_not_see_rollback_and_support_does(operator_user, support_user, compacted):
+    _, compaction = compacted
+    assert b"rollback-button" not in login(operator_user).get(f"/compactions/{compaction.pk}/").content
+    body = login(support_user).get(f"/compactions/{compaction.pk}/").content.decode()
+    assert f'id="rollback-button" href="/compactions/{compaction.pk}/rollback/"' in body
+
+
+@pytest.mark.django_db
+def test_a_rolled_back_compaction_offers_no_second_rollback(support_user, compacted):
+    from sessions_app.rollback import do_rollback_compaction
+
+    _, compaction = compacted
+    do_rollback_compaction(compaction_id=compaction.pk, actor=support_user)
+    body = login(support_user).get(f"/compactions/{compaction.pk}/").content.decode()
+    assert "rollback-button" not in body and "rolled back" in body
+
+
+@pytest.mark.django_db
+def test_the_analytics_page_counts_attempts_and_filters_by_policy(operator_user, compacted):
+    from compaction_app.models import CompactionPolicy
+
+    client = login(operator_user)
+    body = client.get("/analytics/").content.decode()
+    assert re.search(r"<dt>Attempts</dt><dd>1</dd>", body)
+    assert "Failure rate</dt><dd >0.0%" in body or "Failure rate</dt><dd>0.0%" in body
+    other = CompactionPolicy.objects.create(name="other")
+    body = client.get(f"/analytics/?policy={other.pk}").content.decode()
+    assert re.search(r"<dt>Attempts</dt><dd>0</dd>", body) and "No compaction attempts in this period" in body
+
+
+@pytest.mark.django_db
+def test_the_fleet_filters_by_state_and_text(operator_user, make_session):
+    running = make_session(title="alpha run")
+    Session.objects.filter(pk=running.pk).update(state="running")
+    make_session(title="beta idle")
+    client = login(operator_user)
+    body = client.get("/?state=running").content.decode()
+    assert "alpha run" in body and "beta idle" not in body
+    assert 'ws-connect="/ws/fleet/?state=running"' in body
+    body = client.get("/?q=BETA").content.decode()
+    assert "beta idle" in body and "alpha run" not in body
+
+
+@pytest.mark.django_db
+def test_starting_a_fleet_creates_running_simulated_sessions(operator_user, provider, policy):
+    response = login(operator_user).post("/fleet/start/", {
+        "scenario": "many-short-turns", "count": "2", "provider": provider.pk, "policy": policy.pk,
+        "turns_per_minute": "30",
+    })
+    assert response.status_code == 302
+    runs = SimulatorRun.objects.select_related("session")
+    assert runs.count() == 2 and {r.session.state for r in runs} == {"running"}
+    assert {r.turns_per_minute for r in runs} == {30.0}
+
+
+@pytest.mark.django_db
+def test_a_fleet_can_start_on_a_smaller_context_window(operator_user, provider, policy):
+    login(operator_user).post("/fleet/start/", {
+        "scenario": "many-short-turns", "count": "1", "provider": provider.pk, "policy": policy.pk,
+        "context_window": "6000",
+    })
+    (run,) = SimulatorRun.objects.select_related("session__provider")
+    assert run.session.provider.context_window == 6000
+
+
+@pytest.mark.django_db
+def test_a_bad_fleet_request_starts_nothing(operator_user, provider, policy):
+    response = login(operator_user).post("/fleet/start/", {
+        "scenario": "no-such-scenario", "count": "2", "provider": provider.pk, "policy": policy.pk,
+    })
+    assert response.status_code == 302 and not SimulatorRun.objects.exists()
+    response = login(operator_user).post("/fleet/start/", {
+        "scenario": "many-short-turns", "count": "1", "provider": provider.pk, "policy": policy.pk,
+        "context_window": "100",
+    })
+    assert response.status_code == 302 and not SimulatorRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_pause_resume_and_stop_drive_the_simulated_run(operator_user, provider, policy):
+    from sessions_app.fleet import do_start_fleet
+
+    (run,) = do_start_fleet(scenario="many-short-turns", count=1, provider=provider, policy=policy)
+    client = login(operator_user)
+    for action, state in (("pause", "paused"), ("resume", "running"), ("stop", "stopped")):
+        assert client.post(f"/sessions/{run.session_id}/run/{action}/", HTTP_HX_REQUEST="true").status_code == 204
+        assert Session.objects.get(pk=run.session_id).state == state
+
+
+@pytest.mark.django_db
+def test_the_fleet_resync_swaps_the_table_body_once_not_each_row_again(operator_user, make_session):
+    make_session(title="one")
+    make_session(title="two")
+    body = login(operator_user).get("/fleet/rows/").content.decode()
+    assert body.count('hx-swap-oob="true"') == 1 and '<tbody id="fleet-rows" hx-swap-oob="true">' in body
+    assert body.count('<tr id="session-') == 2

@@ -1,0 +1,35 @@
+"""The token chart's geometry: the saw-tooth of compactions, the limit line, an empty chart."""
+
+from sessions_app.token_chart import Point, chart_geometry, short_tokens
+
+
+def test_a_compaction_is_drawn_as_a_vertical_drop_from_the_previous_reading():
+    chart = chart_geometry(
+        [Point(1, 10_000), Point(2, 28_000), Point(3, 4_000, drop=True), Point(4, 6_000)],
+        context_window=32_000, limit=28_800,
+    )
+    (drop,) = chart.drops
+    assert drop.seq == 3 and drop.y_from < drop.y_to  # SVG y grows downwards: from high tokens to low
+    xs = [float(pair.split(",")[0]) for pair in chart.line.split()]
+    assert xs.count(drop.x) == 2  # the line goes straight down at the drop
+    assert chart.peak_tokens == 28_000 and chart.last_tokens == 6_000
+
+
+def test_the_limit_line_sits_at_its_share_of_the_window():
+    chart = chart_geometry([Point(1, 1000)], context_window=32_000, limit=16_000, height=110, top=5, bottom=5)
+    assert chart.limit_y == 55.0 and chart.window_y == 5.0
+
+
+def test_a_reading_above_the_window_stretches_the_axis_instead_of_leaving_the_chart():
+    chart = chart_geometry([Point(1, 40_000)], context_window=32_000, limit=None, top=8)
+    assert chart.limit_y is None
+    assert min(float(pair.split(",")[1]) for pair in chart.line.split()) == 8.0
+
+
+def test_no_readings_give_an_empty_chart():
+    chart = chart_geometry([], context_window=32_000, limit=28_800)
+    assert chart.empty and chart.line == "" and chart.drops == ()
+
+
+def test_short_token_labels():
+    assert [short_tokens(n) for n in (950, 12_345, 272_000, 1_500_000)] == ["950", "12.3k", "272k", "1.5M"]
