@@ -11,7 +11,7 @@ from tests.sessions_app.turns.story import check_story
 
 # Deterministic: the simulated model and tools depend only on the scenario, the seed and the window. With these,
 # the session compacts mid-turn and pre-turn within a few turns (about 3 s on one core).
-SCENARIO, SEED, WINDOW = "large-refactor", 2, 14_000
+SCENARIO, SEED, WINDOW = "large-refactor", 1, 10_000
 MAX_STEPS = 30
 
 
