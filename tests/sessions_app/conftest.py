@@ -1,0 +1,46 @@
+"""Fixtures shared by the rollback and transfer tests: compactions through the real compaction service (embedded
+simulated provider, no engine sleeps) and turns of plain items."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+
+@pytest.fixture
+def no_engine_sleeps(monkeypatch):
+    from compaction_app import services
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    monkeypatch.setattr(services, "engine_sleep", sleep)
+
+
+@pytest.fixture
+def compact(no_engine_sleeps) -> Callable:
+    """compact(session, strategy="remote_v1") → the Compaction installed by compaction_app.services."""
+    from compaction_app.services import do_compact_session
+
+    def run(session, strategy: str = "remote_v1"):
+        compaction = do_compact_session(session_id=session.pk, strategy=strategy)
+        session.refresh_from_db()
+        return compaction
+
+    return run
+
+
+@pytest.fixture
+def add_turn(items_factory) -> Callable:
+    """add_turn(session, n) → appends a user message and an assistant reply (the model's output)."""
+    from sessions_app.services import do_append_items
+
+    def add(session, n: int, size: int = 30):
+        do_append_items(
+            session=session,
+            items=[items_factory.user(f"request {n} " + "word " * size), items_factory.assistant(f"answer {n} " + "ok " * size)],
+        )
+        session.refresh_from_db()
+
+    return add
