@@ -45,6 +45,17 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_channel_layer():
+    """A channel layer per test: channels-redis binds its locks to the event loop that first used the layer, and
+    every async test runs on a loop of its own."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
 @pytest.fixture
 def redis_url() -> str:
     return require_service("Redis", os.environ.get("REDIS_URL", DEFAULT_REDIS_URL), 6379)
