@@ -1,0 +1,105 @@
+"""Subprocesses of the scale-out tests (Daphne, Celery workers) sharing the test database and Redis: started with
+bounded waits, always stopped (TERM, then KILL) by the caller's `finally`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 60.0
+
+
+def database_env() -> dict[str, str]:
+    """DATABASE_URL of the PostgreSQL test database this test runs on (the subprocesses join it)."""
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return {"DATABASE_URL": f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"}
+
+
+def child_env(*, redis_url: str, broker_url: str, var_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_ALLOW_ASYNC_UNSAFE", "COMPACTWEB_RUN_SIMULATOR")}
+    env.update(database_env())
+    env.update(
+        REDIS_URL=redis_url, CELERY_BROKER_URL=broker_url, COMPACTWEB_VAR_DIR=str(var_dir),
+        DJANGO_SETTINGS_MODULE="compactweb.settings", PYTHONPATH=str(ROOT), DJANGO_DEBUG="0",
+        # the same key as this process, so a session cookie minted here is valid there
+        DJANGO_SECRET_KEY=settings.SECRET_KEY,
+    )
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_daphne(*, port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "compactweb.asgi:application"],
+            env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"daphne exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return process
+        except OSError:
+            time.sleep(0.1)
+    stop(process)
+    raise RuntimeError(f"daphne did not listen on {port} within {START_TIMEOUT:g}s:\n{log.read_text()[-3000:]}")
+
+
+def start_worker(*, queue: str, env: dict[str, str], log: Path, pool: str = "solo") -> subprocess.Popen:
+    """A Celery worker on a private queue (other workers on the same Redis never take the test's tasks)."""
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "compactweb", "worker", "--pool", pool, "-Q", queue,
+             "-n", f"{queue}@%h", "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "info"],
+            env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        )
+
+
+def wait_for_log(process: subprocess.Popen, log: Path, text: str, *, timeout: float = START_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in log.read_text():
+            return
+        if process.poll() is not None:
+            raise RuntimeError(f"the process exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
+    raise RuntimeError(f"'{text}' did not appear within {timeout:g}s:\n{log.read_text()[-3000:]}")
+
+
+def forget_queue(client, queue: str) -> None:
+    """Remove a private test queue from Redis: its list, kombu's bindings, and any message a killed worker left
+    'unacked' for redelivery (so no later worker on this Redis ever sees it)."""
+    client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+    for tag, raw in client.hgetall("unacked").items():
+        if queue.encode() in raw and json.loads(raw)[-1] == queue:
+            client.hdel("unacked", tag)
+            client.zrem("unacked_index", tag)
+
+
+def stop(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> None:
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(timeout=15)
+            return
+        except subprocess.TimeoutExpired:
+            process.kill()
+    process.wait(timeout=10)

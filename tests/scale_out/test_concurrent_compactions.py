@@ -1,0 +1,63 @@
+"""20 compaction requests for one session at the same moment on PostgreSQL (issue 8): exactly one compaction is
+installed, the 19 others are refused with SessionBusy saying why, and the history still equals its rebuild."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+
+from compaction_app.engine.items import user_message
+from compaction_app.models import Compaction, CompactionAttempt
+from compaction_app.services import do_compact_session
+from sessions_app.locks import SessionBusy
+from sessions_app.models import RolloutLine, Session
+from sessions_app.services import verify_projection
+
+REQUESTS = 20
+# The winner holds the lease for at least this long (the simulated model's delay): far longer than the 19 others
+# need to try, with their database connections opened before the start line.
+SLOW_SECONDS = 2
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_twenty_concurrent_compactions_install_exactly_one_and_refuse_the_rest(on_postgresql, make_session):
+    session = make_session(items=[user_message("summarize the incident report"), user_message("and the fix")])
+    Session.objects.filter(pk=session.pk).update(fault_injection={"fault": f"slow={SLOW_SECONDS}"})
+    lines_before = RolloutLine.objects.filter(session=session).count()
+    start = threading.Barrier(REQUESTS, timeout=30)
+    results: list[object] = [None] * REQUESTS
+
+    def request(index: int) -> None:
+        try:
+            Session.objects.filter(pk=session.pk).exists()  # open this thread's connection before the start line
+            start.wait()
+            results[index] = do_compact_session(session_id=session.pk, strategy="local")
+        except BaseException as exc:  # every outcome is asserted below
+            results[index] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=request, args=(i,)) for i in range(REQUESTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a compaction request did not finish within 60 s"
+
+    installed = [r for r in results if isinstance(r, Compaction)]
+    refused = [r for r in results if isinstance(r, SessionBusy)]
+    assert len(installed) == 1, results
+    assert len(refused) == REQUESTS - 1, [r for r in results if not isinstance(r, Compaction | SessionBusy)]
+    assert {str(r) for r in refused} == {
+        f"session {session.pk} is busy: a compaction is running; try again when it ends"}
+    assert Compaction.objects.filter(session=session).count() == 1
+    assert list(CompactionAttempt.objects.filter(session=session).values_list("status", flat=True)) == ["completed"]
+    # one `compacted` line (plus its event lines) was appended, once
+    assert RolloutLine.objects.filter(session=session, kind="compacted").count() == 1
+    assert RolloutLine.objects.filter(session=session).count() > lines_before
+    session.refresh_from_db()
+    assert session.lease_holder == ""
+    assert verify_projection(session=session) == []

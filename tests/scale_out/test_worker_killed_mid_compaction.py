@@ -1,0 +1,94 @@
+"""SIGKILL of a Celery worker in the middle of a compaction loses nothing (issue 8, spec §6.5): the history is
+exactly as before, the attempt stays `running` and the session held until the lease expires; then the next
+compaction takes the session over, succeeds, and marks the dead worker's attempt interrupted."""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from celery import Celery
+from django.utils import timezone
+
+from compaction_app.engine.items import user_message
+from compaction_app.models import Compaction, CompactionAttempt
+from compaction_app.services import STALE_ATTEMPT_MESSAGE, do_compact_session
+from sessions_app.locks import SessionBusy
+from sessions_app.models import LiveItem, RolloutLine, Session
+from sessions_app.services import verify_projection
+from tests.scale_out.processes import child_env, forget_queue, start_worker, stop, wait_for_log
+
+# The simulated model answers after this long: the worker is killed well inside it.
+SLOW_SECONDS = 30
+DEADLINE_SECONDS = 60
+
+
+def history(session_id: int) -> dict:
+    session = Session.objects.get(pk=session_id)
+    return {
+        "items": list(LiveItem.objects.filter(session_id=session_id).order_by("position").values_list("item", flat=True)),
+        "lines": list(RolloutLine.objects.filter(session_id=session_id).order_by("seq").values_list("seq", "kind")),
+        "last_seq": session.last_seq, "tokens": session.tokens_in_window, "window": session.window_number,
+    }
+
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_killed_mid_compaction_leaves_history_unchanged_and_the_next_compaction_takes_over(
+    on_postgresql, redis_url, make_session, tmp_path
+):
+    import redis
+
+    session = make_session(items=[user_message("collect the deploy logs"), user_message("find the failing step")])
+    Session.objects.filter(pk=session.pk).update(fault_injection={"fault": f"slow={SLOW_SECONDS}"})
+    before = history(session.pk)
+    queue = f"compactweb-test-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "worker.log"
+    broker = Celery("compactweb-test", broker=redis_url)
+    client = redis.Redis.from_url(redis_url)
+    worker = None
+    try:
+        worker = start_worker(queue=queue, env=child_env(redis_url=redis_url, broker_url=redis_url,
+                                                         var_dir=tmp_path), log=log)
+        wait_for_log(worker, log, "ready")
+        broker.send_task("compaction_app.tasks.run_compaction_task", queue=queue,
+                         kwargs={"session_id": session.pk, "strategy": "local"})
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while not CompactionAttempt.objects.filter(session=session, status="running").exists():
+            assert worker.poll() is None, f"the worker exited:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"the compaction never started:\n{log.read_text()[-3000:]}"
+            time.sleep(0.05)
+        stop(worker, sig=signal.SIGKILL)
+        assert worker.returncode == -signal.SIGKILL
+    finally:
+        if worker is not None:
+            stop(worker, sig=signal.SIGKILL)
+        forget_queue(client, queue)
+        broker.close()
+
+    # Nothing of the dead compaction reached the history; the system has not noticed yet.
+    assert history(session.pk) == before
+    attempt = CompactionAttempt.objects.get(session=session)
+    assert attempt.status == "running" and attempt.completed_at is None
+    assert Session.objects.get(pk=session.pk).lease_holder != ""
+    Session.objects.filter(pk=session.pk).update(fault_injection={})
+    with pytest.raises(SessionBusy, match="a compaction is running"):
+        do_compact_session(session_id=session.pk, strategy="local")
+
+    # The lease's TTL runs out (here: made to have run out); the next compaction takes the session over.
+    Session.objects.filter(pk=session.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    compaction = do_compact_session(session_id=session.pk, strategy="local")
+    attempt.refresh_from_db()
+    assert attempt.status == "interrupted" and attempt.error_message == STALE_ATTEMPT_MESSAGE
+    assert attempt.completed_at is not None and attempt.compaction_id is None
+    assert CompactionAttempt.objects.get(compaction=compaction).status == "completed"
+    assert list(Compaction.objects.filter(session=session)) == [compaction]
+    after = history(session.pk)
+    assert after["lines"][: len(before["lines"])] == before["lines"]  # appended to, never rewritten
+    assert RolloutLine.objects.filter(session=session, kind="compacted").count() == 1
+    assert Session.objects.get(pk=session.pk).lease_holder == ""
+    assert verify_projection(session=Session.objects.get(pk=session.pk)) == []
