@@ -2,7 +2,7 @@
 
 One compaction, end to end:
 1. take the session's lease (or use the caller's: the turn loop already holds it); a lease taken over from a dead
-   holder marks that holder's attempts still `running` as `interrupted`;
+   holder has marked that holder's attempts still `running` as `interrupted` (sessions_app.locks);
 2. snapshot the cached projection in one transaction (items with their stored token counts, the meter, the window,
    the rollout seq) and create the `running` CompactionAttempt row, so a crash is visible;
 3. run `compaction_app.engine.compactor.run_compaction`, forwarding its events as transient live events and
@@ -68,7 +68,6 @@ from sessions_app.services import NewLine, append_rollout_lines, estimate_line
 logger = logging.getLogger(__name__)
 
 LEASE_PURPOSE = "compaction"
-STALE_ATTEMPT_MESSAGE = "the worker running this compaction stopped before it finished"
 CANCELLED_MESSAGE = "the compaction was cancelled before it finished"
 LEASE_LOST_KIND = "lease_lost"
 INTERNAL_ERROR_KIND = "internal_error"
@@ -142,14 +141,6 @@ def _refuse(message: str) -> CompactionRefused:
     return CompactionRefused(message)
 
 
-def _mark_stale_attempts(session_id: int) -> int:
-    """spec §6.5: a killed worker leaves history unchanged; its attempt is recorded when the system notices."""
-    return CompactionAttempt.objects.filter(session_id=session_id, status=CompactionAttempt.Status.RUNNING).update(
-        status=CompactionAttempt.Status.INTERRUPTED, error_kind="interrupted", error_message=STALE_ATTEMPT_MESSAGE,
-        completed_at=timezone.now(),
-    )
-
-
 def _validate(settings: CompactionSettings, request: CompactionRequest, instructions: str) -> Strategy:
     """The engine's up-front checks (run_compaction raises the same), run before any row is written."""
     strategy = select_strategy(settings, request.strategy)
@@ -166,8 +157,6 @@ def _plan(
     instructions: str, compact_with_model: str | None, turn_id: str | None, compact_with_window: int | None = None,
 ) -> _Plan:
     with transaction.atomic():
-        if lease.took_over_expired:
-            _mark_stale_attempts(session_id)
         session = Session.objects.select_for_update().select_related("provider", "policy").get(pk=session_id)
         provider, policy = session.provider, session.policy
         try:

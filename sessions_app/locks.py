@@ -2,7 +2,8 @@
 
 A lease is taken with one conditional UPDATE, so it is atomic on SQLite and PostgreSQL alike and across processes
 (Daphne, Celery workers). It expires: a worker killed mid-compaction cannot block its session forever; the next
-taker finds the lease expired and takes it over (and learns it did, so it can mark the dead attempt interrupted).
+taker finds the lease expired and takes it over, and in the same transaction finishes the dead holder's compaction
+attempts as interrupted (spec §6.5), whoever the taker is: a compaction, a simulator step, a turn or a rollback.
 A holder that is still alive renews its lease while it works and checks it still holds it before installing.
 """
 
@@ -14,9 +15,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from compaction_app.stale_attempts import mark_stale_attempts
 from sessions_app.models import Session
 
 DEFAULT_TTL = timedelta(minutes=10)
@@ -61,12 +64,16 @@ def acquire(*, session_id: int, purpose: str, ttl: timedelta = DEFAULT_TTL) -> L
     """Take the session's lease or raise SessionBusy (Session.DoesNotExist if there is no such session)."""
     now = timezone.now()
     holder = uuid.uuid4().hex
-    expired = Session.objects.filter(pk=session_id, lease_expires_at__lt=now).exclude(lease_holder="").exists()
-    taken = (
-        Session.objects.filter(pk=session_id)
-        .filter(Q(lease_holder="") | Q(lease_expires_at__lt=now))
-        .update(lease_holder=holder, lease_purpose=purpose, lease_expires_at=now + ttl)
-    )
+    with transaction.atomic():
+        expired = Session.objects.filter(pk=session_id, lease_expires_at__lt=now).exclude(lease_holder="").exists()
+        taken = (
+            Session.objects.filter(pk=session_id)
+            .filter(Q(lease_holder="") | Q(lease_expires_at__lt=now))
+            .update(lease_holder=holder, lease_purpose=purpose, lease_expires_at=now + ttl)
+        )
+        if taken and expired:
+            # Attempts run only under the lease: one still `running` now belongs to the dead holder.
+            mark_stale_attempts(session_id=session_id)
     if not taken:
         current = Session.objects.filter(pk=session_id).values_list("lease_purpose", flat=True).first()
         if current is None:

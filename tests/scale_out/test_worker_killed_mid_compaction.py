@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction, CompactionAttempt
-from compaction_app.services import STALE_ATTEMPT_MESSAGE, do_compact_session
+from compaction_app.services import do_compact_session
+from compaction_app.stale_attempts import STALE_ATTEMPT_MESSAGE
 from sessions_app.locks import SessionBusy
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.services import verify_projection

@@ -5,6 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from compaction_app.models import CompactionAttempt
+from compaction_app.stale_attempts import STALE_ATTEMPT_MESSAGE
 from sessions_app.locks import LeaseLost, SessionBusy, acquire, release, session_lease
 from sessions_app.models import Session
 
@@ -47,3 +49,36 @@ def test_expired_lease_of_a_dead_holder_is_taken_over(session):
 def test_unknown_session_is_not_reported_busy():
     with pytest.raises(Session.DoesNotExist):
         acquire(session_id=987654, purpose="turn")
+
+
+def running_attempt(session) -> CompactionAttempt:
+    return CompactionAttempt.objects.create(
+        session=session, trigger="manual", reason="user_requested", implementation="responses",
+        phase="standalone_turn", strategy="local", started_at=timezone.now(),
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("purpose", ["turn", "simulator step", "rollback", "compaction"])
+def test_taking_over_an_expired_lease_finishes_the_dead_holders_attempt_as_interrupted(session, purpose):
+    acquire(session_id=session.pk, purpose="compaction")
+    dead = running_attempt(session)
+    Session.objects.filter(pk=session.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+    release(acquire(session_id=session.pk, purpose=purpose))
+
+    dead.refresh_from_db()
+    assert (dead.status, dead.error_kind, dead.error_message) == ("interrupted", "interrupted", STALE_ATTEMPT_MESSAGE)
+    assert dead.completed_at is not None
+
+
+@pytest.mark.django_db
+def test_a_taker_refused_by_a_live_lease_leaves_the_running_attempt_alone(session):
+    acquire(session_id=session.pk, purpose="compaction")
+    alive = running_attempt(session)
+
+    with pytest.raises(SessionBusy):
+        acquire(session_id=session.pk, purpose="turn")
+
+    alive.refresh_from_db()
+    assert alive.status == "running" and alive.completed_at is None

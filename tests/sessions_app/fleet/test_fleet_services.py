@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from asgiref.sync import async_to_sync
 from django.utils import timezone
 
-from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
+from compaction_app.models import AuditEntry, Compaction, CompactionAttempt, CompactionPolicy, Provider
+from compaction_app.stale_attempts import STALE_ATTEMPT_MESSAGE
 from sessions_app import fleet, locks
 from sessions_app.models import RolloutLine, Session, SimulatorRun
 from sessions_app.services import do_append_items
@@ -142,6 +145,22 @@ def test_a_step_finds_its_session_busy_and_retries_shortly(provider, policy):
     assert run.steps_done == 0
     assert run.next_step_at > timezone.now()
     assert not RolloutLine.objects.filter(session_id=run.session_id, kind="turn_context").exists()
+
+
+def test_a_step_taking_over_the_expired_lease_of_a_dead_compaction_marks_its_attempt_interrupted(provider, policy):
+    run = start(provider, policy)[0]
+    locks.acquire(session_id=run.session_id, purpose="compaction")  # the worker holding it was killed
+    dead = CompactionAttempt.objects.create(
+        session_id=run.session_id, trigger="auto", reason="context_limit", implementation="responses",
+        phase="pre_turn", strategy="local", started_at=timezone.now() - timedelta(minutes=20),
+    )
+    Session.objects.filter(pk=run.session_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+    assert fleet.do_run_step(session_id=run.session_id).status == "ran"
+    dead.refresh_from_db()
+    assert (dead.status, dead.error_message) == ("interrupted", STALE_ATTEMPT_MESSAGE)
+    assert dead.completed_at is not None and dead.compaction_id is None
+    assert Session.objects.get(pk=run.session_id).lease_holder == ""
 
 
 def test_a_model_switch_applies_before_the_turn_so_the_pre_turn_check_downshifts_with_the_previous_model(
