@@ -155,11 +155,10 @@ class FleetConsumer(RoleCheckedConsumer):
             previous = self.summaries.get(session_id)
             if previous is None or summary.get("last_seq", 0) >= previous.get("last_seq", 0):
                 self.summaries[session_id] = summary
-        detail = event.get("detail") or {}
-        if (
-            event.get("seq") is None
-            or event.get("kind") in COMPACTION_LINE_KINDS
-            or detail.get("event_type") in COMPACTION_EVENT_TYPES
+        lines = (event.get("detail") or {}).get("lines") or []
+        if event.get("seq") is None or any(
+            line.get("line_kind") in COMPACTION_LINE_KINDS or line.get("event_type") in COMPACTION_EVENT_TYPES
+            for line in lines
         ):
             self.stale_attempts.add(session_id)
         self.pending.add(session_id)

@@ -1,7 +1,8 @@
 """Live events: what the dashboard streams to browsers over Channels (groups `session.<id>` and `fleet`).
 
-Every durable change is a rollout line, so a line's `seq` is the event's sequence number: a client that sees a
-seq jump (or reconnects) knows it missed something and re-syncs over HTTP. Progress that is not (yet) durable, such
+Every durable change is a rollout line, so rollout seqs number the events: one event per append transaction
+announces its lines `first_seq`..`seq`, and a client that sees a seq jump (or reconnects) knows it missed something
+and re-syncs over HTTP. Progress that is not (yet) durable, such
 as a compaction attempt in flight or a stream retry, goes out as a transient event that carries `after_seq`, the
 newest seq the client should already have; transient events never advance a client's seq.
 """
@@ -18,6 +19,7 @@ logger = logging.getLogger(__name__)
 
 FLEET_GROUP = "fleet"
 MESSAGE_TYPE = "session.event"
+LINES_KIND = "rollout.lines"
 
 
 def session_group(session_id: int) -> str:
@@ -28,41 +30,39 @@ def _send(groups: list[str], message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    for group in groups:
-        try:
-            async_to_sync(layer.group_send)(group, message)
-        except Exception:  # a dropped event is recovered by the client's re-sync; never fail the write for it
-            logger.exception("could not publish %s to %s", message.get("kind"), group)
+
+    async def send_all() -> None:
+        for group in groups:
+            try:
+                await layer.group_send(group, message)
+            except Exception:  # a dropped event is recovered by the client's re-sync; never fail the write for it
+                logger.exception("could not publish %s to %s", message.get("kind"), group)
+
+    # One trip into the event loop for every group: each async_to_sync call costs a thread hop.
+    async_to_sync(send_all)()
 
 
-def line_event(*, session_id: int, seq: int, kind: str, summary: dict[str, Any], detail: dict[str, Any]) -> dict:
+def lines_event(*, session_id: int, summary: dict[str, Any], lines: list[tuple[int, str, str | None]]) -> dict:
+    """One event for the lines of one append transaction: `seq` is the newest of them, `first_seq` the oldest."""
     return {
         "type": MESSAGE_TYPE,
         "session_id": session_id,
-        "seq": seq,
-        "kind": kind,
+        "seq": lines[-1][0],
+        "first_seq": lines[0][0],
+        "kind": LINES_KIND,
         "summary": summary,
-        "detail": detail,
+        "detail": {"lines": [{"seq": seq, "line_kind": kind, "event_type": event} for seq, kind, event in lines]},
     }
 
 
-def publish_lines(*, session_id: int, seqs: list[int]) -> None:
-    """Publish one event per new rollout line to the session's group and the fleet group (after commit)."""
-    from sessions_app import selectors
+def publish_lines(*, session_id: int, summary: dict[str, Any], lines: list[tuple[int, str, str | None]]) -> None:
+    """Publish one event for the new rollout lines of one append to the session's group and the fleet group.
 
-    if not seqs:
+    Called after commit with what the append already knows (no read back). One event per append, not per line:
+    a page renders everything up to the summary's `last_seq` on the first event anyway."""
+    if not lines:
         return
-    session = selectors.get_session(session_id=session_id)
-    summary = selectors.session_summary(session=session)
-    lines = selectors.rollout_lines(session=session, after_seq=min(seqs) - 1)
-    for line in lines:
-        if line.seq > max(seqs):
-            break
-        detail = {"line_kind": line.kind, "event_type": line.payload.get("type") if line.kind == "event_msg" else None}
-        _send(
-            [session_group(session_id), FLEET_GROUP],
-            line_event(session_id=session_id, seq=line.seq, kind=line.kind, summary=summary, detail=detail),
-        )
+    _send([session_group(session_id), FLEET_GROUP], lines_event(session_id=session_id, summary=summary, lines=lines))
 
 
 def publish_transient(*, session_id: int, after_seq: int, kind: str, detail: dict[str, Any]) -> None:
@@ -81,5 +81,5 @@ def publish_transient(*, session_id: int, after_seq: int, kind: str, detail: dic
     )
 
 
-def on_rollout_appended(sender, *, session_id: int, seqs: list[int], **kwargs) -> None:
-    publish_lines(session_id=session_id, seqs=seqs)
+def on_rollout_appended(sender, *, session_id: int, lines: list, summary: dict[str, Any], **kwargs) -> None:
+    publish_lines(session_id=session_id, summary=summary, lines=lines)

@@ -22,6 +22,7 @@ from compaction_app.engine.tokens import TokenCounter, counter
 from compaction_app.engine.windows import new_window_id
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app import projection as p
+from sessions_app import selectors
 from sessions_app.item_validation import validate_item, validate_items
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
 from sessions_app.signals import rollout_appended
@@ -163,7 +164,12 @@ def append_rollout_lines(*, session: Session, lines: Sequence[NewLine], actor=No
     for name in (*Session.HEADER_FIELDS, "updated_at"):
         setattr(session, name, getattr(locked, name))
     seqs = [r.seq for r in rows]
-    transaction.on_commit(lambda: rollout_appended.send(sender=Session, session_id=locked.pk, seqs=seqs))
+    described = [(r.seq, r.kind, r.payload.get("type") if r.kind == p.EVENT_MSG else None) for r in rows]
+    # The summary is taken now, from the row this transaction wrote, so publishing reads nothing back.
+    summary = selectors.session_summary(session=locked)
+    transaction.on_commit(lambda: rollout_appended.send(
+        sender=Session, session_id=locked.pk, seqs=seqs, lines=described, summary=summary,
+    ))
     return rows
 
 

@@ -2,5 +2,8 @@
 
 from django.dispatch import Signal
 
-# Sent once per append transaction, after commit: kwargs session_id (int) and seqs (list of the new line seqs).
+# Sent once per append transaction, after commit, with kwargs:
+#   session_id (int); seqs (the new lines' seqs, ascending);
+#   lines (one (seq, kind, event type or None) per new line: enough to describe them without reading them back);
+#   summary (sessions_app.selectors.session_summary of the session as that transaction left it).
 rollout_appended = Signal()

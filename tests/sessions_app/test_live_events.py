@@ -7,7 +7,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from sessions_app.events import FLEET_GROUP, publish_transient, session_group
-from sessions_app.services import do_append_items
+from sessions_app.services import append_rollout_lines, do_append_items, estimate_line
 
 
 def _subscribe(group: str) -> tuple:
@@ -30,17 +30,50 @@ def _drain(layer, channel) -> list[dict]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_appended_items_are_published_with_their_rollout_seq(session, items_factory):
+def test_one_append_is_published_as_one_event_naming_its_lines_by_seq(session, items_factory):
     layer, channel = _subscribe(session_group(session.pk))
     fleet_layer, fleet_channel = _subscribe(FLEET_GROUP)
     result = do_append_items(session=session, items=[items_factory.user("hello"), items_factory.assistant("hi")])
-    events = _drain(layer, channel)
+    (event,) = _drain(layer, channel)
     session.refresh_from_db()
-    assert [e["seq"] for e in events] == [line.seq for line in result.lines]
-    assert [e["kind"] for e in events][:2] == ["response_item", "response_item"]
-    assert all(e["session_id"] == session.pk for e in events)
-    assert events[-1]["summary"]["tokens_in_window"] == session.tokens_in_window
-    assert [e["seq"] for e in _drain(fleet_layer, fleet_channel)] == [e["seq"] for e in events]
+    seqs = [line.seq for line in result.lines]
+    assert (event["first_seq"], event["seq"]) == (seqs[0], seqs[-1])
+    assert [line["seq"] for line in event["detail"]["lines"]] == seqs
+    assert [line["line_kind"] for line in event["detail"]["lines"]][:2] == ["response_item", "response_item"]
+    assert event["session_id"] == session.pk and event["kind"] == "rollout.lines"
+    # the summary is the session as the append left it: the page renders up to its last_seq
+    assert event["summary"]["last_seq"] == session.last_seq == seqs[-1]
+    assert event["summary"]["tokens_in_window"] == session.tokens_in_window
+    assert _drain(fleet_layer, fleet_channel) == [event]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_event_lines_name_the_event_type_of_event_lines(session):
+    layer, channel = _subscribe(session_group(session.pk))
+    append_rollout_lines(session=session, lines=[estimate_line()])
+    (event,) = _drain(layer, channel)
+    assert event["detail"]["lines"] == [{"seq": session.last_seq, "line_kind": "event_msg", "event_type": "token_count"}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_publishing_reads_nothing_back_from_the_database(session, items_factory, django_assert_num_queries):
+    from sessions_app.events import on_rollout_appended
+    from sessions_app.selectors import session_summary
+
+    summary = session_summary(session=session)
+    with django_assert_num_queries(0):
+        on_rollout_appended(None, session_id=session.pk, seqs=[9], lines=[(9, "response_item", None)], summary=summary)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nothing_is_published_for_an_append_that_rolls_back(session, items_factory):
+    from django.db import transaction
+
+    layer, channel = _subscribe(session_group(session.pk))
+    with pytest.raises(RuntimeError), transaction.atomic():
+        do_append_items(session=session, items=[items_factory.user("never committed")])
+        raise RuntimeError("the surrounding transaction fails")
+    assert _drain(layer, channel) == []
 
 
 @pytest.mark.django_db(transaction=True)

@@ -180,3 +180,29 @@ async def test_a_filtered_fleet_removes_a_row_that_does_not_match(ws_for, operat
     html = await text_of(comm)
     assert html == f'<tr id="session-{session.pk}" hx-swap-oob="delete" data-live-delete="1"></tr>'
     await comm.disconnect()
+
+
+@pytest.mark.parametrize(
+    "lines, stale",
+    [
+        ([(7, "response_item", None), (8, "event_msg", "token_count")], False),
+        ([(7, "response_item", None), (8, "compacted", None)], True),
+        ([(7, "event_msg", "compaction_interrupted")], True),
+        ([(7, "rollback", None)], True),
+    ],
+)
+async def test_the_fleet_rereads_the_last_compaction_when_any_line_of_an_event_is_a_compaction(lines, stale):
+    from sessions_app.events import lines_event
+
+    consumer = FleetConsumer()
+    consumer.summaries, consumer.pending, consumer.stale_attempts, consumer.flusher = {}, set(), set(), None
+    consumer._flush_soon = lambda: _noop()  # the flush is not under test here
+
+    await consumer.session_event(lines_event(session_id=3, summary={"last_seq": lines[-1][0]}, lines=lines))
+
+    assert consumer.pending == {3}
+    assert (3 in consumer.stale_attempts) is stale
+
+
+async def _noop() -> None:
+    return None
