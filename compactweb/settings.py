@@ -187,4 +187,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # httpx logs every request at INFO: one line per simulated model call drowns the dashboard's own log.
+    "loggers": {"httpx": {"level": os.environ.get("HTTPX_LOG_LEVEL", "WARNING")}},
 }
