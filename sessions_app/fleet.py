@@ -267,6 +267,15 @@ def claim_due_runs(*, now: float | None = None, limit: int = 10) -> list[int]:
     return claimed
 
 
+def release_claims(*, session_ids: list[int], now: float) -> int:
+    """Make claimed runs due again at `now` (their step was never handed to anyone, e.g. the broker was down), so
+    the next tick retries them instead of waiting out CLAIM_SECONDS. Only a claim made at `now` by
+    `claim_due_runs(now=now)` is released; returns how many."""
+    return SimulatorRun.objects.filter(
+        session_id__in=session_ids, status=Status.RUNNING, next_step_at=_dt(now + CLAIM_SECONDS)
+    ).update(next_step_at=_dt(now))
+
+
 def active_runs() -> int:
     """How many runs still have steps to take (running)."""
     return SimulatorRun.objects.filter(status=Status.RUNNING).count()

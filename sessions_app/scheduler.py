@@ -33,12 +33,20 @@ ENQUEUE_BATCH = 100
 
 
 def enqueue_due_steps(*, now: float | None = None, limit: int = ENQUEUE_BATCH) -> list[int]:
-    """Claim due runs and send one `run_simulator_step` Celery task for each; returns the session ids."""
+    """Claim due runs and send one `run_simulator_step` Celery task for each; returns the session ids.
+
+    When sending fails (the broker is down or restarting) the claims not sent are released before the error
+    propagates: the runs are due again at the next tick instead of stalling for the claim's lifetime."""
     from sessions_app.tasks import run_simulator_step
 
+    now = time.time() if now is None else now
     claimed = fleet.claim_due_runs(now=now, limit=limit)
-    for session_id in claimed:
-        run_simulator_step.apply_async(kwargs={"session_id": session_id})
+    for sent, session_id in enumerate(claimed):
+        try:
+            run_simulator_step.apply_async(kwargs={"session_id": session_id})
+        except Exception:
+            fleet.release_claims(session_ids=claimed[sent:], now=now)
+            raise
     return claimed
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -70,6 +71,32 @@ def test_with_a_broker_the_scheduler_enqueues_one_task_per_due_step(provider, po
     assert async_to_sync(sched.tick)() == 3
     assert sorted(k["session_id"] for k in sent) == sorted(r.session_id for r in runs)
     assert async_to_sync(sched.tick)() == 0  # claimed: not sent twice
+
+
+def test_steps_the_broker_refused_are_due_again_at_the_next_tick(provider, policy, monkeypatch):
+    """A broker that is down (a Redis restart) must not leave claimed runs stalled for CLAIM_SECONDS."""
+    from kombu.exceptions import OperationalError
+
+    from sessions_app import tasks
+
+    runs = start(provider, policy, count=3)
+    now = time.time()
+    sent = []
+
+    def refuse_after_one(kwargs):
+        if sent:
+            raise OperationalError("Error 111 connecting to the broker. Connection refused.")
+        sent.append(kwargs)
+
+    monkeypatch.setattr(tasks.run_simulator_step, "apply_async", refuse_after_one)
+    with pytest.raises(OperationalError):
+        scheduler.enqueue_due_steps(now=now)
+    monkeypatch.setattr(tasks.run_simulator_step, "apply_async", lambda kwargs: sent.append(kwargs))
+
+    retried = scheduler.enqueue_due_steps(now=now + 0.5)
+
+    assert sorted(retried + [sent[0]["session_id"]]) == sorted(r.session_id for r in runs)
+    assert len(sent) == 3  # the one sent before the failure is not sent again
 
 
 def test_the_celery_step_task_runs_one_turn(provider, policy):
