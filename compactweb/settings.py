@@ -115,12 +115,20 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL")
 if REDIS_URL:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
     # A read timeout longer than channels_redis's blocking receive (BZPOPMIN, 5 s): redis-py 8 defaults it to 5 s,
     # which aborts that wait and crashes every websocket consumer left idle a few seconds (channels_redis #422).
+    # One retry on a fresh connection after a connection error: after a Redis restart the pool still holds sockets
+    # to the old server, and without it the first command on each fails ("Connection closed by server"), dropping
+    # pages that had just reconnected. While Redis is down the retry fails too, so consumers still close.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 5}]},
+            "CONFIG": {"hosts": [{
+                "address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 5,
+                "retry_on_error": [RedisConnectionError],
+            }]},
         }
     }
 else:
