@@ -22,7 +22,10 @@ def test_the_redis_channel_layer_carries_a_message(redis_url):
 
 @pytest.mark.services
 def test_postgresql_accepts_connections(postgres_url):
+    from urllib.parse import urlsplit
+
     import psycopg
 
-    with psycopg.connect(postgres_url.replace("/compactweb", "/postgres"), connect_timeout=3) as conn:
+    # the maintenance database: the test database itself may not exist yet, whatever DATABASE_URL names it
+    with psycopg.connect(urlsplit(postgres_url)._replace(path="/postgres").geturl(), connect_timeout=3) as conn:
         assert conn.execute("select 1").fetchone() == (1,)

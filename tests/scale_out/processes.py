@@ -1,5 +1,5 @@
-"""Subprocesses of the scale-out tests (Daphne, Celery workers) sharing the test database and Redis: started with
-bounded waits, always stopped (TERM, then KILL) by the caller's `finally`."""
+"""Subprocesses of the scale-out tests (Daphne, Celery workers, the simulator scheduler) sharing the test database
+and Redis: started with bounded waits, always stopped (TERM, then KILL) by the caller's `finally`."""
 
 from __future__ import annotations
 
@@ -63,13 +63,26 @@ def start_daphne(*, port: int, env: dict[str, str], log: Path) -> subprocess.Pop
     raise RuntimeError(f"daphne did not listen on {port} within {START_TIMEOUT:g}s:\n{log.read_text()[-3000:]}")
 
 
-def start_worker(*, queue: str, env: dict[str, str], log: Path, pool: str = "solo") -> subprocess.Popen:
+def start_worker(
+    *, queue: str, env: dict[str, str], log: Path, pool: str = "solo", concurrency: int | None = None
+) -> subprocess.Popen:
     """A Celery worker on a private queue (other workers on the same Redis never take the test's tasks)."""
+    extra = [] if concurrency is None else ["--concurrency", str(concurrency)]
     with open(log, "w") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "compactweb", "worker", "--pool", pool, "-Q", queue,
+            [sys.executable, "-m", "celery", "-A", "compactweb", "worker", "--pool", pool, *extra, "-Q", queue,
              "-n", f"{queue}@%h", "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "info"],
             env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        )
+
+
+def start_scheduler(*, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """The simulator scheduler as scripts/scale-out runs it (`manage.py simulate --scheduler`): with a broker in
+    `env` it claims due steps and sends them as Celery tasks to the default queue."""
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            [sys.executable, "manage.py", "simulate", "--scheduler"],
+            env={**env, "PYTHONUNBUFFERED": "1"}, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
         )
 
 

@@ -1,36 +1,67 @@
-"""Redis restarted while a session is written (issue 8): the websocket of a Daphne process closes instead of going
-silently deaf, a page reconnecting after the restart is told the newest seq (so it re-syncs the lines written
-while Redis was down) and then receives the next line live; no rollout line is lost or written twice.
+"""Redis restarted while sessions run (issue 8): the dashboard reconnects, no rollout line is lost or duplicated.
 
-The test runs its own redis-server on a free port (the machine's shared Redis is never restarted)."""
+The set is the scale-out one (scripts/scale-out) on a private redis-server (a free port; the machine's shared Redis
+is never restarted), which is both the channel layer and the Celery broker: one Daphne process, one Celery worker
+(prefork), and the simulator scheduler (`manage.py simulate --scheduler`) sending the steps of a small looping
+fleet to the worker. Two pages watch two of the sessions over the websocket and keep their seq the way
+static/js/live.js does (hello, gap, HTTP re-sync). Redis is stopped mid-run and started again on the same port; the
+worker and the scheduler must reconnect by themselves, each page must see its socket close, reconnect, re-sync what
+it missed and then follow the worker's new lines live again. A second test pins down the worker surviving a restart
+while it is busy with a task."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from celery import Celery
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from compaction_app.engine.items import user_message
-from sessions_app.models import LiveItem, RolloutLine
-from sessions_app.services import do_append_items, verify_projection
-from tests.scale_out.processes import child_env, free_port, start_daphne, stop
-from tests.scale_out.test_worker_event_reaches_other_daphne import MARKER, covered_seqs, session_cookie
+from compaction_app.models import CompactionAttempt
+from sessions_app import fleet
+from sessions_app.models import RolloutLine, Session, SimulatorRun
+from sessions_app.services import verify_projection
+from tests.scale_out.processes import (
+    child_env,
+    free_port,
+    start_daphne,
+    start_scheduler,
+    start_worker,
+    stop,
+    wait_for_log,
+)
+from tests.scale_out.test_worker_event_reaches_other_daphne import MARKER, session_cookie
 
+FLEET_SIZE = 3
+TURNS_PER_MINUTE = 60  # per session: a steady stream of steps the two cores keep up with
+DOWN_SECONDS = 2.0
+STEPS_BEFORE = 2
+BATCHES_BEFORE = 3
+BATCHES_AFTER = 3
 DEADLINE_SECONDS = 30
-ITEMS = [user_message(text) for text in ("before", "while connected", "while redis is down", "after restart")]
+STEP_TASK = "sessions_app.tasks.run_simulator_step"
+COMPACTION_TASK = "compaction_app.tasks.run_compaction_task"
+SLOW_SECONDS = 5  # the simulated model's answer: the worker is mid-task for the whole outage
 
 
 def start_redis(port: int, workdir: Path) -> subprocess.Popen:
+    """A private redis-server with Redis's default persistence: a graceful stop (SIGTERM, what a service manager's
+    restart sends) saves the data set, which the restarted server loads, as an ordinary Redis restart does."""
     server = shutil.which("redis-server")
     if server is None:
         pytest.fail("redis-server is not installed: the Redis-restart test starts its own")
     process = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
-         str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--appendonly", "no", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
     )
     import redis
 
@@ -49,87 +80,287 @@ def start_redis(port: int, workdir: Path) -> subprocess.Popen:
             client.close()
 
 
-def open_session_socket(url: str, port: int, cookie: str):
-    """Connect like the page does after a drop: retry until the web process answers (its first attempt after a
-    Redis restart may still meet a stale pooled connection and fail with HTTP 500)."""
+@dataclass
+class Connection:
+    hello: int
+    batches: list[range] = field(default_factory=list)
+
+
+@dataclass
+class Page:
+    """The session page as static/js/live.js keeps it: `seq` is the newest line it shows. A hello that differs,
+    a batch that does not start right after `seq`, or a server's resync marker make it fetch its live region over
+    HTTP (the answer's marker is the seq it now shows); a batch it already shows is ignored."""
+
+    base: str
+    cookie: str
+    session_id: int
+    seq: int = 0
+    first_seq: int = 0
+    shown: Counter = field(default_factory=Counter)  # seq -> how many times it reached the page
+    resyncs: list[str] = field(default_factory=list)
+    connections: list[Connection] = field(default_factory=list)
+    failed_attempts: list[str] = field(default_factory=list)
+
+    def _get(self, path: str) -> int:
+        request = urllib.request.Request(self.base + path, headers={"Cookie": self.cookie})
+        with urllib.request.urlopen(request, timeout=DEADLINE_SECONDS) as response:
+            found = MARKER.search(response.read().decode())
+        assert found, f"no seq marker in {path}"
+        return int(found.group(2))
+
+    @property
+    def ws_url(self) -> str:
+        return self.base.replace("http://", "ws://", 1) + f"/ws/sessions/{self.session_id}/"
+
+    def load(self) -> None:
+        self.seq = self.first_seq = self._get(f"/sessions/{self.session_id}/")
+
+    def resync(self, reason: str) -> None:
+        upto = self._get(f"/sessions/{self.session_id}/live/")
+        assert upto >= self.seq, f"a re-sync went back from {self.seq} to {upto}"
+        self.shown.update(range(self.seq + 1, upto + 1))
+        self.seq = upto
+        self.resyncs.append(reason)
+
+    def receive(self, message: str) -> None:
+        found = MARKER.search(message)
+        if found is None:
+            return
+        kind, seq, start = found.group(1), int(found.group(2)), found.group(3)
+        if kind == "hello":
+            self.connections.append(Connection(hello=seq))
+            if seq != self.seq:
+                self.resync("hello")
+        elif kind == "resync":
+            self.resync("server")
+        elif kind == "batch" and start is not None:
+            self.connections[-1].batches.append(range(int(start), seq + 1))
+            if seq <= self.seq:
+                return
+            if int(start) != self.seq + 1:
+                self.resync("gap")
+                return
+            self.shown.update(range(int(start), seq + 1))
+            self.seq = seq
+
+
+def open_socket(page: Page):
     from websockets.sync.client import connect
 
+    return connect(page.ws_url, origin=page.base, additional_headers={"Cookie": page.cookie}, open_timeout=10)
+
+
+def reconnect(page: Page):
+    """Reconnect like the page: retry until a connection says hello (while the web process cannot reach Redis
+    the handshake fails, or the socket closes before the hello)."""
     deadline = time.monotonic() + DEADLINE_SECONDS
     while True:
+        ws = None
         try:
-            return connect(url, origin=f"http://127.0.0.1:{port}", additional_headers={"Cookie": cookie},
-                           open_timeout=10)
-        except (InvalidStatus, OSError):
+            ws = open_socket(page).__enter__()  # the caller's `with` closes it
+            page.receive(ws.recv(timeout=DEADLINE_SECONDS))
+            return ws
+        except (InvalidStatus, OSError, ConnectionClosed) as exc:
+            page.failed_attempts.append(repr(exc))
+            if ws is not None:
+                ws.close()
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.2)
+            time.sleep(0.3)
 
 
-def next_batch(ws) -> range:
+def read_until(ws, page: Page, done, what: str) -> None:
     deadline = time.monotonic() + DEADLINE_SECONDS
-    while time.monotonic() < deadline:
-        seqs = covered_seqs(ws.recv(timeout=DEADLINE_SECONDS))
-        if seqs:
-            return seqs
-    raise AssertionError("no batch arrived")
+    while not done():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"timed out waiting for {what}")
+        try:
+            page.receive(ws.recv(timeout=min(left, 1.0)))
+        except TimeoutError:
+            pass
+
+
+def wait_until(done, what: str, timeout: float = DEADLINE_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def every_session_stepped(session_ids, steps: int) -> bool:
+    return not SimulatorRun.objects.filter(session_id__in=session_ids, steps_done__lt=steps).exists()
+
+
+def steps_between(session_ids, start: datetime | None, end: datetime | None) -> int:
+    """Turns the simulator started in the sessions between two instants (a turn starts with its turn_context)."""
+    lines = RolloutLine.objects.filter(session_id__in=session_ids, kind="turn_context", payload__has_key="step")
+    if start is not None:
+        lines = lines.filter(timestamp__gt=start)
+    if end is not None:
+        lines = lines.filter(timestamp__lt=end)
+    return lines.count()
+
+
+def now() -> datetime:
+    return datetime.now(tz=UTC)
 
 
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_after_a_redis_restart_the_page_reconnects_and_no_line_is_lost_or_duplicated(
-    on_postgresql, redis_url, make_session, operator_user, settings, tmp_path
+    on_postgresql, provider, policy, operator_user, tmp_path
 ):
     redis_port, web_port = free_port(), free_port()
     own_redis = f"redis://127.0.0.1:{redis_port}/0"
-    # this process writes the session's lines (as a worker would) and publishes them through the restarted Redis
-    settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [own_redis]}}}
-    session = make_session(items=[ITEMS[0]])
+    env = child_env(redis_url=own_redis, broker_url=own_redis, var_dir=tmp_path)
+    runs = fleet.do_start_fleet(scenario="many-short-turns", count=FLEET_SIZE, provider=provider, policy=policy,
+                                turns_per_minute=TURNS_PER_MINUTE, loop=True, seed=7)
+    session_ids = [run.session_id for run in runs]
+    origin = f"http://127.0.0.1:{web_port}"
     cookie = session_cookie(operator_user)
-    url = f"ws://127.0.0.1:{web_port}/ws/sessions/{session.pk}/"
+    # Two pages: `patient` reconnects once the worker has written past it (a long reconnect backoff), so it must
+    # re-sync; `eager` reconnects the moment Redis is back, on the web process's pooled connections to the old
+    # server.
+    patient, eager = (Page(base=origin, cookie=cookie, session_id=session_id) for session_id in session_ids[:2])
+    logs = {name: tmp_path / f"{name}.log" for name in ("daphne", "worker", "scheduler")}
     redis_server = start_redis(redis_port, tmp_path)
-    web = None
+    web = worker = scheduler = None
     try:
-        web = start_daphne(port=web_port, env=child_env(redis_url=own_redis, broker_url=redis_url, var_dir=tmp_path),
-                           log=tmp_path / "daphne.log")
-        received: list[int] = []
-        with open_session_socket(url, web_port, cookie) as ws:
-            hello = MARKER.search(ws.recv(timeout=DEADLINE_SECONDS))
-            assert hello and hello.groups()[:2] == ("hello", str(session.last_seq))
-            page_seq = first_seq = int(hello.group(2))
-            do_append_items(session=session, items=[ITEMS[1]])
-            batch = next_batch(ws)
-            assert batch.start == page_seq + 1
-            received += list(batch)
-            page_seq = batch[-1]
-
+        web = start_daphne(port=web_port, env=env, log=logs["daphne"])
+        # the scheduler sends to Celery's default queue: on this private Redis only this worker consumes it
+        worker = start_worker(queue="celery", env=env, log=logs["worker"], pool="prefork", concurrency=2)
+        wait_for_log(worker, logs["worker"], "ready")
+        for page in (patient, eager):
+            page.load()
+        sockets = [reconnect(page) for page in (patient, eager)]
+        scheduler = start_scheduler(env=env, log=logs["scheduler"])
+        with sockets[0], sockets[1]:
+            read_until(sockets[0], patient, lambda: len(patient.connections[0].batches) >= BATCHES_BEFORE
+                       and every_session_stepped(session_ids, STEPS_BEFORE),
+                       f"{STEPS_BEFORE} steps of every session and {BATCHES_BEFORE} live batches before the "
+                       f"restart\n{tails(logs)}")
+            went_down = now()
             stop(redis_server)
-            # the write does not depend on Redis: the rollout in PostgreSQL is the record
-            do_append_items(session=session, items=[ITEMS[2]])
-            with pytest.raises(ConnectionClosed):  # the page learns it is disconnected
-                while True:
-                    ws.recv(timeout=DEADLINE_SECONDS)
+            # each page learns it is disconnected: its socket closes instead of going silently deaf
+            for ws, page in zip(sockets, (patient, eager), strict=True):
+                with pytest.raises(ConnectionClosed):
+                    read_until(ws, page, lambda: False, "the websocket to close after Redis stopped")
+        # while Redis is down the web process cannot subscribe a page, so it does not accept one
+        with pytest.raises((InvalidStatus, ConnectionClosed)), open_socket(eager) as refused:
+            refused.recv(timeout=DEADLINE_SECONDS)
+        time.sleep(max(0.0, DOWN_SECONDS - (now() - went_down).total_seconds()))
         redis_server = start_redis(redis_port, tmp_path)
-
-        with open_session_socket(url, web_port, cookie) as ws:
-            hello = MARKER.search(ws.recv(timeout=DEADLINE_SECONDS))
-            assert hello and hello.group(1) == "hello"
-            # the page sees it is behind and re-syncs (page_seq, hello] over HTTP, as static/js/live.js does
-            resynced = list(range(page_seq + 1, int(hello.group(2)) + 1))
-            assert resynced, "the line written while Redis was down is not behind the reconnected page"
-            received += resynced
-            do_append_items(session=session, items=[ITEMS[3]])
-            batch = next_batch(ws)
-            assert batch.start == int(hello.group(2)) + 1
-            received += list(batch)
+        came_back = now()
+        sockets[1] = reconnect(eager)
+        wait_until(lambda: all(steps_between([session_id], came_back, None) for session_id in session_ids),
+                   f"the worker to run a step of every session after the restart\n{tails(logs)}")
+        sockets[0] = reconnect(patient)
+        with sockets[0], sockets[1]:
+            for ws, page in zip(sockets, (patient, eager), strict=True):
+                read_until(ws, page, lambda page=page: len(page.connections[-1].batches) >= BATCHES_AFTER,
+                           f"{BATCHES_AFTER} live batches after the restart\n{tails(logs)}")
+            fleet.do_stop_run()
+            wait_until(lambda: not Session.objects.filter(pk__in=session_ids).exclude(lease_holder="").exists(),
+                       "the steps in flight to finish")
+            for ws, page in zip(sockets, (patient, eager), strict=True):
+                last_seq = Session.objects.get(pk=page.session_id).last_seq
+                read_until(ws, page, lambda page=page, last_seq=last_seq: page.seq >= last_seq,
+                           f"the page of session {page.session_id} to show seq {last_seq}")
     finally:
-        if web is not None:
-            stop(web)
-        stop(redis_server)
+        for process in (scheduler, worker, web, redis_server):
+            if process is not None:
+                stop(process)
 
-    session.refresh_from_db()
-    lines = list(RolloutLine.objects.filter(session=session).order_by("seq").values_list("seq", flat=True))
-    assert received == [seq for seq in lines if seq > first_seq]  # every line after the page loaded, once each
-    assert lines == list(range(lines[0], lines[0] + len(lines)))
-    assert list(LiveItem.objects.filter(session=session).order_by("position").values_list("item", flat=True)) == ITEMS
-    assert verify_projection(session=session) == []
+    for page in (patient, eager):
+        # Every line after the page loaded reached it exactly once, live or through a re-sync ...
+        lines = list(RolloutLine.objects.filter(session_id=page.session_id).order_by("seq").values_list(
+            "seq", flat=True))
+        assert page.seq == lines[-1]
+        assert sorted(page.shown.elements()) == [seq for seq in lines if seq > page.first_seq]
+        # ... over one connection before the restart and one after (the reconnected one was not dropped again),
+        # each streaming contiguous batches from its hello on: no line skipped or sent twice.
+        assert len(page.connections) == 2, [c.hello for c in page.connections]
+        for connection in page.connections:
+            covered = [seq for batch in connection.batches for seq in batch]
+            assert covered == list(range(connection.hello + 1, connection.hello + 1 + len(covered))), connection
+    # The eager page was let in at its first attempt once Redis answered again.
+    assert eager.failed_attempts == []
+    # The patient page came back behind the worker, learnt it from the hello and re-synced.
+    before, after = patient.connections
+    assert after.hello > before.batches[-1][-1]
+    assert "hello" in patient.resyncs
+
+    # The rollouts: contiguous, no turn run twice, the live projection equal to a rebuild, no run failed.
+    for session_id in session_ids:
+        seqs = list(RolloutLine.objects.filter(session_id=session_id).order_by("seq").values_list("seq", flat=True))
+        assert seqs == list(range(1, len(seqs) + 1)), f"session {session_id}: seqs not contiguous"
+        contexts = RolloutLine.objects.filter(session_id=session_id, kind="turn_context", payload__has_key="step")
+        steps = [line.payload["step"] for line in contexts.order_by("seq")]
+        assert steps == list(range(len(steps))), f"session {session_id}: turns {steps}"
+        started = [line.payload["turn_id"] for line in RolloutLine.objects.filter(
+            session_id=session_id, kind="event_msg", payload__type="turn_started")]
+        assert len(started) == len(set(started)) == len(steps), f"session {session_id}: a turn started twice"
+        assert verify_projection(session=Session.objects.get(pk=session_id)) == []
+    assert set(SimulatorRun.objects.filter(session_id__in=session_ids).values_list("status", flat=True)) == {
+        SimulatorRun.Status.STOPPED}
+    # The worker ran the steps, before Redis went down and after it came back.
+    for session_id in session_ids:
+        assert steps_between([session_id], None, went_down) > 0, f"session {session_id}: no step before"
+        assert steps_between([session_id], came_back, None) > 0, f"session {session_id}: no step after"
+    succeeded = re.findall(
+        rf"Task {re.escape(STEP_TASK)}\[[-\w]+\] succeeded in [\d.]+s: 'ran'", logs["worker"].read_text()
+    )
+    assert len(succeeded) >= steps_between(session_ids, None, None)  # every turn was a step task on the worker
+
+
+def tails(logs: dict[str, Path]) -> str:
+    return "\n".join(f"--- {name}\n{log.read_text()[-2500:]}" for name, log in logs.items() if log.exists())
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_busy_with_a_task_when_redis_restarts_reconnects_instead_of_exiting(
+    on_postgresql, make_session, tmp_path
+):
+    """The deterministic case behind the fleet test's worker: one task running (acks_late, so unacknowledged) and
+    a free pool slot (so a BRPOP pending) when Redis goes away. kombu 5.7 then crashed the worker with
+    AttributeError ("Unrecoverable error"); compactweb.celery keeps it alive."""
+    redis_port = free_port()
+    own_redis = f"redis://127.0.0.1:{redis_port}/0"
+    env = child_env(redis_url=own_redis, broker_url=own_redis, var_dir=tmp_path)
+    slow, quick = (make_session(items=[user_message(text), user_message("and then?")]) for text in ("one", "two"))
+    Session.objects.filter(pk=slow.pk).update(fault_injection={"fault": f"slow={SLOW_SECONDS}"})
+    log = tmp_path / "worker.log"
+    broker = Celery("compactweb-test", broker=own_redis)
+    redis_server = start_redis(redis_port, tmp_path)
+    worker = None
+    try:
+        worker = start_worker(queue="celery", env=env, log=log, pool="prefork", concurrency=2)
+        wait_for_log(worker, log, "ready")
+        broker.send_task(COMPACTION_TASK, kwargs={"session_id": slow.pk, "strategy": "local"})
+        wait_until(lambda: CompactionAttempt.objects.filter(session=slow, status="running").exists(),
+                   f"the compaction to start\n{log.read_text()[-3000:]}")
+        stop(redis_server)
+        wait_for_log(worker, log, "Connection to broker lost")
+        time.sleep(DOWN_SECONDS)
+        redis_server = start_redis(redis_port, tmp_path)
+        wait_until(lambda: worker.poll() is not None or log.read_text().count("Connected to redis://") == 2,
+                   f"the worker to reconnect\n{log.read_text()[-3000:]}")
+        assert worker.poll() is None, f"the worker exited instead of reconnecting:\n{log.read_text()[-3000:]}"
+        broker.send_task(COMPACTION_TASK, kwargs={"session_id": quick.pk, "strategy": "local"})
+        wait_until(lambda: all(RolloutLine.objects.filter(session=s, kind="compacted").exists()
+                               for s in (slow, quick)),
+                   f"both compactions to finish\n{log.read_text()[-3000:]}")
+        assert worker.poll() is None, log.read_text()[-3000:]
+    finally:
+        if worker is not None:
+            stop(worker)
+        stop(redis_server)
+        broker.close()
+    assert "Unrecoverable error" not in log.read_text()
+    for session in (slow, quick):
+        assert RolloutLine.objects.filter(session=session, kind="compacted").count() == 1
+        assert verify_projection(session=Session.objects.get(pk=session.pk)) == []
