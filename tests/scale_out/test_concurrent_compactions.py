@@ -3,10 +3,7 @@ installed, the 19 others are refused with SessionBusy saying why, and the histor
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connection
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction, CompactionAttempt
@@ -14,6 +11,7 @@ from compaction_app.services import do_compact_session
 from sessions_app.locks import SessionBusy
 from sessions_app.models import RolloutLine, Session
 from sessions_app.services import verify_projection
+from tests.scale_out.at_once import AtOnce
 
 REQUESTS = 20
 # The winner holds the lease for at least this long (the simulated model's delay): far longer than the 19 others
@@ -27,25 +25,7 @@ def test_twenty_concurrent_compactions_install_exactly_one_and_refuse_the_rest(o
     session = make_session(items=[user_message("summarize the incident report"), user_message("and the fix")])
     Session.objects.filter(pk=session.pk).update(fault_injection={"fault": f"slow={SLOW_SECONDS}"})
     lines_before = RolloutLine.objects.filter(session=session).count()
-    start = threading.Barrier(REQUESTS, timeout=30)
-    results: list[object] = [None] * REQUESTS
-
-    def request(index: int) -> None:
-        try:
-            Session.objects.filter(pk=session.pk).exists()  # open this thread's connection before the start line
-            start.wait()
-            results[index] = do_compact_session(session_id=session.pk, strategy="local")
-        except BaseException as exc:  # every outcome is asserted below
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=request, args=(i,)) for i in range(REQUESTS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not any(thread.is_alive() for thread in threads), "a compaction request did not finish within 60 s"
+    results = AtOnce(REQUESTS, lambda: do_compact_session(session_id=session.pk, strategy="local")).start().join(60)
 
     installed = [r for r in results if isinstance(r, Compaction)]
     refused = [r for r in results if isinstance(r, SessionBusy)]

@@ -4,17 +4,16 @@ rollout holds one turn, contiguous, equal to its rebuild."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
-from django.db import connection
 
 from compaction_app.services import do_compact_session
 from sessions_app import fleet
 from sessions_app.locks import SessionBusy
 from sessions_app.models import RolloutLine, Session, SimulatorRun
 from sessions_app.services import verify_projection
+from tests.scale_out.at_once import AtOnce
 
 STEPS = 8
 # Each sampling request of the running step takes this long, far longer than the other steps need to try.
@@ -38,31 +37,14 @@ def test_concurrent_steps_of_one_session_run_one_turn_and_refuse_a_compaction_me
     session_id = run.session_id
     Session.objects.filter(pk=session_id).update(fault_injection={"fault": f"slow={SLOW_SECONDS}"})
     lines_before = RolloutLine.objects.filter(session_id=session_id).count()
-    start = threading.Barrier(STEPS, timeout=30)
-    results: list[object] = [None] * STEPS
-
-    def step(index: int) -> None:
-        try:
-            Session.objects.filter(pk=session_id).exists()  # open this thread's connection before the start line
-            start.wait()
-            results[index] = fleet.do_run_step(session_id=session_id)
-        except BaseException as exc:  # every outcome is asserted below
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=step, args=(i,)) for i in range(STEPS)]
-    for thread in threads:
-        thread.start()
+    steps = AtOnce(STEPS, lambda: fleet.do_run_step(session_id=session_id)).start()
     deadline = time.monotonic() + DEADLINE_SECONDS
     while not Session.objects.filter(pk=session_id).exclude(lease_holder="").exists():
         assert time.monotonic() < deadline, "no step took the session's lease"
         time.sleep(0.02)
     with pytest.raises(SessionBusy, match="a turn is running"):
         do_compact_session(session_id=session_id, strategy="local")
-    for thread in threads:
-        thread.join(timeout=DEADLINE_SECONDS)
-    assert not any(thread.is_alive() for thread in threads), "a step did not finish in time"
+    results = steps.join(DEADLINE_SECONDS)
 
     statuses = sorted(getattr(r, "status", repr(r)) for r in results)
     assert statuses == ["busy"] * (STEPS - 1) + ["ran"], results
