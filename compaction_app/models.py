@@ -10,6 +10,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from compaction_app.validators import validate_provider_base_url, validate_secret_env_name
+
 
 class Provider(models.Model):
     class WireApi(models.TextChoices):
@@ -32,6 +34,7 @@ class Provider(models.Model):
         max_length=500,
         help_text='Base URL of the API, e.g. https://api.openai.com/v1, or the literal "embedded" for the built-in '
         "simulated model (Codex: model_providers.<id>.base_url).",
+        validators=[validate_provider_base_url],
     )
     wire_api = models.CharField(
         max_length=16, choices=WireApi.choices, default=WireApi.RESPONSES,
@@ -56,7 +59,10 @@ class Provider(models.Model):
     )
     api_key_env = models.CharField(
         max_length=200, blank=True,
-        help_text="The NAME of the environment variable holding the API key; the key itself is never stored.",
+        help_text="The NAME of the environment variable holding the API key; the key itself is never stored. "
+        "Only names the deployment allows: starting with COMPACTWEB_SECRET_ENV_PREFIX (default COMPACTWEB_KEY_) "
+        "or listed in COMPACTWEB_SECRET_ENV_NAMES.",
+        validators=[validate_secret_env_name],
     )
     encoding = models.CharField(
         max_length=32, choices=Encoding.choices, default=Encoding.O200K,

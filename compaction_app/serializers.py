@@ -32,10 +32,6 @@ class ProviderSerializer(serializers.ModelSerializer):
                 )
         return super().to_internal_value(data)
 
-    def validate_api_key_env(self, value: str) -> str:
-        if value and not value.replace("_", "").isalnum():
-            raise serializers.ValidationError("must be an environment variable name (letters, digits, underscores)")
-        return value
 
 
 class CompactionPolicySerializer(serializers.ModelSerializer):

@@ -7,6 +7,7 @@ loop uses the same functions, so a turn and a compaction of one session always s
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Any
 
@@ -21,6 +22,7 @@ from compaction_app.providers.simulated.faults import (
     REASONING_INCLUDED_HEADER,
     parse_faults,
 )
+from compaction_app.validators import secret_env_allowed
 
 # Reasoning settings sent when the provider's models reason (Codex's defaults: medium effort, auto summary).
 DEFAULT_REASONING = {"effort": "medium", "summary": "auto"}
@@ -33,6 +35,19 @@ FAULT_KEYS = {
 }
 
 CONTEXT_WINDOW_BLOCK = "<context_window>"
+
+logger = logging.getLogger(__name__)
+
+
+def allowed_api_key_env(*, provider: Provider) -> str:
+    """The provider's api_key_env when the deployment allows it, else "" (no key is sent). Rows written before the
+    rule existed (or before the operator narrowed it) are checked here too, so no secret outside the rule leaves."""
+    name = provider.api_key_env
+    if name and not secret_env_allowed(name):
+        logger.warning("provider %s names api_key_env %s, which the deployment does not allow; sending no key",
+                       provider.name, name)
+        return ""
+    return name
 
 
 class FaultInjectionError(ValueError):
@@ -118,7 +133,7 @@ def provider_config(
         context_window=provider.context_window,
         effective_context_window_percent=provider.effective_context_window_percent,
         remote_compaction=provider.remote_compaction,
-        api_key_env=provider.api_key_env,
+        api_key_env=allowed_api_key_env(provider=provider),
         connect_timeout=provider.connect_timeout,
         read_timeout=provider.read_timeout,
         extra_headers=fault_headers(fault_injection),

@@ -187,6 +187,14 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["compactweb.roles.IsOperator"],
 }
 
+# Security (issue 14, docs/security.md).
+# Environment variables whose values may be sent to a provider (api_key_env, header values from the environment):
+# names starting with this prefix (empty = no prefix rule) or listed in COMPACTWEB_SECRET_ENV_NAMES.
+COMPACTWEB_SECRET_ENV_PREFIX = os.environ.get("COMPACTWEB_SECRET_ENV_PREFIX", "COMPACTWEB_KEY_").strip()
+COMPACTWEB_SECRET_ENV_NAMES = [n.strip() for n in os.environ.get("COMPACTWEB_SECRET_ENV_NAMES", "").split(",") if n.strip()]
+# Refuse provider and webhook URLs whose host is loopback, private or link-local (for shared networks).
+COMPACTWEB_OUTBOUND_DENY_PRIVATE = _env_bool("COMPACTWEB_OUTBOUND_DENY_PRIVATE", False)
+
 # Tokenizer used when a provider names none.
 COMPACTWEB_DEFAULT_ENCODING = os.environ.get("COMPACTWEB_DEFAULT_ENCODING", "o200k_base")
 

@@ -6,11 +6,11 @@ from compaction_app.models import CompactionPolicy, Prompt, Provider
 
 
 def test_admin_creates_a_provider_and_reads_it_back(admin_api):
-    body = {"name": "openai", "base_url": "https://api.example.invalid/v1", "model": "gpt-x", "api_key_env": "OPENAI_API_KEY", "remote_compaction": "v2"}
+    body = {"name": "openai", "base_url": "https://api.example.invalid/v1", "model": "gpt-x", "api_key_env": "COMPACTWEB_KEY_OPENAI", "remote_compaction": "v2"}
     created = admin_api.post("/api/v1/providers", body, format="json")
     assert created.status_code == 201, created.content
     data = admin_api.get(f"/api/v1/providers/{created.json()['id']}").json()
-    assert data["api_key_env"] == "OPENAI_API_KEY"
+    assert data["api_key_env"] == "COMPACTWEB_KEY_OPENAI"
     assert data["context_window"] == 272000 and data["effective_context_window_percent"] == 95
     assert data["usable_context_window"] == 258400  # spec §2.2
     assert data["stream_max_retries"] == 5 and data["request_max_retries"] == 4

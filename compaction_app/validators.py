@@ -1,0 +1,53 @@
+"""Model-field validators shared by the Django admin and the JSON API (DRF copies model validators), issue 14.
+
+- `validate_secret_env_name`: the name of an environment variable whose value is sent to a provider (an API key,
+  a header value) must be allowed by the deployment (`COMPACTWEB_SECRET_ENV_PREFIX` / `COMPACTWEB_SECRET_ENV_NAMES`).
+- `validate_provider_base_url` / `validate_outbound_url`: where the server may send requests (http(s) only, no
+  credentials in the URL; private and loopback hosts refused with `COMPACTWEB_OUTBOUND_DENY_PRIVATE`).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from compaction_app.providers.config import EMBEDDED
+from compaction_app.providers.outbound import url_problem
+from compaction_app.providers.secret_env import DEFAULT_PREFIX, secret_env_problem
+
+
+def secret_env_rule() -> dict:
+    """The deployment's rule as keyword arguments of `secret_env_problem`."""
+    return {
+        "prefix": getattr(settings, "COMPACTWEB_SECRET_ENV_PREFIX", DEFAULT_PREFIX),
+        "allowed": tuple(getattr(settings, "COMPACTWEB_SECRET_ENV_NAMES", ())),
+    }
+
+
+def secret_env_allowed(name: str) -> bool:
+    """Whether the deployment allows `name` as a secret's variable (checked again when a client is built)."""
+    return secret_env_problem(name, **secret_env_rule()) is None
+
+
+def validate_secret_env_name(value: str) -> None:
+    """Refuse an environment variable name the deployment did not allow as a secret. Blank is allowed (no key)."""
+    if not value:
+        return
+    problem = secret_env_problem(value, **secret_env_rule())
+    if problem:
+        raise ValidationError(problem, code="secret_env_not_allowed")
+
+
+def validate_outbound_url(value: str) -> None:
+    """Refuse a URL the server must not send requests to (scheme, credentials, and with
+    COMPACTWEB_OUTBOUND_DENY_PRIVATE private and loopback hosts)."""
+    problem = url_problem(value, deny_private=getattr(settings, "COMPACTWEB_OUTBOUND_DENY_PRIVATE", False))
+    if problem:
+        raise ValidationError(problem, code="url_not_allowed")
+
+
+def validate_provider_base_url(value: str) -> None:
+    """A provider's base URL: the literal "embedded" (the built-in simulated model) or an allowed outbound URL."""
+    if value == EMBEDDED:
+        return
+    validate_outbound_url(value)
