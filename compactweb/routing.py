@@ -12,15 +12,44 @@ websocket_urlpatterns: list = [
 ]
 
 
-def http_router(django_app):
-    """Send /sim/... to the embedded simulated provider (an ASGI app of its own), everything else to Django."""
+def _sim_recorder():
+    from django.conf import settings
+
+    from compaction_app.providers.simulated.recording import RequestRecorder
+
+    directory = getattr(settings, "COMPACTWEB_SIM_RECORD_DIR", "")
+    return RequestRecorder(directory) if directory else None
+
+
+def _is_sim(path: str) -> bool:
+    return path == "/sim" or path.startswith("/sim/")
+
+
+def sim_websocket_router(websocket_app):
+    """Websockets to /sim/... reach the simulated model, which refuses the upgrade so that clients (Codex tries a
+    Responses websocket first) fall back to HTTP at once; every other websocket goes to `websocket_app`."""
     from compaction_app.providers.simulated.app import create_app
 
     sim_app = create_app(root_path="/sim")
 
     async def app(scope, receive, send):
+        if _is_sim(scope.get("path", "")):
+            await sim_app(scope, receive, send)
+        else:
+            await websocket_app(scope, receive, send)
+
+    return app
+
+
+def http_router(django_app):
+    """Send /sim/... to the embedded simulated provider (an ASGI app of its own), everything else to Django."""
+    from compaction_app.providers.simulated.app import create_app
+
+    sim_app = create_app(root_path="/sim", recorder=_sim_recorder())
+
+    async def app(scope, receive, send):
         path = scope.get("path", "")
-        if path == "/sim" or path.startswith("/sim/"):
+        if _is_sim(path):
             scope = {**scope, "path": path[len("/sim") :] or "/", "root_path": scope.get("root_path", "") + "/sim"}
             await sim_app(scope, receive, send)
         else:

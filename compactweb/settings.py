@@ -198,6 +198,11 @@ COMPACTWEB_OUTBOUND_DENY_PRIVATE = _env_bool("COMPACTWEB_OUTBOUND_DENY_PRIVATE",
 # Tokenizer used when a provider names none.
 COMPACTWEB_DEFAULT_ENCODING = os.environ.get("COMPACTWEB_DEFAULT_ENCODING", "o200k_base")
 
+# Codex interop (docs/codex-interop.md): a directory where the simulated model at /sim/v1 writes down every request
+# it receives (off when empty), and a Codex sessions folder the dashboard follows live (off when empty).
+COMPACTWEB_SIM_RECORD_DIR = os.environ.get("COMPACTWEB_SIM_RECORD_DIR", "")
+COMPACTWEB_FOLLOW_ROLLOUTS_DIR = os.environ.get("COMPACTWEB_FOLLOW_ROLLOUTS_DIR", "")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -26,6 +26,7 @@ from compaction_app.engine.tokens import counter
 from compaction_app.providers.chat_format import messages_to_items
 from compaction_app.providers.simulated import compaction, faults, replies
 from compaction_app.providers.simulated.faults import Fault, FaultCounter, FaultSyntaxError
+from compaction_app.providers.simulated.recording import RequestRecorder
 from compaction_app.providers.simulated.summarizer import is_summarization_request
 
 logger = logging.getLogger(__name__)
@@ -82,8 +83,10 @@ class SimulatedProvider:
     """One simulator instance; fault counters and the prompt cache live here."""
 
     def __init__(self, *, root_path: str = "", context_window: int | None = None,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, model: str = DEFAULT_MODEL) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, model: str = DEFAULT_MODEL,
+                 recorder: RequestRecorder | None = None) -> None:
         self.root_path = root_path.rstrip("/")
+        self.recorder = recorder
         self.context_window = context_window
         self.sleep = sleep
         self.model = model
@@ -94,6 +97,9 @@ class SimulatedProvider:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
+            return
+        if scope["type"] == "websocket":
+            await _refuse_websocket(scope, receive, send)
             return
         if scope["type"] != "http":
             return
@@ -117,6 +123,8 @@ class SimulatedProvider:
                 raise HTTPError(404, "not_found", f"no route for {method} {path}")
             _require(method, "POST")
             body = await _read_json(receive)
+            if self.recorder is not None:
+                self.recorder.record(endpoint=path, body=body, headers=headers)
             await handler(body, headers, send)
         except HTTPError as error:
             await _send_json(send, error.status, error.body(), error.headers)
@@ -329,9 +337,11 @@ class SimulatedProvider:
 
 def create_app(*, root_path: str = "", context_window: int | None = None,
                sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-               model: str = DEFAULT_MODEL) -> SimulatedProvider:
-    """A new simulated provider (ASGI). `sleep` serves the `slow` fault, so tests can inject a recorder."""
-    return SimulatedProvider(root_path=root_path, context_window=context_window, sleep=sleep, model=model)
+               model: str = DEFAULT_MODEL, recorder: RequestRecorder | None = None) -> SimulatedProvider:
+    """A new simulated provider (ASGI). `sleep` serves the `slow` fault, so tests can inject a recorder;
+    `recorder` writes down every request received (see `recording`)."""
+    return SimulatedProvider(root_path=root_path, context_window=context_window, sleep=sleep, model=model,
+                             recorder=recorder)
 
 
 # -- HTTP plumbing ---------------------------------------------------------------------------------------------------
@@ -433,6 +443,24 @@ async def _send_json(send: Send, status: int, payload: Any, headers: dict[str, s
     await _start(send, status, {"Content-Type": "application/json", "Content-Length": str(len(data)),
                                 **(headers or {})})
     await send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+async def _refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
+    """The simulated model speaks HTTP only. Codex tries a Responses websocket first and falls back to HTTP when
+    the handshake is refused: answer the handshake with HTTP 426 (the ASGI websocket denial response where the
+    server supports it, else a plain close, which servers send as 403), so the fallback is immediate."""
+    message = await receive()
+    if message.get("type") != "websocket.connect":
+        return
+    body = json.dumps({"error": {"message": "the simulated model serves the Responses API over HTTP only",
+                                 "type": "invalid_request_error", "param": None,
+                                 "code": "websocket_not_supported"}}).encode("utf-8")
+    if "websocket.http.response" in (scope.get("extensions") or {}):
+        await send({"type": "websocket.http.response.start", "status": 426,
+                    "headers": [(b"content-type", b"application/json"), (b"upgrade", b"HTTP/1.1")]})
+        await send({"type": "websocket.http.response.body", "body": body, "more_body": False})
+    else:
+        await send({"type": "websocket.close", "code": 1008})
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -18,9 +18,15 @@ from compaction_app.engine.items import (
     is_summary_message,
     message_text,
 )
-from compaction_app.providers.chat_format import assistant_message, tool_names
+from compaction_app.providers.chat_format import assistant_message
 from compaction_app.providers.simulated import codec
 from compaction_app.providers.simulated.summarizer import FILE_PATTERN, Digest, digest, render
+from compaction_app.providers.simulated.tool_arguments import (
+    Hints,
+    arguments_for,
+    callable_tools,
+    references_in,
+)
 
 MAX_TOOL_CALLS_PER_TURN = 4
 KNOWN_TOOLS = ("shell", "read_file", "search", "apply_patch")
@@ -87,16 +93,6 @@ def tool_arguments(name: str, user_text: str, n: int) -> dict[str, Any]:
 ARGUMENT_ALIASES = {"query": ("pattern", "query"), "patch": ("input", "patch")}
 
 
-def tool_parameters(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The JSON-schema `parameters` of each offered function tool, by name (Responses or chat form)."""
-    schemas = {}
-    for tool in tools:
-        fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
-        if isinstance(fn.get("name"), str) and isinstance(fn.get("parameters"), dict):
-            schemas[fn["name"]] = fn["parameters"]
-    return schemas
-
-
 def fit_to_schema(args: dict[str, Any], parameters: dict[str, Any] | None) -> dict[str, Any]:
     """Rename arguments to the names the tool declares and wrap a command string when it wants an array."""
     properties = (parameters or {}).get("properties")
@@ -113,10 +109,35 @@ def fit_to_schema(args: dict[str, Any], parameters: dict[str, Any] | None) -> di
     return fitted
 
 
-def _choose_tool(offered: list[str], user_text: str, n: int) -> str:
-    known = [name for name in KNOWN_TOOLS if name in offered]
-    pool = known or offered
-    return pool[stable_hash("tool", user_text, str(n)) % len(pool)]
+# Tools whose arguments this model writes from the user text, preferred over any other offered tool.
+PREFERRED_TOOLS = (*KNOWN_TOOLS, "exec_command")
+
+
+def planned_call(tools: list[dict[str, Any]], items: list[dict[str, Any]], user_text: str,
+                 n: int) -> tuple[str, dict[str, Any]] | None:
+    """(tool name, arguments) for the n-th call of this turn, or None when no offered tool can be called
+    correctly. Known tools get arguments from the user text (fitted to their schema); any other function tool
+    gets arguments generated from its schema, and a tool with a required field the model cannot fill (the
+    `session_id` of a process that is not running) is never chosen (see `tool_arguments`)."""
+    schemas = callable_tools(tools)
+    words = _keywords(user_text) or ["notes"]
+    hints = Hints(word=words[(stable_hash("word", user_text) + n) % len(words)].lower(),
+                  path=_target_file(user_text, n) if FILE_PATTERN.search(user_text) else "notes.txt",
+                  n=n, references=references_in(items))
+    candidates: dict[str, dict[str, Any]] = {}
+    for name, schema in schemas.items():
+        if name in KNOWN_TOOLS:
+            candidates[name] = fit_to_schema(tool_arguments(name, user_text, n), schema)
+            continue
+        args = arguments_for(schema, hints)
+        if args is not None:
+            candidates[name] = args
+    if not candidates:
+        return None
+    preferred = [name for name in PREFERRED_TOOLS if name in candidates]
+    pool = preferred or list(candidates)
+    name = pool[stable_hash("tool", user_text, str(n)) % len(pool)]
+    return name, candidates[name]
 
 
 def remembered_digest(items: list[dict[str, Any]]) -> Digest | None:
@@ -132,7 +153,7 @@ def remembered_digest(items: list[dict[str, Any]]) -> Digest | None:
 def turn_reply(body: dict[str, Any]) -> list[dict[str, Any]]:
     """Output items for a normal turn: [reasoning, function_call] or [assistant message]."""
     items = [i for i in body.get("input") or [] if isinstance(i, dict)]
-    offered = tool_names(body.get("tools") or [])
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
     user_text, turn = current_turn(items)
     calls_made = [i for i in turn if i.get("type") == "function_call"]
     n = len(calls_made)
@@ -140,9 +161,11 @@ def turn_reply(body: dict[str, Any]) -> list[dict[str, Any]]:
     # A summary or compaction item after the user's message means a mid-turn compaction folded this turn's tool
     # work away; the model carries on from the summary and wraps up instead of starting its plan over.
     compacted_mid_turn = any(is_compaction_item(i) or is_summary_message(i) for i in turn)
-    if offered and not compacted_mid_turn and n < planned_tool_calls(user_text):
-        name = _choose_tool(offered, user_text, n)
-        args = fit_to_schema(tool_arguments(name, user_text, n), tool_parameters(body.get("tools") or []).get(name))
+    planned = None
+    if tools and not compacted_mid_turn and n < planned_tool_calls(user_text):
+        planned = planned_call(tools, items, user_text, n)
+    if planned is not None:
+        name, args = planned
         thought = f"To handle '{user_text[:80]}' I will call {name} (step {n + 1})."
         reasoning = {
             "type": "reasoning",

@@ -194,3 +194,45 @@ async def test_chat_endpoint_answers_without_streaming_too():
     assert body["object"] == "chat.completion" and body["usage"]["prompt_tokens"] > 0
     assert body["choices"][0]["message"]["content"].startswith("Handoff summary")
     assert body["choices"][0]["finish_reason"] == "stop"
+
+
+async def _websocket_handshake(app, extensions):
+    sent = []
+    messages = iter([{"type": "websocket.connect"}])
+
+    async def receive():
+        return next(messages)
+
+    async def send(message):
+        sent.append(message)
+
+    await app({"type": "websocket", "path": "/v1/responses", "headers": [], "extensions": extensions},
+              receive, send)
+    return sent
+
+
+@pytest.mark.asyncio
+async def test_a_responses_websocket_upgrade_is_refused_with_426_so_clients_fall_back_to_http():
+    sent = await _websocket_handshake(create_app(), {"websocket.http.response": {}})
+    assert sent[0]["type"] == "websocket.http.response.start" and sent[0]["status"] == 426
+    assert b"websocket_not_supported" in sent[1]["body"]
+
+
+@pytest.mark.asyncio
+async def test_without_the_denial_extension_the_upgrade_is_refused_by_closing_before_accept():
+    sent = await _websocket_handshake(create_app(), {})
+    assert [m["type"] for m in sent] == ["websocket.close"]
+
+
+@pytest.mark.asyncio
+async def test_the_recorder_writes_down_every_request_it_received(tmp_path):
+    from compaction_app.providers.simulated.recording import RequestRecorder, read_requests
+
+    app = create_app(recorder=RequestRecorder(tmp_path))
+    async with _http(app, **{"session-id": "s1", "authorization": "Bearer secret"}) as http:
+        await http.post("/v1/responses", json={"model": "m", "input": [_user("hello")]})
+        await http.post("/v1/responses/compact", json={"model": "m", "input": [_user("hello")]})
+    recorded = read_requests(tmp_path)
+    assert [r["endpoint"] for r in recorded] == ["/v1/responses", "/v1/responses/compact"]
+    assert recorded[0]["body"]["input"] == [_user("hello")]
+    assert recorded[0]["headers"] == {"session-id": "s1"}  # never the authorization header
