@@ -198,8 +198,13 @@ def do_create_session(
     fault_injection: dict[str, Any] | None = None,
     actor=None,
 ) -> Session:
-    """Create a session: a `session_meta` line opening window 0, the initial context (then a `turn_context`
-    marking it installed, spec §5.3) and the given items. Invalid items raise before anything is stored."""
+    """Create a session: a `session_meta` line opening window 0 and the given items. Invalid items raise before
+    anything is stored.
+
+    The initial context is stored on the session. With no items (a fresh thread) it is not written yet: as in
+    Codex, the first turn's pre-turn check sees an empty history and the turn records the context as its context
+    update, after `turn_started` (spec §2.4.1, §5.3). With items (a thread that already has a history, e.g. an
+    import) the context is written first, then a `turn_context` marking it installed, then the items."""
     context = validate_items(_as_list(initial_context), "initial_context")
     body = validate_items(_as_list(items), "items")
     with transaction.atomic():
@@ -226,7 +231,7 @@ def do_create_session(
                 },
             )
         ]
-        if context:
+        if context and body:
             lines += _item_lines(context)
             lines.append(NewLine(p.TURN_CONTEXT, {"turn_id": "", "model": provider.model, "source": "session_start"}))
         lines += _item_lines(body)

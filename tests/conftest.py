@@ -196,3 +196,31 @@ def items_factory():
         assistant = staticmethod(assistant_text)
 
     return Items
+
+
+@pytest.fixture
+def served_script():
+    """A ScriptedProvider served on 127.0.0.1 (its `base_url` set); the engine's backoff sleeps are skipped."""
+    from compaction_app import services
+    from tests.fakes.scripted_provider import ScriptedProvider
+
+    async def no_sleep(seconds: float) -> None:
+        return None
+
+    provider = ScriptedProvider()
+    original = services.engine_sleep
+    services.engine_sleep = no_sleep
+    try:
+        with provider.serve() as base_url:
+            provider.base_url = base_url
+            yield provider
+    finally:
+        services.engine_sleep = original
+
+
+@pytest.fixture
+def scripted_sessions(operator_api, served_script):
+    """ScriptedSessions: API sessions on the served scripted provider (tests/fakes/scripted_api.py)."""
+    from tests.fakes.scripted_api import ScriptedSessions
+
+    return ScriptedSessions(operator_api, served_script)
