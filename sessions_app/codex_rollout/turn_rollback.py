@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from compaction_app.engine.items import (
     Item,
     is_contextual_user_message,
+    is_hook_prompt_message,
     is_message,
     is_user_turn_boundary,
 )
@@ -78,6 +79,14 @@ def has_persistent_developer_text(item: Item) -> bool:
     )
 
 
+def is_injected_context(item: Item) -> bool:
+    """An item of the initial context a turn injects (spec §5.3): a contextual developer message, or a contextual
+    user message (AGENTS.md, environment context, ...). Hook prompts are contextual but not injected context."""
+    return is_contextual_developer_message(item) or (
+        is_contextual_user_message(item) and not is_hook_prompt_message(item)
+    )
+
+
 def drop_last_user_turns(history: list[Item], num_turns: int) -> ThreadRollback:
     """Drop the newest `num_turns` user turns as rollout replay does: 0 is a no-op (spec §8.2 step 2, §8.3).
 
@@ -96,11 +105,17 @@ def drop_last_user_turns(history: list[Item], num_turns: int) -> ThreadRollback:
     clears_baseline = False
     while cut > first:
         above = history[cut - 1]
+        if not (is_contextual_developer_message(above) or is_contextual_user_message(above)):
+            break
         if is_contextual_developer_message(above):
             clears_baseline = clears_baseline or has_persistent_developer_text(above)
-        elif not is_contextual_user_message(above):
-            break
         cut -= 1
+    if not clears_baseline and any(is_injected_context(i) for i in history[cut:]):
+        # The dropped turns held the only injected context left (e.g. the full re-injection after a compaction
+        # that cleared the baseline): with it gone the baseline must go too, or the next request carries no
+        # context at all. Codex restores the baseline of the newest surviving turn, which a compaction after it
+        # cleared (spec §8.2), so the next turn re-injects the full context once.
+        clears_baseline = not any(is_injected_context(i) for i in history[:cut])
     return ThreadRollback(
         history=list(history[:cut]),
         cut_index=cut,

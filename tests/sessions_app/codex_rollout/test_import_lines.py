@@ -44,6 +44,8 @@ def test_thread_rolled_back_becomes_a_rollback_line_with_the_history_after_it(re
         "num_turns": 2,
         "replacement_history": [user_message("Write a parser"), user_message("Add tests")],
         "source": "codex_thread_rolled_back",
+        # spec §8.2: the compaction after the newest surviving turn cleared its baseline; the next turn re-injects.
+        "reference_context_set": False,
     }
     assert last.source_line_no == 28
     assert not any(line.kind == "event_msg" and line.payload["type"] == "thread_rolled_back" for line in imported)
@@ -99,11 +101,12 @@ def test_rollback_trimming_a_mixed_developer_bundle_marks_the_reference_context_
     assert rollback.payload["reference_context_set"] is False
 
 
-def test_rollback_of_purely_injected_context_leaves_the_reference_context_alone(read_rollout):
+def test_rolling_back_the_turn_that_re_injected_context_after_a_compaction_clears_the_reference(read_rollout):
     raw = read_rollout("rollback_across_compaction.jsonl")
     raw[-1] = raw[-1].replace(b'"num_turns":2', b'"num_turns":1')
     rollback = to_compactweb_lines(parse_rollout(raw))[-1]
 
     assert rollback.kind == "rollback"
-    assert "reference_context_set" not in rollback.payload
+    # The dropped turn held the only injected context; a compaction cleared the surviving turn's baseline (§8.2).
+    assert rollback.payload["reference_context_set"] is False
     assert len(rollback.payload["replacement_history"]) == 3

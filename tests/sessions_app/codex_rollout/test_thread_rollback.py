@@ -73,7 +73,26 @@ def test_injected_context_run_directly_above_the_cut_is_removed():
     assert result.history == [user_message("a"), assistant("1")]
     assert result.cut_index == 2
     assert result.removed_count == 5
+    # No injected context survives the cut: the next turn must re-inject it (post-#15577 shape).
+    assert result.clears_baseline is True
+
+
+def test_dropping_injected_context_keeps_the_baseline_when_the_surviving_history_still_carries_context():
+    history = [developer(PERM), user_message(ENV), user_message("a"), assistant("1"),
+               developer("<model_switch>\nnow gpt-5.2\n</model_switch>"), user_message("b"), assistant("2")]
+    result = plan_thread_rollback(history, 1)
+
+    assert result.history == history[:4]
     assert result.clears_baseline is False
+
+
+def test_dropping_the_re_injected_context_after_a_compaction_clears_the_baseline():
+    compaction = {"type": "compaction", "encrypted_content": "ENC"}
+    history = [user_message("a"), compaction, developer(PERM), user_message(ENV), user_message("b"), assistant("2")]
+    result = plan_thread_rollback(history, 1)
+
+    assert result.history == [user_message("a"), compaction]
+    assert result.clears_baseline is True
 
 
 def test_trim_stops_at_the_first_item_that_is_not_injected_context():
