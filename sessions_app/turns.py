@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from compaction_app.engine import thresholds
-from compaction_app.engine.items import Item, message_text, user_message
+from compaction_app.engine.items import Item, message_text, needs_client_output, output_call_id, user_message
 from compaction_app.engine.thresholds import ModelLimits, Reason, TokenStatus
 from compaction_app.providers.base import ModelClient, ResponsesRequest, Usage
 from compaction_app.providers.errors import ProviderError
 from compaction_app.providers.retry import with_retries
-from sessions_app.simulator.tools import dispatch_tool_call, function_call_output, tool_specs
+from sessions_app.simulator.tools import answer_tool_call, tool_specs
 
 TURN_CONTEXT = "turn_context"
 EVENT_MSG = "event_msg"
@@ -195,8 +195,6 @@ def _window_correlation(state: TurnState) -> dict[str, str]:
     return {"x-codex-window-id": f"{state.thread_id}:{state.window_number}"}
 
 
-def _needs_tool(item: Item) -> bool:
-    return item.get("type") in ("function_call", "custom_tool_call")
 
 
 async def run_turn_loop(
@@ -289,14 +287,15 @@ async def run_turn_loop(
 
         outputs: list[Item] = []
         for item in sample.items:
-            if not _needs_tool(item):
+            if not needs_client_output(item):
                 continue
             result.tool_calls += 1
             output, wants_window = _run_tool(item, config)
             outputs.append(output)
             new_window_requested = new_window_requested or wants_window
         usage = UsageRecord(sample.usage or Usage(), sample.reasoning_included)
-        # spec §2.4 item 2: only a tool output (or queued input; the loop has none) makes the model continue.
+        # spec §2.4 item 2: only a client-executed call's output (or queued input; the loop has none) makes the
+        # model continue; a call the server already executed needs no follow-up.
         needs_follow_up = bool(outputs)
         if not needs_follow_up:
             result.final_message = _last_assistant_text(sample.items)
@@ -347,13 +346,8 @@ async def _sample_with_retries(
 
 
 def _run_tool(item: Item, config: TurnConfig) -> tuple[Item, bool]:
-    call_id = str(item.get("call_id") or "")
-    if item.get("type") == "custom_tool_call":
-        return {"type": "custom_tool_call_output", "call_id": call_id,
-                "output": f"unsupported call: {item.get('name')}"}, False
-    if not call_id:
-        return function_call_output("", "unsupported call: a function_call without call_id"), False
-    return dispatch_tool_call(item, config.tools, config.tool_rng(call_id))
+    """Every call kind the client executes gets its output in its own shape (spec §2.4 item 2)."""
+    return answer_tool_call(item, config.tools, config.tool_rng(output_call_id(item)))
 
 
 def _last_assistant_text(items: Sequence[Item]) -> str:

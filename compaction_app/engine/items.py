@@ -19,6 +19,10 @@ SUMMARY_PREFIX = (
 COMPACTION_KINDS = frozenset({"compaction", "context_compaction"})
 TOOL_CALL_KINDS = frozenset({"function_call", "custom_tool_call", "local_shell_call", "tool_search_call"})
 TOOL_OUTPUT_KINDS = frozenset({"function_call_output", "custom_tool_call_output", "tool_search_output"})
+# spec §2.4 item 2: calls the client executes, so their output needs a follow-up request. A `tool_search_call` the
+# server already ran (`execution: "server"`) needs none; web search and image generation are server-side too.
+CLIENT_EXECUTED_CALL_KINDS = TOOL_CALL_KINDS
+SERVER_EXECUTION = "server"
 # spec §3.2: items the model produced; the window total restarts from server usage after the newest of them.
 MODEL_GENERATED_KINDS = frozenset(
     {
@@ -144,3 +148,15 @@ def user_message(text: str) -> Item:
 
 def call_id_of(item: Item) -> str | None:
     return item.get("call_id") if item.get("type") in TOOL_CALL_KINDS | TOOL_OUTPUT_KINDS else None
+
+
+def needs_client_output(item: Item) -> bool:
+    """A tool call the client must execute and answer before the model can go on (spec §2.4 item 2)."""
+    if item.get("type") not in CLIENT_EXECUTED_CALL_KINDS:
+        return False
+    return not (item.get("type") == "tool_search_call" and item.get("execution") == SERVER_EXECUTION)
+
+
+def output_call_id(item: Item) -> str:
+    """The call id an output answers: `call_id`, or for a `local_shell_call` without one its `id` (as Codex)."""
+    return str(item.get("call_id") or (item.get("id") if item.get("type") == "local_shell_call" else "") or "")

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction_app.engine.items import Item
+from compaction_app.engine.items import Item, output_call_id
 
 from . import realistic_text as rt
 from .distributions import LogNormal, SizeDistribution, parse_distribution
@@ -538,3 +538,73 @@ def dispatch_tool_call(item: Item, tools: Mapping[str, Any], rng: random.Random)
     except ToolArgumentError as exc:
         return function_call_output(call_id, f"{name}: invalid arguments: {exc}"), False
     return function_call_output(call_id, result.output), result.new_window_requested
+
+
+def custom_tool_call_output(call_id: str, output: str) -> Item:
+    """A `custom_tool_call_output` item answering the freeform call `call_id` (spec §1.1)."""
+    return {"type": "custom_tool_call_output", "call_id": call_id, "output": output}
+
+
+def tool_search_output(call_id: str, tools: list[dict[str, Any]]) -> Item:
+    """A client-executed `tool_search_output`: the specs of the tools that match the search (spec §1.1)."""
+    return {"type": "tool_search_output", "call_id": call_id, "status": "completed", "execution": "client",
+            "tools": tools}
+
+
+def _run_named(tool: Any, name: str, arguments: Mapping[str, Any], rng: random.Random) -> tuple[str, bool]:
+    try:
+        result = tool.run(arguments, rng=rng)
+    except ToolArgumentError as exc:
+        return f"{name}: invalid arguments: {exc}", False
+    return result.output, result.new_window_requested
+
+
+def _search_words(arguments: Any) -> list[str]:
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments.lower().split()
+    query = arguments.get("query") if isinstance(arguments, dict) else None
+    return query.lower().split() if isinstance(query, str) else []
+
+
+def answer_tool_call(item: Item, tools: Mapping[str, Any], rng: random.Random) -> tuple[Item, bool]:
+    """Answer any client-executed call kind in its own output shape (spec §2.4 item 2, §1.1), and whether the
+    tool asked for a new context window:
+
+    - `function_call` → `function_call_output` (`dispatch_tool_call`);
+    - `custom_tool_call` → `custom_tool_call_output`, the tool named by `name` run on the freeform `input`;
+    - `local_shell_call` → `function_call_output` for `call_id` (or the item's `id`), the `action.command` run on
+      the `shell` tool, as Codex answers it;
+    - client `tool_search_call` → `tool_search_output` listing the specs of the tools whose name or description
+      holds a word of `arguments.query` (every tool when the query is empty).
+    """
+    kind = item.get("type")
+    call_id = output_call_id(item)
+    if kind == "function_call":
+        if not call_id:
+            return function_call_output("", "unsupported call: a function_call without call_id"), False
+        return dispatch_tool_call(item, tools, rng)
+    if kind == "custom_tool_call":
+        name = item.get("name")
+        tool = tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            return custom_tool_call_output(call_id, f"unsupported custom tool call: {name}"), False
+        output, new_window = _run_named(tool, name, {"input": item.get("input") or ""}, rng)
+        return custom_tool_call_output(call_id, output), new_window
+    if kind == "local_shell_call":
+        action = item.get("action") if isinstance(item.get("action"), dict) else {}
+        shell = tools.get("shell")
+        if shell is None:
+            return function_call_output(call_id, "unsupported call: local_shell"), False
+        arguments = {k: action[k] for k in ("command", "workdir", "timeout_ms") if k in action}
+        output, new_window = _run_named(shell, "local_shell", arguments, rng)
+        return function_call_output(call_id, output), new_window
+    if kind == "tool_search_call":
+        words = _search_words(item.get("arguments"))
+        specs = [tool.spec() for tool in tools.values()]
+        found = [s for s in specs if not words or any(
+            w in f"{s.get('name', '')} {s.get('description', '')}".lower() for w in words)]
+        return tool_search_output(call_id, found), False
+    raise ValueError(f"{kind!r} is not a call the client executes")
