@@ -26,6 +26,7 @@ class Implementation(StrEnum):
     RESPONSES_COMPACT = "responses_compact"
     RESPONSES_COMPACTION_V2 = "responses_compaction_v2"
     TOKEN_BUDGET = "token_budget"
+    OBSERVATION_MASKING = "observation_masking"  # compactweb's masking method (and its hybrid)
 
 
 class Status(StrEnum):

@@ -40,11 +40,15 @@ from compaction_app.engine.events import (
 from compaction_app.engine.history import Injection
 from compaction_app.engine.hooks import HookEvent, HookRunner, HookRunRecord, hook_request
 from compaction_app.engine.items import Item
+from compaction_app.engine.pins import Pin, PinMode, apply_pins
 from compaction_app.engine.prompts import HEADS_UP_WARNING, REMOTE_ERROR_PREFIX
+from compaction_app.engine.retention.probes import model_judged_check
+from compaction_app.engine.retention.score import RetentionScore, facts_that_left, structural_check
 from compaction_app.engine.select import Strategy, select_strategy
 from compaction_app.engine.settings import CompactionSettings
 from compaction_app.engine.strategies.base import StrategyContext, StrategyResult, default_jitter
 from compaction_app.engine.strategies.local import run_local
+from compaction_app.engine.strategies.masking import MaskingOptions, run_masking
 from compaction_app.engine.strategies.remote_v1 import run_remote_v1
 from compaction_app.engine.strategies.remote_v2 import run_remote_v2
 from compaction_app.engine.strategies.token_budget import run_token_budget
@@ -59,15 +63,32 @@ IMPLEMENTATIONS = {
     Strategy.REMOTE_V1: Implementation.RESPONSES_COMPACT,
     Strategy.REMOTE_V2: Implementation.RESPONSES_COMPACTION_V2,
     Strategy.TOKEN_BUDGET: Implementation.TOKEN_BUDGET,
+    Strategy.MASKING: Implementation.OBSERVATION_MASKING,
 }
 RUNNERS = {
     Strategy.LOCAL: run_local,
     Strategy.REMOTE_V1: run_remote_v1,
     Strategy.REMOTE_V2: run_remote_v2,
     Strategy.TOKEN_BUDGET: run_token_budget,
+    Strategy.MASKING: lambda ctx: run_masking(ctx, masking_options(ctx.settings)),
 }
 # spec §6.4: only these pre-turn reasons compact with the previous model and may fall back to the current one.
 MODEL_SWITCH_REASONS = frozenset({Reason.MODEL_DOWNSHIFT, Reason.COMP_HASH_CHANGED})
+
+
+def masking_options(settings: CompactionSettings) -> MaskingOptions:
+    return MaskingOptions(keep_turns=settings.masking_keep_turns, keep_tokens=settings.masking_keep_tokens,
+                          summarise_when_short=settings.masking_summarise)
+
+
+def needs_client(strategy: Strategy, settings: CompactionSettings) -> bool:
+    """Whether a compaction with this strategy calls the model (token budget and plain masking do not, unless the
+    model-judged retention check is on)."""
+    if settings.retention_probes:
+        return True
+    if strategy is Strategy.TOKEN_BUDGET:
+        return False
+    return not (strategy is Strategy.MASKING and not settings.masking_summarise)
 
 
 @dataclass(frozen=True)
@@ -86,6 +107,7 @@ class HistorySnapshot:
     initial_context: list[Item] = field(default_factory=list)
     item_tokens: list[int] | None = None
     prefill: int | None = None
+    pins: list[Pin] = field(default_factory=list)
     session_id: str = ""
     cwd: str = ""
     transcript_path: str | None = None
@@ -153,6 +175,12 @@ class CompactionOutcome:
     stop_reason: str | None = None
     model: str = ""
     model_fallback: dict[str, str] | None = None
+    # compactweb additions: what the new window retains (structural check, and the model-judged one when the
+    # policy enables it), the tokens the compaction's model calls spent, and how many outputs masking replaced.
+    retention: RetentionScore | None = None
+    probe_retention: RetentionScore | None = None
+    call_tokens: int = 0
+    masked_outputs: int = 0
 
     @property
     def status(self) -> Status:
@@ -208,7 +236,7 @@ async def run_compaction(
             "extra instructions apply to local summarization only: remote and token-budget compaction send no "
             "prompt"
         )
-    if strategy is not Strategy.TOKEN_BUDGET and client is None:
+    if needs_client(strategy, settings) and client is None:
         raise CompactionConfigError(f"strategy {strategy.value} needs a model client")
     if snapshot.item_tokens is not None and len(snapshot.item_tokens) != len(snapshot.items):
         raise CompactionConfigError("item_tokens must have one count per item")
@@ -313,7 +341,17 @@ async def run_compaction(
                        tokens_after=tokens_after, attempts=[record], error=error, model_fallback=fallback_info)
 
     new_window = snapshot.window.advance(new_id)
-    history = result.replacement_history
+    history = apply_pins(result.replacement_history, snapshot.pins, PinMode(used_settings.pin_mode))
+    facts = facts_that_left(snapshot.items, history, [p.fact() for p in snapshot.pins])
+    retention = structural_check(facts, history)
+    probe_retention = None
+    if used_settings.retention_probes and client is not None and facts:
+        try:
+            probe_retention = await model_judged_check(facts=facts, after=history, client=client,
+                                                       model=used_settings.model,
+                                                       instructions=used_settings.base_instructions)
+        except Exception as exc:  # a failed probe never fails the compaction; the structural score stands
+            log(Warning(message=f"retention probes failed: {exc}"))
     tokens_after = _history_tokens(history, used_settings, token_counter)
     log(TokenCount(total_tokens=tokens_after, model_context_window=used_settings.usable_window, source="estimate"))
     log(ItemCompleted(item_id=item_id))
@@ -341,5 +379,7 @@ async def run_compaction(
         attempts=[record], replacement_history=history, message=result.message, summary_text=result.summary_text,
         output_items=result.output_items, reference_context_set=result.reference_context_set,
         prefill_cleared=True, post_compact_stopped=post.stopped, stop_reason=post.stop_reason,
-        model=used_settings.model, model_fallback=fallback_info,
+        model=used_settings.model, model_fallback=fallback_info, retention=retention,
+        probe_retention=probe_retention, call_tokens=result.call_tokens,
+        masked_outputs=result.rewritten_outputs if strategy is Strategy.MASKING else 0,
     )

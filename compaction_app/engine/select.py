@@ -13,6 +13,7 @@ class Strategy(StrEnum):
     REMOTE_V1 = "remote_v1"
     REMOTE_V2 = "remote_v2"
     TOKEN_BUDGET = "token_budget"
+    MASKING = "masking"  # observation masking, a compactweb method (engine/strategies/masking.py)
 
     @property
     def is_remote(self) -> bool:

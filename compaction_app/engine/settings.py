@@ -29,6 +29,7 @@ class StrategyPreference(StrEnum):
     REMOTE_V1 = "remote_v1"
     REMOTE_V2 = "remote_v2"
     TOKEN_BUDGET = "token_budget"
+    MASKING = "masking"
 
 
 class RemoteSupport(StrEnum):
@@ -66,6 +67,14 @@ class CompactionSettings:
     thread_id: str = ""
     installation_id: str | None = None
     supports_images: bool = True
+    # Observation masking (compactweb): the recency window (user turns, or tokens of outputs when set), and the
+    # hybrid that summarises the masked history when masking alone leaves it above half the limit.
+    masking_keep_turns: int = 2
+    masking_keep_tokens: int | None = None
+    masking_summarise: bool = False
+    # The model-judged retention check after each compaction (probe questions; tokens are recorded).
+    retention_probes: bool = False
+    pin_mode: str = "reinject"
 
     def __post_init__(self) -> None:
         if not self.model:

@@ -76,3 +76,5 @@ class StrategyResult:
     reference_context_set: bool = False
     trimmed_items: int = 0
     rewritten_outputs: int = 0
+    # Tokens the model call(s) of this compaction spent (server usage: input + output), 0 with no call.
+    call_tokens: int = 0

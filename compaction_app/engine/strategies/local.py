@@ -85,7 +85,7 @@ async def run_local(ctx: StrategyContext) -> StrategyResult:
     while True:
         request = build_request(ctx, working)
         try:
-            output_items, _usage = await drain_to_completed(ctx, request)
+            output_items, usage = await drain_to_completed(ctx, request)
             break
         except ProviderError as err:
             if err.kind == ErrorKind.CONTEXT_WINDOW_EXCEEDED:
@@ -134,4 +134,5 @@ async def run_local(ctx: StrategyContext) -> StrategyResult:
         retries=total_retries,
         reference_context_set=ctx.injection is Injection.BEFORE_LAST_USER_MESSAGE,
         trimmed_items=trimmed,
+        call_tokens=usage.total_tokens if usage is not None else 0,
     )

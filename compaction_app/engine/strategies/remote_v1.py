@@ -61,4 +61,5 @@ async def run_remote_v1(ctx: StrategyContext) -> StrategyResult:
         tokens_before=prepared.tokens_before,
         reference_context_set=ctx.injection is Injection.BEFORE_LAST_USER_MESSAGE,
         rewritten_outputs=prepared.rewritten_outputs,
+        call_tokens=response.usage.total_tokens if response.usage is not None else 0,
     )

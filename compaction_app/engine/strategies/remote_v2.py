@@ -116,4 +116,5 @@ async def run_remote_v2(ctx: StrategyContext) -> StrategyResult:
         retained_image_count=images,
         reference_context_set=ctx.injection is Injection.BEFORE_LAST_USER_MESSAGE,
         rewritten_outputs=prepared.rewritten_outputs,
+        call_tokens=usage.total_tokens if usage is not None else 0,
     )

@@ -24,7 +24,7 @@ from typing import Any
 
 from compaction_app.engine.tokens import counter
 from compaction_app.providers.chat_format import messages_to_items
-from compaction_app.providers.simulated import compaction, faults, replies
+from compaction_app.providers.simulated import compaction, faults, probes, replies
 from compaction_app.providers.simulated.faults import Fault, FaultCounter, FaultSyntaxError
 from compaction_app.providers.simulated.recording import RequestRecorder
 from compaction_app.providers.simulated.summarizer import is_summarization_request
@@ -210,7 +210,13 @@ class SimulatedProvider:
                 output.append({**second, "id": replies.short_id("cmp", "second", item["id"])})
             output_tokens = self._tokens.count_text(summary)
         else:
-            output = replies.summary_reply(body) if is_summarization_request(body) else replies.turn_reply(body)
+            probe = probes.probe_of(body)
+            if probe is not None:
+                output = probes.probe_reply(body, probe)
+            elif is_summarization_request(body):
+                output = replies.summary_reply(body)
+            else:
+                output = replies.turn_reply(body)
             output_tokens = sum(self._tokens.count_item(i) for i in output)
         usage = self._usage(body, counted, output_tokens)
         response_id = replies.short_id("resp", _digest(body), str(time.time_ns()))

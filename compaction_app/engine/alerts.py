@@ -1,0 +1,175 @@
+"""Storm, loop, re-read and failure-streak detection, incremental so a turn costs O(1) whatever the history.
+
+A session's `Watch` is a small state carried from turn to turn: the turns since its last compaction, the tool calls
+that compaction dropped (keys of what a re-fetch would look like) with the turns left to watch them, the re-read tax
+counted so far, and the current streak of failed attempts. The Django side stores it as JSON on the session's watch
+row, feeds it one compaction, one finished turn or one failed attempt at a time, and records the alerts returned.
+Storms are counted on each compaction from the compaction times (an indexed query), never per turn.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from compaction_app.engine.items import TOOL_CALL_KINDS, TOOL_OUTPUT_KINDS, Item
+from compaction_app.engine.retention.facts import arguments, read_path
+
+
+class AlertKind(StrEnum):
+    STORM = "storm"                    # > N compactions in M minutes in one session
+    FLEET_STORM = "fleet_storm"        # > N compactions in M minutes across the fleet
+    LOOP = "loop"                      # usage back above the limit within K turns of a compaction
+    REREAD = "reread"                  # compact-forget-re-read: dropped files fetched again soon after
+    FAILURE_STREAK = "failure_streak"  # N failed attempts in a row
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    storm_count: int = 3
+    storm_minutes: int = 10
+    fleet_storm_count: int = 30
+    fleet_storm_minutes: int = 10
+    loop_turns: int = 2
+    reread_turns: int = 5
+    reread_min_calls: int = 2
+    failure_streak: int = 3
+    pause_on: frozenset[str] = frozenset()
+
+    def pauses(self, kind: AlertKind) -> bool:
+        return kind.value in self.pause_on
+
+
+@dataclass(frozen=True)
+class Alert:
+    kind: AlertKind
+    message: str
+    compaction_ids: tuple[int, ...] = ()
+    attempt_ids: tuple[int, ...] = ()
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Watch:
+    """The per-session state (JSON-ready)."""
+
+    compaction_id: int | None = None
+    turns_since: int = 0
+    limit_after: int | None = None
+    dropped: dict[str, str] = field(default_factory=dict)  # fetch key -> label (path or call)
+    turns_left: int = 0
+    reread_calls: int = 0
+    reread_tokens: int = 0
+    reread_labels: list[str] = field(default_factory=list)
+    reread_alerted: bool = False
+    loop_alerted: bool = False
+    failures: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Watch:
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in (data or {}).items() if k in known})
+
+
+def fetch_key(call: Item) -> str | None:
+    """What re-fetching this call's result looks like: the path for a file read, else the tool and its args."""
+    if call.get("type") not in TOOL_CALL_KINDS:
+        return None
+    path = read_path(call)
+    if path:
+        return f"read:{path}"
+    return f"call:{call.get('name')}:{json.dumps(arguments(call), sort_keys=True)}"
+
+
+def dropped_fetches(left: list[Item], masked_call_ids: set[str] | None = None,
+                    history: list[Item] | None = None) -> dict[str, str]:
+    """Fetch keys of the calls whose output the compaction removed: calls that left the window, and calls still
+    in it whose output was masked."""
+    keys: dict[str, str] = {}
+    calls = [i for i in left if i.get("type") in TOOL_CALL_KINDS]
+    if masked_call_ids and history:
+        calls += [i for i in history if i.get("type") in TOOL_CALL_KINDS and i.get("call_id") in masked_call_ids]
+    for call in calls:
+        key = fetch_key(call)
+        if key:
+            keys[key] = read_path(call) or str(call.get("name"))
+    return keys
+
+
+def on_compaction(watch: Watch, *, compaction_id: int, dropped: dict[str, str], thresholds: Thresholds) -> Watch:
+    """Start watching after a compaction (the previous compaction's watch ends here)."""
+    return Watch(compaction_id=compaction_id, turns_since=0, dropped=dict(dropped),
+                 turns_left=thresholds.reread_turns, failures=[])
+
+
+def on_turn(watch: Watch, *, items: list[Item], item_tokens: list[int], tokens_in_window: int,
+            limit: int | None, thresholds: Thresholds) -> tuple[Watch, list[Alert]]:
+    """Feed one finished turn (only the items that turn appended). Returns the new watch and any alerts."""
+    alerts: list[Alert] = []
+    if watch.compaction_id is None:
+        return watch, alerts
+    watch.turns_since += 1
+    ids = (watch.compaction_id,)
+    if (limit is not None and not watch.loop_alerted and watch.turns_since <= thresholds.loop_turns
+            and tokens_in_window >= limit):
+        watch.loop_alerted = True
+        alerts.append(Alert(
+            kind=AlertKind.LOOP, compaction_ids=ids,
+            message=f"usage is back above the limit ({tokens_in_window} ≥ {limit} tokens) {watch.turns_since} "
+                    f"turn(s) after compaction #{watch.compaction_id}",
+            detail={"tokens": tokens_in_window, "limit": limit, "turns": watch.turns_since},
+        ))
+    if watch.turns_left > 0 and watch.dropped:
+        outputs = {i.get("call_id"): n for i, n in zip(items, item_tokens, strict=False)
+                   if i.get("type") in TOOL_OUTPUT_KINDS}
+        for item in items:
+            key = fetch_key(item)
+            if key and key in watch.dropped:
+                watch.reread_calls += 1
+                watch.reread_tokens += outputs.get(item.get("call_id"), 0)
+                if watch.dropped[key] not in watch.reread_labels:
+                    watch.reread_labels.append(watch.dropped[key])
+        watch.turns_left -= 1
+        if not watch.reread_alerted and watch.reread_calls >= thresholds.reread_min_calls:
+            watch.reread_alerted = True
+            alerts.append(Alert(
+                kind=AlertKind.REREAD, compaction_ids=ids,
+                message=f"compact-forget-re-read: {watch.reread_calls} call(s) re-fetched what compaction "
+                        f"#{watch.compaction_id} dropped ({', '.join(watch.reread_labels[:5])}), "
+                        f"{watch.reread_tokens} tokens",
+                detail={"calls": watch.reread_calls, "tokens": watch.reread_tokens,
+                        "labels": watch.reread_labels[:20]},
+            ))
+    return watch, alerts
+
+
+def on_attempt(watch: Watch, *, attempt_id: int, failed: bool, thresholds: Thresholds) -> tuple[Watch, list[Alert]]:
+    """Feed one finished compaction attempt; a success ends the streak."""
+    if not failed:
+        watch.failures = []
+        return watch, []
+    watch.failures = [*watch.failures, attempt_id][-max(thresholds.failure_streak, 1):]
+    if len(watch.failures) == thresholds.failure_streak:
+        return watch, [Alert(
+            kind=AlertKind.FAILURE_STREAK, attempt_ids=tuple(watch.failures),
+            message=f"{thresholds.failure_streak} compaction attempts failed in a row",
+        )]
+    return watch, []
+
+
+def storm(*, compaction_ids: list[int], count: int, minutes: int, fleet: bool = False) -> Alert | None:
+    """An alert when more than `count` compactions (ids of those within the last `minutes`) happened."""
+    if len(compaction_ids) <= count:
+        return None
+    where = "across the fleet" if fleet else "in this session"
+    return Alert(
+        kind=AlertKind.FLEET_STORM if fleet else AlertKind.STORM, compaction_ids=tuple(compaction_ids),
+        message=f"compaction storm: {len(compaction_ids)} compactions in {minutes} minutes {where} "
+                f"(threshold {count})",
+        detail={"count": len(compaction_ids), "minutes": minutes},
+    )

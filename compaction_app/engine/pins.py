@@ -1,0 +1,86 @@
+"""Pinned context: items or facts an operator (or a policy rule) says must survive every compaction.
+
+A pin is a short text (a constraint, a decision, a file path). After a compaction its text must still be in the
+new window; with `reinject` (the default) the replacement history gets one developer message holding every pin,
+right after it (an older pinned block is replaced, never duplicated); with `check_only` nothing is added and a lost
+pin is only flagged. Either way the retention scorer checks each pin as a fact of kind `pin`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from compaction_app.engine.items import Item, is_message, message_text
+from compaction_app.engine.retention.facts import FactKind, ProbeFact, needle
+
+PINNED_OPEN = "<pinned_context>"
+PINNED_CLOSE = "</pinned_context>"
+MAX_PIN_CHARS = 2000
+
+
+class PinKind(StrEnum):
+    CONSTRAINT = "constraint"
+    DECISION = "decision"
+    FILE = "file"
+    FACT = "fact"
+
+
+class PinMode(StrEnum):
+    REINJECT = "reinject"
+    CHECK_ONLY = "check_only"
+
+
+@dataclass(frozen=True)
+class Pin:
+    pin_id: str
+    kind: PinKind
+    text: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", PinKind(self.kind))
+        text = " ".join(str(self.text).split())
+        if not text:
+            raise ValueError("a pin needs some text")
+        if len(text) > MAX_PIN_CHARS:
+            raise ValueError(f"a pin holds at most {MAX_PIN_CHARS} characters")
+        object.__setattr__(self, "text", text)
+
+    def fact(self) -> ProbeFact:
+        return ProbeFact(kind=FactKind.PIN, text=self.text, evidence=((needle(self.text),),),
+                         question="Which pinned constraints, decisions and files must you keep in mind?")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.pin_id, "kind": self.kind.value, "text": self.text}
+
+
+def is_pinned_block(item: Item) -> bool:
+    return is_message(item, "developer") and message_text(item).lstrip().startswith(PINNED_OPEN)
+
+
+def pinned_block(pins: list[Pin]) -> Item:
+    lines = [PINNED_OPEN, "Pinned by the operator; keep these in mind for the rest of the task:"]
+    lines += [f"- ({p.kind.value}) {p.text}" for p in pins]
+    lines.append(PINNED_CLOSE)
+    return {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "\n".join(lines)}]}
+
+
+def apply_pins(history: list[Item], pins: list[Pin], mode: PinMode = PinMode.REINJECT) -> list[Item]:
+    """The replacement history with the pins re-injected after it (reinject), or unchanged (check_only)."""
+    if PinMode(mode) is PinMode.CHECK_ONLY or not pins:
+        return list(history)
+    return [*(i for i in history if not is_pinned_block(i)), pinned_block(pins)]
+
+
+def fold_pins(events: list[dict[str, Any]]) -> list[Pin]:
+    """The pins in force after a sequence of rollout `pin_added` / `pin_removed` event payloads, oldest first."""
+    pins: dict[str, Pin] = {}
+    for event in events:
+        if event.get("type") == "pin_added":
+            pin = event.get("pin") or {}
+            pins[str(pin.get("id"))] = Pin(pin_id=str(pin.get("id")), kind=pin.get("kind", "fact"),
+                                           text=pin.get("text", ""))
+        elif event.get("type") == "pin_removed":
+            pins.pop(str(event.get("pin_id")), None)
+    return list(pins.values())

@@ -1,0 +1,196 @@
+"""What-if replay: run one scenario of the library with each compaction method and compare (issue 18).
+
+A compact, pure driver (no Django, no database): the scenario's user turns against the embedded simulated model
+(in-process), its simulated tools answering the model's calls, the window total kept as the sum of per-item counts
+plus the base instructions, the pre-turn and mid-turn limit checks of spec §2.4, and the engine's `run_compaction`
+for every compaction. Scenario events (model switches, fault plans, pauses) are not replayed: the comparison is of
+methods on the same conversation.
+
+Measured per method: compactions and failed attempts, tokens spent on model calls (every turn request's input and
+output, plus compaction calls and probes), the peak window, and the mean retention score (structural check; the
+model-judged check too when `probes=True`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from compaction_app.engine.compactor import CompactionRequest, HistorySnapshot, run_compaction
+from compaction_app.engine.settings import CompactionSettings
+from compaction_app.engine.tokens import counter
+from compaction_app.engine.windows import WindowState, new_window_id
+from compaction_app.providers.base import ResponsesRequest
+from compaction_app.providers.config import ProviderConfig
+from compaction_app.providers.errors import ProviderError
+from compaction_app.providers.factory import build_client
+
+from .scenarios import load_scenario
+from .script import ScenarioRun
+from .tools import dispatch_tool_call
+
+MAX_REQUESTS_PER_TURN = 64
+
+
+@dataclass(frozen=True)
+class Method:
+    """One row of the comparison: a strategy and the settings it runs with."""
+
+    label: str
+    strategy: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+METHODS = (
+    Method("local summary", "local"),
+    Method("remote v1", "remote_v1"),
+    Method("remote v2", "remote_v2"),
+    Method("token budget", "token_budget"),
+    Method("masking", "masking"),
+    Method("masking + summary (hybrid)", "masking", {"masking_summarise": True}),
+)
+
+
+@dataclass
+class WhatIfResult:
+    scenario: str
+    method: str
+    turns: int = 0
+    compactions: int = 0
+    failures: int = 0
+    turn_errors: int = 0
+    tokens_spent: int = 0
+    compaction_tokens: int = 0
+    peak_tokens: int = 0
+    scores: list[float] = field(default_factory=list)
+    probe_scores: list[float] = field(default_factory=list)
+    histories: list[tuple[list[dict], list[dict]]] = field(default_factory=list)
+
+    @property
+    def retention(self) -> float | None:
+        return round(statistics.mean(self.scores), 3) if self.scores else None
+
+    @property
+    def probe_retention(self) -> float | None:
+        return round(statistics.mean(self.probe_scores), 3) if self.probe_scores else None
+
+
+class _Session:
+    def __init__(self, *, initial: list[dict], settings: CompactionSettings, count) -> None:
+        self.items = list(initial)
+        self.counts = [count(i) for i in initial]
+        self.initial = list(initial)
+        self.settings = settings
+        self.base = counter(settings.token_counter).count_text(settings.base_instructions)
+        self.window = WindowState(number=0, window_id=new_window_id(), first_window_id="",
+                                  previous_window_id=None)
+        self.window = replace(self.window, first_window_id=self.window.window_id)
+
+    @property
+    def total(self) -> int:
+        return self.base + sum(self.counts)
+
+
+async def replay(
+    scenario_name: str, method: Method, *, seed: int = 1, context_window: int | None = None,
+    turns: int | None = None, probes: bool = False, keep_histories: bool = False,
+) -> WhatIfResult:
+    scenario = load_scenario(scenario_name)
+    window = context_window or scenario.context_window or 64_000
+    model = scenario.model or "sim-model"
+    settings = CompactionSettings(
+        model=model, context_window=window, remote_compaction="v2", remote_compaction_v2=True,
+        base_instructions=scenario.base_instructions, strategy=method.strategy, retention_probes=probes,
+        **method.overrides,
+    )
+    client = build_client(ProviderConfig(name="whatif", model=model, context_window=window, remote_compaction="v2"))
+    tokens = counter(settings.token_counter)
+    result = WhatIfResult(scenario=scenario_name, method=method.label)
+    count = turns if turns is not None else len(scenario.turns)
+    run = ScenarioRun(scenario, seed=seed, loop=count > len(scenario.turns))
+    tools = scenario.build_tools(seed=seed)
+    specs = scenario.tool_specs()
+    session = _Session(initial=scenario.initial_context(), settings=settings, count=tokens.count_item)
+    limit = settings.auto_compact_limit
+    assert limit is not None
+
+    async def compact(phase: str, turn_id: str) -> None:
+        snapshot = HistorySnapshot(items=session.items, item_tokens=session.counts, active_tokens=session.total,
+                                   window=session.window, turn_id=turn_id, initial_context=session.initial)
+        outcome = await run_compaction(snapshot=snapshot, settings=settings, client=client,
+                                       request=CompactionRequest(trigger="auto", phase=phase),
+                                       sleep=_no_sleep)
+        if not outcome.ok or outcome.replacement_history is None:
+            result.failures += 1
+            return
+        result.compactions += 1
+        result.compaction_tokens += outcome.call_tokens
+        if outcome.retention is not None and outcome.retention.score is not None:
+            result.scores.append(outcome.retention.score)
+        if outcome.probe_retention is not None and outcome.probe_retention.score is not None:
+            result.probe_scores.append(outcome.probe_retention.score)
+            result.compaction_tokens += outcome.probe_retention.tokens_spent
+        if keep_histories:
+            result.histories.append((list(session.items), list(outcome.replacement_history)))
+        session.items = list(outcome.replacement_history)
+        session.counts = [tokens.count_item(i) for i in session.items]
+        session.window = outcome.window
+
+    for number in range(count):
+        step = run.step(number)
+        if step is None:
+            break
+        turn_id = f"t{number}"
+        if session.total >= limit:
+            await compact("pre_turn", turn_id)
+        user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": step.user_input}]}
+        session.items.append(user)
+        session.counts.append(tokens.count_item(user))
+        result.turns += 1
+        for request_number in range(MAX_REQUESTS_PER_TURN):
+            try:
+                output, spent = await _sample(client, ResponsesRequest(
+                    model=model, input=session.items, instructions=settings.base_instructions, tools=specs))
+            except ProviderError:  # e.g. the window exceeded: the turn fails, as in the turn loop
+                result.turn_errors += 1
+                break
+            result.tokens_spent += spent
+            calls = [i for i in output if i.get("type") == "function_call"]
+            for item in output:
+                session.items.append(item)
+                session.counts.append(tokens.count_item(item))
+            for call in calls:
+                reply, _ = dispatch_tool_call(call, tools, run.rng_for("tool", number, call["call_id"]))
+                session.items.append(reply)
+                session.counts.append(tokens.count_item(reply))
+            result.peak_tokens = max(result.peak_tokens, session.total)
+            if not calls:
+                break
+            if session.total >= limit:
+                await compact("mid_turn", f"{turn_id}.{request_number}")
+    result.tokens_spent += result.compaction_tokens
+    return result
+
+
+async def _no_sleep(_: float) -> None:
+    return None
+
+
+async def _sample(client, request: ResponsesRequest) -> tuple[list[dict], int]:
+    items: list[dict] = []
+    spent = 0
+    async for event in client.stream_response(request):
+        if event.type == "response.output_item.done" and event.item is not None:
+            items.append(event.item)
+        elif event.type == "response.completed" and event.usage is not None:
+            spent = event.usage.total_tokens
+    return items, spent
+
+
+def replay_all(scenarios: list[str], methods: tuple[Method, ...] = METHODS, **kwargs: Any) -> list[WhatIfResult]:
+    async def go() -> list[WhatIfResult]:
+        return [await replay(s, m, **kwargs) for s in scenarios for m in methods]
+
+    return asyncio.run(go())

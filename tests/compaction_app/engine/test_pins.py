@@ -1,0 +1,56 @@
+"""Pinned context: re-injected after the replacement history (once), checked by the scorer, folded from events."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from compaction_app.engine.compactor import CompactionRequest, HistorySnapshot, run_compaction
+from compaction_app.engine.items import user_message
+from compaction_app.engine.pins import Pin, apply_pins, fold_pins, is_pinned_block
+from compaction_app.engine.settings import CompactionSettings
+from compaction_app.engine.windows import WindowState
+
+PIN = Pin(pin_id="p1", kind="constraint", text="Money is always Decimal, never float")
+
+
+def budget(pin_mode: str):
+    s = CompactionSettings(model="m", strategy="token_budget", pin_mode=pin_mode)
+    snap = HistorySnapshot(items=[user_message("hello")], active_tokens=10, window=WindowState(0, "w", "w", None),
+                           turn_id="t", pins=[PIN])
+    return asyncio.run(run_compaction(snapshot=snap, settings=s, request=CompactionRequest(trigger="manual"),
+                                      client=None))
+
+
+def test_a_pin_is_reinjected_and_scored_as_kept():
+    outcome = budget("reinject")
+    assert is_pinned_block(outcome.replacement_history[-1])
+    pins = [v for v in outcome.retention.verdicts if v.fact.kind == "pin"]
+    assert [(v.fact.text, v.kept) for v in pins] == [(PIN.text, True)]
+
+
+def test_check_only_flags_a_lost_pin():
+    outcome = budget("check_only")
+    assert not any(is_pinned_block(i) for i in outcome.replacement_history)
+    assert PIN.text in {f.text for f in outcome.retention.forgotten}
+
+
+def test_reinjection_replaces_the_older_block_instead_of_stacking():
+    once = apply_pins([user_message("x")], [PIN])
+    twice = apply_pins(once, [PIN])
+    assert sum(is_pinned_block(i) for i in twice) == 1
+
+
+def test_pins_fold_from_added_and_removed_events():
+    events = [{"type": "pin_added", "pin": PIN.to_dict()},
+              {"type": "pin_added", "pin": {"id": "p2", "kind": "file", "text": "src/a.py"}},
+              {"type": "pin_removed", "pin_id": "p1"}]
+    assert [p.text for p in fold_pins(events)] == ["src/a.py"]
+
+
+def test_a_pin_needs_text_and_a_known_kind():
+    with pytest.raises(ValueError):
+        Pin(pin_id="x", kind="constraint", text="  ")
+    with pytest.raises(ValueError):
+        Pin(pin_id="x", kind="wish", text="a")
