@@ -76,6 +76,36 @@ class AttemptSerializer(serializers.Serializer):
     hook_runs = HookRunSerializer(many=True)
 
 
+class CategoryScoreSerializer(serializers.Serializer):
+    kept = serializers.IntegerField()
+    total = serializers.IntegerField()
+    score = serializers.FloatField(allow_null=True)
+
+
+class FactSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    category = serializers.CharField()
+    text = serializers.CharField()
+    kept = serializers.BooleanField()
+
+
+class RetentionSerializer(serializers.Serializer):
+    method = serializers.CharField()
+    score = serializers.FloatField(allow_null=True, help_text="kept / total, null when nothing left the window.")
+    kept = serializers.IntegerField()
+    total = serializers.IntegerField()
+    categories = serializers.DictField(child=CategoryScoreSerializer())
+    facts = FactSerializer(many=True)
+    tokens_spent = serializers.IntegerField()
+
+
+class CostSerializer(serializers.Serializer):
+    tokens_freed = serializers.IntegerField()
+    call_tokens = serializers.IntegerField()
+    probe_tokens = serializers.IntegerField()
+    reread_tokens = serializers.IntegerField()
+
+
 class CompactionSummarySerializer(serializers.Serializer):
     id = serializers.IntegerField()
     session = serializers.IntegerField()
@@ -96,6 +126,10 @@ class CompactionSummarySerializer(serializers.Serializer):
     first_window_id = serializers.CharField()
     rolled_back = serializers.BooleanField()
     created_at = serializers.DateTimeField()
+    retention = RetentionSerializer(allow_null=True, help_text="Structural retention check (docs/retention.md).")
+    probe_retention = RetentionSerializer(allow_null=True, help_text="Model-judged check, when the policy enables it.")
+    cost = CostSerializer()
+    flagged = serializers.CharField(allow_blank=True, help_text="Why the compaction was flagged (empty: it was not).")
 
 
 class CompactionListItemSerializer(CompactionSummarySerializer):

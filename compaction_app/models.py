@@ -177,6 +177,11 @@ class CompactionPolicy(models.Model):
         REMOTE_V1 = "remote_v1", "remote v1 (/responses/compact)"
         REMOTE_V2 = "remote_v2", "remote v2 (compaction_trigger)"
         TOKEN_BUDGET = "token_budget", "token budget (new context window)"
+        MASKING = "masking", "observation masking (compactweb; no model call)"
+
+    class PinMode(models.TextChoices):
+        REINJECT = "reinject", "re-inject pins after the replacement history"
+        CHECK_ONLY = "check_only", "only check pins (flag a compaction that loses one)"
 
     name = models.CharField(max_length=100, unique=True, help_text="A unique name for this policy.")
     auto_compact_token_limit = models.PositiveIntegerField(
@@ -230,6 +235,31 @@ class CompactionPolicy(models.Model):
     fallback_model = models.CharField(
         max_length=200, blank=True, help_text="Overrides the provider's fallback model (blank = the provider's)."
     )
+    masking_keep_turns = models.PositiveSmallIntegerField(
+        default=2, help_text="Observation masking: tool outputs of the last N user turns are kept (compactweb).",
+    )
+    masking_keep_tokens = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Observation masking: keep the newest outputs that fit in this many tokens instead (blank = turns).",
+    )
+    masking_summarise = models.BooleanField(
+        default=False,
+        help_text="Observation masking hybrid: summarise the masked history when masking alone leaves it above half "
+        "the limit.",
+    )
+    retention_probes = models.BooleanField(
+        default=False,
+        help_text="After each compaction also ask the model probe questions and judge its answers (costs tokens; "
+        "the structural retention check always runs).",
+    )
+    retention_flag_below = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Flag a compaction whose retention score is below this (0..1; blank = never).",
+    )
+    pin_mode = models.CharField(
+        max_length=16, choices=PinMode.choices, default=PinMode.REINJECT,
+        help_text="What happens to the session's pinned context at each compaction.",
+    )
     hooks = models.ManyToManyField(
         Hook, blank=True, related_name="policies", help_text="PreCompact / PostCompact hooks run by this policy (§7)."
     )
@@ -280,6 +310,7 @@ class Implementation(models.TextChoices):
     RESPONSES_COMPACT = "responses_compact", "responses_compact (remote v1)"
     RESPONSES_COMPACTION_V2 = "responses_compaction_v2", "responses_compaction_v2 (remote v2)"
     TOKEN_BUDGET = "token_budget", "token budget (new window)"
+    OBSERVATION_MASKING = "observation_masking", "observation masking (compactweb)"
 
 
 class Compaction(models.Model):
@@ -302,6 +333,17 @@ class Compaction(models.Model):
     item_id = models.CharField(max_length=64, help_text="The ContextCompaction turn item id (§1.4).")
     created_at = models.DateTimeField(auto_now_add=True)
     rolled_back = models.BooleanField(default=False, help_text="Cached; the rollout's rollback lines are the truth.")
+    # What the compaction forgot and what it cost (issue 18, docs/retention.md).
+    retention = models.JSONField(
+        null=True, blank=True, help_text="Structural retention check: score, per-category counts, every fact.")
+    probe_retention = models.JSONField(
+        null=True, blank=True, help_text="Model-judged retention check, when the policy enables it.")
+    retention_score = models.FloatField(null=True, blank=True, help_text="kept / total facts (structural), 0..1.")
+    call_tokens = models.PositiveBigIntegerField(default=0, help_text="Tokens the compaction's model calls spent.")
+    probe_tokens = models.PositiveBigIntegerField(default=0, help_text="Tokens the retention probes spent.")
+    reread_tokens = models.PositiveBigIntegerField(
+        default=0, help_text="Re-read tax: tokens of dropped items fetched again in the next turns.")
+    flagged = models.CharField(max_length=200, blank=True, help_text="Why the compaction was flagged, if it was.")
 
     class Meta:
         ordering = ["session", "rollout_seq"]

@@ -110,6 +110,15 @@ def compaction_summary(*, compaction: Compaction) -> dict[str, Any]:
         "first_window_id": compaction.first_window_id,
         "rolled_back": compaction.rolled_back,
         "created_at": compaction.created_at.isoformat(),
+        "retention": compaction.retention,
+        "probe_retention": compaction.probe_retention,
+        "cost": {
+            "tokens_freed": compaction.tokens_before - compaction.tokens_after,
+            "call_tokens": compaction.call_tokens,
+            "probe_tokens": compaction.probe_tokens,
+            "reread_tokens": compaction.reread_tokens,
+        },
+        "flagged": compaction.flagged,
     }
 
 

@@ -38,6 +38,7 @@ from compaction_app.engine.compactor import (
     CompactionOutcome,
     CompactionRequest,
     HistorySnapshot,
+    needs_client,
     run_compaction,
 )
 from compaction_app.engine.errors import CompactionConfigError
@@ -49,6 +50,7 @@ from compaction_app.engine.windows import WindowState, new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionAttempt, HookRun
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.factory import build_client
+from compaction_app.retention import retention_fields, session_pins
 from compaction_app.settings_builder import (
     FaultInjectionError,
     compaction_settings,
@@ -135,6 +137,7 @@ class _Plan:
     new_window_id: str
     instructions: str
     model: str
+    flag_below: float | None = None
 
 
 def _refuse(message: str) -> CompactionRefused:
@@ -210,6 +213,7 @@ def _plan(
                 current_window_id=next_window_id, previous_window_id=window.window_id,
             ),
             prefill=session.meter_prefill,
+            pins=session_pins(session_id=session_id),
             session_id=thread_id,
             transcript_path=f"/api/v1/sessions/{session_id}/rollout",
         )
@@ -225,6 +229,7 @@ def _plan(
         fallback_settings=fallback, request=request, strategy=chosen, client_config=client_config,
         hooks=hook_specs(hooks=hooks), hook_ids={h.name: h.pk for h in hooks}, attempt_id=attempt.pk,
         item_id=item_id, new_window_id=next_window_id, instructions=instructions, model=session.model,
+        flag_below=policy.retention_flag_below,
     )
 
 
@@ -275,8 +280,8 @@ async def _keep_renewing(lease: Lease) -> None:
 
 
 async def _run_engine(plan: _Plan, lease: Lease) -> CompactionOutcome:
-    needs_client = plan.strategy is not Strategy.TOKEN_BUDGET
-    client = build_client(plan.client_config, sleep=engine_sleep) if needs_client else None
+    calls_model = needs_client(plan.strategy, plan.settings)
+    client = build_client(plan.client_config, sleep=engine_sleep) if calls_model else None
     events = _EventForwarder(session_id=plan.session_id, after_seq=plan.snapshot_seq, attempt_id=plan.attempt_id,
                              item_id=plan.item_id)
     events.send("compaction.started", {
@@ -372,6 +377,7 @@ def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Co
             tokens_after=session.tokens_in_window, window_number=outcome.window.number,
             window_id=outcome.window.window_id, previous_window_id=outcome.window.previous_window_id or "",
             first_window_id=outcome.window.first_window_id, item_id=outcome.item_id,
+            **retention_fields(outcome, flag_below=plan.flag_below),
         )
         _finish_attempt(plan.attempt_id, _attempt_records(outcome)[0], compaction=compaction)
         _record_hook_runs(plan.attempt_id, outcome.hook_runs, plan.hook_ids)

@@ -175,6 +175,11 @@ def compaction_settings(
         reasoning=dict(DEFAULT_REASONING) if provider.supports_reasoning else None,
         prompt_cache_key=thread_id or None,
         thread_id=thread_id,
+        masking_keep_turns=policy.masking_keep_turns,
+        masking_keep_tokens=policy.masking_keep_tokens,
+        masking_summarise=policy.masking_summarise,
+        retention_probes=policy.retention_probes,
+        pin_mode=policy.pin_mode,
     )
 
 

@@ -39,3 +39,11 @@ urlpatterns += [
     path("fleet/<str:action>", api_fleet.FleetAction.as_view(), name="api-fleet-action"),
     path("scenarios", api_fleet.ScenarioList.as_view(), name="api-scenarios"),
 ]
+
+# Pinned context (issue 18).
+from compaction_app import api_pins  # noqa: E402
+
+urlpatterns += [
+    path("sessions/<int:pk>/pins", api_pins.SessionPins.as_view(), name="api-session-pins"),
+    path("sessions/<int:pk>/pins/<str:pin_id>", api_pins.SessionPin.as_view(), name="api-session-pin"),
+]

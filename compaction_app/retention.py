@@ -1,0 +1,91 @@
+"""The Django side of retention scores, pinned context and compaction cost (issue 18; the rules are pure, in
+compaction_app/engine/retention/ and engine/pins.py).
+
+- `retention_fields`: the Compaction row's columns for one outcome (scores, cost, flag), written with the row;
+- pins live in the rollout as `event_msg` lines (`pin_added` / `pin_removed`), so rollback, export and replay keep
+  them; `session_pins` folds them; `do_add_pin` / `do_remove_pin` append them;
+- `retention_rollup`: analytics by strategy, policy and model with ORM aggregates in the database.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Avg, Count, F, Q, Sum
+
+from compaction_app.engine.compactor import CompactionOutcome
+from compaction_app.engine.pins import Pin, fold_pins
+from compaction_app.engine.retention.facts import FactKind
+from compaction_app.models import Compaction
+from sessions_app import projection as p
+from sessions_app.models import RolloutLine, Session
+from sessions_app.services import NewLine, append_rollout_lines
+
+PIN_EVENTS = ("pin_added", "pin_removed")
+
+
+def retention_fields(outcome: CompactionOutcome, *, flag_below: float | None) -> dict[str, Any]:
+    score = outcome.retention
+    probe = outcome.probe_retention
+    reasons = []
+    if score is not None:
+        lost = [f.text for f in score.forgotten if f.kind is FactKind.PIN]
+        if lost:
+            reasons.append(f"lost {len(lost)} pin(s)")
+        if flag_below is not None and score.score is not None and score.score < flag_below:
+            reasons.append(f"retention {score.score:.0%} below {flag_below:.0%}")
+    return {
+        "retention": score.to_dict() if score is not None else None,
+        "probe_retention": probe.to_dict() if probe is not None else None,
+        "retention_score": score.score if score is not None else None,
+        "call_tokens": outcome.call_tokens,
+        "probe_tokens": probe.tokens_spent if probe is not None else 0,
+        "flagged": "; ".join(reasons)[:200],
+    }
+
+
+def session_pins(*, session_id: int) -> list[Pin]:
+    """The pins in force: a fold over the session's pin lines (a handful per session, read once per compaction)."""
+    payloads = RolloutLine.objects.filter(
+        session_id=session_id, kind=p.EVENT_MSG, payload__type__in=PIN_EVENTS,
+    ).order_by("seq").values_list("payload", flat=True)
+    return fold_pins(list(payloads))
+
+
+def do_add_pin(*, session: Session, kind: str, text: str, actor=None) -> Pin:
+    """Pin a constraint, decision, file or fact; raises ValueError for an empty text or an unknown kind."""
+    pin = Pin(pin_id=uuid.uuid4().hex[:12], kind=kind, text=text)
+    with transaction.atomic():
+        append_rollout_lines(session=session, lines=[NewLine(p.EVENT_MSG, {"type": "pin_added",
+                                                                          "pin": pin.to_dict()})], actor=actor)
+    return pin
+
+
+def do_remove_pin(*, session: Session, pin_id: str, actor=None) -> None:
+    """Unpin; raises KeyError when the session has no such pin."""
+    if pin_id not in {pin.pin_id for pin in session_pins(session_id=session.pk)}:
+        raise KeyError(pin_id)
+    append_rollout_lines(session=session, lines=[NewLine(p.EVENT_MSG, {"type": "pin_removed", "pin_id": pin_id})],
+                         actor=actor)
+
+
+def retention_rollup(*, by: str, since=None) -> list[dict[str, Any]]:
+    """Retention and cost per strategy / policy / model (`by`), aggregated in the database: compactions, mean
+    retention score, tokens freed, tokens spent on compaction calls and probes, re-read tax, flagged count."""
+    field = {"strategy": "strategy", "policy": "session__policy__name", "model": "session__model"}[by]
+    rows = Compaction.objects.filter(rolled_back=False)
+    if since is not None:
+        rows = rows.filter(created_at__gte=since)
+    return list(
+        rows.values(key=F(field)).annotate(
+            compactions=Count("pk"),
+            retention=Avg("retention_score"),
+            freed=Sum(F("tokens_before") - F("tokens_after")),
+            spent=Sum("call_tokens"),
+            probes=Sum("probe_tokens"),
+            reread=Sum("reread_tokens"),
+            flagged=Count("pk", filter=~Q(flagged="")),
+        ).order_by("key")
+    )
