@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Avg, Count, F, Q, Sum
+from django.db.models.functions import TruncDate
 
 from compaction_app.engine.compactor import CompactionOutcome
 from compaction_app.engine.pins import Pin, fold_pins
@@ -74,10 +75,13 @@ def do_remove_pin(*, session: Session, pin_id: str, actor=None) -> None:
 def retention_rollup(*, by: str, since=None) -> list[dict[str, Any]]:
     """Retention and cost per strategy / policy / model (`by`), aggregated in the database: compactions, mean
     retention score, tokens freed, tokens spent on compaction calls and probes, re-read tax, flagged count."""
-    field = {"strategy": "strategy", "policy": "session__policy__name", "model": "session__model"}[by]
+    field = {"strategy": "strategy", "policy": "session__policy__name", "model": "session__model",
+             "day": "day"}[by]
     rows = Compaction.objects.filter(rolled_back=False)
     if since is not None:
         rows = rows.filter(created_at__gte=since)
+    if by == "day":
+        rows = rows.annotate(day=TruncDate("created_at"))
     return list(
         rows.values(key=F(field)).annotate(
             compactions=Count("pk"),

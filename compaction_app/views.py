@@ -14,12 +14,13 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from compaction_app import selectors
+from compaction_app import retention, selectors
 from compaction_app.models import Compaction, CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, SUPPORT, has_role, role_of, role_required
 
 ROLLBACK_URL_NAME = "compaction_rollback"  # the support-only confirmation form (sessions_app.rollback)
 PERIODS = (("1", "last 24 hours"), ("7", "last 7 days"), ("30", "last 30 days"), ("", "all time"))
+RETENTION_DIMENSIONS = (("strategy", "strategy"), ("policy", "policy"), ("model", "model"), ("day", "day"))
 DIMENSIONS = ("status", "trigger", "reason", "implementation", "phase", "strategy")
 
 
@@ -143,4 +144,7 @@ def analytics(request):
         "provider_id": provider_id,
         "failure_pct": None if data["failure_rate"] is None else round(100 * data["failure_rate"], 1),
     }
+    context["retention_tables"] = [
+        (label, retention.retention_rollup(by=by, since=since)) for by, label in RETENTION_DIMENSIONS
+    ]
     return render(request, "compaction_app/analytics.html", context)

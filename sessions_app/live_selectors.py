@@ -52,6 +52,8 @@ def attempt_view(attempt: CompactionAttempt) -> dict[str, Any]:
         "retries": attempt.retries,
         "duration_ms": attempt.duration_ms,
         "started_at": attempt.started_at,
+        "retention_score": attempt.compaction.retention_score if attempt.compaction_id else None,
+        "flagged": attempt.compaction.flagged if attempt.compaction_id else "",
     }
 
 
@@ -64,7 +66,8 @@ def last_attempts(*, session_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     attempt_ids = [
         a for a in Session.objects.filter(pk__in=ids).annotate(a=Subquery(newest)).values_list("a", flat=True) if a
     ]
-    return {a.session_id: attempt_view(a) for a in CompactionAttempt.objects.filter(pk__in=attempt_ids)}
+    attempts = CompactionAttempt.objects.filter(pk__in=attempt_ids).select_related("compaction")
+    return {a.session_id: attempt_view(a) for a in attempts}
 
 
 def latest_attempt(*, session_id: int) -> dict[str, Any] | None:

@@ -1,0 +1,83 @@
+"""Retention on the pages: the inspector's per-category scores and forgotten facts, the fleet board's badge for the
+last compaction, the analytics rollup by strategy / policy / model / day."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from compaction_app.engine.items import user_message
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+@pytest.fixture(autouse=True)
+def _no_engine_sleeps(monkeypatch):
+    from compaction_app import services
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    monkeypatch.setattr(services, "engine_sleep", sleep)
+
+
+@pytest.fixture
+def scored(make_session):
+    from compaction_app.services import do_compact_session
+
+    session = make_session(items=[
+        user_message(f"Fix tests/billing/test_split.py {SCRIPT}"),
+        {"type": "function_call", "call_id": "c1", "name": "shell",
+         "arguments": json.dumps({"command": ["bash", "-lc", "pytest -q"]})},
+        {"type": "function_call_output", "call_id": "c1", "output": "Exit code: 1\nOutput:\nFAILED x"},
+        user_message("then run ruff"),
+    ])
+    return session, do_compact_session(session_id=session.pk, strategy="local")
+
+
+def login(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.django_db
+def test_the_inspector_shows_the_score_per_category_and_the_forgotten_facts(operator_user, scored):
+    _, compaction = scored
+    body = login(operator_user).get(f"/compactions/{compaction.pk}/").content.decode()
+    card = body[body.index('id="retention"'):body.index('id="compaction-cost"')]
+    for label in ("Recall", "Artifact trail", "Continuation", "Decision"):
+        assert label in card
+    assert f'{round(compaction.retention_score * 100)}%' in card
+    assert "forgot: exit 1 of pytest -q" in card
+    assert "Tokens freed" in body and "Re-read tax" in body
+
+
+@pytest.mark.django_db
+def test_fact_text_is_escaped_in_the_inspector(operator_user, make_session):
+    from compaction_app.services import do_compact_session
+
+    session = make_session(items=[user_message(f"goal {SCRIPT}"), user_message("next")])
+    compaction = do_compact_session(session_id=session.pk, strategy="token_budget")
+    body = login(operator_user).get(f"/compactions/{compaction.pk}/").content.decode()
+    assert SCRIPT not in body and "forgot: goal &lt;script&gt;" in body
+
+
+@pytest.mark.django_db
+def test_the_fleet_board_shows_the_last_compactions_score(operator_user, scored):
+    _, compaction = scored
+    body = login(operator_user).get("/").content.decode()
+    assert f"kept {round(compaction.retention_score * 100)}%" in body
+
+
+@pytest.mark.django_db
+def test_analytics_rolls_retention_and_cost_up_by_strategy_policy_model_and_day(operator_user, scored):
+    _, compaction = scored
+    body = login(operator_user).get("/analytics/").content.decode()
+    rollup = body[body.index('id="retention-rollup"'):]
+    for by in ("strategy", "policy", "model", "day"):
+        assert f'data-by="{by}"' in rollup
+    strategy_table = rollup[rollup.index('data-by="strategy"'):rollup.index('data-by="policy"')]
+    assert "<td>local</td>" in strategy_table and f"{round(compaction.retention_score * 100)}%" in strategy_table
