@@ -5,7 +5,8 @@ from __future__ import annotations
 from compactweb.roles import ADMIN
 
 # The admin role configures everything (design): full rights on configuration and users, read-only on records.
-FULL_APPS = ("compaction_app", "auth", "authtoken")
+# No rights on API tokens (knox): they are stored hashed and issued to their owner only (issue 14).
+FULL_APPS = ("compaction_app", "auth")
 VIEW_APPS = ("sessions_app",)
 
 

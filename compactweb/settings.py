@@ -57,7 +57,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "sessions_app",
     "compaction_app",
@@ -170,7 +170,7 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "compactweb.api_tokens.HashedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -178,6 +178,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "compactweb.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
+# API tokens are stored hashed by django-rest-knox and never expire unless revoked (create_user --rotate-token).
+REST_KNOX = {"TOKEN_TTL": None, "AUTH_HEADER_PREFIX": "Token", "AUTO_REFRESH": False}
 SPECTACULAR_SETTINGS = {
     "TITLE": "compactweb API",
     "DESCRIPTION": "Sessions, rollouts and context compaction for LLM agent sessions.",

@@ -104,14 +104,18 @@ def admin_user_role(make_user):
 @pytest.fixture
 def api_client_for(db) -> Callable:
     """api_client_for(user_or_None) → a DRF APIClient authenticated with the user's API token."""
-    from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
+
+    from compactweb.api_tokens import issue_token
+
+    tokens: dict[int, str] = {}  # one token per user, as before (tokens are stored hashed, so keep the plain one)
 
     def make(user=None) -> APIClient:
         client = APIClient()
         if user is not None:
-            token, _ = Token.objects.get_or_create(user=user)
-            client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+            if user.pk not in tokens:
+                tokens[user.pk] = issue_token(user=user)
+            client.credentials(HTTP_AUTHORIZATION=f"Token {tokens[user.pk]}")
         return client
 
     return make

@@ -12,9 +12,9 @@ django.setup()
 
 from django.contrib.auth.models import Group, User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from rest_framework.authtoken.models import Token  # noqa: E402
 
 from compaction_app.models import CompactionPolicy, Provider  # noqa: E402
+from compactweb.api_tokens import issue_token  # noqa: E402
 from sessions_app.services import do_create_session  # noqa: E402
 
 PASSWORD = "browser-test-password"
@@ -24,7 +24,7 @@ def user(name: str, role: str | None) -> dict:
     account = User.objects.create_user(username=name, password=PASSWORD, is_staff=role == "admin")
     if role:
         account.groups.add(Group.objects.get(name=role))
-    return {"username": name, "password": PASSWORD, "token": Token.objects.create(user=account).key}
+    return {"username": name, "password": PASSWORD, "token": issue_token(user=account)}
 
 
 def message(role: str, text: str) -> dict:

@@ -8,9 +8,9 @@ from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
-from rest_framework.authtoken.models import Token
 
 from compaction_app.models import Compaction, CompactionPolicy, Provider
+from compactweb.api_tokens import issue_token
 from sessions_app.models import RolloutLine, Session
 
 WSGI_APP = get_wsgi_application()
@@ -31,9 +31,9 @@ def keep_test_connection():
 def api_schema(db, keep_test_connection, make_user, session):
     """The schema as an admin sees it (admin may call every operation), loaded through the app itself."""
     admin = make_user("admin")
-    token, _ = Token.objects.get_or_create(user=admin)
+    token = issue_token(user=admin)
     return schemathesis.openapi.from_wsgi(
-        "/api/v1/openapi.json", WSGI_APP, headers={"Authorization": f"Token {token.key}"}
+        "/api/v1/openapi.json", WSGI_APP, headers={"Authorization": f"Token {token}"}
     )
 
 

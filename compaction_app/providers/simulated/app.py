@@ -37,6 +37,8 @@ ENCODING = "o200k_base"
 # OpenAI caches prompt prefixes of at least 1024 tokens, in steps of 128.
 CACHE_MIN_TOKENS, CACHE_STEP = 1024, 128
 CACHE_KEYS = 1024
+# Bodies larger than this are refused with 413 before any is parsed or tokenized (issue 14: 10 MB cost 14 s).
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -84,9 +86,10 @@ class SimulatedProvider:
 
     def __init__(self, *, root_path: str = "", context_window: int | None = None,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, model: str = DEFAULT_MODEL,
-                 recorder: RequestRecorder | None = None) -> None:
+                 recorder: RequestRecorder | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self.root_path = root_path.rstrip("/")
         self.recorder = recorder
+        self.max_body_bytes = max_body_bytes
         self.context_window = context_window
         self.sleep = sleep
         self.model = model
@@ -122,7 +125,7 @@ class SimulatedProvider:
             if handler is None:
                 raise HTTPError(404, "not_found", f"no route for {method} {path}")
             _require(method, "POST")
-            body = await _read_json(receive)
+            body = await _read_json(receive, headers, limit=self.max_body_bytes)
             if self.recorder is not None:
                 self.recorder.record(endpoint=path, body=body, headers=headers)
             await handler(body, headers, send)
@@ -134,8 +137,9 @@ class SimulatedProvider:
     def _window(self, headers: dict[str, str]) -> int:
         raw = headers.get(faults.CONTEXT_WINDOW_HEADER)
         if raw:
-            if not raw.isdigit() or int(raw) <= 0:
-                raise HTTPError(400, "invalid_header", f"{faults.CONTEXT_WINDOW_HEADER} must be a positive integer")
+            if not faults.is_whole_number(raw) or not 0 < int(raw) <= faults.MAX_CONTEXT_WINDOW:
+                raise HTTPError(400, "invalid_header", f"{faults.CONTEXT_WINDOW_HEADER} must be a positive integer "
+                                f"up to {faults.MAX_CONTEXT_WINDOW}")
             return int(raw)
         return self.context_window or DEFAULT_CONTEXT_WINDOW
 
@@ -343,11 +347,12 @@ class SimulatedProvider:
 
 def create_app(*, root_path: str = "", context_window: int | None = None,
                sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-               model: str = DEFAULT_MODEL, recorder: RequestRecorder | None = None) -> SimulatedProvider:
+               model: str = DEFAULT_MODEL, recorder: RequestRecorder | None = None,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> SimulatedProvider:
     """A new simulated provider (ASGI). `sleep` serves the `slow` fault, so tests can inject a recorder;
-    `recorder` writes down every request received (see `recording`)."""
+    `recorder` writes down every request received (see `recording`); bodies over `max_body_bytes` answer 413."""
     return SimulatedProvider(root_path=root_path, context_window=context_window, sleep=sleep, model=model,
-                             recorder=recorder)
+                             recorder=recorder, max_body_bytes=max_body_bytes)
 
 
 # -- HTTP plumbing ---------------------------------------------------------------------------------------------------
@@ -421,18 +426,29 @@ def _pieces(text: str, size: int = 24) -> list[str]:
     return pieces
 
 
-async def _read_json(receive: Receive) -> dict[str, Any]:
-    chunks = []
+def _too_large(limit: int) -> HTTPError:
+    return HTTPError(413, "request_too_large", f"the request body is larger than {limit} bytes")
+
+
+async def _read_json(receive: Receive, headers: dict[str, str], *, limit: int) -> dict[str, Any]:
+    declared = headers.get("content-length", "")
+    if faults.is_whole_number(declared) and int(declared) > limit:
+        raise _too_large(limit)
+    chunks, size = [], 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise HTTPError(400, "invalid_request_error", "client disconnected")
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
         if not message.get("more_body"):
             break
     try:
         body = json.loads(b"".join(chunks) or b"null")
-    except ValueError:
+    except (ValueError, RecursionError):
         raise HTTPError(400, "invalid_request_error", "request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise HTTPError(400, "invalid_request_error", "request body must be a JSON object")

@@ -13,6 +13,7 @@ Header grammar::
                retry_after=<s>  overloaded only: the Retry-After value, default 1; `none` sends no header
 
     X-Sim-Context-Window: <tokens>     the window the input is checked against (default: the app's, else 272000)
+                                       (at most MAX_CONTEXT_WINDOW)
     X-Sim-Reasoning-Included: true     the response carries `X-Reasoning-Included: true` (spec §3.2)
 
 Where each fault applies (a fault only counts a `times` use on a request it applies to):
@@ -21,10 +22,15 @@ overloaded, server_error, context_window_exceeded, slow — every POST endpoint;
 `/responses` requests ending with a `compaction_trigger`; compact_malformed (`{"output": "not a list"}`) —
 `/responses/compact`; bad_json — a 200 whose body is not JSON on `/responses/compact`, an unparsable event inside
 the stream on `/responses` and `/chat/completions`.
+
+Every parameter is capped (issue 14) so one request cannot pin a worker: `slow` at most MAX_SLOW_SECONDS, `times`
+at most MAX_TIMES, `retry_after` at most MAX_RETRY_AFTER seconds, `key` at most MAX_KEY_CHARS characters, at most
+MAX_FAULTS faults in a header of at most MAX_HEADER_CHARS characters. Anything beyond is a 400.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -46,6 +52,19 @@ FAULTS = frozenset(
     }
 )
 PARAMS = frozenset({"times", "key", "status", "retry_after"})
+
+MAX_SLOW_SECONDS = 30.0
+MAX_TIMES = 1000
+MAX_RETRY_AFTER = 3600
+MAX_KEY_CHARS = 64
+MAX_FAULTS = 16
+MAX_HEADER_CHARS = 1024
+MAX_CONTEXT_WINDOW = 10_000_000
+_DIGITS = re.compile(r"[0-9]{1,12}\Z")  # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+
+
+def is_whole_number(value: str) -> bool:
+    return bool(_DIGITS.match(value))
 
 # endpoint names used by the app: "responses", "responses_v2", "compact", "chat"
 APPLIES_TO = {
@@ -82,8 +101,13 @@ def parse_faults(header: str | None) -> list[Fault]:
     """Parse an X-Sim-Fault header value; raise FaultSyntaxError with a clear message when it is malformed."""
     if not header or not header.strip():
         return []
+    if len(header) > MAX_HEADER_CHARS:
+        raise FaultSyntaxError(f"the fault header is longer than {MAX_HEADER_CHARS} characters")
+    specs = [spec for spec in header.split(",") if spec.strip(" ;")]
+    if len(specs) > MAX_FAULTS:
+        raise FaultSyntaxError(f"at most {MAX_FAULTS} faults in one header")
     faults = []
-    for spec in header.split(","):
+    for spec in specs:
         parts = [p.strip() for p in spec.split(";") if p.strip()]
         if not parts:
             continue
@@ -93,10 +117,12 @@ def parse_faults(header: str | None) -> list[Fault]:
             raise FaultSyntaxError(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
         if name == "slow":
             try:
-                if float(value) < 0:
+                if not 0 <= float(value) <= MAX_SLOW_SECONDS:  # also refuses nan and inf
                     raise ValueError
             except ValueError:
-                raise FaultSyntaxError(f"slow needs a non-negative number of seconds, got {value!r}") from None
+                raise FaultSyntaxError(
+                    f"slow needs a number of seconds from 0 to {MAX_SLOW_SECONDS:g}, got {value!r}"
+                ) from None
         params: dict[str, str] = {}
         for part in parts[1:]:
             key, sep, val = part.partition("=")
@@ -105,9 +131,20 @@ def parse_faults(header: str | None) -> list[Fault]:
             params[key.strip()] = val.strip()
         times = None
         if "times" in params:
-            if not params["times"].isdigit():
+            if not is_whole_number(params["times"]):
                 raise FaultSyntaxError(f"times must be a non-negative integer, got {params['times']!r}")
             times = int(params["times"])
+            if times > MAX_TIMES:
+                raise FaultSyntaxError(f"times must be at most {MAX_TIMES}, got {times}")
+        if len(params.get("key", "")) > MAX_KEY_CHARS:
+            raise FaultSyntaxError(f"key must be at most {MAX_KEY_CHARS} characters")
+        retry_after = params.get("retry_after")
+        if retry_after is not None and retry_after != "none" and not (
+            is_whole_number(retry_after) and int(retry_after) <= MAX_RETRY_AFTER
+        ):
+            raise FaultSyntaxError(
+                f"retry_after must be a whole number of seconds up to {MAX_RETRY_AFTER}, or none; got {retry_after!r}"
+            )
         if "status" in params and params["status"] not in ("429", "503"):
             raise FaultSyntaxError(f"overloaded status must be 429 or 503, got {params['status']!r}")
         faults.append(Fault(name=name, value=value or None, times=times, key=params.get("key", name), params=params))

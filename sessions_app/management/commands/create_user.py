@@ -4,8 +4,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
-from rest_framework.authtoken.models import Token
 
+from compactweb.api_tokens import issue_token
 from compactweb.roles import ADMIN, ROLES
 
 
@@ -29,6 +29,7 @@ class Command(BaseCommand):
                 user.set_unusable_password()
             user.save()
             user.groups.add(Group.objects.get(name=role))
-            token = Token.objects.create(user=user)
+            token = issue_token(user=user)
         self.stdout.write(f"created {role} {username}")
-        self.stdout.write(f"token: {token.key}")
+        # Only the token's hash is stored: this is the one time it is shown.
+        self.stdout.write(f"token: {token}")

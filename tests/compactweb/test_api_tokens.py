@@ -1,0 +1,81 @@
+"""Issue 14: API tokens are stored hashed (django-rest-knox), shown once when issued, and old plain-text tokens
+are hashed by a migration so they keep working while the plain-text table disappears."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from io import StringIO
+from types import SimpleNamespace
+
+from django.apps import apps as django_apps
+from django.core.management import call_command
+from django.db import connection
+from knox.models import AuthToken
+from rest_framework.test import APIClient
+
+from compactweb.api_tokens import issue_token, revoke_tokens, user_for_token
+
+
+def _client(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    return client
+
+
+def _every_stored_value() -> str:
+    rows = AuthToken.objects.values_list("digest", "token_key")
+    return " ".join(value for row in rows for value in row)
+
+
+def test_a_token_is_stored_only_as_a_digest_and_authenticates(make_user):
+    user = make_user("operator")
+    token = issue_token(user=user)
+    assert len(token) == 64
+    assert token not in _every_stored_value()  # a database copy yields no usable token
+    assert _client(token).get("/api/v1/sessions").status_code == 200
+    assert user_for_token(token) == user
+
+
+def test_create_user_shows_the_token_once_and_stores_its_hash(db):
+    out = StringIO()
+    call_command("create_user", "--username", "ops", "--role", "operator", stdout=out)
+    token = re.search(r"token: (\w+)", out.getvalue()).group(1)
+    assert token not in _every_stored_value()
+    assert _client(token).get("/api/v1/sessions").status_code == 200
+
+
+def test_a_revoked_or_forged_token_is_refused_in_the_error_shape(make_user):
+    user = make_user("operator")
+    token = issue_token(user=user)
+    forged = token[:15] + "0" * 49  # right lookup prefix, wrong secret
+    response = _client(forged).get("/api/v1/sessions")
+    assert response.status_code == 401 and response.json()["error"]["code"] == "not_authenticated"
+    assert revoke_tokens(user=user) == 1
+    assert _client(token).get("/api/v1/sessions").status_code == 401
+
+
+def test_a_token_that_is_not_utf8_is_a_401_not_a_500(db):
+    client = APIClient()
+    response = client.get("/api/v1/sessions", HTTP_AUTHORIZATION="Token \xff\xfe\xfd")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "not_authenticated"
+
+
+def test_the_admin_role_has_no_rights_on_tokens(make_user):
+    admin = make_user("admin")
+    assert not any(perm.startswith("knox.") for perm in admin.get_all_permissions())
+
+
+def test_the_migration_hashes_old_plain_tokens_and_drops_their_table(make_user):
+    user = make_user("operator")
+    plain = "0123456789abcdef0123456789abcdef01234567"  # a DRF authtoken key
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE authtoken_token (key varchar(40) PRIMARY KEY, user_id integer, created "
+                       "timestamp)")
+        cursor.execute("INSERT INTO authtoken_token VALUES (%s, %s, %s)", [plain, user.pk, "2026-01-01 00:00:00"])
+    migration = importlib.import_module("sessions_app.migrations.0005_hash_api_tokens")
+    migration.hash_plain_tokens(django_apps, SimpleNamespace(connection=connection))  # it uses only .connection
+    assert "authtoken_token" not in connection.introspection.table_names()
+    assert plain not in _every_stored_value()
+    assert _client(plain).get("/api/v1/sessions").status_code == 200
