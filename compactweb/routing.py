@@ -42,10 +42,15 @@ def sim_websocket_router(websocket_app):
 
 
 def http_router(django_app):
-    """Send /sim/... to the embedded simulated provider (an ASGI app of its own), everything else to Django."""
-    from compaction_app.providers.simulated.app import create_app
+    """Send /sim/... to the embedded simulated provider (an ASGI app of its own, behind the guard of
+    compactweb.sim_mount) when COMPACTWEB_SIM_ENABLED, everything else to Django."""
+    from django.conf import settings
 
-    sim_app = create_app(root_path="/sim", recorder=_sim_recorder())
+    from compactweb.sim_mount import create_mounted_app
+
+    if not settings.COMPACTWEB_SIM_ENABLED:
+        return django_app
+    sim_app = create_mounted_app(recorder=_sim_recorder())
 
     async def app(scope, receive, send):
         path = scope.get("path", "")

@@ -197,6 +197,13 @@ COMPACTWEB_SECRET_ENV_NAMES = [n.strip() for n in os.environ.get("COMPACTWEB_SEC
 # Refuse provider and webhook URLs whose host is loopback, private or link-local (for shared networks).
 COMPACTWEB_OUTBOUND_DENY_PRIVATE = _env_bool("COMPACTWEB_OUTBOUND_DENY_PRIVATE", False)
 
+# The simulated model at /sim/ for outside clients (compactweb.sim_mount): on in the embedded default; a real
+# deployment turns it off with COMPACTWEB_SIM_ENABLED=0. Outside callers authenticate with
+# `Authorization: Bearer $COMPACTWEB_SIM_TOKEN`, an operator's API token, or a dashboard login.
+COMPACTWEB_SIM_ENABLED = _env_bool("COMPACTWEB_SIM_ENABLED", True)
+COMPACTWEB_SIM_TOKEN = os.environ.get("COMPACTWEB_SIM_TOKEN", "")
+COMPACTWEB_SIM_MAX_BODY_BYTES = int(os.environ.get("COMPACTWEB_SIM_MAX_BODY_BYTES", str(4 * 1024 * 1024)))
+
 # Tokenizer used when a provider names none.
 COMPACTWEB_DEFAULT_ENCODING = os.environ.get("COMPACTWEB_DEFAULT_ENCODING", "o200k_base")
 

@@ -17,6 +17,7 @@ import openai
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
+SIM_TOKEN = "sim-token-for-the-sdk-test"  # outside clients authenticate to /sim with COMPACTWEB_SIM_TOKEN
 
 
 def _free_port() -> int:
@@ -35,7 +36,10 @@ def dashboard(tmp_path_factory) -> Iterator[str]:
         "COMPACTWEB_VAR_DIR": str(var_dir),
         "SQLITE_PATH": str(var_dir / "db.sqlite3"),
         "PYTHONPATH": str(REPO),
+        "COMPACTWEB_SIM_TOKEN": SIM_TOKEN,
     }
+    # A real dashboard has a migrated database: the /sim guard looks API tokens and logins up in it.
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
     proc = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "compactweb.asgi:application"],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -45,7 +49,8 @@ def dashboard(tmp_path_factory) -> Iterator[str]:
         deadline = time.monotonic() + 30
         while True:
             try:
-                with urllib.request.urlopen(f"{base}/sim/v1/models", timeout=1) as answer:
+                ready = urllib.request.Request(f"{base}/sim/v1/models", headers={"Authorization": f"Bearer {SIM_TOKEN}"})
+                with urllib.request.urlopen(ready, timeout=1) as answer:
                     if answer.status == 200:
                         break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
@@ -65,7 +70,7 @@ def dashboard(tmp_path_factory) -> Iterator[str]:
 
 
 def test_openai_sdk_streams_a_response_from_the_dashboard_simulator(dashboard):
-    client = openai.OpenAI(base_url=dashboard, api_key="sk-not-used", max_retries=0)
+    client = openai.OpenAI(base_url=dashboard, api_key=SIM_TOKEN, max_retries=0)
     stream = client.responses.create(
         model="compactweb-sim",
         input=[{"role": "user", "content": "Explain what src/app.py does"}],
@@ -82,7 +87,7 @@ def test_openai_sdk_streams_a_response_from_the_dashboard_simulator(dashboard):
 
 
 def test_openai_sdk_compacts_through_the_dashboard_simulator(dashboard):
-    client = openai.OpenAI(base_url=dashboard, api_key="sk-not-used", max_retries=0)
+    client = openai.OpenAI(base_url=dashboard, api_key=SIM_TOKEN, max_retries=0)
     compacted = client.responses.compact(
         model="compactweb-sim",
         input=[
@@ -95,3 +100,10 @@ def test_openai_sdk_compacts_through_the_dashboard_simulator(dashboard):
     assert [item.type for item in compacted.output] == ["message", "compaction"]
     assert compacted.output[-1].encrypted_content
     assert compacted.usage.input_tokens > 0
+
+
+def test_an_sdk_client_without_the_sim_token_is_refused(dashboard):
+    client = openai.OpenAI(base_url=dashboard, api_key="sk-guessed", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as refused:
+        client.models.list()
+    assert refused.value.status_code == 401

@@ -1,0 +1,130 @@
+"""The simulated model mounted at /sim/ of the dashboard, guarded (issue 14).
+
+Outside clients (the openai SDK, the Codex CLI, curl) reach the simulator through this mount; the dashboard's own
+turns use an in-process transport and never pass here. The guard, in order:
+
+1. `COMPACTWEB_SIM_ENABLED` off: /sim is not mounted (Django answers 404).
+2. The Host header must match ALLOWED_HOSTS, as Django checks it (400 otherwise).
+3. The caller must show one of:
+   - `Authorization: Bearer <COMPACTWEB_SIM_TOKEN>` (a shared token from the environment; this is what an OpenAI
+     client's `api_key`, or Codex's `env_key`, sends),
+   - `Authorization: Bearer <API token>` or `Token <API token>` of a user with the operator role,
+   - the dashboard's session cookie of a user with the operator role.
+   Anything else is a 401 in the OpenAI error shape.
+4. Bodies over `COMPACTWEB_SIM_MAX_BODY_BYTES` are refused with 413 before they are read (and the simulator caps
+   every fault parameter itself).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+MOUNT = "/sim"
+
+
+async def _send_error(send, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
+                                 "code": code}}).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _headers(scope: dict[str, Any]) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def host_allowed(host: str) -> bool:
+    """Django's own Host check (ALLOWED_HOSTS; with DEBUG and no ALLOWED_HOSTS, the local names)."""
+    domain, _port = split_domain_port(host)
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    return bool(domain) and validate_host(domain, allowed)
+
+
+def _operator_from_token(token: str) -> bool:
+    from compactweb.api_tokens import user_for_token
+    from compactweb.roles import OPERATOR, has_role
+
+    user = user_for_token(token)
+    return user is not None and has_role(user, OPERATOR)
+
+
+def _operator_from_session(cookie_header: str) -> bool:
+    from http.cookies import CookieError, SimpleCookie
+
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
+    from django.utils.crypto import constant_time_compare
+    from django.utils.module_loading import import_string
+
+    from compactweb.roles import OPERATOR, has_role
+
+    try:
+        cookies = SimpleCookie(cookie_header)
+    except CookieError:
+        return False
+    morsel = cookies.get(settings.SESSION_COOKIE_NAME)
+    if morsel is None or not morsel.value:
+        return False
+    session = import_string(settings.SESSION_ENGINE + ".SessionStore")(morsel.value)
+    try:
+        user_id, backend_path = session[SESSION_KEY], session[BACKEND_SESSION_KEY]
+    except KeyError:
+        return False
+    if backend_path not in settings.AUTHENTICATION_BACKENDS:
+        return False
+    user = load_backend(backend_path).get_user(user_id)
+    if user is None or not hasattr(user, "get_session_auth_hash"):
+        return False
+    if not constant_time_compare(session.get(HASH_SESSION_KEY, ""), user.get_session_auth_hash()):
+        return False  # the password changed since this session logged in
+    return has_role(user, OPERATOR)
+
+
+def _authorised(headers: dict[str, str]) -> bool:
+    """Sync (touches the database); run through database_sync_to_async."""
+    scheme, _, credential = headers.get("authorization", "").strip().partition(" ")
+    credential = credential.strip()
+    if credential and scheme.lower() in ("bearer", "token"):
+        shared = getattr(settings, "COMPACTWEB_SIM_TOKEN", "")
+        if shared and scheme.lower() == "bearer" and hmac.compare_digest(credential.encode(), shared.encode()):
+            return True
+        if _operator_from_token(credential):
+            return True
+    cookie = headers.get("cookie")
+    return bool(cookie) and _operator_from_session(cookie)
+
+
+def guarded_sim_app(sim_app):
+    """Wrap the simulator's ASGI app with the checks above."""
+    from channels.db import database_sync_to_async
+
+    async def app(scope, receive, send):
+        headers = _headers(scope)
+        if not host_allowed(headers.get("host", "")):
+            await _send_error(send, 400, "invalid_host", "the Host header is not in ALLOWED_HOSTS")
+            return
+        if not await database_sync_to_async(_authorised)(headers):
+            await _send_error(send, 401, "invalid_api_key",
+                              "the simulated model needs COMPACTWEB_SIM_TOKEN as a bearer token, an operator's API "
+                              "token, or a dashboard login (docs/security.md)",
+                              {"WWW-Authenticate": 'Bearer realm="compactweb-sim"'})
+            return
+        await sim_app(scope, receive, send)
+
+    return app
+
+
+def create_mounted_app(*, recorder=None):
+    """The simulator as /sim serves it: the body cap from settings, behind the guard."""
+    from compaction_app.providers.simulated.app import create_app
+
+    return guarded_sim_app(create_app(root_path=MOUNT, recorder=recorder,
+                                      max_body_bytes=settings.COMPACTWEB_SIM_MAX_BODY_BYTES))
