@@ -130,6 +130,10 @@ class CompactionSummarySerializer(serializers.Serializer):
     probe_retention = RetentionSerializer(allow_null=True, help_text="Model-judged check, when the policy enables it.")
     cost = CostSerializer()
     flagged = serializers.CharField(allow_blank=True, help_text="Why the compaction was flagged (empty: it was not).")
+    inferred = serializers.DictField(
+        child=serializers.CharField(), required=False,
+        help_text="For an imported compaction: each label inferred from the rollout, with the evidence.",
+    )
 
 
 class CompactionListItemSerializer(CompactionSummarySerializer):

@@ -344,6 +344,10 @@ class Compaction(models.Model):
     reread_tokens = models.PositiveBigIntegerField(
         default=0, help_text="Re-read tax: tokens of dropped items fetched again in the next turns.")
     flagged = models.CharField(max_length=200, blank=True, help_text="Why the compaction was flagged, if it was.")
+    inferred = models.JSONField(
+        default=dict, blank=True,
+        help_text="For an imported compaction: each label inferred from the rollout, and the evidence.",
+    )
 
     class Meta:
         ordering = ["session", "rollout_seq"]

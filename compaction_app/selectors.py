@@ -109,6 +109,7 @@ def compaction_summary(*, compaction: Compaction) -> dict[str, Any]:
         "previous_window_id": compaction.previous_window_id or None,
         "first_window_id": compaction.first_window_id,
         "rolled_back": compaction.rolled_back,
+        "inferred": dict(compaction.inferred or {}),
         "created_at": compaction.created_at.isoformat(),
         "retention": compaction.retention,
         "probe_retention": compaction.probe_retention,

@@ -43,6 +43,16 @@ class ImportFormSerializer(serializers.Serializer):
         required=False, default=False,
         help_text="Import under a fresh thread id even if this thread was imported before.",
     )
+    strict = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Refuse the whole file if any line is malformed, instead of skipping and reporting such lines.",
+    )
+
+
+class ImportProblemSerializer(serializers.Serializer):
+    line = serializers.IntegerField(help_text="1-based line number in the file.")
+    reason = serializers.CharField()
+    action = serializers.ChoiceField(choices=["skipped", "repaired"])
 
 
 class ImportResultSerializer(serializers.Serializer):
@@ -57,6 +67,10 @@ class ImportResultSerializer(serializers.Serializer):
     compactions = serializers.IntegerField()
     legacy_compactions_rebuilt = serializers.IntegerField()
     thread_rollbacks = serializers.IntegerField()
+    strict = serializers.BooleanField()
+    skipped_lines = serializers.IntegerField(help_text="Lines not imported (unparseable, or items not kept).")
+    repaired_lines = serializers.IntegerField(help_text="Lines imported after a repair (timestamp, NUL, item).")
+    problems = ImportProblemSerializer(many=True)
 
 
 class ReplayRequestSerializer(serializers.Serializer):
@@ -130,7 +144,8 @@ def refused(exc: transfer.TransferRefused) -> ApiError:
 
 class SessionImport(APIView):
     """Import a Codex rollout: a multipart `file`, or the JSON Lines as the raw body (`application/x-ndjson`, with
-    title / provider / policy / new_thread_id as query parameters). All or nothing."""
+    title / provider / policy / new_thread_id / strict as query parameters). All or nothing in the database;
+tolerant of bad lines (reported in `problems`) unless `strict`."""
 
     permission_classes = [IsOperator]
     parser_classes = [MultiPartParser, FormParser, JsonLinesParser]
@@ -142,6 +157,7 @@ class SessionImport(APIView):
             OpenApiParameter("provider", int, required=False),
             OpenApiParameter("policy", int, required=False),
             OpenApiParameter("new_thread_id", bool, required=False),
+            OpenApiParameter("strict", bool, required=False),
         ],
         responses={201: ImportResultSerializer},
     )
@@ -168,12 +184,13 @@ class SessionImport(APIView):
                 provider=_row(Provider, values.get("provider"), "provider"),
                 policy=_row(CompactionPolicy, values.get("policy"), "policy"),
                 new_thread_id=values.get("new_thread_id", False), actor=request.user,
+                strict=values.get("strict", False),
             )
         except RolloutImportError as exc:
             return invalid_rollout(exc)
         except transfer.TransferRefused as exc:
             raise refused(exc) from None
-        return Response(result.as_dict(), status=status.HTTP_201_CREATED)
+        return Response(ImportResultSerializer(result.as_dict()).data, status=status.HTTP_201_CREATED)
 
 
 def _take(lines: Iterator[str]) -> str:

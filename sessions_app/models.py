@@ -298,3 +298,47 @@ class SimulatorRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scenario} on session #{self.session_id} ({self.status})"
+
+
+class CodexSource(models.Model):
+    """The Codex rollout file an imported or followed session came from (issue 13): its name, where a follower
+    reads it, and how far it has been read. The file's lines are kept as they were (CodexSourceLine), so an
+    export gives back exactly what came in."""
+
+    session = models.OneToOneField(Session, on_delete=models.PROTECT, related_name="codex_source")
+    name = models.CharField(max_length=255, help_text="The file's name, e.g. rollout-<time>-<thread id>.jsonl.")
+    path = models.CharField(max_length=1024, blank=True, help_text="The followed file (empty for an upload).")
+    followed = models.BooleanField(default=False, help_text="Kept in step with the file by follow_rollouts.")
+    offset = models.PositiveBigIntegerField(default=0, help_text="Bytes of the file consumed (complete lines).")
+    line_count = models.PositiveIntegerField(default=0, help_text="Lines kept from the file (CodexSourceLine).")
+    head = models.CharField(
+        max_length=64, blank=True, help_text="SHA-256 of the file's first line: tells a rotated file from the same one."
+    )
+    context_window = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="The usable window Codex reported (model_context_window), if any."
+    )
+    problems = models.JSONField(default=list, blank=True, help_text="Lines skipped or repaired, with reasons.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} → session #{self.session_id}"
+
+
+class CodexSourceLine(models.Model):
+    """One line of a Codex rollout file exactly as read (without its newline), and the rollout line it became."""
+
+    source = models.ForeignKey(CodexSource, on_delete=models.PROTECT, related_name="lines")
+    number = models.PositiveIntegerField(help_text="1-based line number in the file.")
+    text = models.TextField()
+    terminated = models.BooleanField(default=True, help_text="False only for a last line without its newline.")
+    rollout_seq = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Seq of the rollout line it became; empty when it is kept only here."
+    )
+
+    class Meta:
+        ordering = ["source", "number"]
+        constraints = [models.UniqueConstraint(fields=["source", "number"], name="codexsourceline_unique_number")]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}:{self.number}"

@@ -41,6 +41,8 @@ from sessions_app.codex_rollout import (
     to_compactweb_lines,
 )
 from sessions_app.codex_rollout.export import COMPACTWEB_EVENT
+from sessions_app.codex_rollout.labels import Labels, implementation_of, infer_labels, latest_context_window
+from sessions_app.codex_rollout.parse import REPAIRED, SKIPPED, LineProblem, split_raw_lines
 from sessions_app.item_validation import ItemValidationError, validate_item, validate_items
 from sessions_app.locks import LeaseLost, SessionBusy
 from sessions_app.models import RolloutLine, Session
@@ -53,6 +55,7 @@ from sessions_app.rollback import (
 from sessions_app.services import NewLine, append_rollout_lines, do_append_items, do_create_session
 
 IMPORTED = "imported"
+FOLLOWED = "followed"
 REPLAY = "replay"
 # Kinds a `compactweb_line` marker event restores on import (see sessions_app.codex_rollout.export).
 _RESTORABLE_WITH_HISTORY = frozenset({p.ROLLBACK, p.REDO})
@@ -192,15 +195,10 @@ def _strip_prefix(message: str) -> str:
 
 
 def infer_compaction_kind(payload: dict[str, Any]) -> tuple[str, str]:
-    """(implementation, strategy) of an imported compacted line. Codex does not record them; inferred from what the
-    line holds: a summary message → local summarization, an opaque `compaction` item → remote (v1), neither →
-    token budget (a new window with the history kept)."""
-    if payload.get("message") or payload.get("legacy_rebuilt"):
-        return "responses", "local"
-    if any(isinstance(i, dict) and i.get("type") in ("compaction", "compaction_summary")
-           for i in payload.get("replacement_history") or []):
-        return "responses_compact", "remote_v1"
-    return "token_budget", "token_budget"
+    """(implementation, strategy) of an imported compacted line, from what the line holds (see
+    sessions_app.codex_rollout.labels, which also uses the lines around it)."""
+    kind, _ = implementation_of(payload)
+    return kind
 
 
 # --- reads of a session's rollout ----------------------------------------------------------------------------------
@@ -243,8 +241,11 @@ def replay_comparison(*, replay: Session) -> dict[str, Any]:
 
 
 def export_filename(session: Session) -> str:
-    """Codex's file name pattern: rollout-<YYYY-MM-DDTHH-MM-SS>-<thread id>.jsonl (spec §15)."""
-    return f"rollout-{session.created_at:%Y-%m-%dT%H-%M-%S}-{session.thread_id}.jsonl"
+    """Codex's file name pattern: rollout-<YYYY-MM-DDTHH-MM-SS>-<thread id>.jsonl (spec §15). An imported or
+    followed session keeps its file's name; otherwise the time is the session's start (its session_meta)."""
+    from sessions_app import codex_sources
+
+    return codex_sources.export_filename(session=session)
 
 
 def _session_meta(session: Session) -> dict[str, Any]:
@@ -260,14 +261,19 @@ def _session_meta(session: Session) -> dict[str, Any]:
 
 def export_rollout(*, session: Session, chunk_size: int = 1000) -> Iterator[str]:
     """The session's rollout as Codex rollout JSON Lines, session_meta first, read from the database in chunks
-    (spec §15). Raises RolloutExportError for a line Codex's format cannot hold."""
+    (spec §15). An imported or followed session gives back its file's lines exactly as they came in, then what
+    compactweb added after (sessions_app.codex_sources). Raises RolloutExportError for a line Codex's format
+    cannot hold."""
+    from sessions_app import codex_sources
+
+    if codex_sources.has_source(session=session):
+        return codex_sources.export_with_source(session=session, chunk_size=chunk_size)
     return export_lines(_export_rows(session.pk, chunk_size), session_meta=_session_meta(session))
 
 
-def _export_rows(session_id: int, chunk_size: int) -> Iterator[dict[str, Any]]:
+def _export_rows(session_id: int, chunk_size: int, after: int = 0) -> Iterator[dict[str, Any]]:
     # One short query per chunk (no cursor held open between chunks), so a streamed response can pull chunks
     # from whichever thread serves it.
-    after = 0
     while True:
         rows = list(
             RolloutLine.objects.filter(session_id=session_id, seq__gt=after)
@@ -295,10 +301,20 @@ class ImportResult:
     compactions: int
     legacy_compactions_rebuilt: int
     thread_rollbacks: int
+    problems: list[LineProblem] = field(default_factory=list)
+    strict: bool = False
 
     @property
     def skipped_count(self) -> int:
         return sum(self.skipped_kinds.values())
+
+    @property
+    def skipped_lines(self) -> int:
+        return sum(1 for p_ in self.problems if p_.action == SKIPPED)
+
+    @property
+    def repaired_lines(self) -> int:
+        return len({p_.line_no for p_ in self.problems if p_.action == REPAIRED})
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -313,6 +329,10 @@ class ImportResult:
             "compactions": self.compactions,
             "legacy_compactions_rebuilt": self.legacy_compactions_rebuilt,
             "thread_rollbacks": self.thread_rollbacks,
+            "strict": self.strict,
+            "skipped_lines": self.skipped_lines,
+            "repaired_lines": self.repaired_lines,
+            "problems": [p_.as_dict() for p_ in self.problems],
         }
 
 
@@ -322,27 +342,53 @@ def _parse_time(value: str) -> datetime:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def _validated(lines: list[ImportedLine]) -> tuple[list[NewLine], list[tuple[int, str]]]:
-    """Validate every item with compactweb's item rules and parse every timestamp, collecting bad lines."""
+def _validated(lines: list[ImportedLine], *, strict: bool = True
+               ) -> tuple[list[NewLine], list[int], list[tuple[int, str]], list[LineProblem]]:
+    """Validate every item with compactweb's item rules and parse every timestamp.
+
+    Returns the lines to append, their source line numbers, the errors (strict: every bad line) and the problems
+    (tolerant): a response_item compactweb does not know or cannot validate is kept in the source file only (it
+    is never sent to a model); a bad item inside a replacement history is left out of it."""
     out: list[NewLine] = []
+    numbers: list[int] = []
     errors: list[tuple[int, str]] = []
+    problems: list[LineProblem] = []
     for line in lines:
         try:
-            payload = line.payload
-            if line.kind == p.RESPONSE_ITEM:
-                payload = validate_item(payload, "response_item")
-            elif isinstance(payload, dict) and "replacement_history" in payload:
-                payload = {**payload, "replacement_history": validate_items(
-                    payload["replacement_history"], f"{line.kind}.replacement_history")}
             when = _parse_time(line.timestamp)
-        except ItemValidationError as exc:
-            errors.append((line.source_line_no, str(exc)))
-            continue
         except ValueError:
             errors.append((line.source_line_no, f"timestamp {line.timestamp!r} is not ISO-8601"))
             continue
+        payload = line.payload
+        if line.kind == p.RESPONSE_ITEM:
+            try:
+                payload = validate_item(payload, "response_item")
+            except ItemValidationError as exc:
+                if strict:
+                    errors.append((line.source_line_no, str(exc)))
+                else:
+                    problems.append(LineProblem(line.source_line_no, f"{exc}: kept in the file, not in the history",
+                                                SKIPPED))
+                continue
+        elif isinstance(payload, dict) and isinstance(payload.get("replacement_history"), list):
+            try:
+                payload = {**payload, "replacement_history": validate_items(
+                    payload["replacement_history"], f"{line.kind}.replacement_history")}
+            except ItemValidationError as exc:
+                if strict:
+                    errors.append((line.source_line_no, str(exc)))
+                    continue
+                kept = []
+                for i, item in enumerate(payload["replacement_history"]):
+                    try:
+                        kept.append(validate_item(item, f"{line.kind}.replacement_history[{i}]"))
+                    except ItemValidationError as bad:
+                        problems.append(LineProblem(line.source_line_no, f"{bad}: left out of the replacement history",
+                                                    REPAIRED))
+                payload = {**payload, "replacement_history": kept}
         out.append(NewLine(line.kind, payload, when))
-    return out, errors
+        numbers.append(line.source_line_no)
+    return out, numbers, errors, problems
 
 
 def _thread_id_and_time(parsed: ParsedRollout) -> tuple[uuid.UUID, datetime]:
@@ -402,28 +448,51 @@ def _title(parsed: ParsedRollout, given: str | None) -> str:
     return f"imported {parsed.source_name or 'rollout'}"[:200]
 
 
-def _create_compactions(session: Session, rows: list[RolloutLine]) -> int:
+def _create_compactions(session: Session, rows: list[RolloutLine], labels: dict[int, Labels] | None = None) -> int:
+    """Compaction rows for the `compacted` lines among `rows`, labelled as Codex ran them (`labels` by seq,
+    inferred from the rollout; sessions_app.codex_rollout.labels)."""
     compacted = [r for r in rows if r.kind == p.COMPACTED]
     if not compacted:
         return 0
+    labels = labels or {}
     figures = {c.seq: c for c in measure_rollout(_fold_lines(session.pk)).compactions}
     states = fold_compaction_states((r.seq, r.kind, r.payload) for r in rows)
     created = []
     for row in compacted:
         payload, fig = row.payload, figures[row.seq]
-        implementation, strategy = infer_compaction_kind(payload)
+        label = labels.get(row.seq)
+        if label is None:
+            (implementation, strategy), why = implementation_of(payload)
+            label = Labels(implementation=implementation, strategy=strategy, phase="pre_turn", trigger="auto",
+                           reason="context_limit", inferred={"implementation": why})
         key = compaction_key(window_id=payload.get("window_id"), seq=row.seq)
         created.append(Compaction(
-            session=session, rollout_seq=row.seq, trigger="auto", reason="context_limit", phase="pre_turn",
-            implementation=implementation, strategy=strategy, summary=_strip_prefix(payload.get("message") or ""),
+            session=session, rollout_seq=row.seq, trigger=label.trigger, reason=label.reason, phase=label.phase,
+            implementation=label.implementation, strategy=label.strategy,
+            summary=_strip_prefix(payload.get("message") or ""),
             tokens_before=fig.active_before, tokens_after=fig.active_after,
             window_number=int(payload.get("window_number") or 0), window_id=payload.get("window_id") or "",
             previous_window_id=payload.get("previous_window_id") or "",
             first_window_id=payload.get("first_window_id") or "", item_id=f"imported-{row.seq}",
             rolled_back=states[key].rolled_back if key in states else False,
+            inferred=dict(label.inferred),
         ))
     Compaction.objects.bulk_create(created)
     return len(created)
+
+
+def provider_for_window(provider: Provider, window: int | None) -> Provider:
+    """The provider with the rollout's context window: Codex reports the usable window (the model's window times
+    its effective percent), so the provider's window is that divided back (sessions_app.fleet.derived_provider)."""
+    if not window:
+        return provider
+    from sessions_app.fleet import derived_provider
+
+    percent = provider.effective_context_window_percent or 100
+    full = -(-window * 100 // percent)
+    if provider.usable_context_window == window:
+        return provider
+    return derived_provider(provider, model=provider.model, context_window=full)
 
 
 def do_import_rollout(
@@ -435,25 +504,39 @@ def do_import_rollout(
     policy: CompactionPolicy | None = None,
     new_thread_id: bool = False,
     actor=None,
+    strict: bool = False,
+    follow_path: str = "",
 ) -> ImportResult:
-    """Import one Codex rollout as a new session (source "imported"), all or nothing (spec §15, §8.2).
+    """Import one Codex rollout as a new session (source "imported", or "followed" with `follow_path`), all or
+    nothing in the database (spec §15, §8.2; issue 13).
 
-    Raises RolloutImportError naming every bad line (nothing stored), AlreadyImported when a session with the
-    rollout's thread id exists (unless `new_thread_id`, which imports under a fresh id and keeps the original as
-    `forked_from_id`), TransferRefused when no provider or policy is configured.
+    Tolerant by default, like Codex's own loader: unparseable lines (a truncated last line), unknown kinds and
+    items, NUL characters and bad timestamps are skipped or repaired and reported in `problems` with their line
+    numbers. `strict` refuses the whole file instead (RolloutImportError naming every bad line). The file's
+    lines are kept as they came (sessions_app.codex_sources), so an export gives them back byte for byte.
+    Compactions are labelled from the rollout (sessions_app.codex_rollout.labels) and the session gets the
+    context window Codex reported. Raises AlreadyImported when a session with the rollout's thread id exists
+    (unless `new_thread_id`, which imports under a fresh id and keeps the original as `forked_from_id`),
+    TransferRefused when no provider or policy is configured.
     """
-    parsed = parse_rollout(lines, source_name=source_name)
+    from sessions_app import codex_sources
+
+    raw = split_raw_lines(lines)
+    parsed = parse_rollout([r.raw for r in raw], source_name=source_name, strict=strict)
     original_id, meta_time = _thread_id_and_time(parsed)
     converted = restore_compactweb_kinds(to_compactweb_lines(parsed))
-    new_lines, errors = _validated(converted)
+    new_lines, numbers, errors, problems = _validated(converted, strict=strict)
     if errors:
         raise RolloutImportError(errors, source_name=source_name)
+    problems = sorted([*parsed.problems, *problems], key=lambda x: x.line_no)
     provider, policy = default_provider_and_policy(provider, policy)
+    window = latest_context_window(parsed.lines)
     thread_id = uuid.UUID(int=uuid7().int) if new_thread_id else original_id
     existing = Session.objects.filter(thread_id=thread_id).values_list("pk", flat=True).first()
     if existing is not None:
         raise AlreadyImported(thread_id=str(thread_id), session_id=existing)
     meta = dict(parsed.session_meta or {})
+    meta_line_no = next(line.line_no for line in parsed.lines if line.kind == p.SESSION_META)
     window_id = _first_window_id(new_lines)
     meta_payload = {
         **meta,
@@ -465,16 +548,25 @@ def do_import_rollout(
     }
     if new_thread_id:
         meta_payload["forked_from_id"] = str(original_id)
+    labels_by_line = infer_labels(parsed.lines)
     try:
         with transaction.atomic():
+            session_provider = provider_for_window(provider, window)
             session = Session.objects.create(
-                title=_title(parsed, title), provider=provider, policy=policy, base_instructions=_base_text(meta),
-                thread_id=thread_id, model=provider.model, source=IMPORTED,
+                title=_title(parsed, title), provider=session_provider, policy=policy,
+                base_instructions=_base_text(meta), thread_id=thread_id, model=provider.model,
+                source=FOLLOWED if follow_path else IMPORTED,
             )
             rows = append_rollout_lines(
                 session=session, lines=[NewLine(p.SESSION_META, meta_payload, meta_time), *new_lines], actor=actor
             )
-            compactions = _create_compactions(session, rows)
+            seq_by_line = dict(zip([meta_line_no, *numbers], (r.seq for r in rows), strict=True))
+            codex_sources.store_source(
+                session=session, name=_file_name(source_name), raw=raw, seq_by_line=seq_by_line,
+                problems=problems, context_window=window, path=follow_path,
+            )
+            labels = {seq_by_line[no]: label for no, label in labels_by_line.items() if no in seq_by_line}
+            compactions = _create_compactions(session, rows, labels)
             result = ImportResult(
                 session=session,
                 source_name=source_name,
@@ -486,11 +578,13 @@ def do_import_rollout(
                 legacy_compactions_rebuilt=sum(1 for x in converted if x.payload.get("legacy_rebuilt")),
                 thread_rollbacks=sum(1 for x in converted if x.kind == p.ROLLBACK
                                      and x.payload.get("source") in THREAD_ROLLBACK_SOURCES),
+                problems=problems,
+                strict=strict,
             )
             record_audit(
                 action=AuditEntry.Action.IMPORT, actor=actor, session=session,
                 reason=f"imported {source_name or 'a rollout'}",
-                detail={k: v for k, v in result.as_dict().items() if k != "session"},
+                detail={k: v for k, v in result.as_dict().items() if k not in ("session", "problems")},
             )
     except (p.ProjectionError, ValueError) as exc:
         # Lines that parse but cannot be folded (e.g. an edited compactweb_line marker); the transaction rolled back.
@@ -503,6 +597,10 @@ def do_import_rollout(
         raise AlreadyImported(thread_id=str(thread_id), session_id=existing) from None
     session.refresh_from_db()
     return result
+
+
+def _file_name(source_name: str) -> str:
+    return (source_name.replace("\\", "/").rsplit("/", 1)[-1] or "rollout.jsonl")[:255]
 
 
 # --- replay --------------------------------------------------------------------------------------------------------

@@ -154,6 +154,7 @@ def import_rollout(request):
             lines=upload.read().splitlines(keepends=True), source_name=upload.name or "upload",
             title=(request.POST.get("title") or "").strip() or None, provider=provider, policy=policy,
             new_thread_id=bool(request.POST.get("new_thread_id")), actor=request.user,
+            strict=bool(request.POST.get("strict")),
         )
     except RolloutImportError as exc:
         context["errors"] = {"message": str(exc), "lines": exc.errors[:50], "more": max(0, len(exc.errors) - 50)}
@@ -163,6 +164,10 @@ def import_rollout(request):
                              "session": getattr(exc, "session_id", None)}
         return render(request, "sessions_app/import.html", context, status=exc.status)
     skipped = f"; {result.skipped_count} line(s) of unknown kinds skipped" if result.skipped_count else ""
+    if result.problems:
+        first = result.problems[0]
+        skipped += (f"; {result.skipped_lines} line(s) skipped and {result.repaired_lines} repaired "
+                    f"(first: line {first.line_no}, {first.reason})")
     messages.success(request, f"Imported {upload.name} as session #{result.session.pk}: {result.lines_imported} "
                      f"rollout lines, {result.compactions} compaction(s){skipped}.")
     return HttpResponseRedirect(_url("session_detail", result.session.pk, default=reverse("import_rollout")))

@@ -48,10 +48,11 @@ class ImportedLine:
     source_line_no: int
 
 
-def to_compactweb_lines(parsed: ParsedRollout) -> list[ImportedLine]:
-    """Map Codex lines to compactweb lines whose simple fold equals `reconstruct_history` (spec §8.2, §8.3)."""
+def to_compactweb_lines(parsed: ParsedRollout, *, history: list[Item] | None = None) -> list[ImportedLine]:
+    """Map Codex lines to compactweb lines whose simple fold equals `reconstruct_history` (spec §8.2, §8.3).
+    `history` is the history before these lines (a follower appending to a session), empty by default."""
     out: list[ImportedLine] = []
-    history: list[Item] = []
+    history = list(history or [])
     for line in parsed.lines:
         if line.kind not in (RESPONSE_ITEM, COMPACTED, EVENT_MSG, TURN_CONTEXT):
             continue

@@ -57,8 +57,11 @@ def format_timestamp(value: datetime | str) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
-def _dump(timestamp: str, kind: str, payload: Any) -> str:
-    line = {"timestamp": timestamp, "type": kind, "payload": payload}
+def _dump(timestamp: str, kind: str, payload: Any, ordinals: Iterator[int] | None = None) -> str:
+    line: dict[str, Any] = {"timestamp": timestamp}
+    if ordinals is not None:
+        line["ordinal"] = next(ordinals)
+    line.update({"type": kind, "payload": payload})
     return json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
@@ -102,34 +105,39 @@ def _marker_event(kind: str, seq: Any, payload: Any) -> dict[str, Any]:
 def export_lines(
     lines: Iterable[dict[str, Any]],
     *,
-    session_meta: dict[str, Any],
+    session_meta: dict[str, Any] | None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    first_ordinal: int | None = None,
 ) -> Iterator[str]:
     """Yield a compactweb rollout as Codex rollout JSON Lines, session_meta first (spec §15).
 
     `lines` are compactweb rollout lines `{seq, timestamp, kind, payload}` in seq order. `session_meta` gives
     `id` (the thread id, required), and optionally `timestamp`, `cwd`, `cli_version`, `source`,
     `model_provider`, `base_instructions` (text or `{"text": ...}`). Without a timestamp the session starts at
-    its first line's, or `now()` for an empty rollout.
+    its first line's, or `now()` for an empty rollout. `session_meta=None` writes no session_meta line (the
+    continuation of a file that has one); `first_ordinal` numbers the lines from there, as newer Codex does.
     """
+    ordinals = itertools.count(first_ordinal) if first_ordinal is not None else None
     iterator = iter(lines)
     first = next(iterator, None)
-    started = format_timestamp(session_meta.get("timestamp") or (first["timestamp"] if first is not None else now()))
-    yield _dump(started, SESSION_META, _session_meta_payload(session_meta, started))
+    if session_meta is not None:
+        started = format_timestamp(
+            session_meta.get("timestamp") or (first["timestamp"] if first is not None else now()))
+        yield _dump(started, SESSION_META, _session_meta_payload(session_meta, started), ordinals)
     if first is None:
         return
     for line in itertools.chain([first], iterator):
         kind, payload, seq = line["kind"], line["payload"], line.get("seq")
         timestamp = format_timestamp(line["timestamp"])
         if kind == EVENT_MSG and isinstance(payload, dict) and payload.get("type") == THREAD_ROLLED_BACK:
-            yield _dump(timestamp, EVENT_MSG, _marker_event(kind, seq, payload))
+            yield _dump(timestamp, EVENT_MSG, _marker_event(kind, seq, payload), ordinals)
         elif kind in _PASSTHROUGH_KINDS:
-            yield _dump(timestamp, kind, payload)
+            yield _dump(timestamp, kind, payload, ordinals)
         elif kind == COMPACTED:
-            yield _dump(timestamp, COMPACTED, _compacted_payload(payload, seq))
+            yield _dump(timestamp, COMPACTED, _compacted_payload(payload, seq), ordinals)
         elif kind == SESSION_META:
             continue
         else:
             if isinstance(payload, dict) and isinstance(payload.get("replacement_history"), list):
-                yield _dump(timestamp, COMPACTED, _compacted_payload({**payload, "message": ""}, seq))
-            yield _dump(timestamp, EVENT_MSG, _marker_event(kind, seq, payload))
+                yield _dump(timestamp, COMPACTED, _compacted_payload({**payload, "message": ""}, seq), ordinals)
+            yield _dump(timestamp, EVENT_MSG, _marker_event(kind, seq, payload), ordinals)

@@ -1,9 +1,15 @@
 """Reading Codex rollout JSON Lines (spec §15, §1.5).
 
-A rollout line is `{"timestamp": "...", "ordinal"?: n, "type": <kind>, "payload": {...}}`. Parsing is all or
-nothing: every malformed line is collected with its 1-based line number, and if there is any the whole file is
-refused with `RolloutImportError`, so an importer never writes half a session. Unknown kinds are skipped and
-counted, as Codex's own reader skips them.
+A rollout line is `{"timestamp": "...", "ordinal"?: n, "type": <kind>, "payload": {...}}`.
+
+Two modes (issue 13, item 1):
+- strict: every malformed line is collected with its 1-based line number, and if there is any the whole file is
+  refused with `RolloutImportError`. Unknown kinds (with a payload) are skipped and counted.
+- tolerant (the default of the importers): as tolerant as Codex's own loader, which skips what it cannot parse
+  when it resumes. A line that is not JSON (a truncated last line of a running or crashed session, or garbage
+  anywhere), not UTF-8, or a known kind with a malformed payload is skipped; an unknown kind with or without a
+  payload is skipped and counted; a missing or invalid timestamp is repaired with the previous line's; NUL
+  characters are removed from text. Each is reported as a `LineProblem` (line number, reason, action).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from compaction_app.engine.items import normalize_kind
@@ -44,6 +51,23 @@ USER_MESSAGE = "user_message"
 THREAD_ROLLED_BACK = "thread_rolled_back"
 
 WINDOW_FIELDS = ("window_number", "window_id", "previous_window_id", "first_window_id")
+
+
+SKIPPED = "skipped"
+REPAIRED = "repaired"
+
+
+@dataclass(frozen=True)
+class LineProblem:
+    """Something a tolerant read did not take as it was: `action` is `skipped` (the line is not imported) or
+    `repaired` (imported after the fix the reason names)."""
+
+    line_no: int
+    reason: str
+    action: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"line": self.line_no, "reason": self.reason, "action": self.action}
 
 
 class RolloutImportError(ValueError):
@@ -95,6 +119,7 @@ class ParsedRollout:
     session_meta: dict[str, Any] | None
     kind_counts: dict[str, int] = field(default_factory=dict)
     skipped_kinds: dict[str, int] = field(default_factory=dict)
+    problems: list[LineProblem] = field(default_factory=list)
 
     @property
     def skipped_count(self) -> int:
@@ -184,7 +209,50 @@ def _check_payload(kind: str, payload: Any) -> Any:
     return payload
 
 
-def _parse_line(raw: str | bytes) -> tuple[str, str, Any, int | None]:
+def _is_iso_timestamp(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+def strip_nul(value: Any) -> tuple[Any, int]:
+    """`value` with every NUL character removed from its strings (keys too), and how many were removed.
+    PostgreSQL's jsonb cannot hold U+0000."""
+    if isinstance(value, str):
+        count = value.count("\x00")
+        return (value.replace("\x00", "") if count else value), count
+    if isinstance(value, dict):
+        out, total = {}, 0
+        for key, inner in value.items():
+            new_key, n1 = strip_nul(key)
+            new_inner, n2 = strip_nul(inner)
+            out[new_key] = new_inner
+            total += n1 + n2
+        return (out if total else value), total
+    if isinstance(value, list):
+        items, total = [], 0
+        for inner in value:
+            new_inner, n = strip_nul(inner)
+            items.append(new_inner)
+            total += n
+        return (items if total else value), total
+    return value, 0
+
+
+@dataclass
+class _Parsed:
+    kind: str
+    timestamp: str | None
+    payload: Any
+    ordinal: int | None
+    repairs: list[str] = field(default_factory=list)
+
+
+def _parse_line(raw: str | bytes, *, strict: bool) -> _Parsed:
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8")
@@ -193,49 +261,83 @@ def _parse_line(raw: str | bytes) -> tuple[str, str, Any, int | None]:
     try:
         obj = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise _Malformed(f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+        cut = exc.msg.startswith("Unterminated string") or (
+            exc.pos >= len(raw.rstrip("\r\n")) and exc.msg.startswith("Expecting"))
+        reason = "invalid JSON, the line is cut short" if cut else "invalid JSON"
+        raise _Malformed(f"{reason} ({exc.msg} at column {exc.colno})") from None
     if not isinstance(obj, dict):
         raise _Malformed("a rollout line must be a JSON object")
     kind = obj.get("type")
     if not isinstance(kind, str) or not kind:
         raise _Malformed("missing string `type`")
+    repairs: list[str] = []
     if "payload" not in obj:
-        raise _Malformed(f"{kind} line has no `payload`")
+        if strict or kind in KNOWN_KINDS:
+            raise _Malformed(f"{kind} line has no `payload`")
     timestamp = obj.get("timestamp")
     if not isinstance(timestamp, str):
-        raise _Malformed("missing string `timestamp`")
+        if strict:
+            raise _Malformed("missing string `timestamp`")
+        repairs.append("missing timestamp: the previous line's is used")
+        timestamp = None
+    elif not strict and not _is_iso_timestamp(timestamp):
+        repairs.append(f"timestamp {timestamp[:40]!r} is not ISO-8601: the previous line's is used")
+        timestamp = None
     ordinal = obj.get("ordinal")
     if ordinal is not None and not (_is_int(ordinal) and ordinal >= 0):
-        raise _Malformed("`ordinal` must be a non-negative integer")
-    return kind, timestamp, _check_payload(kind, obj["payload"]), ordinal
+        if strict:
+            raise _Malformed("`ordinal` must be a non-negative integer")
+        ordinal = None
+    payload = obj.get("payload")
+    if not strict and kind in KNOWN_KINDS:
+        payload, removed = strip_nul(payload)
+        if removed:
+            repairs.append(f"{removed} NUL character{'s' if removed > 1 else ''} removed from the text")
+    return _Parsed(kind, timestamp, _check_payload(kind, payload), ordinal, repairs)
 
 
-def parse_rollout(lines: Iterable[str | bytes], *, source_name: str = "") -> ParsedRollout:
-    """Parse and validate a Codex rollout; refuse it whole if any line is malformed (spec §15, §1.5).
+def parse_rollout(lines: Iterable[str | bytes], *, source_name: str = "", strict: bool = True) -> ParsedRollout:
+    """Parse and validate a Codex rollout (spec §15, §1.5).
 
-    Blank lines are ignored. A final line cut in the middle of its JSON is malformed like any other.
-    Raises RolloutImportError listing every bad line; its message starts with the first one (`line 7: ...`).
+    Blank lines are ignored. Strict: refuse it whole if any line is malformed, raising RolloutImportError that
+    lists every bad line (its message starts with the first one, `line 7: ...`); a final line cut in the middle
+    of its JSON is malformed like any other. Tolerant (`strict=False`): skip or repair such lines and list them in
+    `problems`; a rollout with no usable line at all still parses (the importer then refuses it for lack of a
+    session_meta).
     """
     kept: list[RolloutLine] = []
     errors: list[tuple[int, str]] = []
+    problems: list[LineProblem] = []
     counts: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
     session_meta: dict[str, Any] | None = None
+    last_timestamp: str | None = None
     for line_no, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
-            kind, timestamp, payload, ordinal = _parse_line(raw)
+            parsed = _parse_line(raw, strict=strict)
         except _Malformed as exc:
-            errors.append((line_no, str(exc)))
+            if strict:
+                errors.append((line_no, str(exc)))
+            else:
+                problems.append(LineProblem(line_no, str(exc), SKIPPED))
             continue
+        kind = parsed.kind
         counts[kind] += 1
         if kind not in KNOWN_KINDS:
             skipped[kind] += 1
             continue
+        timestamp = parsed.timestamp or last_timestamp
+        if timestamp is None:
+            timestamp = _first_timestamp(parsed.payload) or "1970-01-01T00:00:00.000Z"
+        last_timestamp = timestamp
+        problems.extend(LineProblem(line_no, reason, REPAIRED) for reason in parsed.repairs)
+        payload = parsed.payload
         if kind == SESSION_META and session_meta is None:
             session_meta = payload
-        kept.append(RolloutLine(line_no=line_no, timestamp=timestamp, kind=kind, payload=payload, ordinal=ordinal))
+        kept.append(RolloutLine(line_no=line_no, timestamp=timestamp, kind=kind, payload=payload,
+                                ordinal=parsed.ordinal))
     if errors:
         raise RolloutImportError(errors, source_name=source_name)
     return ParsedRollout(
@@ -244,4 +346,39 @@ def parse_rollout(lines: Iterable[str | bytes], *, source_name: str = "") -> Par
         session_meta=session_meta,
         kind_counts=dict(counts),
         skipped_kinds=dict(skipped),
+        problems=problems,
     )
+
+
+def _first_timestamp(payload: Any) -> str | None:
+    """A session_meta carries its own start time; used when the line's timestamp is unusable."""
+    if isinstance(payload, dict) and _is_iso_timestamp(payload.get("timestamp")):
+        return payload["timestamp"]
+    return None
+
+
+@dataclass(frozen=True)
+class RawLine:
+    """One line of a rollout file as read: `raw` without its newline (bytes or text, as given), `text` the same
+    as text (undecodable bytes replaced), `terminated` False only for a last line that had no newline."""
+
+    raw: str | bytes
+    text: str
+    terminated: bool
+
+
+def split_raw_lines(lines: Iterable[str | bytes]) -> list[RawLine]:
+    """The lines of a file (each with or without its newline, e.g. a file object or `splitlines(keepends=True)`)
+    as RawLines, so that joining `text + "\\n"` (for terminated lines) gives the file back."""
+    out: list[RawLine] = []
+    for line in lines:
+        if isinstance(line, bytes):
+            terminated = line.endswith(b"\n")
+            raw: str | bytes = line[:-1] if terminated else line
+            text = raw.decode("utf-8", errors="replace")
+        else:
+            terminated = line.endswith("\n")
+            raw = line[:-1] if terminated else line
+            text = raw
+        out.append(RawLine(raw=raw, text=text.replace("\x00", "\ufffd"), terminated=terminated))
+    return out

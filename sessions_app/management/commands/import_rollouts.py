@@ -1,7 +1,8 @@
 """Import Codex rollout files, or every `*.jsonl` under folders such as `~/.codex/sessions/` (its
 `YYYY/MM/DD/rollout-….jsonl` tree), one session per file (spec §15).
 
-Each file is imported in its own transaction, all or nothing. A bad file is reported with its bad lines and the
+Each file is imported in its own transaction, all or nothing. Bad lines (a truncated last line, garbage, unknown
+items, bad timestamps) are skipped or repaired and listed with their numbers; with `--strict` a bad file is reported with its bad lines and the
 command goes on with the next one (`--stop-on-error` stops instead); files whose thread is already imported are
 reported and skipped. The exit status is non-zero when any file failed.
 """
@@ -52,10 +53,12 @@ class Command(BaseCommand):
         parser.add_argument("--provider", help="Provider id or name (default: the first configured).")
         parser.add_argument("--policy", help="Policy id or name (default: the first configured).")
         parser.add_argument("--stop-on-error", action="store_true", help="Stop at the first file that fails.")
+        parser.add_argument("--strict", action="store_true",
+                            help="Refuse a file whole when any line is malformed (default: skip and report it).")
         parser.add_argument("--new-thread-id", action="store_true",
                             help="Import threads that were imported before again, under fresh thread ids.")
 
-    def handle(self, *args, paths, provider, policy, stop_on_error, new_thread_id, **options):
+    def handle(self, *args, paths, provider, policy, stop_on_error, new_thread_id, strict=False, **options):
         provider_row = _lookup(Provider, provider, "provider")
         policy_row = _lookup(CompactionPolicy, policy, "policy")
         files = rollout_files(paths)
@@ -65,7 +68,7 @@ class Command(BaseCommand):
                 with path.open("rb") as handle:
                     result = do_import_rollout(
                         lines=handle, source_name=str(path), provider=provider_row, policy=policy_row,
-                        new_thread_id=new_thread_id,
+                        new_thread_id=new_thread_id, strict=strict,
                     )
             except AlreadyImported as exc:
                 skipped += 1
@@ -82,10 +85,14 @@ class Command(BaseCommand):
             else:
                 imported += 1
                 extra = f", {result.skipped_count} unknown line(s) skipped" if result.skipped_count else ""
+                if result.problems:
+                    extra += f", {result.skipped_lines} bad line(s) skipped, {result.repaired_lines} repaired"
                 self.stdout.write(
                     f"imported {path} as session {result.session.pk}: {result.lines_imported} lines, "
                     f"{result.compactions} compaction(s){extra}"
                 )
+                for problem in result.problems[:20]:
+                    self.stdout.write(f"  line {problem.line_no}: {problem.action}: {problem.reason}")
                 continue
             if stop_on_error:
                 break

@@ -71,9 +71,10 @@ def test_a_raw_json_lines_body_is_imported_with_query_parameters(operator_api, r
     assert Session.objects.get(pk=response.json()["session"]).title == "From raw"
 
 
-def test_a_truncated_file_is_refused_whole_and_names_the_bad_line(operator_api, rollout_bytes, row_counts, provider, policy):
+def test_in_strict_mode_a_truncated_file_is_refused_whole_and_names_the_bad_line(operator_api, rollout_bytes, row_counts, provider, policy):
     before = row_counts()
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("t.jsonl", rollout_bytes("truncated_last_line.jsonl"))})
+    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("t.jsonl", rollout_bytes("truncated_last_line.jsonl")),
+                                                              "strict": "true"})
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "invalid_rollout"
@@ -82,21 +83,21 @@ def test_a_truncated_file_is_refused_whole_and_names_the_bad_line(operator_api, 
     assert row_counts() == before
 
 
-def test_a_corrupted_line_in_the_middle_is_refused_whole(operator_api, rollout_bytes, row_counts, provider, policy):
+def test_in_strict_mode_a_corrupted_line_in_the_middle_is_refused_whole(operator_api, rollout_bytes, row_counts, provider, policy):
     lines = rollout_bytes("compactions.jsonl").splitlines(keepends=True)
     lines[20] = b'{"timestamp":"2026-04-19T10:37:00.000Z","type":"response_item","payload":{"role":"user"}}\n'
     before = row_counts()
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("c.jsonl", b"".join(lines))})
+    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("c.jsonl", b"".join(lines)), "strict": "true"})
     assert response.status_code == 400
     assert response.json()["error"]["message"].startswith("line 21: ")
     assert row_counts() == before
 
 
-def test_an_item_our_validator_refuses_is_reported_with_its_line(operator_api, rollout_bytes, row_counts, provider, policy):
+def test_in_strict_mode_an_item_our_validator_refuses_is_reported_with_its_line(operator_api, rollout_bytes, row_counts, provider, policy):
     lines = rollout_bytes("basic_session.jsonl").splitlines(keepends=True)
     lines[5] = b'{"timestamp":"2026-04-19T10:37:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":5}]}}\n'
     before = row_counts()
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("v.jsonl", b"".join(lines))})
+    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("v.jsonl", b"".join(lines)), "strict": "true"})
     assert response.status_code == 400
     assert response.json()["error"]["message"].startswith("line 6: response_item.content[0].text")
     assert row_counts() == before
@@ -129,13 +130,13 @@ def test_a_request_without_a_file_is_refused(operator_api, provider, policy, row
     assert row_counts() == before
 
 
-def test_a_session_meta_with_a_bad_id_or_time_is_refused_naming_line_one(operator_api, rollout_bytes, row_counts, provider, policy):
+def test_in_strict_mode_a_session_meta_with_a_bad_id_or_time_is_refused_naming_line_one(operator_api, rollout_bytes, row_counts, provider, policy):
     lines = rollout_bytes("basic_session.jsonl").splitlines(keepends=True)
     meta = json.loads(lines[0])
     meta["timestamp"], meta["payload"]["id"] = "yesterday", "not-a-uuid"
     lines[0] = json.dumps(meta).encode() + b"\n"
     before = row_counts()
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("m.jsonl", b"".join(lines))})
+    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("m.jsonl", b"".join(lines)), "strict": "true"})
     assert response.status_code == 400
     assert [(e["line"], e["message"]) for e in response.json()["error"]["lines"]] == [
         (1, "session_meta.id is not a UUID"), (1, "timestamp 'yesterday' is not ISO-8601")]

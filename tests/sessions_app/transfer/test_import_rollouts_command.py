@@ -27,7 +27,7 @@ def sessions_tree(tmp_path):
 def test_good_files_are_imported_and_a_bad_one_is_reported_with_its_line(sessions_tree, provider, policy):
     out, err = StringIO(), StringIO()
     with pytest.raises(CommandError, match="1 file\\(s\\) could not be imported"):
-        call_command("import_rollouts", str(sessions_tree), "--policy", policy.name, stdout=out, stderr=err)
+        call_command("import_rollouts", str(sessions_tree), "--policy", policy.name, "--strict", stdout=out, stderr=err)
     assert "2 imported, 0 already imported, 1 failed, of 3 file(s)" in out.getvalue()
     assert "rollout-2026-04-19T10-38-00-b.jsonl: nothing imported; 1 bad line(s)" in err.getvalue()
     assert "line 4: invalid JSON" in err.getvalue()
@@ -37,7 +37,8 @@ def test_good_files_are_imported_and_a_bad_one_is_reported_with_its_line(session
 def test_stop_on_error_stops_at_the_bad_file(sessions_tree, provider, policy):
     out = StringIO()
     with pytest.raises(CommandError):
-        call_command("import_rollouts", str(sessions_tree), "--stop-on-error", stdout=out, stderr=StringIO())
+        call_command("import_rollouts", str(sessions_tree), "--stop-on-error", "--strict", stdout=out,
+                     stderr=StringIO())
     assert "1 imported, 0 already imported, 1 failed, of 3 file(s)" in out.getvalue()
 
 

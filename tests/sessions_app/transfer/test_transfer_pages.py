@@ -27,10 +27,12 @@ def test_uploading_a_rollout_imports_it_and_opens_the_session(operator_client, r
     assert response.status_code == 302 and response["Location"] == f"/sessions/{session.pk}/"
 
 
-def test_a_bad_upload_lists_its_bad_lines_and_imports_nothing(operator_client, rollout_bytes, provider, policy, row_counts):
+def test_a_bad_upload_in_strict_mode_lists_its_bad_lines_and_imports_nothing(
+    operator_client, rollout_bytes, provider, policy, row_counts
+):
     before = row_counts()
     response = operator_client.post("/import/", {
-        "file": SimpleUploadedFile("bad.jsonl", rollout_bytes("malformed_bad_json.jsonl")),
+        "file": SimpleUploadedFile("bad.jsonl", rollout_bytes("malformed_bad_json.jsonl")), "strict": "1",
     })
     assert response.status_code == 400
     page = response.content.decode()

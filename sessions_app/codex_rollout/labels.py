@@ -1,0 +1,166 @@
+"""How Codex ran each compaction of a rollout, inferred from what the rollout says (issue 13, item 2).
+
+Codex does not write the implementation, phase or trigger of a compaction into its `compacted` line, so an
+importer infers them, and says how (`Labels.inferred` maps each field to the evidence):
+
+- implementation: a non-empty `message` is a local summary (`responses`); an opaque `compaction` item in the
+  replacement history is remote: v2 (`responses_compaction_v2`, a streamed `/responses` turn ending in
+  `compaction_trigger`) when the line carries a `compaction_response_id` or a `compaction_trigger` item was
+  recorded, else v1 (`responses_compact`); neither is a token-budget window change.
+- phase: inside a turn (between `task_started`/`turn_started` and its completion), after that turn's user message
+  and some model output → `mid_turn`; before the turn's user message → `pre_turn`; a turn with no user message
+  at all around the compaction → `standalone_turn` (Codex's `/compact`).
+- trigger / reason: a standalone compaction turn is `manual` / `user_requested`; others are `auto` /
+  `context_limit`.
+- context window: the newest `model_context_window` before the compaction, from a `token_count` event or a
+  `turn_context` line (Codex writes the usable window there: the model's window times its effective percent).
+
+Plain Python, no Django: `infer_labels` reads the parsed lines (`RolloutLine`) in file order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessions_app.codex_rollout.parse import (
+    COMPACTED,
+    EVENT_MSG,
+    RESPONSE_ITEM,
+    TURN_COMPLETE_TYPES,
+    TURN_CONTEXT,
+    TURN_STARTED_TYPES,
+    USER_MESSAGE,
+    RolloutLine,
+)
+
+LOCAL = ("responses", "local")
+REMOTE_V1 = ("responses_compact", "remote_v1")
+REMOTE_V2 = ("responses_compaction_v2", "remote_v2")
+TOKEN_BUDGET = ("token_budget", "token_budget")
+TURN_ENDED_TYPES = TURN_COMPLETE_TYPES | {"turn_aborted"}
+
+
+@dataclass
+class Labels:
+    """One compaction's labels and, per field, how they were inferred."""
+
+    implementation: str
+    strategy: str
+    phase: str
+    trigger: str
+    reason: str
+    context_window: int | None = None
+    inferred: dict[str, str] = field(default_factory=dict)
+
+
+def _has_compaction_item(payload: dict[str, Any]) -> bool:
+    return any(isinstance(i, dict) and i.get("type") in ("compaction", "compaction_summary")
+               for i in payload.get("replacement_history") or [])
+
+
+def implementation_of(payload: dict[str, Any], *, trigger_seen: bool = False) -> tuple[tuple[str, str], str]:
+    """((implementation, strategy), evidence) of one `compacted` payload."""
+    if payload.get("message") or payload.get("legacy_rebuilt"):
+        return LOCAL, "the compacted line carries a summary message: local summarization"
+    if _has_compaction_item(payload):
+        if payload.get("compaction_response_id") or trigger_seen:
+            return REMOTE_V2, ("an opaque compaction item in the replacement history, produced by a streamed "
+                               "response (compaction_response_id): remote v2")
+        return REMOTE_V1, "an opaque compaction item in the replacement history and no streamed response: remote v1"
+    return TOKEN_BUDGET, "no summary and no compaction item: a token-budget window change"
+
+
+def _is_user_turn_item(line: RolloutLine) -> bool:
+    if line.kind == EVENT_MSG:
+        return line.payload.get("type") == USER_MESSAGE
+    return False
+
+
+def _is_real_user_message(line: RolloutLine) -> bool:
+    from compaction_app.engine.items import is_real_user_message
+
+    return line.kind == RESPONSE_ITEM and is_real_user_message(line.payload)
+
+
+def _window_from(line: RolloutLine) -> int | None:
+    payload = line.payload
+    if line.kind == EVENT_MSG and payload.get("type") == "token_count":
+        value = (payload.get("info") or {}).get("model_context_window")
+    elif line.kind == TURN_CONTEXT:
+        value = payload.get("model_context_window")
+    else:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def infer_labels(lines: Iterable[RolloutLine]) -> dict[int, Labels]:
+    """Labels of every `compacted` line, keyed by its line number."""
+    lines = list(lines)
+    out: dict[int, Labels] = {}
+    window: int | None = None
+    window_source = ""
+    in_turn = False
+    turn_has_user = False
+    turn_has_output = False
+    trigger_seen = False
+    pending: list[tuple[int, Labels]] = []  # compactions of the open turn whose phase waits for its end
+    for line in lines:
+        seen_window = _window_from(line)
+        if seen_window is not None:
+            window, window_source = seen_window, f"{line.kind} line {line.line_no}"
+        event = line.payload.get("type") if line.kind == EVENT_MSG else None
+        if event in TURN_STARTED_TYPES:
+            in_turn, turn_has_user, turn_has_output, pending = True, False, False, []
+            continue
+        if event in TURN_ENDED_TYPES:
+            if not turn_has_user:
+                for _, labels in pending:
+                    _standalone(labels)
+            in_turn, pending = False, []
+            continue
+        if line.kind == RESPONSE_ITEM:
+            if line.payload.get("type") == "compaction_trigger":
+                trigger_seen = True
+            elif _is_real_user_message(line):
+                turn_has_user, turn_has_output = True, False
+            elif line.payload.get("type") != "message" or line.payload.get("role") == "assistant":
+                turn_has_output = turn_has_output or turn_has_user
+        elif _is_user_turn_item(line):
+            turn_has_user = True
+        if line.kind != COMPACTED:
+            continue
+        (implementation, strategy), why = implementation_of(line.payload, trigger_seen=trigger_seen)
+        trigger_seen = False
+        labels = Labels(implementation=implementation, strategy=strategy, phase="pre_turn", trigger="auto",
+                        reason="context_limit", context_window=window,
+                        inferred={"implementation": why})
+        if in_turn and turn_has_user and turn_has_output:
+            labels.phase = "mid_turn"
+            labels.inferred["phase"] = "after the turn's user message and model output: mid-turn"
+        elif in_turn:
+            labels.phase = "pre_turn"
+            labels.inferred["phase"] = "inside a turn, before its user message: pre-turn"
+            pending.append((line.line_no, labels))
+        else:
+            labels.inferred["phase"] = "between turns: pre-turn of the next turn"
+        labels.inferred["trigger"] = "an automatic compaction (the turn has a user message): auto, context limit"
+        if window is not None:
+            labels.inferred["context_window"] = f"model_context_window {window} from the {window_source}"
+        out[line.line_no] = labels
+    return out
+
+
+def _standalone(labels: Labels) -> None:
+    labels.phase, labels.trigger, labels.reason = "standalone_turn", "manual", "user_requested"
+    labels.inferred["phase"] = "a turn with no user message: a standalone compaction turn"
+    labels.inferred["trigger"] = "a standalone compaction turn is asked for (Codex's /compact): manual"
+
+
+def latest_context_window(lines: Iterable[RolloutLine]) -> int | None:
+    """The newest `model_context_window` the rollout reports, if any."""
+    window = None
+    for line in lines:
+        window = _window_from(line) or window
+    return window

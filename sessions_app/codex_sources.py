@@ -1,0 +1,129 @@
+"""The Codex rollout files behind imported and followed sessions (issue 13, items 3 and 4).
+
+An imported file's lines are kept exactly as they were read (`CodexSourceLine`), next to the rollout lines they
+became, so that:
+- the export of an imported session gives back the file byte for byte, then what compactweb added after the
+  import (its own lines in Codex's format, numbered on from the file's last `ordinal`); a last line that had no
+  newline gets one only when something follows it;
+- the export keeps the file's name;
+- a follower (sessions_app.follow) knows how far it has read (`offset`) and which file it reads (`head`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from django.db.models import Max
+
+from sessions_app.codex_rollout import export_lines
+from sessions_app.codex_rollout.parse import LineProblem, RawLine
+from sessions_app.models import CodexSource, CodexSourceLine, RolloutLine, Session
+
+BATCH = 2000
+
+
+def has_source(*, session: Session) -> bool:
+    return CodexSource.objects.filter(session=session).exists()
+
+
+def store_source(
+    *,
+    session: Session,
+    name: str,
+    raw: Sequence[RawLine],
+    seq_by_line: dict[int, int],
+    problems: list[LineProblem],
+    context_window: int | None = None,
+    path: str = "",
+    offset: int = 0,
+    head: str = "",
+) -> CodexSource:
+    """Keep a file's lines as read (inside the caller's transaction)."""
+    source = CodexSource.objects.create(
+        session=session, name=name, path=path, followed=bool(path), offset=offset, head=head,
+        context_window=context_window, problems=[x.as_dict() for x in problems],
+    )
+    append_source_lines(source=source, raw=raw, seq_by_line=seq_by_line, first_number=1)
+    return source
+
+
+def append_source_lines(*, source: CodexSource, raw: Sequence[RawLine], seq_by_line: dict[int, int],
+                        first_number: int) -> None:
+    """Keep more lines of the file (numbered from `first_number`); `seq_by_line` maps a file line number to the
+    rollout line it became."""
+    rows = [
+        CodexSourceLine(source=source, number=first_number + i, text=line.text, terminated=line.terminated,
+                        rollout_seq=seq_by_line.get(first_number + i))
+        for i, line in enumerate(raw)
+    ]
+    CodexSourceLine.objects.bulk_create(rows, batch_size=BATCH)
+    CodexSource.objects.filter(pk=source.pk).update(line_count=first_number - 1 + len(rows))
+    source.line_count = first_number - 1 + len(rows)
+
+
+def last_source_seq(*, source: CodexSource) -> int:
+    """The seq of the newest rollout line that came from the file (0 when none did)."""
+    return CodexSourceLine.objects.filter(source=source).aggregate(m=Max("rollout_seq"))["m"] or 0
+
+
+def _last_ordinal(text: str) -> int | None:
+    try:
+        value = json.loads(text).get("ordinal")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def export_with_source(*, session: Session, chunk_size: int = 1000) -> Iterator[str]:
+    """The file's lines as they came in, then compactweb's later lines in Codex's format."""
+    from sessions_app.transfer import _export_rows
+
+    source = CodexSource.objects.get(session=session)
+    after_number = 0
+    last: CodexSourceLine | None = None
+    ordinal: int | None = None
+    while True:
+        chunk = list(CodexSourceLine.objects.filter(source=source, number__gt=after_number)
+                     .order_by("number")[:chunk_size])
+        if not chunk:
+            break
+        for line in chunk:
+            if last is not None:
+                yield last.text + "\n"
+            last = line
+            ordinal = _last_ordinal(line.text) if line.text.lstrip().startswith("{") else ordinal
+        after_number = chunk[-1].number
+    upto = last_source_seq(source=source)
+    added = export_lines(_export_rows(session.pk, chunk_size, after=upto), session_meta=None,
+                         first_ordinal=None if ordinal is None else ordinal + 1)
+    first_added = next(added, None)
+    if last is not None:
+        yield last.text + ("\n" if last.terminated or first_added is not None else "")
+    if first_added is not None:
+        yield first_added
+        yield from added
+
+
+def export_filename(*, session: Session) -> str:
+    """The imported file's name; else Codex's pattern with the session's start: for an imported session the
+    time its session_meta gives (not the time of the import), for a native one its creation."""
+    source = CodexSource.objects.filter(session=session).values_list("name", flat=True).first()
+    if source and source.startswith("rollout-") and source.endswith(".jsonl"):
+        return source
+    started = session.created_at
+    if source is not None:
+        first = (RolloutLine.objects.filter(session=session).order_by("seq")
+                 .values_list("timestamp", flat=True).first())
+        started = first or started
+    return f"rollout-{started:%Y-%m-%dT%H-%M-%S}-{session.thread_id}.jsonl"
+
+
+def source_summary(*, session: Session) -> dict[str, Any] | None:
+    """What the inspector and the API say about a session's file: name, followed, lines, problems."""
+    source = CodexSource.objects.filter(session=session).first()
+    if source is None:
+        return None
+    return {"name": source.name, "followed": source.followed, "lines": source.line_count,
+            "context_window": source.context_window, "problems": source.problems}
