@@ -18,6 +18,7 @@ from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
 from sessions_app import selectors, services
 from sessions_app.item_validation import ItemValidationError
+from sessions_app.locks import SessionReadOnly
 from sessions_app.models import RolloutLine, Session
 from sessions_app.serializers import (
     AppendItemsSerializer,
@@ -89,6 +90,8 @@ class SessionItems(APIView):
             result = services.do_append_items(session=session, actor=request.user, **data.validated_data)
         except ItemValidationError as exc:
             raise _invalid_item(exc) from None
+        except SessionReadOnly as exc:
+            raise ApiError(status_code=409, code="read_only", message=str(exc)) from None
         seqs = [line.seq for line in result.lines]
         body = {
             "session": selectors.session_summary(session=selectors.get_session(session_id=pk)),

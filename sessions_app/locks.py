@@ -34,6 +34,25 @@ class SessionBusy(Exception):
         super().__init__(f"session {session_id} is busy: a {self.purpose} is running; try again when it ends")
 
 
+class SessionReadOnly(SessionBusy):
+    """The session follows a Codex rollout file: compactweb never writes into a session it follows (issue 13).
+    A SessionBusy, so every caller that refuses a busy session refuses this one too, with this message."""
+
+    def __init__(self, *, session_id: int):
+        self.session_id = session_id
+        self.purpose = "follow"
+        Exception.__init__(self, f"session {session_id} follows a Codex rollout file and is read-only in compactweb")
+
+
+FOLLOWED_SOURCE = "followed"
+
+
+def refuse_if_followed(*, session_id: int) -> None:
+    """Raise SessionReadOnly for a followed session."""
+    if Session.objects.filter(pk=session_id, source=FOLLOWED_SOURCE).exists():
+        raise SessionReadOnly(session_id=session_id)
+
+
 class LeaseLost(Exception):
     """The lease expired and someone else took the session: the holder must not install anything."""
 
@@ -61,7 +80,9 @@ class Lease:
 
 
 def acquire(*, session_id: int, purpose: str, ttl: timedelta = DEFAULT_TTL) -> Lease:
-    """Take the session's lease or raise SessionBusy (Session.DoesNotExist if there is no such session)."""
+    """Take the session's lease or raise SessionBusy (Session.DoesNotExist if there is no such session);
+    SessionReadOnly for a session that follows a Codex rollout file."""
+    refuse_if_followed(session_id=session_id)
     now = timezone.now()
     holder = uuid.uuid4().hex
     with transaction.atomic():

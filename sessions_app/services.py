@@ -261,8 +261,11 @@ def do_append_items(
     With `usage` (the response's usage object) a `token_count` line follows the items (spec §3.2). Without it, if
     the items include model output, a recompute line follows instead so the meter keeps counting the history
     (set `estimate_if_no_usage=False` when the caller records usage itself). Invalid items raise
-    `ItemValidationError` and nothing is stored.
+    `ItemValidationError` and nothing is stored; a followed session raises SessionReadOnly (it is read-only).
     """
+    from sessions_app.locks import refuse_if_followed
+
+    refuse_if_followed(session_id=session.pk)
     validated = validate_items(_as_list(items), "items")
     lines = _item_lines(validated)
     if usage is not None:

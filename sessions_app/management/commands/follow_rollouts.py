@@ -1,0 +1,62 @@
+"""Follow a Codex sessions folder live: `manage.py follow_rollouts ~/.codex/sessions` (issue 13, item 4).
+
+New rollout files are imported as followed (read-only) sessions and the lines Codex appends are added as they
+are written. Restart-safe: it resumes from the offsets stored with the lines. `--once` syncs every file once
+and exits (a cron job, or a test).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from compaction_app.models import CompactionPolicy, Provider
+from sessions_app.follow import Follower, sync_folder
+
+
+def _lookup(model, value: str | None, label: str):
+    if value is None:
+        return None
+    rows = model.objects.filter(pk=int(value)) if value.isdigit() else model.objects.filter(name=value)
+    row = rows.first()
+    if row is None:
+        raise CommandError(f"no {label} {value!r} (give its id or name)")
+    return row
+
+
+class Command(BaseCommand):
+    help = "Follow a Codex sessions folder ($CODEX_HOME/sessions): import new rollouts, append new lines live."
+
+    def add_arguments(self, parser):
+        parser.add_argument("folder", help="The Codex sessions folder (its YYYY/MM/DD/rollout-*.jsonl tree).")
+        parser.add_argument("--provider", help="Provider id or name for new sessions (default: the first).")
+        parser.add_argument("--policy", help="Policy id or name for new sessions (default: the first).")
+        parser.add_argument("--once", action="store_true", help="Sync every file once and exit.")
+        parser.add_argument("--rescan", type=float, default=5.0,
+                            help="Seconds between full rescans besides the file events (default 5).")
+
+    def handle(self, *args, folder, provider, policy, once, rescan, **options):
+        root = Path(folder).expanduser()
+        if once and not root.is_dir():
+            raise CommandError(f"{folder}: no such folder")
+        provider_row = _lookup(Provider, provider, "provider")
+        policy_row = _lookup(CompactionPolicy, policy, "policy")
+        if once:
+            for result in sync_folder(root=root, provider=provider_row, policy=policy_row):
+                self._report(result)
+            return
+        follower = Follower(root, provider=provider_row, policy=policy_row, rescan_seconds=rescan)
+        self.stdout.write(f"following {root} (Ctrl-C to stop)")
+        try:
+            follower.run(on_result=self._report)
+        except KeyboardInterrupt:
+            follower.stop()
+
+    def _report(self, result) -> None:
+        if result.action in ("unchanged", "waiting"):
+            return
+        session = f" session {result.session_id}" if result.session_id else ""
+        detail = f": {result.detail}" if result.detail else ""
+        self.stdout.write(f"{result.action}{session} {result.path} ({result.lines} lines){detail}", )
+        self.stdout.flush()

@@ -1,0 +1,143 @@
+"""Live follow of a Codex sessions folder (issue 13, item 4): a real Codex 0.169 rollout written piece by piece
+into a sessions tree, followed with `sync_file` / the `Follower` (watchdog) / `manage.py follow_rollouts`."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from compaction_app.models import Compaction
+from sessions_app import selectors, transfer
+from sessions_app.follow import Follower, sync_file
+from sessions_app.models import CodexSource, RolloutLine, Session
+from sessions_app.services import verify_projection
+
+ROLLOUTS = Path(__file__).resolve().parents[2] / "fixtures" / "rollouts"
+LOCAL = (ROLLOUTS / "codex_0169_local_compaction.jsonl").read_bytes()
+REMOTE = (ROLLOUTS / "codex_0169_remote_v2_compaction.jsonl").read_bytes()
+NAME = "rollout-2026-12-01T08-48-41-01a230ca-b869-7c02-b569-a052efd86504.jsonl"
+
+
+@pytest.fixture
+def rollout_path(tmp_path):
+    day = tmp_path / "sessions" / "2026" / "12" / "01"
+    day.mkdir(parents=True)
+    return day / NAME
+
+
+def _write(path: Path, data: bytes, mode="ab"):
+    with path.open(mode) as fh:
+        fh.write(data)
+
+
+def _whole_import_history(data: bytes):
+    result = transfer.do_import_rollout(lines=data.splitlines(keepends=True), new_thread_id=True)
+    return selectors.live_items(session=result.session)
+
+
+@pytest.mark.django_db
+def test_a_file_written_piece_by_piece_ends_as_the_whole_file_imported(rollout_path, provider, policy):
+    lines = LOCAL.splitlines(keepends=True)
+    _write(rollout_path, b"".join(lines[:50]) + lines[50][:40])  # 50 lines and half of the 51st
+    first = sync_file(path=rollout_path)
+    assert first.action == "imported" and first.lines == 50
+    session = Session.objects.get(pk=first.session_id)
+    assert session.source == "followed"
+    assert CodexSource.objects.get(session=session).line_count == 50  # the partial line waits
+
+    _write(rollout_path, lines[50][40:] + b"".join(lines[51:130]))
+    assert sync_file(path=rollout_path).action == "appended"
+    _write(rollout_path, b"".join(lines[130:]))
+    assert sync_file(path=rollout_path).lines == len(lines) - 130
+
+    assert selectors.live_items(session=session) == _whole_import_history(LOCAL)
+    assert verify_projection(session=session) == []
+    (compaction,) = Compaction.objects.filter(session=session)
+    assert (compaction.implementation, compaction.phase) == ("responses", "pre_turn")
+    exported = b"".join(line.encode() for line in transfer.export_rollout(session=session))
+    assert exported == LOCAL
+
+
+@pytest.mark.django_db
+def test_a_restarted_follower_resumes_from_its_offset_without_duplicates(rollout_path, provider, policy):
+    _write(rollout_path, LOCAL)
+    sync_file(path=rollout_path)
+    rows = RolloutLine.objects.count()
+    assert sync_file(path=rollout_path).action == "unchanged"
+    out = StringIO()
+    call_command("follow_rollouts", str(rollout_path.parents[3]), "--once", stdout=out)
+    assert RolloutLine.objects.count() == rows and Session.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_truncated_file_is_noted_and_read_on_from_its_new_end(rollout_path, provider, policy):
+    lines = LOCAL.splitlines(keepends=True)
+    _write(rollout_path, b"".join(lines[:100]))
+    result = sync_file(path=rollout_path)
+    _write(rollout_path, b"".join(lines[:60]), mode="wb")
+    assert sync_file(path=rollout_path).action == "truncated"
+    rows = RolloutLine.objects.filter(session_id=result.session_id).count()
+    _write(rollout_path, next(x for x in lines[100:] if b'"type":"response_item"' in x))
+    assert sync_file(path=rollout_path).action == "appended"
+    assert RolloutLine.objects.filter(session_id=result.session_id).count() == rows + 1
+    assert "cut back" in CodexSource.objects.get(session_id=result.session_id).problems[-1]["reason"]
+
+
+@pytest.mark.django_db
+def test_a_file_replaced_under_the_same_name_is_followed_as_a_new_session(rollout_path, provider, policy):
+    _write(rollout_path, LOCAL)
+    old = sync_file(path=rollout_path)
+    _write(rollout_path, REMOTE, mode="wb")
+    new = sync_file(path=rollout_path)
+    assert new.action == "replaced" and new.session_id != old.session_id
+    assert str(Session.objects.get(pk=new.session_id).thread_id) == json.loads(REMOTE.splitlines()[0])["payload"]["id"]
+    assert CodexSource.objects.get(session_id=old.session_id).path == ""
+
+
+@pytest.mark.django_db
+def test_followed_sessions_are_read_only(rollout_path, provider, policy, operator_api):
+    _write(rollout_path, LOCAL)
+    session_id = sync_file(path=rollout_path).session_id
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    appended = operator_api.post(f"/api/v1/sessions/{session_id}/items", {"items": [item]}, format="json")
+    assert appended.status_code == 409 and appended.json()["error"]["code"] == "read_only"
+    compact = operator_api.post(f"/api/v1/sessions/{session_id}/compact", {"trigger": "manual"}, format="json")
+    assert compact.status_code == 409 and "read-only" in compact.json()["error"]["message"]
+    turn = operator_api.post(f"/api/v1/sessions/{session_id}/turns", {"input": "hello"}, format="json")
+    assert turn.status_code == 409
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_watchdog_follower_picks_up_a_new_file_and_its_new_lines(tmp_path, provider, policy):
+    root = tmp_path / "sessions"
+    follower = Follower(root, rescan_seconds=30)
+    seen = []
+    thread = threading.Thread(target=follower.run, kwargs={"on_result": seen.append}, daemon=True)
+    thread.start()
+    try:
+        day = root / "2026" / "12" / "01"
+        day.mkdir(parents=True, exist_ok=True)
+        lines = LOCAL.splitlines(keepends=True)
+        _write(day / NAME, b"".join(lines[:20]))
+        _wait(lambda: any(r.action == "imported" for r in seen))
+        _write(day / NAME, b"".join(lines[20:]))
+        _wait(lambda: CodexSource.objects.filter(line_count=len(lines)).exists())
+    finally:
+        follower.stop()
+        thread.join(timeout=10)
+    assert Compaction.objects.filter(session__source="followed").count() == 1
+
+
+def _wait(condition, limit: float = 20.0) -> None:
+    """Poll until `condition` holds (file events arrive asynchronously); fail after `limit` seconds."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("the follower did not catch up")
+        time.sleep(0.05)
