@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0004_session_lease_lineage_simulator_run'),
+        ('sessions_app', '0005_hash_api_tokens'),
     ]
 
     operations = [
