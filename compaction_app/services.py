@@ -44,6 +44,7 @@ from compaction_app.engine.compactor import (
 from compaction_app.engine.errors import CompactionConfigError
 from compaction_app.engine.events import Event, Warning
 from compaction_app.engine.hooks import HookRunner, HookRunRecord, HookSpec
+from compaction_app.engine.prompts import remote_error_text
 from compaction_app.engine.select import Strategy, select_strategy
 from compaction_app.engine.settings import CompactionSettings
 from compaction_app.engine.windows import WindowState, new_window_id
@@ -499,13 +500,17 @@ async def acompact_session(
         if not outcome.ok:
             error = outcome.error
             assert error is not None
+            # Codex's wording for the user: a remote failure is "Error running remote compact task: <cause>"
+            # (spec §4 step 6, §11); the attempt keeps the bare cause as its error_message.
+            interrupted = str(outcome.status) == CompactionAttempt.Status.INTERRUPTED
+            text = remote_error_text(error.message) if plan.strategy.is_remote and not interrupted else error.message
             attempt = await sync_to_async(_record_failure)(
-                plan, actor=actor, kind=error.kind, message=error.message, http_status=error.http_status,
+                plan, actor=actor, kind=error.kind, message=text, http_status=error.http_status,
                 outcome=outcome,
             )
             if attempt.status == CompactionAttempt.Status.INTERRUPTED:
                 raise CompactionInterrupted(attempt=attempt, stop_reason=outcome.stop_reason or error.message)
-            raise CompactionFailed(attempt=attempt, kind=error.kind, message=error.message,
+            raise CompactionFailed(attempt=attempt, kind=error.kind, message=text,
                                    http_status=error.http_status)
         try:
             return await sync_to_async(_install)(plan, outcome, lease, actor)

@@ -41,7 +41,7 @@ from compaction_app.engine.history import Injection
 from compaction_app.engine.hooks import HookEvent, HookRunner, HookRunRecord, hook_request
 from compaction_app.engine.items import Item
 from compaction_app.engine.pins import Pin, PinMode, apply_pins
-from compaction_app.engine.prompts import HEADS_UP_WARNING, REMOTE_ERROR_PREFIX
+from compaction_app.engine.prompts import HEADS_UP_WARNING, remote_error_text
 from compaction_app.engine.retention.probes import model_judged_check
 from compaction_app.engine.retention.score import RetentionScore, facts_that_left, structural_check
 from compaction_app.engine.select import Strategy, select_strategy
@@ -333,7 +333,7 @@ async def run_compaction(
             error_message=error.message, retries=error.retries, model_fallback=fallback_info is not None,
         )
         if strategy.is_remote:
-            log(Error(message=f"{REMOTE_ERROR_PREFIX}: {error.message}", codex_error_info=error.kind,
+            log(Error(message=remote_error_text(error.message), codex_error_info=error.kind,
                       http_status=error.http_status))
         if standalone:
             log(TurnComplete(turn_id=snapshot.turn_id))

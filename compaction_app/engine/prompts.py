@@ -10,6 +10,7 @@ __all__ = [
     "HEADS_UP_WARNING",
     "CONTEXT_WINDOW_EXCEEDED_MESSAGE",
     "REMOTE_ERROR_PREFIX",
+    "remote_error_text",
     "V2_STREAM_CLOSED_MESSAGE",
     "LOCAL_STREAM_CLOSED_MESSAGE",
     "v2_wrong_compaction_count_message",
@@ -44,6 +45,11 @@ CONTEXT_WINDOW_EXCEEDED_MESSAGE = (
 
 # spec §4 common frame step 6: remote failures are reported with this prefix.
 REMOTE_ERROR_PREFIX = "Error running remote compact task"
+
+
+def remote_error_text(cause: str) -> str:
+    """What Codex reports for a failed remote (v1 / v2) compaction: `Error running remote compact task: <cause>`."""
+    return f"{REMOTE_ERROR_PREFIX}: {cause}"
 
 # spec §4.3 step 4 and §4.1 step 4.
 V2_STREAM_CLOSED_MESSAGE = "remote compaction v2 stream closed before response.completed"

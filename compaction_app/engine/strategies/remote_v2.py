@@ -35,17 +35,24 @@ async def collect_compaction_output(ctx: StrategyContext, request: ResponsesRequ
     compaction: Item | None = None
     completed = False
     usage: Usage | None = None
-    async for event in ctx.client.stream_response(request):
-        if event.type == "response.output_item.done" and event.item is not None:
-            output_count += 1
-            if event.item.get("type") in ("compaction", "compaction_summary"):
-                compaction_count += 1
-                if compaction is None:
-                    compaction = event.item
-        elif event.type == "response.completed":
-            completed = True
-            usage = event.usage
-            break
+    try:
+        async for event in ctx.client.stream_response(request):
+            if event.type == "response.output_item.done" and event.item is not None:
+                output_count += 1
+                if event.item.get("type") in ("compaction", "compaction_summary"):
+                    compaction_count += 1
+                    if compaction is None:
+                        compaction = event.item
+            elif event.type == "response.completed":
+                completed = True
+                usage = event.usage
+                break
+    except ProviderError as err:
+        if err.kind != ErrorKind.STREAM_CLOSED:
+            raise
+        # The client's generic "stream closed" becomes the v2 wording (spec §4.3 step 4); still retryable.
+        raise ProviderError(kind=ErrorKind.STREAM_CLOSED, message=V2_STREAM_CLOSED_MESSAGE,
+                            http_status=err.http_status) from err
     if not completed:
         raise ProviderError(kind=ErrorKind.STREAM_CLOSED, message=V2_STREAM_CLOSED_MESSAGE)
     if compaction_count != 1 or compaction is None:

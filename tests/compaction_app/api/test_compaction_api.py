@@ -106,7 +106,9 @@ def test_a_provider_failure_is_502_with_the_error_kind_and_attempt_id(operator_a
     error = error_of(response)
     attempt = CompactionAttempt.objects.get(pk=error["attempt_id"])
     assert error["code"] == "bad_response" == attempt.error_kind
-    assert error["message"] == attempt.error_message and attempt.status == "failed"
+    # Codex's wording for a remote failure; the attempt keeps the bare cause (spec §4 step 6).
+    assert error["message"] == f"Error running remote compact task: {attempt.error_message}"
+    assert attempt.status == "failed"
     assert Session.objects.get(pk=api_session.pk).window_number == 0
 
 

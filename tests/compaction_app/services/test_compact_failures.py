@@ -110,6 +110,7 @@ def test_remote_v2_two_compaction_items_is_a_fatal_error_with_codex_wording(scri
     with pytest.raises(CompactionFailed) as failed:
         do_compact_session(session_id=session.pk)
     assert failed.value.message == (
+        "Error running remote compact task: "
         "remote compaction v2 expected exactly one compaction output item, got 2 from 2 output items"
     )
     assert_failure_recorded(session, seq, failed.value, kind="fatal")
@@ -200,7 +201,8 @@ def test_a_compaction_item_without_string_content_is_a_bad_response_and_changes_
     with pytest.raises(CompactionFailed) as failed:
         do_compact_session(session_id=session.pk)
     assert failed.value.kind == "bad_response"
-    assert failed.value.message.startswith("invalid type: integer `7`, expected a string")
+    assert failed.value.message.startswith(
+        "Error running remote compact task: invalid type: integer `7`, expected a string")
     assert_failure_recorded(session, seq, failed.value, kind="bad_response")
     assert observable_state(session) == before
 

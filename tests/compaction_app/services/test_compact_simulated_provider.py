@@ -109,7 +109,8 @@ def test_v2_two_compaction_items_fails_fatally_and_keeps_history(sim_session, ob
     with pytest.raises(CompactionFailed) as failed:
         do_compact_session(session_id=session.pk, strategy="remote_v2")
     assert failed.value.kind == "fatal"
-    assert failed.value.message.startswith("remote compaction v2 expected exactly one compaction output item, got 2")
+    assert failed.value.message.startswith(
+        "Error running remote compact task: remote compaction v2 expected exactly one compaction output item, got 2")
     assert observable_state(session) == before
 
 
