@@ -14,7 +14,6 @@ import hashlib
 import importlib.util
 import json
 import math
-import re
 import threading
 from collections.abc import Callable
 from functools import cache
@@ -31,7 +30,6 @@ COUNTERS = (*ENCODINGS, CODEX_ESTIMATOR)
 # spec §3.1: what an inline image costs in the estimator, and the discount applied to opaque encrypted payloads.
 IMAGE_ESTIMATE_BYTES = 7373
 ENCRYPTED_CONTENT_DISCOUNT_BYTES = 650
-_DATA_IMAGE_URL = re.compile(r"^data:image/[A-Za-z0-9.+-]+;base64,", re.IGNORECASE)
 
 
 class TokenizerDataMissing(RuntimeError):
@@ -109,36 +107,119 @@ def item_json(item: dict[str, Any]) -> str:
     return json.dumps(item, separators=(",", ":"), ensure_ascii=False)
 
 
-def _strip_inline_images(item: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """Replace base64 payloads of inline images by nothing and return how many images were found."""
-    content = item.get("content")
-    if not isinstance(content, list):
-        return item, 0
-    images = 0
-    new_parts = []
-    for part in content:
+ORIGINAL_IMAGE_PATCH_SIZE = 32
+ORIGINAL_IMAGE_MAX_PATCHES = 10_000
+IMAGE_OUTPUT_KINDS = ("function_call_output", "custom_tool_call_output")
+OPAQUE_KINDS = ("compaction", "compaction_summary")
+
+
+def inline_image_payload(url: Any) -> tuple[str, str] | None:
+    """Split an inline image data URL into (the part up to and including the comma, the base64 payload), or None.
+
+    As Codex parses it (spec §3.1): a case-insensitive `data:` scheme, a media type starting `image/`, and a
+    `base64` marker among the `;` parameters (`data:image/png;name=a.png;base64,` is an inline image too)."""
+    if not isinstance(url, str) or url[:5].lower() != "data:":
+        return None
+    comma = url.find(",")
+    if comma < 0:
+        return None
+    mime, *params = url[5:comma].split(";")
+    if mime[:6].lower() != "image/" or not any(p.lower() == "base64" for p in params):
+        return None
+    return url[: comma + 1], url[comma + 1:]
+
+
+def image_dimensions(data: bytes) -> tuple[int, int] | None:
+    """Width and height of a PNG, GIF or JPEG from its header, or None when they cannot be read."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24 and data[12:16] == b"IHDR":
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        return int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
+    if data[:2] == b"\xff\xd8":
+        i = 2
+        while i + 4 <= len(data):
+            if data[i] != 0xFF:
+                return None
+            marker = data[i + 1]
+            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+                i += 2
+                continue
+            length = int.from_bytes(data[i + 2:i + 4], "big")
+            if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
+                if i + 9 > len(data):
+                    return None
+                return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
+            i += 2 + length
+    return None
+
+
+def image_estimate_bytes(url: str, detail: Any) -> int:
+    """What one inline image costs (spec §3.1): 7373 bytes, or for `detail: "original"` 4 bytes per 32×32 patch
+    (at most 10,000 patches) when the payload is an image whose size can be read."""
+    if detail != "original":
+        return IMAGE_ESTIMATE_BYTES
+    split = inline_image_payload(url)
+    if split is None:
+        return IMAGE_ESTIMATE_BYTES
+    try:
+        size = image_dimensions(base64.b64decode(split[1], validate=False))
+    except ValueError:
+        size = None
+    if not size or not all(size):
+        return IMAGE_ESTIMATE_BYTES
+    side = ORIGINAL_IMAGE_PATCH_SIZE
+    patches = ((size[0] + side - 1) // side) * ((size[1] + side - 1) // side)
+    return min(patches, ORIGINAL_IMAGE_MAX_PATCHES) * 4
+
+
+def _strip_parts(parts: list[Any]) -> tuple[list[Any], int, int]:
+    out, images, cost = [], 0, 0
+    for part in parts:
         url = part.get("image_url") if isinstance(part, dict) else None
-        if isinstance(url, str) and _DATA_IMAGE_URL.match(url):
+        split = inline_image_payload(url)
+        if split is not None:
             images += 1
-            prefix = _DATA_IMAGE_URL.match(url).group(0)
-            part = {**part, "image_url": prefix}
-        new_parts.append(part)
+            cost += image_estimate_bytes(url, part.get("detail"))
+            part = {**part, "image_url": split[0]}
+        out.append(part)
+    return out, images, cost
+
+
+def _strip_inline_images(item: dict[str, Any]) -> tuple[dict[str, Any], int, int]:
+    """The item with the base64 payloads of its inline images removed (the data URL prefix and the JSON frame
+    stay, as in Codex), how many images were found, and the bytes they are charged instead (spec §3.1). Images
+    count in a message's `content` and in a tool output whose `output` is a list of content items."""
+    key = "output" if item.get("type") in IMAGE_OUTPUT_KINDS else "content"
+    parts = item.get(key)
+    if not isinstance(parts, list):
+        return item, 0, 0
+    new_parts, images, cost = _strip_parts(parts)
     if not images:
-        return item, 0
-    return {**item, "content": new_parts}, images
+        return item, 0, 0
+    return {**item, key: new_parts}, images, cost
+
+
+def _opaque_payload(item: dict[str, Any]) -> str | None:
+    """The opaque payload the estimator charges by its formula: a compaction item's `encrypted_content`, and a
+    reasoning or legacy context_compaction item's when it has one (an empty string included, spec §3.1)."""
+    kind = item.get("type")
+    content = item.get("encrypted_content")
+    if kind in OPAQUE_KINDS:
+        return content if isinstance(content, str) else ""
+    if kind in ("reasoning", "context_compaction") and isinstance(content, str):
+        return content
+    return None
 
 
 def estimate_item_bytes(item: dict[str, Any]) -> int:
     """Model-visible bytes of one item as Codex estimates them (spec §3.1)."""
-    kind = item.get("type")
-    if kind in ("compaction", "compaction_summary", "context_compaction"):
-        return _encrypted_bytes(item.get("encrypted_content") or "")
-    if kind == "reasoning" and item.get("encrypted_content"):
-        return _encrypted_bytes(item["encrypted_content"])
-    if kind == "ghost_snapshot":
+    opaque = _opaque_payload(item)
+    if opaque is not None:
+        return _encrypted_bytes(opaque)
+    if item.get("type") == "ghost_snapshot":
         return 0
-    stripped, images = _strip_inline_images(item)
-    return len(item_json(stripped).encode("utf-8")) + images * IMAGE_ESTIMATE_BYTES
+    stripped, _, image_bytes = _strip_inline_images(item)
+    return len(item_json(stripped).encode("utf-8")) + image_bytes
 
 
 def estimate_item_tokens(item: dict[str, Any]) -> int:
@@ -153,12 +234,11 @@ def estimate_history_tokens(items: list[dict[str, Any]], base_instructions: str 
 
 def model_visible_text(item: dict[str, Any]) -> str:
     """The text a tokenizer should count for an item: its JSON, with opaque payloads and images left out."""
-    kind = item.get("type")
-    if kind in ("compaction", "compaction_summary", "context_compaction"):
-        return ""
-    if kind == "reasoning" and item.get("encrypted_content"):
+    if _opaque_payload(item) is not None:
+        if item.get("type") != "reasoning":
+            return ""
         item = {k: v for k, v in item.items() if k != "encrypted_content"}
-    stripped, _ = _strip_inline_images(item)
+    stripped, _, _ = _strip_inline_images(item)
     return item_json(stripped)
 
 
@@ -180,16 +260,10 @@ class TokenCounter:
         """Tokens of one item. Opaque payloads (compaction, encrypted reasoning) use the estimator's byte rule."""
         if self._encoding is None:
             return estimate_item_tokens(item)
-        kind = item.get("type")
-        opaque = 0
-        if kind in ("compaction", "compaction_summary", "context_compaction") or (
-            kind == "reasoning" and item.get("encrypted_content")
-        ):
-            opaque = approx_tokens_from_bytes(_encrypted_bytes(item.get("encrypted_content") or ""))
-        _, images = _strip_inline_images(item)
-        return self.count_text(model_visible_text(item)) + opaque + approx_tokens_from_bytes(
-            images * IMAGE_ESTIMATE_BYTES
-        )
+        payload = _opaque_payload(item)
+        opaque = 0 if payload is None else approx_tokens_from_bytes(_encrypted_bytes(payload))
+        _, _, image_bytes = _strip_inline_images(item)
+        return self.count_text(model_visible_text(item)) + opaque + approx_tokens_from_bytes(image_bytes)
 
 
 @cache
