@@ -47,14 +47,44 @@ CONTEXTUAL_MARKER_PAIRS = (
     ("<subagent_notification>", "</subagent_notification>"),
 )
 CONTEXTUAL_PREFIXES = ("# AGENTS.md instructions for ",)
-# Three legacy model warnings Codex filters out by prefix on the trimmed text (spec §1.2).
+# Three legacy model warnings Codex filters out (spec §1.2), matched on the trimmed text exactly as Codex emits them:
+# two by prefix, the apply_patch one by prefix and suffix.
 LEGACY_WARNING_PREFIXES = (
-    "Warning: The maximum number of unified exec processes",
-    "Your account was flagged for potentially high-risk cyber activity",
-    "apply_patch was requested via exec_command",
+    "Warning: The maximum number of unified exec processes you can keep open is",
+    "Warning: Your account was flagged for potentially high-risk cyber activity",
+)
+LEGACY_APPLY_PATCH_WARNING = (
+    "Warning: apply_patch was requested via ",
+    "Use the apply_patch tool instead of exec_command.",
 )
 HOOK_PROMPT_OPEN = "<hook_prompt"
 HOOK_PROMPT_CLOSE = "</hook_prompt>"
+IMAGE_LABELS = ("<image>", "</image>")
+
+# Rust's `str::trim` strips characters with the Unicode White_Space property, and only those (Python's
+# `str.strip` also strips U+001C..U+001F).
+RUST_WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def rust_trim(text: str) -> str:
+    """`text.trim()` as Rust does it (spec §1.2)."""
+    return text.strip(RUST_WHITESPACE)
+
+
+def _ascii_lower(text: str) -> str:
+    return text.translate(_ASCII_LOWER)
+
+
+def _starts_with_ascii_ci(text: str, prefix: str) -> bool:
+    return _ascii_lower(text[: len(prefix)]) == _ascii_lower(prefix)
+
+
+def _ends_with_ascii_ci(text: str, suffix: str) -> bool:
+    return len(text) >= len(suffix) and _ascii_lower(text[len(text) - len(suffix):]) == _ascii_lower(suffix)
 
 
 def normalize_kind(item: Item) -> Item:
@@ -78,9 +108,28 @@ def text_parts(item: Item) -> list[str]:
     ]
 
 
+def _is_image(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "input_image"
+
+
 def message_text(item: Item) -> str:
-    """A message's text: its text parts joined with no separator, `<image>` labels skipped (spec §1.2)."""
-    return "".join(t for t in text_parts(item) if t.strip() not in ("<image>", "</image>"))
+    """A message's text: its text parts joined with no separator (spec §1.2). An `<image>` / `</image>` label
+    around an image is skipped; a label with no image next to it is ordinary text."""
+    content = item.get("content")
+    if not isinstance(content, list):
+        return "".join(text_parts(item))
+    out = []
+    for i, part in enumerate(content):
+        if not isinstance(part, dict) or part.get("type") not in ("input_text", "output_text", "text"):
+            continue
+        text = part.get("text", "")
+        label = rust_trim(text) if isinstance(text, str) else ""
+        if label == IMAGE_LABELS[0] and i + 1 < len(content) and _is_image(content[i + 1]):
+            continue
+        if label == IMAGE_LABELS[1] and i > 0 and _is_image(content[i - 1]):
+            continue
+        out.append(text)
+    return "".join(out)
 
 
 def is_message(item: Item, role: str | None = None) -> bool:
@@ -88,33 +137,73 @@ def is_message(item: Item, role: str | None = None) -> bool:
 
 
 def _matches_pair(text: str, open_tag: str, close_tag: str) -> bool:
-    t = text.strip().lower()
-    return t.startswith(open_tag.lower()) and t.endswith(close_tag.lower())
+    """The trimmed text starts and ends with the marker pair, ASCII case-insensitively (spec §1.2)."""
+    t = rust_trim(text)
+    return _starts_with_ascii_ci(t, open_tag) and _ends_with_ascii_ci(t, close_tag)
+
+
+def is_legacy_warning(text: str) -> bool:
+    """One of the three legacy model warnings Codex never treats as user input (spec §1.2)."""
+    t = rust_trim(text)
+    if any(t.startswith(prefix) for prefix in LEGACY_WARNING_PREFIXES):
+        return True
+    head, tail = LEGACY_APPLY_PATCH_WARNING
+    return t.startswith(head) and t.endswith(tail)
 
 
 def is_contextual_text(text: str) -> bool:
     """Whether one text part is injected context rather than something the user typed (spec §1.2)."""
-    stripped = text.strip()
+    stripped = rust_trim(text)
     if any(_matches_pair(stripped, o, c) for o, c in CONTEXTUAL_MARKER_PAIRS):
         return True
-    if any(stripped.startswith(p) for p in CONTEXTUAL_PREFIXES):
+    if any(_starts_with_ascii_ci(stripped, p) for p in CONTEXTUAL_PREFIXES):
         return True
-    return any(stripped.startswith(p) for p in LEGACY_WARNING_PREFIXES)
+    return is_legacy_warning(stripped)
+
+
+def hook_prompt_run_id(text: str) -> str | None:
+    """The `hook_run_id` of a `<hook_prompt hook_run_id="…">…</hook_prompt>` fragment; None when the text is not
+    such a fragment or its run id is empty (spec §1.2)."""
+    t = rust_trim(text)
+    end = t.find(">")
+    if end < 0 or not t.startswith(HOOK_PROMPT_OPEN) or not t.endswith(HOOK_PROMPT_CLOSE):
+        return None
+    tag = t[: end + 1]
+    if len(t) < end + 1 + len(HOOK_PROMPT_CLOSE):
+        return None
+    start = tag.find('hook_run_id="')
+    if start < 0:
+        return None
+    start += len('hook_run_id="')
+    stop = tag.find('"', start)
+    if stop < 0:
+        return None
+    run_id = tag[start:stop]
+    return run_id if rust_trim(run_id) else None
 
 
 def is_hook_prompt_text(text: str) -> bool:
-    return _matches_pair(text, HOOK_PROMPT_OPEN, HOOK_PROMPT_CLOSE)
+    return hook_prompt_run_id(text) is not None
 
 
 def is_contextual_user_message(item: Item) -> bool:
-    """A user message any of whose text parts is contextual, or a hook prompt (spec §1.2)."""
+    """A user message any of whose text parts is contextual, or a hook-prompt fragment (spec §1.2)."""
     if not is_message(item, "user"):
         return False
     return any(is_contextual_text(t) or is_hook_prompt_text(t) for t in text_parts(item))
 
 
 def is_hook_prompt_message(item: Item) -> bool:
-    return is_message(item, "user") and any(is_hook_prompt_text(t) for t in text_parts(item))
+    """A user message every part of which is a hook-prompt fragment with a non-empty run id (spec §1.2)."""
+    if not is_message(item, "user"):
+        return False
+    content = item.get("content")
+    parts = content if isinstance(content, list) else [{"type": "input_text", "text": content}]
+    return bool(parts) and all(
+        isinstance(p, dict) and p.get("type") in ("input_text", "text") and isinstance(p.get("text"), str)
+        and is_hook_prompt_text(p["text"])
+        for p in parts
+    )
 
 
 def is_summary_message(item: Item) -> bool:

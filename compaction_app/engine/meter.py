@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from compaction_app.engine.items import Item, is_message, is_model_generated
+from compaction_app.engine.items import Item, is_model_generated, is_user_turn_boundary
 
 PREFILL_SERVER = "server"
 PREFILL_ESTIMATED = "estimated"
@@ -41,12 +41,13 @@ class ItemFlags:
 def item_flags(item: Item) -> ItemFlags:
     """Classify an item for the meter (spec §3.2).
 
-    "Last user message" follows Codex's history scan, which looks for any message with role `user`; "encrypted
-    reasoning" is a reasoning item carrying `encrypted_content` (the only kind Codex adds in the reasoning rule).
+    "Last user message" is the last user-turn boundary, as current Codex anchors the reasoning rule: a user
+    message that is not contextual (injected context, legacy warnings and hook prompts do not move it);
+    "encrypted reasoning" is a reasoning item carrying `encrypted_content` (the only kind Codex adds there).
     """
     return ItemFlags(
         model_generated=is_model_generated(item),
-        user_message=is_message(item, "user"),
+        user_message=is_user_turn_boundary(item),
         encrypted_reasoning=item.get("type") == "reasoning" and bool(item.get("encrypted_content")),
     )
 

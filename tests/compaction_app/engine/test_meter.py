@@ -4,6 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from compaction_app.engine import meter as m
+from compaction_app.engine.items import is_user_turn_boundary
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "u"}]}
 CONTEXT_USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>x</environment_context>"}]}
@@ -23,7 +24,7 @@ def codex_scan(items, counts, usage_total, reasoning_included=False):
     """Codex's on-demand formula (spec §3.2), written as the scan it is, for comparison."""
     model_idx = [i for i, it in enumerate(items) if m.item_flags(it).model_generated]
     after_model = sum(counts[model_idx[-1] + 1 :]) if model_idx else 0
-    user_idx = [i for i, it in enumerate(items) if m.item_flags(it).user_message]
+    user_idx = [i for i, it in enumerate(items) if is_user_turn_boundary(it)]
     reasoning = 0
     if user_idx and not reasoning_included:
         reasoning = sum(c for it, c in zip(items[: user_idx[-1]], counts, strict=False) if m.item_flags(it).encrypted_reasoning)
@@ -62,9 +63,12 @@ def test_encrypted_reasoning_before_the_last_user_message_is_added_unless_the_se
     assert m.active_total(included) == 100 + 6
 
 
-def test_contextual_user_messages_also_count_as_the_last_user_message():
+def test_the_reasoning_rule_anchors_on_the_last_user_turn_boundary_not_on_contextual_user_messages():
+    # Current Codex: encrypted reasoning counts when it lies before the last *user-turn boundary*; an injected
+    # context message (or a legacy warning) after it does not move that anchor.
     state = append(append(m.MeterState(), REASONING, 20), CONTEXT_USER, 1)
-    assert state.reasoning_before_user == 20
+    assert state.reasoning_before_user == 0
+    assert append(state, USER, 1).reasoning_before_user == 20
 
 
 def test_history_replacement_recomputes_from_the_new_items_and_resets_the_meter():
