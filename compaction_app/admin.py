@@ -12,6 +12,8 @@ from django.utils.html import format_html, format_html_join
 from compaction_app.config_audit import AuditedAdminMixin
 from compaction_app.engine import thresholds
 from compaction_app.models import (
+    Alert,
+    AlertSettings,
     Compaction,
     CompactionAttempt,
     CompactionPolicy,
@@ -203,3 +205,23 @@ class HookRunAdmin(ReadOnlyAdmin):
     list_display = ("id", "attempt", "hook_name", "event", "status", "duration_ms", "created_at")
     list_filter = ("event", "status")
     search_fields = ("hook_name", "stop_reason")
+
+
+@admin.register(AlertSettings)
+class AlertSettingsAdmin(admin.ModelAdmin):
+    """The one row of alert thresholds (issue 18): storms, loops, re-reads, failure streaks, which kinds pause."""
+
+    list_display = ("__str__", "storm_count", "storm_minutes", "loop_turns", "reread_turns", "failure_streak",
+                    "pause_on")
+
+    def has_add_permission(self, request) -> bool:
+        return not AlertSettings.objects.exists()
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Alert)
+class AlertAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "kind", "session", "message", "paused")
+    list_filter = ("kind", "paused")

@@ -128,6 +128,7 @@ class Hook(models.Model):
     class Event(models.TextChoices):
         PRE_COMPACT = "pre_compact", "PreCompact"
         POST_COMPACT = "post_compact", "PostCompact"
+        ALERT = "alert", "Alert (storm, loop, re-read, failure streak)"
 
     class Kind(models.TextChoices):
         CALLABLE = "callable", "Python callable"
@@ -457,3 +458,85 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} by {self.actor or 'system'} at {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class AlertSettings(models.Model):
+    """The fleet's alert thresholds (one row, edited in the admin; issue 18, docs/alerts.md)."""
+
+    storm_count = models.PositiveSmallIntegerField(
+        default=3, validators=[MinValueValidator(1)], help_text="A session storm is MORE than this many compactions…")
+    storm_minutes = models.PositiveSmallIntegerField(
+        default=10, validators=[MinValueValidator(1)], help_text="…within this many minutes.")
+    fleet_storm_count = models.PositiveIntegerField(
+        default=30, validators=[MinValueValidator(1)], help_text="A fleet storm: more than this many compactions…")
+    fleet_storm_minutes = models.PositiveSmallIntegerField(
+        default=10, validators=[MinValueValidator(1)], help_text="…across all sessions within this many minutes.")
+    loop_turns = models.PositiveSmallIntegerField(
+        default=2, validators=[MinValueValidator(1)],
+        help_text="A loop: usage back above the limit within this many turns of a compaction.")
+    reread_turns = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(1)],
+        help_text="Watch this many turns after a compaction for re-reads of what it dropped (and count their tax).")
+    reread_min_calls = models.PositiveSmallIntegerField(
+        default=2, validators=[MinValueValidator(1)], help_text="Alert after this many re-fetches.")
+    failure_streak = models.PositiveSmallIntegerField(
+        default=3, validators=[MinValueValidator(1)], help_text="Alert after this many failed attempts in a row.")
+    pause_on = models.JSONField(
+        default=list, blank=True,
+        help_text='Alert kinds that pause the simulated session, e.g. ["loop", "storm"] (storm, fleet_storm, loop, '
+        'reread, failure_streak).')
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "alert settings"
+
+    def __str__(self) -> str:
+        return "alert settings"
+
+    def clean(self) -> None:
+        from compaction_app.engine.alerts import AlertKind
+
+        known = {k.value for k in AlertKind}
+        if not isinstance(self.pause_on, list) or not set(self.pause_on) <= known:
+            raise ValidationError({"pause_on": f"a list of alert kinds: {', '.join(sorted(known))}"})
+
+    @classmethod
+    def current(cls) -> AlertSettings:
+        return cls.objects.get_or_create(pk=1)[0]
+
+
+class Alert(models.Model):
+    """One raised alert, linked to the compactions (or attempts) that caused it."""
+
+    class Kind(models.TextChoices):
+        STORM = "storm", "compaction storm (session)"
+        FLEET_STORM = "fleet_storm", "compaction storm (fleet)"
+        LOOP = "loop", "loop: back above the limit"
+        REREAD = "reread", "compact-forget-re-read"
+        FAILURE_STREAK = "failure_streak", "failure streak"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    session = models.ForeignKey("sessions_app.Session", null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="alerts")
+    message = models.TextField()
+    detail = models.JSONField(default=dict, blank=True)
+    compactions = models.ManyToManyField(Compaction, blank=True, related_name="alerts")
+    attempts = models.ManyToManyField(CompactionAttempt, blank=True, related_name="alerts")
+    paused = models.BooleanField(default=False, help_text="Whether the alert paused the session.")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} alert #{self.pk}"
+
+
+class SessionWatch(models.Model):
+    """A session's incremental alert state (engine.alerts.Watch as JSON): read and written once per turn."""
+
+    session = models.OneToOneField("sessions_app.Session", on_delete=models.CASCADE, related_name="watch")
+    state = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"watch of session {self.session_id}"

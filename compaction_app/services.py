@@ -32,6 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 from uuid6 import uuid7
 
+from compaction_app import alerts
 from compaction_app.engine.analytics import AttemptRecord
 from compaction_app.engine.compactor import (
     IMPLEMENTATIONS,
@@ -382,6 +383,8 @@ def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Co
         )
         _finish_attempt(plan.attempt_id, _attempt_records(outcome)[0], compaction=compaction)
         _record_hook_runs(plan.attempt_id, outcome.hook_runs, plan.hook_ids)
+        alerts.record_compaction(compaction=compaction, before=plan.snapshot.items,
+                                 after=compacted["replacement_history"])
         AuditEntry.objects.create(
             actor=_actor(actor), action=AuditEntry.Action.COMPACTION, session=session, compaction=compaction,
             reason=plan.instructions or str(outcome.trigger),
@@ -437,6 +440,8 @@ def _record_failure(
                     "error_kind": kind, "message": message, "http_status": http_status,
                     "strategy": plan.strategy.value},
         )
+        if not interrupted:
+            alerts.record_attempt_failed(session_id=plan.session_id, attempt_id=plan.attempt_id)
     return CompactionAttempt.objects.get(pk=plan.attempt_id)
 
 

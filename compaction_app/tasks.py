@@ -40,3 +40,11 @@ def run_compaction_task(
         logger.info("compaction %s of session %s did not install: %s", request_id, session_id, exc)
         return None
     return compaction.pk
+
+
+@shared_task(name="compaction_app.tasks.send_alert_task")
+def send_alert_task(*, payload: dict) -> int:
+    """Send one alert to the enabled alert hooks (compaction_app.alerts); returns how many ran."""
+    from compaction_app.alerts import send_alert
+
+    return len(send_alert(payload))

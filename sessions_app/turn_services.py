@@ -12,6 +12,7 @@ per line, and the live history a request sends is kept in a per-process cache va
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -44,6 +45,7 @@ from sessions_app.turns import (
     run_turn_loop,
 )
 
+logger = logging.getLogger(__name__)
 MAX_INPUT_CHARS = 1_000_000
 
 
@@ -341,10 +343,22 @@ async def arun_turn(
                 await model.aclose()
         result.first_seq = port.first_seq or 0
         result.last_seq = port.last_seq
+        await sync_to_async(record_turn_alerts)(session_id=session_id, first_seq=result.first_seq,
+                                                last_seq=result.last_seq)
         return result
     finally:
         if own_lease:
             await sync_to_async(locks.release)(lease)
+
+
+def record_turn_alerts(*, session_id: int, first_seq: int, last_seq: int) -> None:
+    """Feed the finished turn to the alert watch (compaction_app.alerts); an alert never fails a turn."""
+    from compaction_app.alerts import record_turn
+
+    try:
+        record_turn(session_id=session_id, first_seq=first_seq, last_seq=last_seq)
+    except Exception:
+        logger.exception("alert check after a turn of session %s failed", session_id)
 
 
 def run_turn(**kwargs: Any) -> TurnResult:

@@ -15,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from compaction_app.alerts import recent_alerts
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, role_of, role_required
 from sessions_app import live_render, selectors
@@ -73,6 +74,7 @@ def fleet(request):
         can_run=_fleet_runner() is not None,
         ws_query="&".join(f"{k}={v}" for k, v in query.items()),
         max_fleet=MAX_FLEET,
+        recent_alerts=recent_alerts(),
     )
     return render(request, "sessions_app/fleet.html", context)
 

@@ -56,6 +56,7 @@ class Watch:
     """The per-session state (JSON-ready)."""
 
     compaction_id: int | None = None
+    after_seq: int = 0  # the rollout seq of that compaction: a turn's items before it belong to the old window
     turns_since: int = 0
     limit_after: int | None = None
     dropped: dict[str, str] = field(default_factory=dict)  # fetch key -> label (path or call)
@@ -101,10 +102,16 @@ def dropped_fetches(left: list[Item], masked_call_ids: set[str] | None = None,
     return keys
 
 
-def on_compaction(watch: Watch, *, compaction_id: int, dropped: dict[str, str], thresholds: Thresholds) -> Watch:
+def on_compaction(watch: Watch, *, compaction_id: int, dropped: dict[str, str], thresholds: Thresholds,
+                  after_seq: int = 0) -> Watch:
     """Start watching after a compaction (the previous compaction's watch ends here)."""
-    return Watch(compaction_id=compaction_id, turns_since=0, dropped=dict(dropped),
+    return Watch(compaction_id=compaction_id, after_seq=after_seq, turns_since=0, dropped=dict(dropped),
                  turns_left=thresholds.reread_turns, failures=[])
+
+
+def is_idle(watch: Watch) -> bool:
+    """Nothing left to watch: a turn can skip reading its items."""
+    return watch.compaction_id is None or (watch.turns_left <= 0 and watch.loop_alerted)
 
 
 def on_turn(watch: Watch, *, items: list[Item], item_tokens: list[int], tokens_in_window: int,

@@ -26,11 +26,12 @@ DEFAULT_HOOK_TIMEOUT = 10.0
 class HookEvent(StrEnum):
     PRE_COMPACT = "pre_compact"
     POST_COMPACT = "post_compact"
+    ALERT = "alert"  # compactweb: a storm / loop / re-read / failure-streak alert (engine/alerts.py)
 
     @property
     def wire_name(self) -> str:
         """`hook_event_name` in the request (spec §7)."""
-        return "PreCompact" if self is HookEvent.PRE_COMPACT else "PostCompact"
+        return {"pre_compact": "PreCompact", "post_compact": "PostCompact"}.get(self.value, "Alert")
 
 
 class HookKind(StrEnum):

@@ -1,0 +1,202 @@
+"""Storm, loop, re-read and failure-streak alerts: the Django side of compaction_app/engine/alerts.py.
+
+Fed at three moments, never by scanning history per turn:
+- `record_compaction` right after a compaction is installed: the session's watch restarts with what it dropped;
+  storms are counted from compaction times (indexed);
+- `record_attempt_failed` after a failed attempt: the failure streak;
+- `record_turn` after every turn: one row read (the watch); the turn's own items are read only while the watch is
+  active, and the re-read tax is added to the compaction that dropped the items.
+Each alert is a row linked to its compactions / attempts, is sent to the enabled `alert` hooks (callables or
+webhooks through the hook runner; webhook targets must pass the deployment's outbound rule) in the background,
+and pauses the simulated session when the settings say so for its kind.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from compaction_app.engine import alerts as rules
+from compaction_app.engine.events import EventLog
+from compaction_app.engine.hooks import HookEvent, HookKind, HookRunner
+from compaction_app.engine.items import Item
+from compaction_app.engine.retention.facts import left_items
+from compaction_app.engine.strategies.masking import is_masked
+from compaction_app.models import Alert, AlertSettings, Compaction, CompactionAttempt, Hook, SessionWatch
+from compaction_app.settings_builder import hook_specs
+from compaction_app.validators import validate_outbound_url
+from compactweb import background
+
+logger = logging.getLogger(__name__)
+
+
+def thresholds() -> rules.Thresholds:
+    s = AlertSettings.current()
+    return rules.Thresholds(
+        storm_count=s.storm_count, storm_minutes=s.storm_minutes, fleet_storm_count=s.fleet_storm_count,
+        fleet_storm_minutes=s.fleet_storm_minutes, loop_turns=s.loop_turns, reread_turns=s.reread_turns,
+        reread_min_calls=s.reread_min_calls, failure_streak=s.failure_streak,
+        pause_on=frozenset(s.pause_on or []),
+    )
+
+
+def _watch(session_id: int) -> tuple[SessionWatch, rules.Watch]:
+    row, _ = SessionWatch.objects.select_for_update().get_or_create(session_id=session_id)
+    return row, rules.Watch.from_json(row.state)
+
+
+def _save(row: SessionWatch, watch: rules.Watch) -> None:
+    row.state = watch.to_json()
+    row.save(update_fields=["state"])
+
+
+def record_compaction(*, compaction: Compaction, before: list[Item], after: list[Item]) -> list[Alert]:
+    """After an install (same transaction): restart the watch, count storms."""
+    limits = thresholds()
+    masked = {i.get("call_id") for i in after if is_masked(i)}
+    dropped = rules.dropped_fetches(left_items(before, after), masked, after)
+    row, watch = _watch(compaction.session_id)
+    watch = rules.on_compaction(watch, compaction_id=compaction.pk, dropped=dropped, thresholds=limits,
+                                after_seq=compaction.rollout_seq)
+    watch, raised = rules.on_attempt(watch, attempt_id=0, failed=False, thresholds=limits)
+    _save(row, watch)
+    now = timezone.now()
+    recent = list(Compaction.objects.filter(
+        session_id=compaction.session_id, created_at__gte=now - timedelta(minutes=limits.storm_minutes),
+    ).order_by("pk").values_list("pk", flat=True))
+    fleet = list(Compaction.objects.filter(
+        created_at__gte=now - timedelta(minutes=limits.fleet_storm_minutes),
+    ).order_by("pk").values_list("pk", flat=True)[: limits.fleet_storm_count + 1])
+    found = [a for a in (
+        rules.storm(compaction_ids=recent, count=limits.storm_count, minutes=limits.storm_minutes),
+        rules.storm(compaction_ids=fleet, count=limits.fleet_storm_count, minutes=limits.fleet_storm_minutes,
+                    fleet=True),
+    ) if a is not None]
+    # One storm alert per storm: while the previous storm alert is younger than the window, do not repeat it.
+    found = [a for a in found if not _recent_alert(a.kind, None if a.kind is rules.AlertKind.FLEET_STORM
+                                                   else compaction.session_id, minutes=limits.storm_minutes)]
+    return _raise(found, session_id=compaction.session_id, limits=limits)
+
+
+def _recent_alert(kind: rules.AlertKind, session_id: int | None, *, minutes: int) -> bool:
+    since = timezone.now() - timedelta(minutes=minutes)
+    return Alert.objects.filter(kind=kind.value, session_id=session_id, created_at__gte=since).exists()
+
+
+def record_attempt_failed(*, session_id: int, attempt_id: int) -> list[Alert]:
+    limits = thresholds()
+    with transaction.atomic():
+        row, watch = _watch(session_id)
+        watch, found = rules.on_attempt(watch, attempt_id=attempt_id, failed=True, thresholds=limits)
+        _save(row, watch)
+        return _raise(found, session_id=session_id, limits=limits)
+
+
+def record_turn(*, session_id: int, first_seq: int, last_seq: int) -> list[Alert]:
+    """After a turn: feed the turn's items (only while the watch is active). O(items of the turn)."""
+    from sessions_app.models import RolloutLine, Session
+    from sessions_app.projection import RESPONSE_ITEM
+    from sessions_app.selectors import auto_compact_limit
+
+    with transaction.atomic():
+        row = SessionWatch.objects.select_for_update().filter(session_id=session_id).first()
+        if row is None:
+            return []
+        watch = rules.Watch.from_json(row.state)
+        if rules.is_idle(watch) or not first_seq:
+            return []
+        limits = thresholds()
+        session = Session.objects.select_related("provider", "policy").get(pk=session_id)
+        lines = list(RolloutLine.objects.filter(
+            session_id=session_id, kind=RESPONSE_ITEM, seq__gte=max(first_seq, watch.after_seq + 1),
+            seq__lte=last_seq,
+        ).order_by("seq").values_list("payload", "tokens"))
+        before_tax = watch.reread_tokens
+        watch, found = rules.on_turn(
+            watch, items=[p for p, _ in lines], item_tokens=[t for _, t in lines],
+            tokens_in_window=session.tokens_in_window,
+            limit=auto_compact_limit(provider=session.provider, policy=session.policy), thresholds=limits,
+        )
+        _save(row, watch)
+        if watch.reread_tokens != before_tax and watch.compaction_id:
+            Compaction.objects.filter(pk=watch.compaction_id).update(
+                reread_tokens=F("reread_tokens") + (watch.reread_tokens - before_tax))
+        return _raise(found, session_id=session_id, limits=limits)
+
+
+def _raise(found: list[rules.Alert], *, session_id: int, limits: rules.Thresholds) -> list[Alert]:
+    rows = []
+    for alert in found:
+        fleet = alert.kind is rules.AlertKind.FLEET_STORM
+        row = Alert.objects.create(kind=alert.kind.value, session_id=None if fleet else session_id,
+                                   message=alert.message, detail=alert.detail)
+        row.compactions.set(Compaction.objects.filter(pk__in=alert.compaction_ids))
+        if alert.attempt_ids:
+            row.attempts.set(CompactionAttempt.objects.filter(pk__in=alert.attempt_ids))
+        if limits.pauses(alert.kind) and not fleet:
+            row.paused = _pause(session_id)
+            row.save(update_fields=["paused"])
+        rows.append(row)
+        payload = {"hook_event_name": "Alert", "alert_id": row.pk, "kind": row.kind, "message": row.message,
+                   "session_id": row.session_id, "compaction_ids": list(alert.compaction_ids),
+                   "attempt_ids": list(alert.attempt_ids), "paused": row.paused, "detail": alert.detail}
+        transaction.on_commit(lambda payload=payload: _notify(payload))
+    return rows
+
+
+def _pause(session_id: int) -> bool:
+    from sessions_app.fleet import FleetError, do_pause_run
+    from sessions_app.models import SimulatorRun
+
+    run = SimulatorRun.objects.filter(session_id=session_id, status=SimulatorRun.Status.RUNNING).first()
+    if run is None:
+        return False
+    try:
+        return do_pause_run(run=run) > 0
+    except FleetError:
+        return False
+
+
+def allowed_alert_hooks() -> list:
+    """The enabled `alert` hooks whose webhook target passes the outbound rule (a refused one is logged)."""
+    specs = []
+    for spec in hook_specs(hooks=list(Hook.objects.filter(event=Hook.Event.ALERT, enabled=True))):
+        if spec.kind is HookKind.WEBHOOK:
+            try:
+                validate_outbound_url(spec.target)
+            except ValidationError as exc:
+                logger.warning("alert hook %s not called: %s", spec.name, " ".join(exc.messages))
+                continue
+        specs.append(spec)
+    return specs
+
+
+def _notify(payload: dict[str, Any]) -> None:
+    specs = allowed_alert_hooks()
+    if specs:
+        from compaction_app.tasks import send_alert_task
+
+        background.submit(send_alert_task, payload=payload)
+
+
+def send_alert(payload: dict[str, Any]) -> list:
+    """Run the alert hooks (failures are recorded by the runner and logged, never raised)."""
+    runner = HookRunner(allowed_alert_hooks())
+    result = async_to_sync(runner.run)(HookEvent.ALERT, {**payload, "trigger": "auto"}, EventLog(None))
+    for record in result.records:
+        if record.error:
+            logger.warning("alert hook %s failed: %s", record.name, record.error)
+    return result.records
+
+
+def recent_alerts(*, limit: int = 10) -> list[Alert]:
+    """The newest alerts with their sessions and compaction ids (three queries)."""
+    return list(Alert.objects.select_related("session").prefetch_related("compactions").order_by("-created_at",
+                                                                                              "-pk")[:limit])

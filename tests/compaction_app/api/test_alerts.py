@@ -1,0 +1,142 @@
+"""Storm, loop, re-read and failure-streak alerts through the public paths (compact API, turns with a scripted
+model client), their links, the pause, the re-read tax, and the alert hooks (outbound rule respected)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compaction_app import alerts
+from compaction_app.engine.items import user_message
+from compaction_app.models import Alert, AlertSettings, Compaction, CompactionPolicy, Hook
+from sessions_app.models import Session, SimulatorRun
+from sessions_app.simulator import load_scenario
+from sessions_app.turn_services import run_turn
+from tests.compaction_app.engine.fakes import FakeClient, assistant, completed, done
+
+SENT: list[dict] = []
+
+
+def record_alert(request: dict) -> None:
+    SENT.append(request)
+
+
+@pytest.fixture(autouse=True)
+def _fast(monkeypatch):
+    from compaction_app import services
+
+    async def sleep(seconds: float) -> None:
+        return None
+
+    monkeypatch.setattr(services, "engine_sleep", sleep)
+    SENT.clear()
+
+
+def settings(**values) -> AlertSettings:
+    row = AlertSettings.current()
+    for key, value in values.items():
+        setattr(row, key, value)
+    row.save()
+    return row
+
+
+def read_call(call_id: str, path: str) -> dict:
+    return {"type": "function_call", "call_id": call_id, "name": "read_file", "arguments": json.dumps({"path": path})}
+
+
+@pytest.fixture
+def reader(make_session):
+    return make_session(items=[
+        user_message("look at src/ledger.py"), read_call("c1", "src/ledger.py"),
+        {"type": "function_call_output", "call_id": "c1", "output": "def ledger():\n    pass\n" * 50},
+        user_message("now fix it"),
+    ])
+
+
+def compact(api, session, strategy="local"):
+    response = api.post(f"/api/v1/sessions/{session.pk}/compact", {"strategy": strategy}, format="json")
+    assert response.status_code in (201, 502), response.content
+    return response.json()
+
+
+@pytest.mark.django_db
+def test_a_storm_in_one_session_is_alerted_once_with_its_compactions(operator_api, reader):
+    settings(storm_count=1, storm_minutes=10)
+    first, second = compact(operator_api, reader), compact(operator_api, reader)
+    (alert,) = Alert.objects.filter(kind="storm")
+    assert alert.session_id == reader.pk
+    assert set(alert.compactions.values_list("pk", flat=True)) == {first["id"], second["id"]}
+    compact(operator_api, reader)
+    assert Alert.objects.filter(kind="storm").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_streak_of_failed_attempts_is_alerted_with_the_attempts(operator_api, reader):
+    settings(failure_streak=2)
+    Session.objects.filter(pk=reader.pk).update(fault_injection={"fault": "overloaded"})
+    first, second = compact(operator_api, reader), compact(operator_api, reader)
+    (alert,) = Alert.objects.filter(kind="failure_streak")
+    assert set(alert.attempts.values_list("pk", flat=True)) == {first["error"]["attempt_id"],
+                                                                second["error"]["attempt_id"]}
+
+
+@pytest.mark.django_db
+def test_re_reading_what_a_compaction_dropped_is_alerted_and_taxed(operator_api, reader):
+    settings(reread_min_calls=1, reread_turns=3)
+    compaction_id = compact(operator_api, reader)["id"]
+    client = FakeClient(streams=[[done(read_call("r1", "src/ledger.py")), completed(500, 20)],
+                                 [done(assistant("read it again")), completed(900, 10)]])
+    tools = load_scenario("fix-failing-test").build_tools(seed=1)
+    result = run_turn(session_id=reader.pk, user_input="what was in that file?", tools=tools, client=client)
+    assert result.ok, result.error
+    (alert,) = Alert.objects.filter(kind="reread")
+    assert list(alert.compactions.values_list("pk", flat=True)) == [compaction_id]
+    assert "src/ledger.py" in alert.message
+    assert Compaction.objects.get(pk=compaction_id).reread_tokens > 0
+
+
+@pytest.mark.django_db
+def test_usage_back_over_the_limit_right_after_a_compaction_is_a_loop_that_can_pause(operator_api, reader, policy):
+    settings(loop_turns=2, pause_on=["loop"])
+    SimulatorRun.objects.create(session=reader, scenario="fix-failing-test")
+    compaction_id = compact(operator_api, reader)["id"]
+    limit = Session.objects.get(pk=reader.pk).tokens_in_window + 100
+    CompactionPolicy.objects.filter(pk=policy.pk).update(auto_compact_token_limit=limit)
+    client = FakeClient(streams=[[done(assistant("a long answer")), completed(limit + 500, 10)]])
+    assert run_turn(session_id=reader.pk, user_input="go on", client=client).ok
+    (alert,) = Alert.objects.filter(kind="loop")
+    assert list(alert.compactions.values_list("pk", flat=True)) == [compaction_id] and alert.paused
+    assert SimulatorRun.objects.get(session=reader).status == SimulatorRun.Status.PAUSED
+
+
+@pytest.mark.django_db
+def test_alert_hooks_receive_the_alert_and_a_refused_webhook_is_not_called(
+        operator_api, reader, monkeypatch, django_capture_on_commit_callbacks):
+    Hook.objects.create(name="recorder", event="alert", kind="callable",
+                        target="tests.compaction_app.api.test_alerts.record_alert")
+    Hook.objects.create(name="bad", event="alert", kind="webhook", target="http://user:secret@example.invalid/x")
+    assert [spec.name for spec in alerts.allowed_alert_hooks()] == ["recorder"]
+    monkeypatch.setattr(alerts.background, "submit", lambda task, **kwargs: task(**kwargs))
+    settings(failure_streak=1)
+    Session.objects.filter(pk=reader.pk).update(fault_injection={"fault": "overloaded"})
+    with django_capture_on_commit_callbacks(execute=True):
+        attempt_id = compact(operator_api, reader)["error"]["attempt_id"]
+    (sent,) = SENT
+    assert (sent["hook_event_name"], sent["kind"], sent["session_id"]) == ("Alert", "failure_streak", reader.pk)
+    assert sent["attempt_ids"] == [attempt_id]
+
+
+@pytest.mark.django_db
+def test_the_fleet_board_lists_alerts_with_links_to_their_compactions(operator_user, operator_api, reader):
+    from django.test import Client
+
+    settings(storm_count=1)
+    ids = [compact(operator_api, reader)["id"] for _ in range(2)]
+    client = Client()
+    client.force_login(operator_user)
+    body = client.get("/").content.decode()
+    board = body[body.index('id="fleet-alerts"'):]
+    assert "compaction storm" in board
+    for pk in ids:
+        assert f'href="/compactions/{pk}/"' in board
