@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('compaction_app', '0005_retention_masking_pins'),
+        ('compaction_app', '0006_compaction_inferred'),
         ('sessions_app', '0004_session_lease_lineage_simulator_run'),
     ]
 
