@@ -106,17 +106,37 @@ def _prepare(line: NewLine, header: p.Header, tokens_of: TokenCounter) -> tuple[
     return payload, tokens, item_tokens
 
 
+# What the append lock reads: the header fold's columns plus the few the live summary shows, never the JSON columns
+# (initial_context, fault_injection) or the provider and policy rows the caller already holds.
+LOCK_FIELDS = (*Session.HEADER_FIELDS, "title", "state", "provider_id", "policy_id", "lease_holder")
+
+
+def _lock_header(session: Session) -> dict[str, Any]:
+    """Lock the session row for this transaction (a no-op lock on SQLite, whose IMMEDIATE transactions serialise
+    writers) and read its header columns: one narrow SELECT instead of a whole row with its provider and policy."""
+    row = Session.objects.select_for_update().filter(pk=session.pk).values_list(*LOCK_FIELDS).first()
+    if row is None:
+        raise Session.DoesNotExist(f"no session {session.pk}")
+    return dict(zip(LOCK_FIELDS, row, strict=True))
+
+
 @transaction.atomic
-def append_rollout_lines(*, session: Session, lines: Sequence[NewLine], actor=None) -> list[RolloutLine]:
+def append_rollout_lines(
+    *, session: Session, lines: Sequence[NewLine], actor=None, release_lease: str | None = None
+) -> list[RolloutLine]:
     """Append lines to a session's rollout and update the cached projection, in one transaction.
 
     Items are validated and counted once here; a `compacted`/`window_opened` line without window fields gets the
     next window (spec §9). Cost is O(lines) plus O(replacement) for lines that install a history, never O(history).
-    `session` is refreshed with the new live state.
+    `session` is refreshed with the new live state. The provider and policy are the ones `session` carries (loaded
+    once by the caller, e.g. once per turn). `release_lease`: a lease holder whose lease this same write releases
+    (the last write of a turn), if it still holds it.
     """
-    locked = Session.objects.select_for_update().select_related("provider", "policy").get(pk=session.pk)
-    tokens_of = counter_for(locked)
-    header = locked.header
+    fresh = _lock_header(session)
+    for name in LOCK_FIELDS:
+        setattr(session, name, fresh[name])
+    tokens_of = counter_for(session)
+    header = session.header
     now = timezone.now()
     rows: list[RolloutLine] = []
     windows: list[ContextWindow] = []
@@ -128,7 +148,7 @@ def append_rollout_lines(*, session: Session, lines: Sequence[NewLine], actor=No
         next_header, change = p.apply_line(header, line)
         rows.append(
             RolloutLine(
-                session=locked, seq=line.seq, timestamp=new.timestamp or now, kind=line.kind, payload=payload,
+                session=session, seq=line.seq, timestamp=new.timestamp or now, kind=line.kind, payload=payload,
                 tokens=tokens, item_tokens=item_tokens, actor=actor,
             )
         )
@@ -138,7 +158,7 @@ def append_rollout_lines(*, session: Session, lines: Sequence[NewLine], actor=No
             start = 0 if isinstance(change, p.Replaced) else header.item_count
             pending_live.extend(
                 LiveItem(
-                    session=locked, position=start + i, item=e.item, tokens=e.tokens,
+                    session=session, position=start + i, item=e.item, tokens=e.tokens,
                     source_seq=e.source_seq, model_generated=e.model_generated,
                 )
                 for i, e in enumerate(change.entries)
@@ -147,7 +167,7 @@ def append_rollout_lines(*, session: Session, lines: Sequence[NewLine], actor=No
             first = new.kind == p.SESSION_META
             windows.append(
                 ContextWindow(
-                    session=locked, number=next_header.window_number, window_id=next_header.window_id,
+                    session=session, number=next_header.window_number, window_id=next_header.window_id,
                     previous_window_id=next_header.previous_window_id, first_window_id=next_header.first_window_id,
                     opened_by_seq=None if first else line.seq, opened_at=new.timestamp or now,
                     reason="session_start" if first else new.kind,
@@ -156,19 +176,25 @@ def append_rollout_lines(*, session: Session, lines: Sequence[NewLine], actor=No
         header = next_header
     RolloutLine.objects.bulk_create(rows)
     if replaced:
-        LiveItem.objects.filter(session=locked).delete()
-    LiveItem.objects.bulk_create(pending_live)
-    ContextWindow.objects.bulk_create(windows)
-    locked.set_header(header)
-    locked.save(update_fields=[*Session.HEADER_FIELDS, "updated_at"])
-    for name in (*Session.HEADER_FIELDS, "updated_at"):
-        setattr(session, name, getattr(locked, name))
-    seqs = [r.seq for r in rows]
+        LiveItem.objects.filter(session=session).delete()
+    if pending_live:
+        LiveItem.objects.bulk_create(pending_live)
+    if windows:
+        ContextWindow.objects.bulk_create(windows)
+    session.set_header(header)
+    session.updated_at = now
+    changes = {name: getattr(session, name) for name in Session.HEADER_FIELDS}
+    if release_lease and fresh["lease_holder"] == release_lease:
+        # The row is locked by this transaction and the lease is ours: release it in the same UPDATE.
+        changes.update(lease_holder="", lease_purpose="", lease_expires_at=None)
+        session.lease_holder, session.lease_purpose, session.lease_expires_at = "", "", None
+    Session.objects.filter(pk=session.pk).update(updated_at=now, **changes)
     described = [(r.seq, r.kind, r.payload.get("type") if r.kind == p.EVENT_MSG else None) for r in rows]
-    # The summary is taken now, from the row this transaction wrote, so publishing reads nothing back.
-    summary = selectors.session_summary(session=locked)
+    # The summary is taken now, from the columns this transaction locked and wrote, so publishing reads nothing back.
+    summary = selectors.session_summary(session=session)
+    session_id, seqs = session.pk, [r.seq for r in rows]
     transaction.on_commit(lambda: rollout_appended.send(
-        sender=Session, session_id=locked.pk, seqs=seqs, lines=described, summary=summary,
+        sender=Session, session_id=session_id, seqs=seqs, lines=described, summary=summary,
     ))
     return rows
 
