@@ -9,10 +9,15 @@ newest seq the client should already have; transient events never advance a clie
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 
 logger = logging.getLogger(__name__)
@@ -26,20 +31,84 @@ def session_group(session_id: int) -> str:
     return f"session.{session_id}"
 
 
-def _send(groups: list[str], message: dict[str, Any]) -> None:
+async def _asend(groups: list[str], message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    for group in groups:
+        try:
+            await layer.group_send(group, message)
+        except Exception:  # a dropped event is recovered by the client's re-sync; never fail the write for it
+            logger.exception("could not publish %s to %s", message.get("kind"), group)
 
-    async def send_all() -> None:
-        for group in groups:
-            try:
-                await layer.group_send(group, message)
-            except Exception:  # a dropped event is recovered by the client's re-sync; never fail the write for it
-                logger.exception("could not publish %s to %s", message.get("kind"), group)
 
-    # One trip into the event loop for every group: each async_to_sync call costs a thread hop.
-    async_to_sync(send_all)()
+class _PublisherLoop:
+    """One event loop thread per process for publishing from code that runs outside any event loop (Celery
+    workers, management commands). `async_to_sync` would start a new loop per call there, and the Redis layer
+    would open a new connection on each; this loop keeps its connections."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():  # a forked worker starts its own thread
+                self._loop = asyncio.new_event_loop()
+                self._pid = os.getpid()
+                threading.Thread(target=self._loop.run_forever, name="compactweb-publisher", daemon=True).start()
+            return self._loop
+
+    def run(self, coro) -> None:
+        asyncio.run_coroutine_threadsafe(coro, self.loop()).result()
+
+
+_publisher = _PublisherLoop()
+_local = threading.local()
+
+
+def _in_sync_to_async_thread() -> bool:
+    """Whether this thread runs for an event loop (asgiref's sync_to_async): async_to_sync then hops to that
+    loop, where the channel layer lives, instead of starting one."""
+    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    return (
+        loop is not None and getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) == os.getpid()
+        and loop.is_running()
+    )
+
+
+def _send(groups: list[str], message: dict[str, Any]) -> None:
+    collector = getattr(_local, "collector", None)
+    if collector is not None:
+        collector.append((groups, message))
+        return
+    if get_channel_layer() is None:
+        return
+    if _in_sync_to_async_thread():
+        # One trip into the caller's event loop for every group: each async_to_sync call costs a thread hop.
+        async_to_sync(_asend)(groups, message)
+    else:
+        _publisher.run(_asend(groups, message))
+
+
+@contextmanager
+def deferred() -> Iterator[list[tuple[list[str], dict[str, Any]]]]:
+    """Collect the events this thread would publish in the block instead of sending them: an async caller that
+    ran sync code (e.g. the turn loop's appends) publishes them from its own side with `apublish` afterwards."""
+    previous = getattr(_local, "collector", None)
+    collected: list[tuple[list[str], dict[str, Any]]] = []
+    _local.collector = collected
+    try:
+        yield collected
+    finally:
+        _local.collector = previous
+
+
+async def apublish(collected: list[tuple[list[str], dict[str, Any]]]) -> None:
+    """Send events `deferred` collected, in order, from the async side."""
+    for groups, message in collected:
+        await _asend(groups, message)
 
 
 def lines_event(*, session_id: int, summary: dict[str, Any], lines: list[tuple[int, str, str | None]]) -> dict:
@@ -65,20 +134,28 @@ def publish_lines(*, session_id: int, summary: dict[str, Any], lines: list[tuple
     _send([session_group(session_id), FLEET_GROUP], lines_event(session_id=session_id, summary=summary, lines=lines))
 
 
+def transient_event(*, session_id: int, after_seq: int, kind: str, detail: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": MESSAGE_TYPE,
+        "session_id": session_id,
+        "seq": None,
+        "after_seq": after_seq,
+        "kind": kind,
+        "summary": None,
+        "detail": detail,
+    }
+
+
 def publish_transient(*, session_id: int, after_seq: int, kind: str, detail: dict[str, Any]) -> None:
     """Publish progress that is not a rollout line (compaction in flight, stream retries, step running)."""
-    _send(
-        [session_group(session_id), FLEET_GROUP],
-        {
-            "type": MESSAGE_TYPE,
-            "session_id": session_id,
-            "seq": None,
-            "after_seq": after_seq,
-            "kind": kind,
-            "summary": None,
-            "detail": detail,
-        },
-    )
+    _send([session_group(session_id), FLEET_GROUP],
+          transient_event(session_id=session_id, after_seq=after_seq, kind=kind, detail=detail))
+
+
+async def apublish_transient(*, session_id: int, after_seq: int, kind: str, detail: dict[str, Any]) -> None:
+    """`publish_transient` from async code, without a hop through a sync thread."""
+    await _asend([session_group(session_id), FLEET_GROUP],
+                 transient_event(session_id=session_id, after_seq=after_seq, kind=kind, detail=detail))
 
 
 def on_rollout_appended(sender, *, session_id: int, lines: list, summary: dict[str, Any], **kwargs) -> None:

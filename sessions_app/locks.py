@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from compaction_app.stale_attempts import mark_stale_attempts
@@ -85,13 +84,17 @@ def acquire(*, session_id: int, purpose: str, ttl: timedelta = DEFAULT_TTL) -> L
     refuse_if_followed(session_id=session_id)
     now = timezone.now()
     holder = uuid.uuid4().hex
+    lease_fields = {"lease_holder": holder, "lease_purpose": purpose, "lease_expires_at": now + ttl}
     with transaction.atomic():
-        expired = Session.objects.filter(pk=session_id, lease_expires_at__lt=now).exclude(lease_holder="").exists()
-        taken = (
-            Session.objects.filter(pk=session_id)
-            .filter(Q(lease_holder="") | Q(lease_expires_at__lt=now))
-            .update(lease_holder=holder, lease_purpose=purpose, lease_expires_at=now + ttl)
-        )
+        # The common case, a free session, is one conditional UPDATE; only a held lease is checked for expiry.
+        taken = Session.objects.filter(pk=session_id, lease_holder="").update(**lease_fields)
+        expired = False
+        if not taken:
+            taken = (
+                Session.objects.filter(pk=session_id, lease_expires_at__lt=now).exclude(lease_holder="")
+                .update(**lease_fields)
+            )
+            expired = bool(taken)
         if taken and expired:
             # Attempts run only under the lease: one still `running` now belongs to the dead holder.
             mark_stale_attempts(session_id=session_id)

@@ -28,10 +28,9 @@ from compaction_app.engine.items import Item, normalize_kind
 from compaction_app.engine.thresholds import ModelLimits, Reason
 from compaction_app.providers.base import ModelClient
 from compaction_app.providers.factory import build_client
-from sessions_app import locks, selectors
-from sessions_app.events import publish_transient
+from sessions_app import events, locks, selectors
 from sessions_app.models import RolloutLine, Session
-from sessions_app.projection import RESPONSE_ITEM, TURN_CONTEXT
+from sessions_app.projection import EVENT_MSG, RESPONSE_ITEM, TURN_CONTEXT
 from sessions_app.services import NewLine, append_rollout_lines, usage_line
 from sessions_app.turns import (
     Marker,
@@ -146,13 +145,39 @@ def _to_lines(records: Sequence[Record], session: Session) -> list[NewLine]:
     return lines
 
 
+def _turn_state(session: Session, previous: dict[str, Any] | None) -> TurnState:
+    """The loop's view of the session, from the columns the turn already holds (no database access)."""
+    return TurnState(
+        thread_id=str(session.thread_id),
+        window_number=session.window_number,
+        window_id=session.window_id,
+        first_window_id=session.first_window_id,
+        previous_window_id=session.previous_window_id,
+        active_tokens=session.tokens_in_window,
+        prefill=session.meter_prefill,
+        scope=session.policy.auto_compact_scope,
+        current=model_limits(session),
+        previous=previous_model_from_turn_context(previous, configured_limit=session.policy.auto_compact_token_limit),
+        reference_context_set=session.reference_context_set,
+        last_seq=session.last_seq,
+    )
+
+
 class SessionTurnPort:
-    """The turn loop's port onto one session in the database (sessions_app.turns.TurnPort)."""
+    """The turn loop's port onto one session in the database (sessions_app.turns.TurnPort).
+
+    The session is loaded once per turn (with its provider and policy) and kept current by the turn's own appends,
+    which refresh its header columns; only a compaction, which writes the session itself, makes the port reload it.
+    The turn holds the session's lease, so nothing else installs history meanwhile (an API append of a user message
+    still may: every append locks the row and reads the true header). Live events of the appends are published from
+    the async side after each write, not through a sync-to-async hop inside it.
+    """
 
     def __init__(
         self, *, session_id: int, turn_id: str, lease: locks.Lease | None, actor=None,
         initial_context: Callable[[Session, TurnState], list[Item]] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic, session: Session | None = None,
+        release_lease_on_complete: bool = False,
     ) -> None:
         self.session_id = session_id
         self.turn_id = turn_id
@@ -163,7 +188,9 @@ class SessionTurnPort:
         self._renewed_at = clock()
         self._previous_loaded = False
         self._previous: dict[str, Any] | None = None
-        self._session: Session | None = None
+        self._session: Session | None = session
+        self._release_on_complete = release_lease_on_complete and lease is not None
+        self.lease_released = False
         self.first_seq: int | None = None
 
     # --- sync halves (run in Django's sync thread) ---
@@ -173,27 +200,12 @@ class SessionTurnPort:
         return self._session
 
     def _state(self) -> TurnState:
-        session = self._load()
+        session = self._session or self._load()
         if not self._previous_loaded:
             # Read once per turn: the previous-model check runs only at the turn's start.
             self._previous = previous_turn_context(session)
             self._previous_loaded = True
-        return TurnState(
-            thread_id=str(session.thread_id),
-            window_number=session.window_number,
-            window_id=session.window_id,
-            first_window_id=session.first_window_id,
-            previous_window_id=session.previous_window_id,
-            active_tokens=session.tokens_in_window,
-            prefill=session.meter_prefill,
-            scope=session.policy.auto_compact_scope,
-            current=model_limits(session),
-            previous=previous_model_from_turn_context(
-                self._previous, configured_limit=session.policy.auto_compact_token_limit
-            ),
-            reference_context_set=session.reference_context_set,
-            last_seq=session.last_seq,
-        )
+        return _turn_state(session, self._previous)
 
     def _history(self) -> list[Item]:
         session = self._session or self._load()
@@ -203,16 +215,24 @@ class SessionTurnPort:
             history_cache.put(session.pk, session.last_seq, cached)
         return cached
 
-    def _record(self, records: Sequence[Record]) -> None:
+    def _record(self, records: Sequence[Record]) -> list:
         session = self._session or self._load()
         before = session.last_seq
-        rows = append_rollout_lines(session=session, lines=_to_lines(records, session), actor=self.actor)
+        completes = self._release_on_complete and _completes_turn(records, self.turn_id)
+        with events.deferred() as published:
+            rows = append_rollout_lines(
+                session=session, lines=_to_lines(records, session), actor=self.actor,
+                release_lease=self.lease.holder if completes else None,
+            )
+        if completes and not session.lease_holder:
+            self.lease_released = True
         if self.first_seq is None and rows:
             self.first_seq = rows[0].seq
         history_cache.appended(
             session.pk, before_seq=before, after_seq=session.last_seq,
             items=[normalize_kind(r.payload) for r in rows if r.kind == RESPONSE_ITEM],
         )
+        return published
 
     @property
     def last_seq(self) -> int:
@@ -221,9 +241,15 @@ class SessionTurnPort:
     # --- the port ---
 
     async def state(self) -> TurnState:
+        if self._session is not None and self._previous_loaded:
+            return _turn_state(self._session, self._previous)
         return await sync_to_async(self._state)()
 
     async def history(self) -> list[Item]:
+        if self._session is not None:
+            cached = history_cache.get(self._session.pk, self._session.last_seq)
+            if cached is not None:
+                return cached
         return await sync_to_async(self._history)()
 
     async def initial_context(self, state: TurnState) -> list[Item]:
@@ -237,7 +263,7 @@ class SessionTurnPort:
 
     async def record(self, records: Sequence[Record]) -> None:
         if records:
-            await sync_to_async(self._record)(records)
+            await events.apublish(await sync_to_async(self._record)(records))
 
     async def compact(self, *, reason: Reason, phase: str, compact_with: ModelLimits | None) -> None:
         from compaction_app import services as compaction
@@ -254,8 +280,9 @@ class SessionTurnPort:
         except failures as exc:
             raise TurnCompactionFailed(str(exc), code=_compaction_error_code(exc)) from exc
         finally:
-            # The compaction replaced the history (or may have): the next request reloads it.
+            # The compaction replaced the history (or may have) and wrote the session: reload both.
             history_cache.forget(self.session_id)
+            self._session = None
 
     async def heartbeat(self) -> None:
         if self.lease is not None and self._clock() - self._renewed_at > self.lease.ttl.total_seconds() / 4:
@@ -264,7 +291,16 @@ class SessionTurnPort:
 
     async def publish(self, kind: str, detail: dict[str, Any]) -> None:
         after = self._session.last_seq if self._session is not None else 0
-        await sync_to_async(publish_transient)(session_id=self.session_id, after_seq=after, kind=kind, detail=detail)
+        await events.apublish_transient(session_id=self.session_id, after_seq=after, kind=kind, detail=detail)
+
+
+def _completes_turn(records: Sequence[Record], turn_id: str) -> bool:
+    """Whether `records` end the turn (its `turn_complete` line): the write that may release the turn's lease."""
+    return any(
+        isinstance(r, Marker) and r.kind == EVENT_MSG and r.payload.get("type") == "turn_complete"
+        and r.payload.get("turn_id") == turn_id
+        for r in records
+    )
 
 
 def _compaction_error_code(exc: Exception) -> str:
@@ -324,15 +360,19 @@ async def arun_turn(
     turn_id = turn_id or str(uuid7())
     own_lease = lease is None
     if own_lease:
-        lease = await sync_to_async(locks.acquire)(session_id=session_id, purpose="turn")
+        # One trip to the database thread takes the lease and loads the session the whole turn works on.
+        lease, session = await sync_to_async(_acquire_and_load)(session_id=session_id)
+    port = None
     try:
-        session = await sync_to_async(selectors.get_session)(session_id=session_id)
+        if not own_lease:
+            session = await sync_to_async(selectors.get_session)(session_id=session_id)
         config = _turn_config(
             session, tools=dict(tools) if tools else None, tool_rng=tool_rng, sleep=sleep,
             turn_context=dict(turn_context) if turn_context else None,
         )
         port = SessionTurnPort(session_id=session_id, turn_id=turn_id, lease=lease, actor=actor,
-                               initial_context=initial_context)
+                               initial_context=initial_context, session=session,
+                               release_lease_on_complete=own_lease)
         own_client = client is None
         model = client or await sync_to_async(_client_for)(session, fault_injection)
         try:
@@ -347,7 +387,7 @@ async def arun_turn(
                                                 last_seq=result.last_seq)
         return result
     finally:
-        if own_lease:
+        if own_lease and not (port is not None and port.lease_released):
             await sync_to_async(locks.release)(lease)
 
 
@@ -359,6 +399,15 @@ def record_turn_alerts(*, session_id: int, first_seq: int, last_seq: int) -> Non
         record_turn(session_id=session_id, first_seq=first_seq, last_seq=last_seq)
     except Exception:
         logger.exception("alert check after a turn of session %s failed", session_id)
+
+
+def _acquire_and_load(*, session_id: int) -> tuple[locks.Lease, Session]:
+    lease = locks.acquire(session_id=session_id, purpose="turn")
+    try:
+        return lease, selectors.get_session(session_id=session_id)
+    except BaseException:
+        locks.release(lease)
+        raise
 
 
 def run_turn(**kwargs: Any) -> TurnResult:

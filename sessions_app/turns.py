@@ -10,8 +10,9 @@ tests), and the model is any `ModelClient`. One turn:
    input is not recorded (spec §6.5, primary snapshot; later upstream keeps it).
 2. context: the full initial context when the session has no baseline (first turn, or after a compaction that
    cleared it, spec §5.3), then a `turn_context` line, then the user message.
-3. sampling: stream a request with the live history; output items are recorded as they complete and the response's
-   usage after them (spec §3.2); retryable provider errors are retried with backoff (spec §6.2); function calls run
+3. sampling: stream a request with the live history; a response's output items are recorded with its usage after
+   them in one write when it completes (spec §3.2), or on their own when the stream fails after they completed;
+   retryable provider errors are retried with backoff (spec §6.2); function calls run
    on the simulated tools and their outputs are recorded; `new_context` requests a new window (spec §4.4).
 4. mid-turn, after each request that needs a follow-up (a tool output pending): compact when a new window was
    requested or the limit is reached (phase `mid_turn`), then sample again. A final answer never compacts, even
@@ -297,12 +298,13 @@ async def run_turn_loop(
         # spec §2.4 item 2: only a client-executed call's output (or queued input; the loop has none) makes the
         # model continue; a call the server already executed needs no follow-up.
         needs_follow_up = bool(outputs)
+        # One write per model response: its output items, then its usage (spec §3.2), then what follows from them.
         if not needs_follow_up:
             result.final_message = _last_assistant_text(sample.items)
-            await port.record([usage, _turn_complete(turn_id, "completed", result.final_message)])
+            await port.record([*sample.items, usage, _turn_complete(turn_id, "completed", result.final_message)])
             await port.publish("turn_finished", {"turn_id": turn_id, "status": "completed"})
             return result
-        await port.record([usage, *outputs])
+        await port.record([*sample.items, usage, *outputs])
         state = await port.state()
         if new_window_requested or state.token_status().token_limit_reached:
             if not await compact(Reason.CONTEXT_LIMIT, MID_TURN, None):
@@ -317,20 +319,25 @@ async def _sample_with_retries(
 ) -> _Sample:
     """One sampling request, retried on retryable errors up to `stream_max_retries` times (spec §6.2).
 
-    Items of an attempt that fails after they completed stay recorded, as in Codex (spec §6.5 notes the same for
-    local compaction); the retry resends the same input. `recorded` counts them so a turn that finally fails can
-    re-estimate its meter."""
+    The items of a completed response are returned, not recorded: the caller writes them with the response's usage
+    in one append. Items of an attempt that fails after they completed stay recorded, as in Codex (spec §6.5 notes
+    the same for local compaction); the retry resends the same input. `recorded` counts them so a turn that finally
+    fails can re-estimate its meter."""
 
     async def attempt() -> _Sample:
         sample = _Sample()
-        async for event in client.stream_response(request):
-            if event.type == "response.output_item.done" and event.item is not None:
-                sample.items.append(event.item)
-                await port.record([event.item])
-                recorded.append(event.item)
-            elif event.type == "response.completed":
-                sample.usage = event.usage
-                sample.reasoning_included = event.reasoning_included
+        try:
+            async for event in client.stream_response(request):
+                if event.type == "response.output_item.done" and event.item is not None:
+                    sample.items.append(event.item)
+                elif event.type == "response.completed":
+                    sample.usage = event.usage
+                    sample.reasoning_included = event.reasoning_included
+        except Exception:
+            if sample.items:
+                await port.record(sample.items)
+                recorded.extend(sample.items)
+            raise
         return sample
 
     async def on_retry(n: int, error: ProviderError, delay: float) -> None:
