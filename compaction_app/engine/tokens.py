@@ -17,6 +17,7 @@ import math
 import threading
 from collections.abc import Callable
 from functools import cache
+from json.encoder import c_make_encoder, encode_basestring
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +103,22 @@ def _encrypted_bytes(encrypted_content: str) -> int:
     return max(0, len(encrypted_content) * 3 // 4 - ENCRYPTED_CONTENT_DISCOUNT_BYTES)
 
 
+def _compact_encoder() -> Callable[[Any], str]:
+    """`json.dumps(value, separators=(",", ":"), ensure_ascii=False)`, built once: `json.dumps` with arguments
+    builds a new encoder on every call, which costs half as much again as tokenizing a short item."""
+    if c_make_encoder is None:  # pragma: no cover - CPython always has the C encoder
+        return lambda value: json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    default = json.JSONEncoder().default
+    make = c_make_encoder(None, default, encode_basestring, None, ":", ",", False, False, True)
+    return lambda value: "".join(make(value, 0))
+
+
+_item_json = _compact_encoder()
+
+
 def item_json(item: dict[str, Any]) -> str:
     """The compact JSON serialisation the estimator measures (key order as given, no spaces, UTF-8 kept)."""
-    return json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+    return _item_json(item)
 
 
 ORIGINAL_IMAGE_PATCH_SIZE = 32
@@ -242,6 +256,22 @@ def model_visible_text(item: dict[str, Any]) -> str:
     return item_json(stripped)
 
 
+# Kinds whose model-visible text is not simply their JSON (opaque payloads).
+_NOT_PLAIN_KINDS = frozenset({*OPAQUE_KINDS, "reasoning", "context_compaction"})
+
+
+def _ordinary(encoding: tiktoken.Encoding) -> Callable[[str], list[int]]:
+    core = encoding._core_bpe.encode_ordinary
+
+    def encode(text: str) -> list[int]:
+        try:
+            return core(text)
+        except UnicodeEncodeError:  # lone surrogates: tiktoken's own fallback
+            return encoding.encode_ordinary(text)
+
+    return encode
+
+
 class TokenCounter:
     """Counts an item's tokens with one named counter: an exact tiktoken encoding or Codex's estimator."""
 
@@ -250,16 +280,30 @@ class TokenCounter:
             raise ValueError(f"unknown token counter {name!r}; choose one of {', '.join(COUNTERS)}")
         self.name = name
         self._encoding = None if name == CODEX_ESTIMATOR else get_encoding(name)
+        # The Rust tokenizer's own entry point: tiktoken's wrapper only adds a retry for invalid surrogates.
+        self._encode = None if self._encoding is None else _ordinary(self._encoding)
 
     def count_text(self, text: str) -> int:
-        if self._encoding is None:
+        if self._encode is None:
             return approx_token_count(text)
-        return len(self._encoding.encode_ordinary(text))
+        return len(self._encode(text))
 
     def count_item(self, item: dict[str, Any]) -> int:
         """Tokens of one item. Opaque payloads (compaction, encrypted reasoning) use the estimator's byte rule."""
-        if self._encoding is None:
+        return self.count_item_json(item, None)
+
+    def count_item_json(self, item: dict[str, Any], text: str | None) -> int:
+        """`count_item`, for a caller that already serialised the item (`text` is `item_json(item)`): a plain item
+        (nothing opaque, no image part) is counted from that text, so it is serialised once."""
+        encode = self._encode
+        if encode is None:
             return estimate_item_tokens(item)
+        kind = item.get("type")
+        if kind not in _NOT_PLAIN_KINDS:
+            parts = item.get("output" if kind in IMAGE_OUTPUT_KINDS else "content")
+            if not isinstance(parts, list) or not any(isinstance(p, dict) and "image_url" in p for p in parts):
+                # The model-visible text of a plain item is its JSON.
+                return len(encode(_item_json(item) if text is None else text))
         payload = _opaque_payload(item)
         opaque = 0 if payload is None else approx_tokens_from_bytes(_encrypted_bytes(payload))
         _, _, image_bytes = _strip_inline_images(item)

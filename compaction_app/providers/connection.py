@@ -16,6 +16,7 @@ import httpx
 from compaction_app.providers.classify import error_from_status, error_from_transport, redact
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.errors import ProviderError
+from compaction_app.providers.in_process import BODY_EXTENSION, InProcessTransport
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class Connection:
         self._key = _Secret(config.api_key())
         timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
+        self._in_process = isinstance(transport, InProcessTransport)
 
     def __repr__(self) -> str:
         return f"Connection(provider={self.config.name!r}, base_url={self.base_url!r})"
@@ -63,6 +65,12 @@ class Connection:
     def url(self, path: str) -> str:
         return f"{self.base_url}/{path.lstrip('/')}"
 
+    def _body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """httpx arguments sending `body` as JSON, or handing it over as is to an app in this process."""
+        if self._in_process:
+            return {"content": b"", "extensions": {BODY_EXTENSION: body}}
+        return {"json": body}
+
     def fail(self, error: ProviderError) -> ProviderError:
         """Strip the key from an error before it leaves the connection."""
         return redact(error, self._key.reveal())
@@ -72,7 +80,10 @@ class Connection:
         url = self.url(path)
         logger.debug("POST %s (provider %s)", url, self.config.name)
         try:
-            response = await self._http.post(url, json=body, headers=self.headers(accept="application/json"))
+            response = await self._http.post(
+                url, headers={**self.headers(accept="application/json"), "Content-Type": "application/json"},
+                **self._body(body),
+            )
         except httpx.TransportError as exc:
             raise self.fail(error_from_transport(exc)) from None
         logger.debug("POST %s -> %s", url, response.status_code)
@@ -87,7 +98,8 @@ class Connection:
         logger.debug("POST %s stream (provider %s)", url, self.config.name)
         try:
             async with self._http.stream(
-                "POST", url, json=body, headers=self.headers(accept="text/event-stream")
+                "POST", url, headers={**self.headers(accept="text/event-stream"), "Content-Type": "application/json"},
+                **self._body(body),
             ) as response:
                 logger.debug("POST %s -> %s", url, response.status_code)
                 if not response.is_success:

@@ -12,6 +12,7 @@ from compaction_app.providers.base import ModelClient
 from compaction_app.providers.chat import ChatClient
 from compaction_app.providers.client import ResponsesClient
 from compaction_app.providers.config import ProviderConfig
+from compaction_app.providers.in_process import InProcessTransport
 from compaction_app.providers.retry import Sleep
 
 
@@ -23,16 +24,17 @@ def _shared_app(context_window: int | None):
 
 
 def embedded_transport(*, context_window: int | None = None, sleep: Sleep | None = None) -> httpx.ASGITransport:
-    """An in-process transport to the simulated provider (no network, no server).
+    """An in-process transport to the simulated provider (no network, no server); request bodies are handed over
+    as objects, not serialised (`in_process.InProcessTransport`).
 
     With the default sleep, every client of one context window shares one simulator instance per process, so
     counted faults (`times=n;key=k`) keep counting across clients; a custom `sleep` gets a fresh instance.
     """
     if sleep is None:
-        return httpx.ASGITransport(app=_shared_app(context_window))
+        return InProcessTransport(app=_shared_app(context_window))
     from compaction_app.providers.simulated.app import create_app
 
-    return httpx.ASGITransport(app=create_app(context_window=context_window, sleep=sleep))
+    return InProcessTransport(app=create_app(context_window=context_window, sleep=sleep))
 
 
 def build_client(

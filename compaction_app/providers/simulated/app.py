@@ -14,20 +14,23 @@ described in `faults`.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from compaction_app.engine.tokens import counter
+from compaction_app.engine.items import is_compaction_item
+from compaction_app.engine.tokens import TokenCounter, counter, item_json
 from compaction_app.providers.chat_format import messages_to_items
+from compaction_app.providers.in_process import request_body
 from compaction_app.providers.simulated import compaction, faults, probes, replies
 from compaction_app.providers.simulated.faults import Fault, FaultCounter, FaultSyntaxError
 from compaction_app.providers.simulated.recording import RequestRecorder
 from compaction_app.providers.simulated.summarizer import is_summarization_request
+from compaction_app.providers.simulated.tool_arguments import references_in
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +42,7 @@ CACHE_MIN_TOKENS, CACHE_STEP = 1024, 128
 CACHE_KEYS = 1024
 # Bodies larger than this are refused with 413 before any is parsed or tokenized (issue 14: 10 MB cost 14 s).
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+CONTENT_CACHE_ITEMS = 200_000
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -57,28 +61,154 @@ class HTTPError(Exception):
         return {"error": {"message": self.message, "type": self.error_type, "param": None, "code": self.code}}
 
 
-class PromptCache:
-    """Remembers per cache key the token counts of the last prompt's prefix, to report `cached_tokens`."""
+class _Columns:
+    """Per-item columns shared along a chain of requests that each extend the previous one's input. Entries are
+    only ever appended, by the newest request of the chain (`owner`), so every request's view (its first `n`
+    entries) stays valid however the chain grows; a request that extends an older one copies its view instead."""
 
-    def __init__(self) -> None:
-        self._entries: OrderedDict[str, list[tuple[str, int]]] = OrderedDict()
+    __slots__ = ("compactions", "keys", "owner", "totals", "triggers")
 
-    def cached_tokens(self, key: str, prefix: list[tuple[str, int]]) -> int:
-        previous = self._entries.get(key, [])
-        shared = 0
-        for (h1, n), (h2, _) in zip(prefix, previous, strict=False):
-            if h1 != h2:
-                break
-            shared += n
-        self._entries[key] = prefix
+    def __init__(self, keys: list[str], totals: list[int], triggers: list[int], compactions: list[int]) -> None:
+        self.keys, self.totals, self.triggers, self.compactions = keys, totals, triggers, compactions
+        self.owner: object | None = None
+
+
+@dataclass
+class Counted:
+    """A request's input as the simulator counted it: each item once, by content, with running totals."""
+
+    instructions: tuple[str, int]  # (the text, its tokens)
+    raw: list[Any]  # the input as received
+    items: list[dict[str, Any]]  # the same, normalised (the same list when nothing needed normalising)
+    columns: _Columns  # keys (each item's serialisation), running totals, trigger and compaction positions
+    n: int  # how many items of the columns are this request's
+    input_tokens: int
+    triggers: list[int]  # positions of compaction_trigger items
+    compactions: list[int]  # positions of compaction items (what a reply remembers)
+    references: dict[str, Any]  # tool_arguments.references_in of the input, kept up to date item by item
+
+    @property
+    def last_key(self) -> str:
+        return self.columns.keys[self.n - 1] if self.n else ""
+
+    def key_at(self, index: int) -> str:
+        return self.columns.keys[index]
+
+    def tokens_before(self, index: int) -> int:
+        return self.columns.totals[index]
+
+
+class InputMemo:
+    """What the simulator remembers per prompt cache key: the previous request's counted input.
+
+    A session's next request repeats its previous input and adds a few items, so only the new items are normalised,
+    serialised (once) and counted; the repeated prefix is recognised by one list comparison (identity first, then
+    equality: both C loops). Items are also counted through a content cache, so a history that comes back (after a
+    rollback, in another session) is not tokenized again. `cached_tokens` reports the shared prefix like OpenAI's
+    prompt caching (at least 1024 tokens, in steps of 128).
+    """
+
+    def __init__(self, counter: TokenCounter, *, keys: int = CACHE_KEYS, contents: int = CONTENT_CACHE_ITEMS) -> None:
+        self._counter = counter
+        self._entries: OrderedDict[str, Counted] = OrderedDict()
+        self._contents: OrderedDict[str, int] = OrderedDict()
+        self._keys, self._content_size = keys, contents
+
+    def previous(self, key: str) -> Counted | None:
+        return self._entries.get(key)
+
+    def count(self, key: str, instructions: str, raw: list[Any]) -> tuple[Counted, int]:
+        """(the counted input, the tokens of the prefix it shares with the previous request of `key`). Raises
+        HTTPError 400 when an item is not an object. `remember` it once the request succeeds."""
+        previous = self._entries.get(key)
+        if previous is not None and previous.instructions[0] == instructions:
+            instr = previous.instructions
+        else:
+            instr = (instructions, self._counter.count_text(instructions))
+        shared_items = 0
+        if previous is not None:
+            n = previous.n
+            # One C-level comparison (identity first, then equality): a session's next request repeats its input.
+            if len(raw) >= n and (raw == previous.raw if len(raw) == n else previous.raw == raw[:n]):
+                shared_items = n
+        counted = self._count(previous if shared_items else None, instr, raw, shared_items)
+        shared = 0 if previous is None else _shared_tokens(previous, counted, shared_items)
+        return counted, shared
+
+    def remember(self, key: str, counted: Counted) -> None:
+        self._entries[key] = counted
         self._entries.move_to_end(key)
-        while len(self._entries) > CACHE_KEYS:
+        while len(self._entries) > self._keys:
             self._entries.popitem(last=False)
-        return 0 if shared < CACHE_MIN_TOKENS else shared - shared % CACHE_STEP
+
+    def _counted_item(self, item: dict[str, Any]) -> tuple[str, int]:
+        key = item_json(item)  # the one serialisation: the cache key, and the text counted for a plain item
+        tokens = self._contents.get(key)
+        if tokens is None:
+            tokens = self._counter.count_item_json(item, key)
+            self._contents[key] = tokens
+            while len(self._contents) > self._content_size:
+                self._contents.popitem(last=False)
+        return key, tokens
+
+    def _count(self, previous: Counted | None, instr: tuple[str, int], raw: list[Any], shared: int) -> Counted:
+        """Count `raw`; with `previous`, its first `shared` items are the previous request's, already counted."""
+        suffix = _normalized(raw, shared)
+        if previous is None:
+            columns = _Columns([], [0], [], [])
+            items = raw if all(a is b for a, b in zip(suffix, raw, strict=True)) else suffix
+        else:
+            if previous.items is previous.raw and all(a is b for a, b in zip(suffix, raw[shared:], strict=True)):
+                items = raw
+            else:
+                items = [*previous.items[:shared], *suffix]
+            columns = previous.columns
+            if columns.owner is not previous or len(columns.keys) != shared:
+                # Someone else extended this chain already: start a new one from our view of it.
+                columns = _Columns(columns.keys[:shared], columns.totals[:shared + 1],
+                                   [t for t in columns.triggers if t < shared],
+                                   [c for c in columns.compactions if c < shared])
+        keys, totals, triggers, compactions = columns.keys, columns.totals, columns.triggers, columns.compactions
+        running = totals[-1]
+        for offset, item in enumerate(suffix):
+            key, tokens = self._counted_item(item)
+            keys.append(key)
+            running += tokens
+            totals.append(running)
+            if item.get("type") == compaction.TRIGGER:
+                triggers.append(shared + offset)
+            elif is_compaction_item(item):
+                compactions.append(shared + offset)
+        references = {**(previous.references if previous is not None else {}), **references_in(suffix)}
+        counted = Counted(instr, raw, items, columns, len(keys), instr[1] + running, list(triggers),
+                          list(compactions), references)
+        columns.owner = counted
+        return counted
 
 
-def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+def _cache_key(body: dict[str, Any], instructions: str) -> str:
+    return str(body.get("prompt_cache_key") or f"{body.get('model')}:{instructions}")
+
+
+def _shared_tokens(previous: Counted, counted: Counted, shared_items: int) -> int:
+    """Tokens of the prefix the two requests share (instructions first, then items), like the prompt cache sees it."""
+    if previous.instructions[0] != counted.instructions[0]:
+        return 0
+    shared = shared_items
+    if not shared_items:  # not an extension: compare item by item (after a compaction or a rollback)
+        for index in range(min(previous.n, counted.n)):
+            if previous.key_at(index) != counted.key_at(index):
+                break
+            shared += 1
+    tokens = counted.instructions[1] + counted.tokens_before(shared)
+    return 0 if tokens < CACHE_MIN_TOKENS else tokens - tokens % CACHE_STEP
+
+
+def _normalized(raw: list[Any], start: int) -> list[dict[str, Any]]:
+    tail = raw[start:]
+    if not all(isinstance(i, dict) for i in tail):
+        raise HTTPError(400, "invalid_request_error", "`input` must be a string or an array of item objects")
+    return [_normalize_item(i) for i in tail]
 
 
 class SimulatedProvider:
@@ -94,8 +224,8 @@ class SimulatedProvider:
         self.sleep = sleep
         self.model = model
         self.fault_counter = FaultCounter()
-        self.prompt_cache = PromptCache()
         self._tokens = counter(ENCODING)
+        self.memo = InputMemo(self._tokens)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -125,7 +255,10 @@ class SimulatedProvider:
             if handler is None:
                 raise HTTPError(404, "not_found", f"no route for {method} {path}")
             _require(method, "POST")
-            body = await _read_json(receive, headers, limit=self.max_body_bytes)
+            # In process (the embedded transport), the body arrives as the client's object: read-only here.
+            body = request_body()
+            if body is None:
+                body = await _read_json(receive, headers, limit=self.max_body_bytes)
             if self.recorder is not None:
                 self.recorder.record(endpoint=path, body=body, headers=headers)
             await handler(body, headers, send)
@@ -143,19 +276,18 @@ class SimulatedProvider:
             return int(raw)
         return self.context_window or DEFAULT_CONTEXT_WINDOW
 
-    def _count_input(self, instructions: str, items: list[dict[str, Any]]) -> list[tuple[str, int]]:
-        """(hash, tokens) of the instructions and each item: the prompt as the tokenizer sees it."""
-        counted = [(_digest(instructions), self._tokens.count_text(instructions))]
-        counted += [(_digest(item), self._tokens.count_item(item)) for item in items]
-        return counted
+    def _count_input(self, body: dict[str, Any], instructions: str, raw: list[Any]) -> tuple[Counted, int]:
+        """The input counted (each new item once) and the tokens it shares with the previous request of its
+        prompt cache key."""
+        return self.memo.count(_cache_key(body, instructions), instructions, raw)
 
-    def _usage(self, body: dict[str, Any], counted: list[tuple[str, int]], output_tokens: int) -> dict[str, Any]:
-        input_tokens = sum(n for _, n in counted)
-        key = str(body.get("prompt_cache_key") or f"{body.get('model')}:{counted[0][0]}")
-        cached = self.prompt_cache.cached_tokens(key, counted)
+    def _usage(self, body: dict[str, Any], counted: Counted, shared: int, output_tokens: int) -> dict[str, Any]:
+        """The response's usage; the request is now the one its prompt cache key remembers."""
+        self.memo.remember(_cache_key(body, counted.instructions[0]), counted)
+        input_tokens = counted.input_tokens
         return {
             "input_tokens": input_tokens,
-            "input_tokens_details": {"cached_tokens": cached},
+            "input_tokens_details": {"cached_tokens": shared},
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": input_tokens + output_tokens,
@@ -177,8 +309,8 @@ class SimulatedProvider:
             raise HTTPError(500, "server_error", "fault injected: internal server error", error_type="server_error")
         return firing
 
-    def _check_window(self, counted: list[tuple[str, int]], headers: dict[str, str]) -> None:
-        total, window = sum(n for _, n in counted), self._window(headers)
+    def _check_window(self, counted: Counted, headers: dict[str, str]) -> None:
+        total, window = counted.input_tokens, self._window(headers)
         if total > window:
             raise _context_exceeded(
                 f"Your input exceeds the context window of this model: {total} tokens requested, window {window}."
@@ -192,15 +324,15 @@ class SimulatedProvider:
     # -- endpoints -----------------------------------------------------------------------------------------------
 
     async def _responses(self, body: dict[str, Any], headers: dict[str, str], send: Send) -> None:
-        items = _items(body, "input")
+        raw = _raw_items(body, "input")
         instructions = _instructions(body)
-        body = {**body, "input": items}
-        problem = compaction.trigger_position_error(items)
-        if problem:
-            raise HTTPError(400, "invalid_request_error", problem)
+        counted, shared = self._count_input(body, instructions, raw)
+        items = counted.items
+        if counted.triggers and counted.triggers != [len(items) - 1]:
+            raise HTTPError(400, "invalid_request_error", "compaction_trigger must appear once, as the final input item")
         v2 = compaction.is_v2_request(items)
         firing = await self._apply_faults(headers, "responses_v2" if v2 else "responses")
-        counted = self._count_input(instructions, items)
+        body = {**body, "input": items}
         self._check_window(counted, headers)
 
         if v2:
@@ -220,10 +352,11 @@ class SimulatedProvider:
             elif is_summarization_request(body):
                 output = replies.summary_reply(body)
             else:
-                output = replies.turn_reply(body)
+                output = replies.turn_reply(body, compaction_positions=counted.compactions,
+                                            references=counted.references)
             output_tokens = sum(self._tokens.count_item(i) for i in output)
-        usage = self._usage(body, counted, output_tokens)
-        response_id = replies.short_id("resp", _digest(body), str(time.time_ns()))
+        usage = self._usage(body, counted, shared, output_tokens)
+        response_id = replies.short_id("resp", *_request_identity(body, counted), str(time.time_ns()))
         await self._stream_response(send, body, response_id, output, usage, firing, headers)
 
     async def _stream_response(self, send: Send, body: dict[str, Any], response_id: str,
@@ -265,10 +398,11 @@ class SimulatedProvider:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _compact(self, body: dict[str, Any], headers: dict[str, str], send: Send) -> None:
-        items = _items(body, "input")
+        raw = _raw_items(body, "input")
         instructions = _instructions(body)
         firing = await self._apply_faults(headers, "compact")
-        counted = self._count_input(instructions, items)
+        counted, shared = self._count_input(body, instructions, raw)
+        items = counted.items
         self._check_window(counted, headers)
         if "compact_malformed" in firing:
             await _send_json(send, 200, {"output": "not a list"})
@@ -278,9 +412,9 @@ class SimulatedProvider:
             await send({"type": "http.response.body", "body": b"{this is not json", "more_body": False})
             return
         output, summary = compaction.compact_output(items)
-        usage = self._usage(body, counted, self._tokens.count_text(summary))
+        usage = self._usage(body, counted, shared, self._tokens.count_text(summary))
         await _send_json(send, 200, {
-            "id": replies.short_id("resp", _digest(body)),
+            "id": replies.short_id("resp", *_request_identity(body, counted)),
             "object": "response.compaction",
             "created_at": int(time.time()),
             "output": output,
@@ -293,7 +427,9 @@ class SimulatedProvider:
             raise HTTPError(400, "invalid_request_error", "`messages` must be an array of objects")
         instructions, items = messages_to_items(messages)
         firing = await self._apply_faults(headers, "chat")
-        counted = self._count_input(instructions, items)
+        as_key = {"model": body.get("model"), "prompt_cache_key": body.get("prompt_cache_key")}
+        counted, shared = self._count_input(as_key, instructions, items)
+        items = counted.items
         self._check_window(counted, headers)
         as_responses = {"model": body.get("model"), "instructions": instructions, "input": items,
                         "tools": body.get("tools") or []}
@@ -303,11 +439,11 @@ class SimulatedProvider:
             output = [i for i in replies.turn_reply(as_responses) if i.get("type") != "reasoning"]
         text = "".join(p.get("text", "") for i in output if i.get("type") == "message" for p in i["content"])
         calls = [i for i in output if i.get("type") == "function_call"]
-        usage = self._usage(as_responses, counted, sum(self._tokens.count_item(i) for i in output))
+        usage = self._usage(body, counted, shared, sum(self._tokens.count_item(i) for i in output))
         chat_usage = {"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"],
                       "total_tokens": usage["total_tokens"],
                       "prompt_tokens_details": {"cached_tokens": usage["input_tokens_details"]["cached_tokens"]}}
-        chat_id = replies.short_id("chatcmpl", _digest(body), str(time.time_ns()))
+        chat_id = replies.short_id("chatcmpl", *_request_identity(as_responses, counted), str(time.time_ns()))
         model = str(body.get("model") or self.model)
         finish = "tool_calls" if calls else "stop"
         tool_calls = [{"index": n, "id": c["call_id"], "type": "function",
@@ -379,13 +515,21 @@ def _require(method: str, expected: str) -> None:
         raise HTTPError(405, "method_not_allowed", f"use {expected}", headers={"Allow": expected})
 
 
-def _items(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
+def _raw_items(body: dict[str, Any], key: str) -> list[Any]:
+    """The input list as sent (a string is one user message); its items are checked and normalised as they are
+    counted (`InputMemo`), so a repeated prefix is not walked again."""
     value = body.get(key)
     if isinstance(value, str):
         return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": value}]}]
-    if not isinstance(value, list) or not all(isinstance(i, dict) for i in value):
+    if not isinstance(value, list):
         raise HTTPError(400, "invalid_request_error", f"`{key}` must be a string or an array of item objects")
-    return [_normalize_item(i) for i in value]
+    return value
+
+
+def _request_identity(body: dict[str, Any], counted: Counted) -> tuple[str, ...]:
+    """What names a request in its response id: the model, the input's length and its newest item (not a digest of
+    the whole body, which would cost a serialisation of the history per request)."""
+    return str(body.get("model") or ""), counted.instructions[0][:200], str(counted.n), counted.last_key[-400:]
 
 
 def _normalize_item(item: dict[str, Any]) -> dict[str, Any]:

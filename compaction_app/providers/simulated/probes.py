@@ -26,10 +26,11 @@ from compaction_app.providers.simulated.summarizer import digest
 
 def probe_of(body: dict[str, Any]) -> Category | None:
     """The category of a probe request (its last input item is a user message holding a retention probe)."""
-    items = [i for i in body.get("input") or [] if isinstance(i, dict)]
-    if not items or not is_message(items[-1], "user"):
+    # The last item, found from the end: a request's cost does not grow with the history before it.
+    last = next((i for i in reversed(body.get("input") or []) if isinstance(i, dict)), None)
+    if last is None or not is_message(last, "user"):
         return None
-    return probe_category(message_text(items[-1]))
+    return probe_category(message_text(last))
 
 
 def _visible_artifacts(items: list[dict[str, Any]]) -> list[str]:

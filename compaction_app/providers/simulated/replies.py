@@ -114,7 +114,7 @@ PREFERRED_TOOLS = (*KNOWN_TOOLS, "exec_command")
 
 
 def planned_call(tools: list[dict[str, Any]], items: list[dict[str, Any]], user_text: str,
-                 n: int) -> tuple[str, dict[str, Any]] | None:
+                 n: int, *, references: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]] | None:
     """(tool name, arguments) for the n-th call of this turn, or None when no offered tool can be called
     correctly. Known tools get arguments from the user text (fitted to their schema); any other function tool
     gets arguments generated from its schema, and a tool with a required field the model cannot fill (the
@@ -123,7 +123,7 @@ def planned_call(tools: list[dict[str, Any]], items: list[dict[str, Any]], user_
     words = _keywords(user_text) or ["notes"]
     hints = Hints(word=words[(stable_hash("word", user_text) + n) % len(words)].lower(),
                   path=_target_file(user_text, n) if FILE_PATTERN.search(user_text) else "notes.txt",
-                  n=n, references=references_in(items))
+                  n=n, references=references_in(items) if references is None else references)
     candidates: dict[str, dict[str, Any]] = {}
     for name, schema in schemas.items():
         if name in KNOWN_TOOLS:
@@ -140,9 +140,11 @@ def planned_call(tools: list[dict[str, Any]], items: list[dict[str, Any]], user_
     return name, candidates[name]
 
 
-def remembered_digest(items: list[dict[str, Any]]) -> Digest | None:
-    """The digest carried by the newest compaction item in the input, if the simulator made it."""
-    for item in reversed(items):
+def remembered_digest(items: list[dict[str, Any]], compaction_positions: list[int] | None = None) -> Digest | None:
+    """The digest carried by the newest compaction item in the input, if the simulator made it.
+    `compaction_positions` (where the input's compaction items are, when the caller knows) spares the scan."""
+    candidates = reversed(items) if compaction_positions is None else (items[i] for i in reversed(compaction_positions))
+    for item in candidates:
         if is_compaction_item(item):
             payload = codec.decode(item.get("encrypted_content"))
             if payload and payload.get("kind") == "compaction":
@@ -150,9 +152,14 @@ def remembered_digest(items: list[dict[str, Any]]) -> Digest | None:
     return None
 
 
-def turn_reply(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """Output items for a normal turn: [reasoning, function_call] or [assistant message]."""
-    items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+def turn_reply(body: dict[str, Any], *, compaction_positions: list[int] | None = None,
+               references: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Output items for a normal turn: [reasoning, function_call] or [assistant message].
+    `compaction_positions` (where the input's compaction items are) and `references` (`references_in` of the
+    input): what a caller that counted the input item by item already knows, so the reply does not walk it."""
+    items = body.get("input") or []
+    if compaction_positions is None:  # a caller that knows where the compaction items are has checked the input
+        items = [i for i in items if isinstance(i, dict)]
     tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
     user_text, turn = current_turn(items)
     calls_made = [i for i in turn if i.get("type") == "function_call"]
@@ -163,7 +170,7 @@ def turn_reply(body: dict[str, Any]) -> list[dict[str, Any]]:
     compacted_mid_turn = any(is_compaction_item(i) or is_summary_message(i) for i in turn)
     planned = None
     if tools and not compacted_mid_turn and n < planned_tool_calls(user_text):
-        planned = planned_call(tools, items, user_text, n)
+        planned = planned_call(tools, items, user_text, n, references=references)
     if planned is not None:
         name, args = planned
         thought = f"To handle '{user_text[:80]}' I will call {name} (step {n + 1})."
@@ -181,10 +188,11 @@ def turn_reply(body: dict[str, Any]) -> list[dict[str, Any]]:
             "arguments": json.dumps(args),
         }
         return [reasoning, call]
-    return [assistant_message(_final_text(items, user_text, turn), short_id("msg", seed, "final"))]
+    return [assistant_message(_final_text(items, user_text, turn, compaction_positions), short_id("msg", seed, "final"))]
 
 
-def _final_text(items: list[dict[str, Any]], user_text: str, turn: list[dict[str, Any]]) -> str:
+def _final_text(items: list[dict[str, Any]], user_text: str, turn: list[dict[str, Any]],
+                compaction_positions: list[int] | None = None) -> str:
     outputs = {i.get("call_id"): i for i in turn if i.get("type") == "function_call_output"}
     lines = []
     if user_text:
@@ -199,7 +207,7 @@ def _final_text(items: list[dict[str, Any]], user_text: str, turn: list[dict[str
             text = raw if isinstance(raw, str) else json.dumps(raw)
             result = (text.strip().splitlines() or ["(empty)"])[0][:160]
         lines.append(f"- {call.get('name')} {call.get('arguments')}: {result}")
-    remembered = remembered_digest(items)
+    remembered = remembered_digest(items, compaction_positions)
     if remembered is not None and remembered.goals:
         lines.append("Continuing the earlier work on: " + "; ".join(g[:80] for g in remembered.goals[-3:]))
     return "\n".join(lines)

@@ -82,8 +82,9 @@ def is_summarization_request(body: dict[str, Any]) -> bool:
     if body.get("tools"):
         return False
     items = body.get("input") or []
-    users = [i for i in items if isinstance(i, dict) and is_message(i, "user")]
-    return bool(users) and is_summarization_prompt(message_text(users[-1]))
+    # The newest user message, found from the end: a request's cost does not grow with the history before it.
+    last_user = next((i for i in reversed(items) if isinstance(i, dict) and is_message(i, "user")), None)
+    return last_user is not None and is_summarization_prompt(message_text(last_user))
 
 
 def _arguments(item: dict[str, Any]) -> dict[str, Any]:

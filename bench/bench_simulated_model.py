@@ -1,0 +1,147 @@
+"""Benchmark: the embedded simulated model's cost per request as the history grows, and exact counting speed.
+
+1. Per request: a client (the project's ResponsesClient on the embedded transport, as a turn uses it) sends a
+   history of N items, then requests that each add the two items a turn adds (an assistant message and a user
+   message), as a session does. The figure is the median time of those requests; the ratio that matters is
+   N = 100k against N = 1k (goal: at most 2x), both measured in this run.
+2. Exact counting: `TokenCounter("o200k_base").count_item` on a mix of items against the floor, raw tiktoken
+   (`encode_ordinary` of the same model-visible texts), in the same run (goal: at least 0.9x the floor).
+
+    .venv/bin/python bench/bench_simulated_model.py            # about a minute; prints figures, floors, ratios
+    .venv/bin/python bench/bench_simulated_model.py --quick    # smaller sizes, a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _item(i: int) -> dict:
+    kind = i % 4
+    if kind == 0:
+        return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": f"step {i}: run it"}]}
+    if kind == 1:
+        return {"type": "function_call", "call_id": f"c{i}", "name": "shell", "arguments": '{"cmd": "pytest -q"}'}
+    if kind == 2:
+        return {"type": "function_call_output", "call_id": f"c{i - 1}", "output": f"{i} passed in 0.{i % 97}s"}
+    return {"type": "message", "role": "assistant",
+            "content": [{"type": "output_text", "text": f"All {i} tests pass; the change to module {i % 13} works."}]}
+
+
+async def _requests(items: int, requests: int) -> list[float]:
+    from compaction_app.providers.base import ResponsesRequest
+    from compaction_app.providers.config import ProviderConfig
+    from compaction_app.providers.factory import build_client
+
+    config = ProviderConfig(name="bench", base_url="embedded", model="sim-1", context_window=100_000_000)
+    client = build_client(config)
+    history = [_item(i) for i in range(items)]
+    times = []
+    try:
+        for n in range(requests + 1):
+            request = ResponsesRequest(model="sim-1", input=list(history), instructions="You are a coding agent.",
+                                       prompt_cache_key=f"bench-{items}")
+            start = time.perf_counter()
+            output = []
+            async for event in client.stream_response(request):
+                if event.type == "response.output_item.done":
+                    output.append(event.item)
+            elapsed = (time.perf_counter() - start) * 1000
+            if n:  # the first request counts the whole history once: it is the warm-up, reported apart
+                times.append(elapsed)
+            history += [*output, {"type": "message", "role": "user",
+                                  "content": [{"type": "input_text", "text": f"next step {n}"}]}]
+    finally:
+        await client.aclose()
+    return times
+
+
+def per_request(sizes: tuple[int, ...], requests: int) -> dict[int, float]:
+    medians = {}
+    for size in sizes:
+        times = asyncio.run(_requests(size, requests))
+        medians[size] = statistics.median(times)
+        print(f"  request with {size:>7,} items: median {medians[size]:8.2f} ms over {len(times)} requests",
+              flush=True)
+    return medians
+
+
+def _session_items(count: int, seed: int) -> list[dict]:
+    """Items shaped like a simulated session's: short user and assistant messages, tool calls, and tool outputs of
+    several lines of realistic text (test logs, code, diffs, grep hits) from the simulator's text pools."""
+    import random
+
+    from sessions_app.simulator.realistic_text import POOL_BUILDERS
+
+    rng = random.Random(seed)
+    kinds = sorted(POOL_BUILDERS)
+    items = []
+    for i in range(count):
+        if i % 4 == 0:
+            items.append({"type": "message", "role": "user",
+                          "content": [{"type": "input_text", "text": f"Fix the failing test in module {rng.random()}"}]})
+        elif i % 4 == 1:
+            items.append({"type": "function_call", "call_id": f"c{seed}-{i}", "name": "shell",
+                          "arguments": '{"command": "pytest -q tests/test_%d.py"}' % rng.randrange(10**6)})
+        elif i % 4 == 2:
+            make = POOL_BUILDERS[rng.choice(kinds)]
+            items.append({"type": "function_call_output", "call_id": f"c{seed}-{i - 1}",
+                          "output": "\n".join(make(rng) for _ in range(rng.randint(2, 12)))})
+        else:
+            items.append({"type": "message", "role": "assistant",
+                          "content": [{"type": "output_text", "text": f"Done: {rng.random()} tests pass now."}]})
+    return items
+
+
+def counting(rounds: int) -> tuple[float, float, float]:
+    """(project tokens/s, raw tiktoken tokens/s, tokens per item) on the same items: each round counts items it
+    has not seen before (no cache can help), raw tiktoken first, then the project on the same items."""
+    from compaction_app.engine.tokens import TokenCounter, get_encoding, model_visible_text
+
+    encoding = get_encoding("o200k_base")
+    counter = TokenCounter("o200k_base")
+    ours, raw, sizes = [], [], []
+    for r in range(rounds):
+        items = _session_items(4_000, seed=r)
+        texts = [model_visible_text(i) for i in items]  # the floor gets its texts for free
+        start = time.perf_counter()
+        total = sum(len(encoding.encode_ordinary(t)) for t in texts)
+        raw.append(total / (time.perf_counter() - start))
+        start = time.perf_counter()
+        counted = sum(counter.count_item(i) for i in items)
+        ours.append(total / (time.perf_counter() - start))
+        assert counted == total, (counted, total)
+        sizes.append(total / len(items))
+    return statistics.median(ours), statistics.median(raw), statistics.median(sizes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--part", choices=("all", "requests", "counting"), default="all")
+    args = parser.parse_args()
+    import os
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "compactweb.settings")
+    if args.part in ("all", "requests"):
+        sizes = (1_000, 10_000) if args.quick else (1_000, 100_000)
+        medians = per_request(sizes, requests=5 if args.quick else 15)
+        small, large = medians[sizes[0]], medians[sizes[-1]]
+        print(f"simulated request: {large:.2f} ms at {sizes[-1]:,} items / {small:.2f} ms at {sizes[0]:,} items "
+              f"= {large / small:.2f}x (goal <= 2x)")
+    if args.part in ("all", "counting"):
+        ours, raw, size = counting(rounds=3 if args.quick else 9)
+        print(f"exact counting ({size:.0f} tokens per item): {ours / 1e6:.2f} M tokens/s, raw tiktoken "
+              f"{raw / 1e6:.2f} M tokens/s = {ours / raw:.2f}x (goal >= 0.9x)")
+
+
+if __name__ == "__main__":
+    main()
