@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import time
@@ -90,7 +91,7 @@ def _session_items(count: int, seed: int) -> list[dict]:
                           "content": [{"type": "input_text", "text": f"Fix the failing test in module {rng.random()}"}]})
         elif i % 4 == 1:
             items.append({"type": "function_call", "call_id": f"c{seed}-{i}", "name": "shell",
-                          "arguments": '{"command": "pytest -q tests/test_%d.py"}' % rng.randrange(10**6)})
+                          "arguments": json.dumps({"command": f"pytest -q tests/test_{rng.randrange(10**6)}.py"})})
         elif i % 4 == 2:
             make = POOL_BUILDERS[rng.choice(kinds)]
             items.append({"type": "function_call_output", "call_id": f"c{seed}-{i - 1}",
