@@ -108,7 +108,8 @@ class Watcher:
 
 
 async def _watch(ws_url: str, cookie: str, watcher: Watcher, stop: asyncio.Event, ready: asyncio.Event) -> None:
-    headers = {"Cookie": cookie, "Origin": "http://127.0.0.1"}
+    origin = "http" + ws_url.split("/ws/")[0][len("ws"):]  # ws://host:port/ws/... -> http://host:port (exact check)
+    headers = {"Cookie": cookie, "Origin": origin}
     async with websockets.connect(ws_url, additional_headers=headers, max_size=None) as ws:
         watcher.take(await ws.recv(), time.perf_counter())
         ready.set()

@@ -5,6 +5,8 @@ A token is shown once, when it is issued. Clients send it as before: `Authorizat
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from knox.auth import TokenAuthentication
 from knox.models import AuthToken
 from rest_framework import exceptions
@@ -41,3 +43,13 @@ class HashedTokenAuthentication(TokenAuthentication):
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Invalid token.") from None
         return super().authenticate_credentials(token)
+
+
+class HashedTokenScheme(OpenApiAuthenticationExtension):
+    """The OpenAPI security scheme of the token header (`Authorization: Token <token>`)."""
+
+    target_class = "compactweb.api_tokens.HashedTokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema):
+        return build_bearer_security_scheme_object(header_name="Authorization", token_prefix="Token")

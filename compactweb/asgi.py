@@ -9,15 +9,15 @@ django_asgi = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from compactweb.routing import http_router, sim_websocket_router, websocket_urlpatterns  # noqa: E402
+from compactweb.ws_origin import ExactOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": http_router(django_asgi),
         "websocket": sim_websocket_router(
-            AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+            ExactOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.urls import path, re_path
 
 from sessions_app.consumers import FleetConsumer, SessionConsumer
+
+
+class UnknownRouteConsumer(AsyncWebsocketConsumer):
+    """Any websocket path without a route: refuse the handshake cleanly (a 403 to the client, no traceback in the
+    log for every anonymous probe) instead of letting URLRouter raise."""
+
+    async def connect(self) -> None:
+        await self.close()
+
 
 websocket_urlpatterns: list = [
     path("ws/fleet/", FleetConsumer.as_asgi()),
     path("ws/sessions/<int:session_id>/", SessionConsumer.as_asgi()),
+    re_path(r"", UnknownRouteConsumer.as_asgi()),  # last: everything else
 ]
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from compactweb.var_dir import secure_dir, secure_file
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("COMPACTWEB_VAR_DIR", BASE_DIR / "var"))
 
@@ -31,13 +33,12 @@ def _secret_key() -> str:
     # The embedded default keeps a generated key in var/ so sessions survive restarts without a key in the repo.
     path = VAR_DIR / "secret_key"
     if path.exists():
-        return path.read_text().strip()
+        return secure_file(path).read_text().strip()
     from django.utils.crypto import get_random_string
 
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    secure_dir(VAR_DIR)
     key = get_random_string(64)
-    path.write_text(key)
-    path.chmod(0o600)
+    secure_file(path).write_text(key)
     return key
 
 
@@ -59,6 +60,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "knox",
     "drf_spectacular",
+    "axes",
+    "csp",
     "sessions_app",
     "compaction_app",
 ]
@@ -73,6 +76,13 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
+]
+AUTHENTICATION_BACKENDS = [
+    "compactweb.login_limits.LoginRateLimitBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "compactweb.urls"
@@ -97,11 +107,15 @@ DATABASE_URL = os.environ.get("DATABASE_URL")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 else:
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    # var/ 0700 and the database 0600 (issue 14): the file holds sessions, hashed tokens and every transcript.
+    secure_dir(VAR_DIR)
+    SQLITE_PATH = Path(os.environ.get("SQLITE_PATH", str(VAR_DIR / "compactweb.sqlite3")))
+    SQLITE_PATH.parent.mkdir(parents=True, exist_ok=True)  # only var/ itself is chmod-ed, never a shared parent
+    secure_file(SQLITE_PATH)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": os.environ.get("SQLITE_PATH", str(VAR_DIR / "compactweb.sqlite3")),
+            "NAME": str(SQLITE_PATH),
             # WAL and a busy timeout let the dashboard read while the simulator writes.
             "OPTIONS": {
                 "timeout": 20,
@@ -159,9 +173,55 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+secure_dir(VAR_DIR)
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns at start-up when it is missing
 # Finders serve static files straight from apps and static/ so no collectstatic is needed for the embedded default.
 WHITENOISE_USE_FINDERS = True
+
+# -- Security (issue 14, docs/security.md) ------------------------------------------------------------------------
+
+# One switch for HTTPS deployments: secure cookies, HSTS and the redirect to https (health checks stay on http).
+COMPACTWEB_HTTPS = _env_bool("COMPACTWEB_HTTPS", False)
+if COMPACTWEB_HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_HSTS_SECONDS = int(os.environ.get("COMPACTWEB_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("COMPACTWEB_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = _env_bool("COMPACTWEB_HSTS_PRELOAD", True)
+# Behind a TLS-terminating proxy that sets (and strips clients' own) X-Forwarded-Proto.
+if _env_bool("COMPACTWEB_TLS_PROXY_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Content-Security-Policy (django-csp): scripts and styles from this origin only (style attributes are allowed for
+# the meters' widths), no plugins, no framing, forms and websockets to this origin.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+
+# Login rate limits (django-axes): after AXES_FAILURE_LIMIT failed logins for one username from one address, that
+# pair is locked out (429) for the cool-off time. Addresses come from REMOTE_ADDR only (no spoofable header).
+AXES_FAILURE_LIMIT = int(os.environ.get("COMPACTWEB_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = float(os.environ.get("COMPACTWEB_LOGIN_COOLOFF_HOURS", "0.25"))  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
+
+# API throttling per user (compactweb.throttles); counts are per process with the default local-memory cache.
+COMPACTWEB_THROTTLE_RATES = {"user": os.environ.get("COMPACTWEB_THROTTLE_USER", "6000/minute")}
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
@@ -174,6 +234,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["compactweb.throttles.UserThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "compactweb.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": None,

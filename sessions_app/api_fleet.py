@@ -97,7 +97,7 @@ class FleetList(APIView):
                            message=f"status: one of {', '.join(SimulatorRun.Status.values)}")
         return Response([fleet.run_summary(r) for r in fleet.list_runs(status=status_filter)])
 
-    @extend_schema(request=FleetStartSerializer, responses={201: FleetStartedSerializer})
+    @extend_schema(operation_id="fleet_start", request=FleetStartSerializer, responses={201: FleetStartedSerializer})
     def post(self, request):
         data = FleetStartSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -112,7 +112,7 @@ class FleetList(APIView):
 class FleetRunAction(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(request=None, responses=RunSerializer)
+    @extend_schema(operation_id="fleet_run_action", request=None, responses=RunSerializer)
     def post(self, request, run_id: int, action: str):
         if action not in ACTIONS:
             raise ApiError(status_code=404, code="not_found", message=f"no action {action!r}: pause, resume or stop")
@@ -128,7 +128,7 @@ class FleetRunAction(APIView):
 class FleetAction(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(request=None, responses=FleetChangedSerializer)
+    @extend_schema(operation_id="fleet_action", request=None, responses=FleetChangedSerializer)
     def post(self, request, action: str):
         if action not in ACTIONS:
             raise ApiError(status_code=404, code="not_found", message=f"no action {action!r}: pause, resume or stop")

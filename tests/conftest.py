@@ -46,6 +46,14 @@ def _fast_password_hashing(settings):
 
 
 @pytest.fixture(autouse=True)
+def _empty_cache():
+    """API throttling counts requests in Django's cache, keyed by user id or address: start every test at zero."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_channel_layer():
     """A channel layer per test: channels-redis binds its locks to the event loop that first used the layer, and
     every async test runs on a loop of its own."""

@@ -9,6 +9,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 ORIGIN = (b"origin", b"http://localhost")
+HOST = (b"host", b"localhost")  # the Origin check is exact: Origin must be the origin of the Host connected to
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def ws_for(cookie_for) -> Callable:
     from compactweb.asgi import application
 
     async def make(user, path: str) -> WebsocketCommunicator:
-        headers = [ORIGIN]
+        headers = [ORIGIN, HOST]
         cookie = await database_sync_to_async(cookie_for)(user)
         if cookie:
             headers.append(cookie)

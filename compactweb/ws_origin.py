@@ -1,0 +1,62 @@
+"""Websocket Origin check, exact (issue 14): scheme, host and port.
+
+Channels' AllowedHostsOriginValidator compares only the Origin's host with ALLOWED_HOSTS, so a page served from
+another port of an allowed host (another app on localhost, say) could open the dashboard's websockets with the
+user's cookie. Here the Origin must be the dashboard's own origin (the Host the browser connected to, with the
+scheme of the connection, and that Host must be allowed) or be listed exactly in CSRF_TRUSTED_ORIGINS (what a
+TLS-terminating proxy's public origin should be listed in).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from channels.security.websocket import WebsocketDenier
+from django.conf import settings
+
+from compactweb.sim_mount import host_allowed
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalise_origin(origin: str) -> str | None:
+    """`scheme://host[:port]` in lower case with the default port dropped, or None when it is not an origin."""
+    try:
+        parts = urlsplit(origin.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in DEFAULT_PORTS or not host or parts.path not in ("", "/") or parts.query or parts.username:
+        return None
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}" if port in (None, DEFAULT_PORTS[scheme]) else f"{scheme}://{host}:{port}"
+
+
+def origin_allowed(*, origin: str, host: str, scheme: str) -> bool:
+    wanted = normalise_origin(origin)
+    if wanted is None:
+        return False
+    trusted = {normalise_origin(o) for o in settings.CSRF_TRUSTED_ORIGINS}
+    if wanted in trusted:
+        return True
+    if not host or not host_allowed(host):
+        return False
+    http_scheme = "https" if scheme in ("wss", "https") else "http"
+    return wanted == normalise_origin(f"{http_scheme}://{host}")
+
+
+class ExactOriginValidator:
+    """ASGI middleware for websocket scopes: deny the handshake unless `origin_allowed`."""
+
+    def __init__(self, application):
+        self.application = application
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "websocket":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            if not origin_allowed(origin=headers.get("origin", ""), host=headers.get("host", ""),
+                                  scheme=scope.get("scheme", "ws")):
+                return await WebsocketDenier()(scope, receive, send)
+        return await self.application(scope, receive, send)
