@@ -40,11 +40,15 @@ def sim_websocket_router(websocket_app):
     """Websockets to /sim/... reach the simulated model, which refuses the upgrade so that clients (Codex tries a
     Responses websocket first) fall back to HTTP at once; every other websocket goes to `websocket_app`."""
     from compaction_app.providers.simulated.app import create_app
+    from compactweb import daphne_denial
 
     sim_app = create_app(root_path="/sim")
+    daphne_denial.install()
 
     async def app(scope, receive, send):
         if _is_sim(scope.get("path", "")):
+            if daphne_denial.SUPPORTED:
+                scope = {**scope, "extensions": {**(scope.get("extensions") or {}), "websocket.http.response": {}}}
             await sim_app(scope, receive, send)
         else:
             await websocket_app(scope, receive, send)

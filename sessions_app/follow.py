@@ -156,7 +156,15 @@ def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
     window = next((lab.context_window for lab in reversed(list(infer_labels(parsed.lines).values()))
                    if lab.context_window), None)
     if window and window != source.context_window:
+        # The window Codex reports reaches the meters as soon as it appears (a new file has none yet).
         CodexSource.objects.filter(pk=source.pk).update(context_window=window)
+        provider = transfer.provider_for_window(session.provider, window)
+        if provider.pk != session.provider_id:
+            Session.objects.filter(pk=session.pk).update(provider=provider)
+    if session.title.startswith(transfer.UNTITLED_PREFIX):
+        title = transfer.title_from_lines(parsed.lines)
+        if title:
+            Session.objects.filter(pk=session.pk).update(title=title)
     return len(raw)
 
 

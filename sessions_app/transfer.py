@@ -437,15 +437,23 @@ def default_provider_and_policy(provider=None, policy=None) -> tuple[Provider, C
     return provider, policy
 
 
-def _title(parsed: ParsedRollout, given: str | None) -> str:
-    if given:
-        return given[:200]
-    for line in parsed.lines:
+UNTITLED_PREFIX = "imported rollout"
+
+
+def title_from_lines(lines) -> str | None:
+    """`imported: <the first real user message>`, or None when the lines have none yet."""
+    for line in lines:
         if line.kind == p.RESPONSE_ITEM and is_real_user_message(line.payload):
             text = " ".join(message_text(line.payload).split())
             if text:
                 return f"imported: {text[:80]}"
-    return f"imported {parsed.source_name or 'rollout'}"[:200]
+    return None
+
+
+def _title(parsed: ParsedRollout, given: str | None) -> str:
+    if given:
+        return given[:200]
+    return title_from_lines(parsed.lines) or f"{UNTITLED_PREFIX} {parsed.source_name or ''}".strip()[:200]
 
 
 def _create_compactions(session: Session, rows: list[RolloutLine], labels: dict[int, Labels] | None = None) -> int:
