@@ -26,7 +26,7 @@ from django.db import close_old_connections, transaction
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app import projection as p
 from sessions_app.codex_rollout import RolloutImportError, parse_rollout, to_compactweb_lines
-from sessions_app.codex_rollout.labels import infer_labels
+from sessions_app.codex_rollout.labels import infer_labels, latest_context_window
 from sessions_app.codex_rollout.parse import LineProblem, split_raw_lines
 from sessions_app.codex_rollout.tail import (
     GROWN,
@@ -153,8 +153,7 @@ def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
         labels = _labels_with_context(source, parsed, first_number)
         transfer._create_compactions(session, rows, {seq_by_line[n]: lab for n, lab in labels.items()
                                                      if n in seq_by_line})
-    window = next((lab.context_window for lab in reversed(list(infer_labels(parsed.lines).values()))
-                   if lab.context_window), None)
+    window = latest_context_window(parsed.lines)
     if window and window != source.context_window:
         # The window Codex reports reaches the meters as soon as it appears (a new file has none yet).
         CodexSource.objects.filter(pk=source.pk).update(context_window=window)
