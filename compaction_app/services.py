@@ -65,7 +65,7 @@ from compactweb import background
 from sessions_app import projection as p
 from sessions_app.events import publish_transient
 from sessions_app.item_validation import ItemValidationError
-from sessions_app.locks import Lease, LeaseLost, SessionBusy, acquire, release
+from sessions_app.locks import Lease, LeaseLost, SessionBusy, acquire, keep_renewed, release
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.services import NewLine, append_rollout_lines, estimate_line
 
@@ -77,8 +77,6 @@ LEASE_LOST_KIND = "lease_lost"
 INTERNAL_ERROR_KIND = "internal_error"
 BAD_OUTPUT_KIND = "bad_response"
 MODEL_SWITCH_REASONS = frozenset({"model_downshift", "comp_hash_changed"})
-# How often a running compaction pushes its lease expiry forward (the lease's own TTL is longer).
-RENEW_EVERY_SECONDS = 60.0
 
 # The engine's backoff sleep and the provider client's retry sleep. Tests replace it to stay fast.
 engine_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -268,19 +266,6 @@ class _EventForwarder:
         await self._task
 
 
-async def _keep_renewing(lease: Lease) -> None:
-    interval = min(RENEW_EVERY_SECONDS, lease.ttl.total_seconds() / 3)
-    renew = sync_to_async(lease.renew)
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            await renew()
-        except LeaseLost:
-            logger.warning("lease on session %s lost while compacting; the result will not be installed",
-                           lease.session_id)
-            return
-
-
 async def _run_engine(plan: _Plan, lease: Lease) -> CompactionOutcome:
     calls_model = needs_client(plan.strategy, plan.settings)
     client = build_client(plan.client_config, sleep=engine_sleep) if calls_model else None
@@ -291,15 +276,14 @@ async def _run_engine(plan: _Plan, lease: Lease) -> CompactionOutcome:
         "strategy": plan.strategy.value, "implementation": _implementation(plan.strategy),
         "tokens_before": plan.snapshot.active_tokens,
     })
-    renewer = asyncio.create_task(_keep_renewing(lease))
     try:
-        return await run_compaction(
-            snapshot=plan.snapshot, settings=plan.settings, request=plan.request, client=client,
-            hooks=HookRunner(plan.hooks), emit=events.emit, fallback_settings=plan.fallback_settings,
-            sleep=engine_sleep, new_id=lambda: plan.new_window_id, new_item_id=lambda: plan.item_id,
-        )
+        async with keep_renewed(lease):
+            return await run_compaction(
+                snapshot=plan.snapshot, settings=plan.settings, request=plan.request, client=client,
+                hooks=HookRunner(plan.hooks), emit=events.emit, fallback_settings=plan.fallback_settings,
+                sleep=engine_sleep, new_id=lambda: plan.new_window_id, new_item_id=lambda: plan.item_id,
+            )
     finally:
-        renewer.cancel()
         await events.close()
         if client is not None and hasattr(client, "aclose"):
             await client.aclose()

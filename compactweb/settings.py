@@ -128,6 +128,9 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL")
+CHANNEL_GROUP_EXPIRY = int(os.environ.get("CHANNEL_GROUP_EXPIRY", "120"))
+CHANNEL_CAPACITY = int(os.environ.get("CHANNEL_CAPACITY", "200"))
+CHANNEL_MESSAGE_EXPIRY = int(os.environ.get("CHANNEL_MESSAGE_EXPIRY", "30"))
 if REDIS_URL:
     from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -136,17 +139,31 @@ if REDIS_URL:
     # One retry on a fresh connection after a connection error: after a Redis restart the pool still holds sockets
     # to the old server, and without it the first command on each fails ("Connection closed by server"), dropping
     # pages that had just reconnected. While Redis is down the retry fails too, so consumers still close.
+    # Group membership expires after CHANNEL_GROUP_EXPIRY seconds unless refreshed: live consumers re-join every
+    # third of it (sessions_app.consumers), so the channels of a web process that died (no disconnect ran) leave
+    # every group within that time instead of channels_redis's default day. A channel holds at most
+    # CHANNEL_CAPACITY messages (a page far behind re-syncs over HTTP), and a message waits at most
+    # CHANNEL_MESSAGE_EXPIRY seconds.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{
-                "address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 5,
-                "retry_on_error": [RedisConnectionError],
-            }]},
+            "CONFIG": {
+                "hosts": [{
+                    "address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 5,
+                    "retry_on_error": [RedisConnectionError],
+                }],
+                "group_expiry": CHANNEL_GROUP_EXPIRY,
+                "capacity": CHANNEL_CAPACITY,
+                "expiry": CHANNEL_MESSAGE_EXPIRY,
+            },
         }
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# A session's lease (one writer at a time): a dead holder blocks its session for at most this long; a live holder
+# renews it every third of it (sessions_app.locks).
+COMPACTWEB_LEASE_TTL_SECONDS = float(os.environ.get("COMPACTWEB_LEASE_TTL_SECONDS", "30"))
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or None
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None

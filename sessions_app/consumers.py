@@ -2,14 +2,22 @@
 
 Both authenticate from the session cookie (AuthMiddlewareStack in compactweb.asgi) and always accept and then
 close a refused connection, so the browser sees why: 4401 for an anonymous user, 4403 for a user without the
-operator role, 4404 for an unknown session. Rendering lives in sessions_app.live_render; the consumers only
-decide what to render and when.
+operator role, 4404 for an unknown session, and 1013 ("try again later"; the page reconnects with backoff) when the
+channel layer (Redis) does not answer, at the handshake or later. Rendering lives in sessions_app.live_render; the
+consumers only decide what to render and when.
+
+Bounded work per connection: a connect is one role check, one group join and one small read (the session's thread
+id and newest seq); rendering batches and fleet rows runs on a pool of its own (RENDER_THREADS), so connects and
+the auth middleware's reads never queue behind other pages' renders on Django's one sync thread. Group membership
+is refreshed every third of the layer's group expiry, so a live page stays subscribed while the channels of a dead
+web process fall out of every group within the expiry (compactweb/settings.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -27,9 +35,19 @@ logger = logging.getLogger(__name__)
 CLOSE_ANONYMOUS = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+CLOSE_TRY_AGAIN = 1013
+RENDER_THREADS = 4
 # Line kinds (and event_msg types) after which the fleet row's "last compaction" cell is re-read.
 COMPACTION_LINE_KINDS = frozenset({"compacted", "rollback", "redo", "window_opened"})
 COMPACTION_EVENT_TYPES = frozenset({"error", "compaction_interrupted"})
+
+
+_render_pool = ThreadPoolExecutor(max_workers=RENDER_THREADS, thread_name_prefix="live-render")
+
+
+def in_render_pool(function):
+    """`function` as a coroutine run on the render pool, closing its database connection like a request."""
+    return database_sync_to_async(function, thread_sensitive=False, executor=_render_pool)
 
 
 _batches_in_flight: dict[tuple[str, int], asyncio.Future] = {}
@@ -43,17 +61,72 @@ async def shared_batch(*, session_id: int, thread_id: str, after_seq: int) -> tu
     future = _batches_in_flight.get(key)
     if future is None:
         future = asyncio.ensure_future(
-            database_sync_to_async(live_render.session_batch)(session_id=session_id, after_seq=after_seq)
+            in_render_pool(live_render.session_batch)(session_id=session_id, after_seq=after_seq)
         )
         _batches_in_flight[key] = future
         future.add_done_callback(lambda _: _batches_in_flight.pop(key, None))
     return await asyncio.shield(future)
 
 
+LAYER_UNAVAILABLE = "layer.unavailable"
+
+
 class RoleCheckedConsumer(AsyncWebsocketConsumer):
-    """Accepts only users holding `role`; subclasses implement `start()` (join groups, send the first state)."""
+    """Accepts only users holding `role`; subclasses implement `start()` (join groups, send the first state).
+
+    Groups are joined through `join`, which remembers them: they are left on disconnect and re-joined every third
+    of the layer's group expiry while the connection lives. A channel layer that fails (Redis down) closes the
+    connection with 1013 instead of crashing it (an HTTP 500 at the handshake)."""
 
     role = OPERATOR
+
+    async def __call__(self, scope, receive, send):
+        self.joined: list[str] = []
+        self.layer_down = False
+        self.connected = False
+        self.refresher: asyncio.Task | None = None
+        await super().__call__(scope, receive, send)
+
+    # channels' AsyncConsumer assigns its layer receive to `channel_receive` and polls it; this property keeps that
+    # and hands out `_receive_from_layer` instead.
+    @property
+    def channel_receive(self):
+        return self._receive_from_layer
+
+    @channel_receive.setter
+    def channel_receive(self, value) -> None:
+        self._layer_receive = value
+
+    async def _receive_from_layer(self):
+        """The layer's receive, turning a failure into one `layer.unavailable` message (then waiting forever:
+        the connection is closing)."""
+        try:
+            return await self._layer_receive()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if self.layer_down:
+                await asyncio.Future()
+            logger.warning("channel layer unavailable (%s); closing with %s", type(exc).__name__, CLOSE_TRY_AGAIN)
+            return {"type": LAYER_UNAVAILABLE}
+
+    async def websocket_connect(self, message) -> None:
+        if self.layer_down:
+            return  # already closed with 1013
+        try:
+            await super().websocket_connect(message)
+        except Exception as exc:
+            if not _is_layer_error(exc):
+                raise
+            logger.warning("channel layer unavailable at connect (%s); closing with %s", type(exc).__name__,
+                           CLOSE_TRY_AGAIN)
+            self.layer_down = True
+            await self.refuse(CLOSE_TRY_AGAIN)
+
+    async def layer_unavailable(self, message) -> None:
+        if not self.layer_down:
+            self.layer_down = True
+            await self.refuse(CLOSE_TRY_AGAIN)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -65,9 +138,43 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
             return
         await self.start()
 
+    async def accept(self, subprotocol=None, headers=None) -> None:
+        if not self.connected:
+            self.connected = True
+            await super().accept(subprotocol, headers)
+
     async def refuse(self, code: int) -> None:
         await self.accept()
         await self.close(code=code)
+
+    async def join(self, group: str) -> None:
+        await self.channel_layer.group_add(group, self.channel_name)
+        self.joined.append(group)
+        if self.refresher is None:
+            self.refresher = asyncio.ensure_future(self._keep_membership())
+
+    async def _keep_membership(self) -> None:
+        interval = float(getattr(self.channel_layer, "group_expiry", 86400)) / 3
+        while True:
+            await asyncio.sleep(interval)
+            for group in list(self.joined):
+                try:
+                    await self.channel_layer.group_add(group, self.channel_name)
+                except Exception:  # the layer's receive fails too and closes the connection (1013)
+                    logger.warning("could not refresh the membership of %s in %s", self.channel_name, group)
+
+    async def leave_all(self) -> None:
+        if self.refresher is not None:
+            self.refresher.cancel()
+        groups, self.joined = self.joined, []
+        for group in groups:
+            try:
+                await self.channel_layer.group_discard(group, self.channel_name)
+            except Exception:  # Redis down: the membership expires by itself (group expiry)
+                logger.info("could not leave %s; the membership expires by itself", group)
+
+    async def disconnect(self, code: int) -> None:
+        await self.leave_all()
 
     async def start(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -81,28 +188,21 @@ class SessionConsumer(RoleCheckedConsumer):
 
     async def start(self) -> None:
         self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
-        thread_id = await database_sync_to_async(
-            Session.objects.filter(pk=self.session_id).values_list("thread_id", flat=True).first
-        )()
-        if thread_id is None:
+        # Join first, then read the session (its thread id and newest seq, one query): an event published in
+        # between is either covered by the hello or arrives later with a higher seq; none falls in a gap.
+        await self.join(session_group(self.session_id))
+        found = await database_sync_to_async(live_render.hello)(session_id=self.session_id)
+        if found is None:
+            await self.leave_all()
             await self.refuse(CLOSE_NOT_FOUND)
             return
-        self.thread_id = str(thread_id)
-        self.group = session_group(self.session_id)
-        # Join first, then read the newest seq: an event published in between is either covered by the hello
-        # or arrives later with a higher seq; none falls in a gap.
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        html, self.last_sent, self.thread_id = found
         await self.accept()
-        html, self.last_sent = await database_sync_to_async(live_render.hello)(session_id=self.session_id)
         await self.send(text_data=html)
-
-    async def disconnect(self, code: int) -> None:
-        if getattr(self, "group", None):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def session_event(self, event: dict[str, Any]) -> None:
         if event.get("seq") is None:
-            html = await database_sync_to_async(live_render.session_transient)(session_id=self.session_id, event=event)
+            html = await in_render_pool(live_render.session_transient)(session_id=self.session_id, event=event)
             await self.send(text_data=html)
             return
         if event["seq"] <= self.last_sent:
@@ -138,15 +238,14 @@ class FleetConsumer(RoleCheckedConsumer):
         self.stale_attempts: set[int] = set()
         self.flusher: asyncio.Task | None = None
         self.names = await database_sync_to_async(live_render.names)()
-        await self.channel_layer.group_add(FLEET_GROUP, self.channel_name)
+        await self.join(FLEET_GROUP)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
         flusher = getattr(self, "flusher", None)
         if flusher is not None:
             flusher.cancel()
-        if hasattr(self, "pending"):
-            await self.channel_layer.group_discard(FLEET_GROUP, self.channel_name)
+        await self.leave_all()
 
     async def session_event(self, event: dict[str, Any]) -> None:
         session_id = int(event["session_id"])
@@ -176,7 +275,7 @@ class FleetConsumer(RoleCheckedConsumer):
     async def flush(self) -> None:
         ids, self.pending = sorted(self.pending), set()
         stale, self.stale_attempts = self.stale_attempts, set()
-        html = await database_sync_to_async(self._render)(ids, stale)
+        html = await in_render_pool(self._render)(ids, stale)
         if html:
             await self.send(text_data=html)
 
@@ -197,3 +296,13 @@ class FleetConsumer(RoleCheckedConsumer):
         return live_render.fleet_updates(
             summaries=summaries, attempts=self.attempts, names_by_id=self.names, fleet_filter=self.fleet_filter
         )
+
+
+def _is_layer_error(exc: BaseException) -> bool:
+    """A failure of the channel layer's connection (Redis down or unreachable), not a bug."""
+    try:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+    except ImportError:  # pragma: no cover - redis is a dependency
+        return isinstance(exc, OSError)
+    return isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError | TimeoutError)

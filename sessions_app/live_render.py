@@ -74,10 +74,14 @@ def marker(*, seq: int, from_seq: int | None = None, after_seq: int | None = Non
     )
 
 
-def hello(*, session_id: int) -> tuple[str, int]:
-    """The first message of a connection: the session's newest seq, so a page that loaded earlier re-syncs."""
-    seq = Session.objects.filter(pk=session_id).values_list("last_seq", flat=True).first() or 0
-    return marker(seq=seq, kind="hello"), seq
+def hello(*, session_id: int) -> tuple[str, int, str] | None:
+    """The first message of a connection, the session's newest seq (so a page that loaded earlier re-syncs) and
+    its thread id, read in one query; None when there is no such session."""
+    row = Session.objects.filter(pk=session_id).values_list("last_seq", "thread_id").first()
+    if row is None:
+        return None
+    seq = row[0] or 0
+    return marker(seq=seq, kind="hello"), seq, str(row[1])
 
 
 def _replacement_entries(line) -> list[ls.HistoryEntry]:

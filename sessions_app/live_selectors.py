@@ -108,10 +108,18 @@ class TimelineEntry:
     compaction: Compaction | None
 
 
-def timeline(*, session: Session) -> list[TimelineEntry]:
-    """Windows in order, each with the compaction that opened it (if one did), newest first."""
-    compactions = {c.rollout_seq: c for c in Compaction.objects.filter(session=session)}
-    windows = ContextWindow.objects.filter(session=session).order_by("-opened_at", "-pk")
+TIMELINE_LIMIT = 50  # windows shown: a long session's timeline costs the same to render as a short one's
+
+
+def timeline(*, session: Session, limit: int = TIMELINE_LIMIT) -> list[TimelineEntry]:
+    """The newest `limit` windows, each with the compaction that opened it (if one did), newest first (two
+    bounded queries, whatever the session's length; the compaction list and the rollout keep the rest)."""
+    windows = list(ContextWindow.objects.filter(session=session).order_by("-opened_at", "-pk")[:limit])
+    opened_by = [w.opened_by_seq for w in windows if w.opened_by_seq is not None]
+    compactions = {
+        c.rollout_seq: c
+        for c in Compaction.objects.filter(session=session, rollout_seq__in=opened_by).defer("summary")
+    }
     return [
         TimelineEntry(
             window_number=w.number, window_id=w.window_id, opened_at=w.opened_at, reason=w.reason,

@@ -4,24 +4,42 @@ A lease is taken with one conditional UPDATE, so it is atomic on SQLite and Post
 (Daphne, Celery workers). It expires: a worker killed mid-compaction cannot block its session forever; the next
 taker finds the lease expired and takes it over, and in the same transaction finishes the dead holder's compaction
 attempts as interrupted (spec §6.5), whoever the taker is: a compaction, a simulator step, a turn or a rollback.
-A holder that is still alive renews its lease while it works and checks it still holds it before installing.
+A holder that is still alive renews its lease while it works (`keep_renewed` around provider calls and streams,
+every third of the TTL) and checks it still holds it before installing.
+
+The TTL is a setting (`COMPACTWEB_LEASE_TTL_SECONDS`, 30 s by default): a dead holder blocks its session for at
+most that long. `reap_expired` lets the scheduler finish a dead holder's attempts even when nobody needs the
+session, so the UI stops saying a compaction is running within a tick of the TTL.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from compaction_app.stale_attempts import mark_stale_attempts
 from sessions_app.models import Session
 
-DEFAULT_TTL = timedelta(minutes=10)
+logger = logging.getLogger(__name__)
+
+DEFAULT_TTL_SECONDS = 30.0
+# A renewal this often leaves two more chances before the lease lapses under a slow database.
+RENEWALS_PER_TTL = 3
+
+
+def lease_ttl() -> timedelta:
+    """The lease TTL from settings (COMPACTWEB_LEASE_TTL_SECONDS)."""
+    return timedelta(seconds=float(getattr(settings, "COMPACTWEB_LEASE_TTL_SECONDS", DEFAULT_TTL_SECONDS)))
 
 
 class SessionBusy(Exception):
@@ -78,10 +96,11 @@ class Lease:
             raise LeaseLost(f"the lease on session {self.session_id} was lost")
 
 
-def acquire(*, session_id: int, purpose: str, ttl: timedelta = DEFAULT_TTL) -> Lease:
+def acquire(*, session_id: int, purpose: str, ttl: timedelta | None = None) -> Lease:
     """Take the session's lease or raise SessionBusy (Session.DoesNotExist if there is no such session);
     SessionReadOnly for a session that follows a Codex rollout file."""
     refuse_if_followed(session_id=session_id)
+    ttl = lease_ttl() if ttl is None else ttl
     now = timezone.now()
     holder = uuid.uuid4().hex
     lease_fields = {"lease_holder": holder, "lease_purpose": purpose, "lease_expires_at": now + ttl}
@@ -113,10 +132,67 @@ def release(lease: Lease) -> None:
 
 
 @contextmanager
-def session_lease(*, session_id: int, purpose: str, ttl: timedelta = DEFAULT_TTL) -> Iterator[Lease]:
+def session_lease(*, session_id: int, purpose: str, ttl: timedelta | None = None) -> Iterator[Lease]:
     """Hold the session's lease for the block; released even when the block raises."""
     lease = acquire(session_id=session_id, purpose=purpose, ttl=ttl)
     try:
         yield lease
     finally:
         release(lease)
+
+
+def _renew_on_own_connection(lease: Lease) -> None:
+    # Runs on a pool thread (not the caller's busy sync thread): close its connection like a request would.
+    try:
+        lease.renew()
+    finally:
+        close_old_connections()
+
+
+@asynccontextmanager
+async def keep_renewed(lease: Lease | None) -> AsyncIterator[None]:
+    """Renew `lease` every third of its TTL while the block runs (a provider call, a stream, a whole turn).
+
+    A renewal that finds the lease gone (LeaseLost: it expired and someone took it over) stops renewing and
+    logs; the holder finds out for certain at `check()` inside its installing transaction. `None` is a no-op,
+    so callers that may or may not hold a lease need no branch."""
+    if lease is None:
+        yield
+        return
+    interval = lease.ttl.total_seconds() / RENEWALS_PER_TTL
+    renew = sync_to_async(_renew_on_own_connection, thread_sensitive=False)
+
+    async def renew_forever() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await renew(lease)
+            except LeaseLost:
+                logger.warning("the lease on session %s was lost while its %s ran", lease.session_id, lease.purpose)
+                return
+            except Exception:  # a database blip: try again at the next interval, while the TTL allows
+                logger.exception("could not renew the lease on session %s", lease.session_id)
+
+    renewer = asyncio.ensure_future(renew_forever())
+    try:
+        yield
+    finally:
+        renewer.cancel()
+
+
+def reap_expired(*, now=None) -> list[int]:
+    """Free every expired lease and finish its dead holder's `running` attempts as interrupted, in one
+    transaction per session; returns the session ids. The same conditional update as a takeover, so a holder
+    that renews in the meantime keeps its lease, and a racing taker and the reaper never both win."""
+    now = timezone.now() if now is None else now
+    reaped = []
+    expired = Session.objects.filter(lease_expires_at__lt=now).exclude(lease_holder="")
+    for session_id, holder in expired.values_list("pk", "lease_holder"):
+        with transaction.atomic():
+            freed = Session.objects.filter(pk=session_id, lease_holder=holder, lease_expires_at__lt=now).update(
+                lease_holder="", lease_purpose="", lease_expires_at=None
+            )
+            if freed:
+                mark_stale_attempts(session_id=session_id)
+                reaped.append(session_id)
+    return reaped

@@ -7,6 +7,11 @@ Embedded: the dashboard process runs the scheduler in a background thread when `
 A few steps run at once, each on a different session. With a broker: the same loop only enqueues; run it in the
 dashboard (same variable) or on its own with `manage.py simulate --scheduler`. Claims are conditional updates, so
 two schedulers never hand out the same step.
+
+Between ticks the scheduler also keeps house (every HOUSEKEEPING_SECONDS): it frees expired session leases and
+finishes their dead holders' compaction attempts as interrupted (`locks.reap_expired`), and, with a broker, it
+watches the broker: when the broker comes back after an outage, the steps it sent that have not run yet are offered
+again at once (they may have been lost with the broker) instead of waiting out their claim (fleet.CLAIM_SECONDS).
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from compactweb import background
-from sessions_app import fleet
+from sessions_app import fleet, locks
+from sessions_app.events import publish_transient
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +36,50 @@ ENV_FLAG = "COMPACTWEB_RUN_SIMULATOR"
 DEFAULT_CONCURRENCY = 4
 DEFAULT_POLL_SECONDS = 0.5
 ENQUEUE_BATCH = 100
+HOUSEKEEPING_SECONDS = 2.0
+LEASE_REAPED = "lease.reaped"
 
 
-def enqueue_due_steps(*, now: float | None = None, limit: int = ENQUEUE_BATCH) -> list[int]:
+def reap_expired_leases() -> list[int]:
+    """Free expired leases (their holders died) and tell the pages, whose compaction status box then shows the
+    attempt interrupted instead of running."""
+    reaped = locks.reap_expired()
+    for session_id in reaped:
+        try:
+            publish_transient(session_id=session_id, after_seq=0, kind=LEASE_REAPED, detail={})
+        except Exception:  # the page re-syncs on its next reconnect
+            logger.exception("could not publish the reaped lease of session %s", session_id)
+    if reaped:
+        logger.info("freed the expired lease of %d session(s): %s", len(reaped), reaped)
+    return reaped
+
+
+class SentClaims:
+    """Steps this scheduler sent to the broker and has not seen run, by claim time, so that they can be offered
+    again when the broker returns from an outage that may have lost them. A claim older than CLAIM_SECONDS
+    lapses by itself and is forgotten."""
+
+    def __init__(self) -> None:
+        self._by_time: dict[float, list[int]] = {}
+
+    def add(self, *, claimed_at: float, session_ids: list[int]) -> None:
+        if session_ids:
+            self._by_time.setdefault(claimed_at, []).extend(session_ids)
+
+    def forget_lapsed(self, *, now: float) -> None:
+        for at in [at for at in self._by_time if at + fleet.CLAIM_SECONDS <= now]:
+            del self._by_time[at]
+
+    def reoffer(self) -> int:
+        """Make every remembered claim that is still outstanding due now; returns how many were."""
+        offered = sum(fleet.release_claims(session_ids=ids, now=at) for at, ids in self._by_time.items())
+        self._by_time.clear()
+        return offered
+
+
+def enqueue_due_steps(
+    *, now: float | None = None, limit: int = ENQUEUE_BATCH, sent_claims: SentClaims | None = None
+) -> list[int]:
     """Claim due runs and send one `run_simulator_step` Celery task for each; returns the session ids.
 
     When sending fails (the broker is down or restarting) the claims not sent are released before the error
@@ -46,7 +93,11 @@ def enqueue_due_steps(*, now: float | None = None, limit: int = ENQUEUE_BATCH) -
             run_simulator_step.apply_async(kwargs={"session_id": session_id})
         except Exception:
             fleet.release_claims(session_ids=claimed[sent:], now=now)
+            if sent_claims is not None:
+                sent_claims.add(claimed_at=now, session_ids=claimed[:sent])
             raise
+    if sent_claims is not None:
+        sent_claims.add(claimed_at=now, session_ids=claimed)
     return claimed
 
 
@@ -73,6 +124,9 @@ class Scheduler:
         self.results: list[fleet.StepResult] = []
         self._tasks: set[asyncio.Task] = set()
         self._wake: asyncio.Event | None = None
+        self.sent_claims = SentClaims()
+        self.broker_down = False
+        self._housekept_at = float("-inf")
 
     @property
     def in_flight(self) -> int:
@@ -86,7 +140,14 @@ class Scheduler:
     async def tick(self, *, limit: int | None = None) -> int:
         """Dispatch the steps that are due now (up to the free concurrency and `limit`); returns how many."""
         if not self.inline:
-            sent = await sync_to_async(enqueue_due_steps)(now=self.clock(), limit=limit or ENQUEUE_BATCH)
+            try:
+                sent = await sync_to_async(enqueue_due_steps)(
+                    now=self.clock(), limit=limit or ENQUEUE_BATCH, sent_claims=self.sent_claims
+                )
+            except Exception:
+                self.broker_down = True
+                raise
+            await self._broker_answered()
             self.steps_started += len(sent)
             return len(sent)
         free = self.concurrency - len(self._tasks)
@@ -100,6 +161,33 @@ class Scheduler:
             self._tasks.add(task)
             self.steps_started += 1
         return len(claimed)
+
+    async def _broker_answered(self) -> None:
+        if self.broker_down:
+            self.broker_down = False
+            offered = await sync_to_async(self.sent_claims.reoffer)()
+            logger.info("the broker is back: offered %d unsent or lost step(s) again", offered)
+
+    async def housekeeping(self) -> None:
+        """Reap expired leases; with a broker, notice an outage and re-offer the steps it may have lost."""
+        now = self.clock()
+        if now - self._housekept_at < HOUSEKEEPING_SECONDS:
+            return
+        self._housekept_at = now
+        await sync_to_async(reap_expired_leases)()
+        if self.inline:
+            return
+        self.sent_claims.forget_lapsed(now=now)
+        from compactweb.health import check_broker
+
+        try:
+            await sync_to_async(check_broker, thread_sensitive=False)()
+        except Exception:
+            if not self.broker_down:
+                logger.warning("the broker does not answer; steps sent before the outage will be offered again")
+            self.broker_down = True
+            return
+        await self._broker_answered()
 
     async def _run(self, session_id: int) -> None:
         try:
@@ -121,6 +209,10 @@ class Scheduler:
     async def run(self, stop: threading.Event | asyncio.Event) -> None:
         """Tick until `stop` is set; waits `poll_seconds` (or until a step ends) when nothing was due."""
         while not stop.is_set():
+            try:
+                await self.housekeeping()
+            except Exception:
+                logger.exception("scheduler housekeeping failed")
             try:
                 dispatched = await self.tick()
             except Exception:

@@ -376,8 +376,10 @@ async def arun_turn(
         own_client = client is None
         model = client or await sync_to_async(_client_for)(session, fault_injection)
         try:
-            result = await run_turn_loop(port=port, client=model, user_input=user_input, turn_id=turn_id,
-                                         config=config)
+            # Renewed in the background too: one provider call or stream may outlast the lease's TTL.
+            async with locks.keep_renewed(lease):
+                result = await run_turn_loop(port=port, client=model, user_input=user_input, turn_id=turn_id,
+                                             config=config)
         finally:
             if own_client and hasattr(model, "aclose"):
                 await model.aclose()

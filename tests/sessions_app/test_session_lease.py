@@ -1,13 +1,23 @@
 """The per-session lease: one compaction, turn or rollback at a time, across processes, surviving dead holders."""
 
+import asyncio
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from compaction_app.models import CompactionAttempt
 from compaction_app.stale_attempts import STALE_ATTEMPT_MESSAGE
-from sessions_app.locks import LeaseLost, SessionBusy, acquire, release, session_lease
+from sessions_app.locks import (
+    LeaseLost,
+    SessionBusy,
+    acquire,
+    keep_renewed,
+    reap_expired,
+    release,
+    session_lease,
+)
 from sessions_app.models import Session
 
 
@@ -82,3 +92,53 @@ def test_a_taker_refused_by_a_live_lease_leaves_the_running_attempt_alone(sessio
 
     alive.refresh_from_db()
     assert alive.status == "running" and alive.completed_at is None
+
+
+@pytest.mark.django_db
+def test_the_lease_lasts_the_ttl_setting(session, settings):
+    settings.COMPACTWEB_LEASE_TTL_SECONDS = 7
+    before = timezone.now()
+    lease = acquire(session_id=session.pk, purpose="turn")
+    after = timezone.now()
+
+    expires = Session.objects.get(pk=session.pk).lease_expires_at
+    assert lease.ttl == timedelta(seconds=7)
+    assert before + timedelta(seconds=7) <= expires <= after + timedelta(seconds=7)
+
+
+def lease_expiry(session_id: int):
+    return Session.objects.filter(pk=session_id).values_list("lease_expires_at", flat=True).get()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_a_holder_busy_longer_than_the_ttl_keeps_its_lease_by_renewing_it(session):
+    lease = await sync_to_async(acquire)(session_id=session.pk, purpose="compaction", ttl=timedelta(seconds=0.6))
+    first = await sync_to_async(lease_expiry)(session.pk)
+
+    async with keep_renewed(lease):
+        await asyncio.sleep(1.5)  # a provider call longer than the TTL
+
+    assert await sync_to_async(lease_expiry)(session.pk) > first + timedelta(seconds=0.5)
+    with pytest.raises(SessionBusy):
+        await sync_to_async(acquire)(session_id=session.pk, purpose="turn")
+    await sync_to_async(lease.check)()
+
+
+@pytest.mark.django_db
+def test_reaping_frees_expired_leases_and_interrupts_their_attempts_but_not_live_ones(make_session):
+    dead_session, live_session = make_session(), make_session()
+    acquire(session_id=dead_session.pk, purpose="compaction")
+    acquire(session_id=live_session.pk, purpose="compaction")
+    dead, alive = running_attempt(dead_session), running_attempt(live_session)
+    Session.objects.filter(pk=dead_session.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+    assert reap_expired() == [dead_session.pk]
+
+    dead.refresh_from_db()
+    alive.refresh_from_db()
+    assert (dead.status, dead.error_message) == ("interrupted", STALE_ATTEMPT_MESSAGE)
+    assert alive.status == "running"
+    assert Session.objects.get(pk=dead_session.pk).lease_holder == ""
+    assert Session.objects.get(pk=live_session.pk).lease_holder != ""
+    release(acquire(session_id=dead_session.pk, purpose="turn"))  # free for the next taker, nothing to take over

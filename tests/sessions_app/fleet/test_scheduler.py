@@ -99,6 +99,62 @@ def test_steps_the_broker_refused_are_due_again_at_the_next_tick(provider, polic
     assert len(sent) == 3  # the one sent before the failure is not sent again
 
 
+def test_steps_sent_before_a_broker_outage_are_offered_again_when_it_returns(provider, policy, monkeypatch):
+    """A step sent just before the broker went away may have been lost with it: when the broker answers again,
+    every such step that has not run is due at once, not after its claim's CLAIM_SECONDS."""
+    from kombu.exceptions import OperationalError
+
+    from compactweb import health
+    from sessions_app import tasks
+
+    lost, ran = start(provider, policy, count=2)
+    sent = []
+    monkeypatch.setattr(tasks.run_simulator_step, "apply_async", lambda kwargs: sent.append(kwargs))
+    clock = [time.time()]
+    sched = Scheduler(inline=False, clock=lambda: clock[0])
+    assert async_to_sync(sched.tick)() == 2
+    # One of the two steps ran (its run is rescheduled by the step); the other's task vanished with the broker.
+    SimulatorRun.objects.filter(pk=ran.pk).update(next_step_at=fleet._dt(clock[0] + 30))
+
+    def broker_down():
+        raise OperationalError("Error 111 connecting to the broker. Connection refused.")
+
+    monkeypatch.setattr(health, "check_broker", broker_down)
+    clock[0] += scheduler.HOUSEKEEPING_SECONDS
+    async_to_sync(sched.housekeeping)()
+    assert sched.broker_down
+    assert async_to_sync(sched.tick)() == 0  # nothing due: the lost step still looks claimed
+
+    monkeypatch.setattr(health, "check_broker", lambda: health.OK)
+    clock[0] += scheduler.HOUSEKEEPING_SECONDS
+    async_to_sync(sched.housekeeping)()
+
+    assert not sched.broker_down
+    assert async_to_sync(sched.tick)() == 1
+    assert sent[-1] == {"session_id": lost.session_id}
+    ran.refresh_from_db()
+    assert ran.next_step_at == fleet._dt(clock[0] - 2 * scheduler.HOUSEKEEPING_SECONDS + 30)  # left alone
+
+
+def test_housekeeping_frees_a_dead_holders_lease_and_tells_the_pages(session, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app import locks
+    from sessions_app.models import Session
+
+    published = []
+    monkeypatch.setattr(scheduler, "publish_transient", lambda **kwargs: published.append(kwargs))
+    locks.acquire(session_id=session.pk, purpose="compaction")
+    Session.objects.filter(pk=session.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+    async_to_sync(Scheduler(inline=True).housekeeping)()
+
+    assert Session.objects.get(pk=session.pk).lease_holder == ""
+    assert [p["kind"] for p in published] == [scheduler.LEASE_REAPED]
+
+
 def test_the_celery_step_task_runs_one_turn(provider, policy):
     from sessions_app.tasks import run_simulator_step
 

@@ -1,0 +1,93 @@
+"""The live consumers against a failing or forgetful channel layer: a layer that does not answer (Redis down) closes
+the connection with 1013 ("try again later") instead of an HTTP 500 at the handshake, memberships are refreshed so a
+live page outlives the layer's group expiry, and a closed page leaves its groups."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from channels.layers import channel_layers, get_channel_layer
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from sessions_app.consumers import CLOSE_TRY_AGAIN
+from sessions_app.events import FLEET_GROUP, publish_transient, session_group
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+async def refuse(*args, **kwargs):
+    raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+
+@pytest.fixture
+def layer():
+    return get_channel_layer()
+
+
+@pytest.mark.parametrize("path", ["/ws/fleet/", "/ws/sessions/{id}/"])
+async def test_a_handshake_while_the_layer_is_down_is_closed_with_try_again(
+    ws_for, operator_user, session, layer, monkeypatch, path
+):
+    monkeypatch.setattr(layer, "group_add", refuse)
+    comm = await ws_for(operator_user, path.format(id=session.pk))
+    ok, _ = await comm.connect()
+    assert ok  # accepted, so the browser gets the code rather than a failed handshake
+    assert await comm.receive_output(10) == {"type": "websocket.close", "code": CLOSE_TRY_AGAIN}
+
+
+async def test_an_open_page_whose_layer_fails_is_closed_with_try_again(ws_for, operator_user, session, layer,
+                                                                       monkeypatch):
+    redis_goes_away = asyncio.Event()
+    receive = layer.receive
+
+    async def receive_until_redis_goes_away(channel):
+        message = asyncio.ensure_future(receive(channel))
+        gone = asyncio.ensure_future(redis_goes_away.wait())
+        done, _ = await asyncio.wait({message, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if message in done:
+            gone.cancel()
+            return message.result()
+        message.cancel()
+        await refuse()
+
+    monkeypatch.setattr(layer, "receive", receive_until_redis_goes_away)
+    comm = await ws_for(operator_user, f"/ws/sessions/{session.pk}/")
+    ok, _ = await comm.connect()
+    assert ok
+    assert "hello" in (await comm.receive_output(10))["text"]
+
+    redis_goes_away.set()
+
+    assert await comm.receive_output(10) == {"type": "websocket.close", "code": CLOSE_TRY_AGAIN}
+
+
+async def test_a_live_page_stays_in_its_group_past_the_group_expiry(ws_for, operator_user, session, settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
+                                           "CONFIG": {"group_expiry": 1}}}
+    channel_layers.backends.clear()
+    comm = await ws_for(operator_user, f"/ws/sessions/{session.pk}/")
+    ok, _ = await comm.connect()
+    assert ok
+    assert "hello" in (await comm.receive_output(10))["text"]
+    await asyncio.sleep(2.5)  # more than twice the expiry: only the consumer's refresh keeps it a member
+
+    await asyncio.get_running_loop().run_in_executor(None, lambda: publish_transient(
+        session_id=session.pk, after_seq=0, kind="compaction.started", detail={}))
+
+    assert "live-transient" in (await comm.receive_output(10))["text"]
+    await comm.disconnect()
+
+
+async def test_a_closed_page_leaves_its_groups(ws_for, operator_user, session, layer):
+    pages = [await ws_for(operator_user, f"/ws/sessions/{session.pk}/"), await ws_for(operator_user, "/ws/fleet/")]
+    for page in pages:
+        ok, _ = await page.connect()
+        assert ok
+    assert "hello" in (await pages[0].receive_output(10))["text"]
+    assert len(layer.groups[session_group(session.pk)]) == 1 and len(layer.groups[FLEET_GROUP]) == 1
+
+    for page in pages:
+        await page.disconnect()
+
+    assert not layer.groups.get(session_group(session.pk)) and not layer.groups.get(FLEET_GROUP)
