@@ -1,13 +1,14 @@
-"""JSON API views for compactions: compact a session now, list a session's compactions, read one."""
+"""JSON API views for compactions: compact a session now (in the request, or as a job on a worker), list a
+session's compactions, read one."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from compaction_app import selectors, services
+from compaction_app import selectors
 from compaction_app.compaction_serializers import (
     CompactionDetailSerializer,
     CompactionListItemSerializer,
@@ -16,8 +17,9 @@ from compaction_app.compaction_serializers import (
 from compaction_app.models import Compaction
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
-from sessions_app.locks import LeaseLost, SessionBusy
-from sessions_app.models import Session
+from sessions_app import jobs
+from sessions_app.api_jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, accepted, wants_wait
+from sessions_app.models import Job, Session
 
 ERROR_RESPONSES = {
     400: OpenApiResponse(description="invalid body, or a strategy this session's provider/policy cannot run"),
@@ -29,48 +31,43 @@ ERROR_RESPONSES = {
 }
 
 
-def _attempt_error(*, status_code: int, code: str, message: str, attempt_id: int, http_status=None) -> Response:
-    """The API error shape plus the attempt that recorded the failure (and the provider's HTTP status)."""
-    error = {"code": code, "message": message, "attempt_id": attempt_id}
-    if http_status is not None:
-        error["http_status"] = http_status
-    return Response({"error": error}, status=status_code)
+def _answer(status_code: int, result: dict) -> Response:
+    """The compaction's outcome as the API answers it: 201 with the compaction's detail, or the error body."""
+    if status_code == status.HTTP_201_CREATED:
+        detail = selectors.compaction_detail(compaction=selectors.get_compaction(compaction_id=result["compaction"]))
+        return Response(detail, status=status.HTTP_201_CREATED)
+    return Response(result, status=status_code)
 
 
 class SessionCompact(APIView):
+    """Compact a session now. With workers (a broker) the compaction runs on one and the answer is 202 with a job
+    to poll (`GET /jobs/<id>`), unless the caller asks to wait; without, it runs in the request."""
+
     permission_classes = [IsOperator]
 
-    @extend_schema(request=CompactRequestSerializer, responses={201: CompactionDetailSerializer, **ERROR_RESPONSES})
+    @extend_schema(
+        request=CompactRequestSerializer,
+        parameters=[OpenApiParameter("wait", bool, required=False, description=WAIT_PARAMETER_HELP)],
+        responses={201: CompactionDetailSerializer, 202: JobAcceptedSerializer, **ERROR_RESPONSES},
+    )
     def post(self, request, pk: int):
         data = CompactRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         body = data.validated_data
-        try:
-            compaction = services.do_compact_session(
-                session_id=pk, actor=request.user, trigger=body["trigger"], phase=body["phase"],
-                strategy=body["strategy"], instructions=body["instructions"],
-            )
-        except Session.DoesNotExist:
-            raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist") from None
-        except SessionBusy as exc:
-            raise ApiError(status_code=409, code="busy", message=str(exc)) from None
-        except LeaseLost as exc:
-            raise ApiError(status_code=409, code="lease_lost", message=str(exc)) from None
-        except services.CompactionRefused as exc:
-            raise ApiError(status_code=400, code="compaction_refused", message=str(exc)) from None
-        except services.CompactionInterrupted as exc:
-            return _attempt_error(
-                status_code=409, code="interrupted",
-                message=f"a PreCompact hook stopped the compaction: {exc.stop_reason or 'no reason given'}",
-                attempt_id=exc.attempt.pk,
-            )
-        except services.CompactionFailed as exc:
-            return _attempt_error(
-                status_code=502, code=exc.kind, message=exc.message, attempt_id=exc.attempt.pk,
-                http_status=exc.http_status,
-            )
-        detail = selectors.compaction_detail(compaction=selectors.get_compaction(compaction_id=compaction.pk))
-        return Response(detail, status=status.HTTP_201_CREATED)
+        wait = wants_wait(request)
+        params = {"trigger": body["trigger"], "phase": body["phase"], "strategy": body["strategy"],
+                  "instructions": body["instructions"]}
+        if wait and not jobs.runs_on_workers():
+            return _answer(*jobs.compaction_outcome(session_id=pk, actor=request.user, **params))
+        if not Session.objects.filter(pk=pk).exists():
+            raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist")
+        job = jobs.do_submit_job(kind=Job.Kind.COMPACTION, session_id=pk, actor=request.user, params=params)
+        if not wait:
+            return accepted(job)
+        job = jobs.wait_for_job(job_id=job.pk)
+        if job.http_status is None:
+            return accepted(job)  # still running after the wait limit: poll it
+        return _answer(job.http_status, job.result)
 
 
 class SessionCompactions(APIView):

@@ -18,9 +18,10 @@ from rest_framework.views import APIView
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
-from sessions_app import selectors, transfer
+from sessions_app import jobs, selectors, transfer
+from sessions_app.api_jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, answer_job, wants_wait
 from sessions_app.codex_rollout import RolloutExportError, RolloutImportError
-from sessions_app.models import Session
+from sessions_app.models import Job, Session
 
 EXPORT_LINES_PER_CHUNK = 200
 
@@ -158,8 +159,9 @@ tolerant of bad lines (reported in `problems`) unless `strict`."""
             OpenApiParameter("policy", int, required=False),
             OpenApiParameter("new_thread_id", bool, required=False),
             OpenApiParameter("strict", bool, required=False),
+            OpenApiParameter("wait", bool, required=False, description=WAIT_PARAMETER_HELP),
         ],
-        responses={201: ImportResultSerializer},
+        responses={201: ImportResultSerializer, 202: JobAcceptedSerializer},
     )
     def post(self, request):
         body = request.data
@@ -177,20 +179,22 @@ tolerant of bad lines (reported in `problems`) unless `strict`."""
                 raise ApiError(status_code=400, code="invalid",
                                message="file: upload the rollout as `file`, or send it as an application/x-ndjson body")
             raw, name = upload.read(), upload.name or "upload"
-        lines = raw.splitlines(keepends=True) if isinstance(raw, bytes | str) else []
-        try:
-            result = transfer.do_import_rollout(
-                lines=lines, source_name=name, title=values.get("title") or None,
-                provider=_row(Provider, values.get("provider"), "provider"),
-                policy=_row(CompactionPolicy, values.get("policy"), "policy"),
-                new_thread_id=values.get("new_thread_id", False), actor=request.user,
-                strict=values.get("strict", False),
-            )
-        except RolloutImportError as exc:
-            return invalid_rollout(exc)
-        except transfer.TransferRefused as exc:
-            raise refused(exc) from None
-        return Response(ImportResultSerializer(result.as_dict()).data, status=status.HTTP_201_CREATED)
+        if isinstance(raw, str):
+            raw = raw.encode()
+        raw = raw if isinstance(raw, bytes) else b""
+        wait = wants_wait(request)
+        params = {
+            "source_name": name, "title": values.get("title") or None,
+            "provider": getattr(_row(Provider, values.get("provider"), "provider"), "pk", None),
+            "policy": getattr(_row(CompactionPolicy, values.get("policy"), "policy"), "pk", None),
+            "new_thread_id": values.get("new_thread_id", False), "strict": values.get("strict", False),
+        }
+        if wait and not jobs.runs_on_workers():
+            code, result = jobs.import_outcome(actor=request.user, lines=raw.splitlines(keepends=True), **params)
+            return Response(ImportResultSerializer(result).data if code == 201 else result, status=code)
+        job = jobs.do_submit_job(kind=Job.Kind.IMPORT, session_id=None, actor=request.user, params=params,
+                                 payload=raw)
+        return answer_job(job, wait=wait)
 
 
 def _take(lines: Iterator[str]) -> str:
@@ -241,19 +245,27 @@ class SessionReplay(APIView):
     permission_classes = [IsOperator]
     parser_classes = [JSONParser, FormParser, MultiPartParser]
 
-    @extend_schema(request=ReplayRequestSerializer, responses={201: ReplayResultSerializer})
+    @extend_schema(
+        request=ReplayRequestSerializer,
+        parameters=[OpenApiParameter("wait", bool, required=False, description=WAIT_PARAMETER_HELP)],
+        responses={201: ReplayResultSerializer, 202: JobAcceptedSerializer},
+    )
     def post(self, request, pk: int):
         original = _session_or_404(pk)
         data = ReplayRequestSerializer(data=request.data if hasattr(request.data, "get") else {})
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        policy = _row(CompactionPolicy, values["policy"], "policy")
-        provider = _row(Provider, values.get("provider"), "provider")
-        result = transfer.do_replay_session(
-            session_id=original.pk, policy=policy, provider=provider, title=values.get("title") or None,
-            actor=request.user,
-        )
-        return Response(result.as_dict(), status=status.HTTP_201_CREATED)
+        params = {
+            "policy": _row(CompactionPolicy, values["policy"], "policy").pk,
+            "provider": getattr(_row(Provider, values.get("provider"), "provider"), "pk", None),
+            "title": values.get("title") or None,
+        }
+        wait = wants_wait(request)
+        if wait and not jobs.runs_on_workers():
+            code, result = jobs.replay_outcome(session_id=original.pk, actor=request.user, **params)
+            return Response(result, status=code)
+        job = jobs.do_submit_job(kind=Job.Kind.REPLAY, session_id=original.pk, actor=request.user, params=params)
+        return answer_job(job, wait=wait)
 
 
 class SessionComparison(APIView):

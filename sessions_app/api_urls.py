@@ -47,3 +47,8 @@ urlpatterns += [
     path("sessions/<int:pk>/pins", api_pins.SessionPins.as_view(), name="api-session-pins"),
     path("sessions/<int:pk>/pins/<str:pin_id>", api_pins.SessionPin.as_view(), name="api-session-pin"),
 ]
+
+# Jobs: compactions, replays and imports run by workers (issue 15).
+from sessions_app import api_jobs  # noqa: E402
+
+urlpatterns += [path("jobs/<int:pk>", api_jobs.JobDetail.as_view(), name="api-job")]

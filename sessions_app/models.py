@@ -342,3 +342,42 @@ class CodexSourceLine(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_id}:{self.number}"
+
+
+class Job(models.Model):
+    """A piece of heavy API work (a compaction, a replay, an import) handed to a worker: what the caller polls.
+
+    With a broker the API answers 202 with the job and a Celery worker runs it (`sessions_app.jobs.run_job`);
+    without one the same job runs in-process. A job runs at most once: a worker takes it with a conditional
+    update from `queued` (a redelivered task finds it taken). The outcome is what the synchronous API would have
+    answered: `http_status` and `result` (the body, or `{"error": {...}}`)."""
+
+    class Kind(models.TextChoices):
+        COMPACTION = "compaction"
+        REPLAY = "replay"
+        IMPORT = "import"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                              related_name="+")
+    params = models.JSONField(default=dict, blank=True)
+    payload = models.BinaryField(default=b"", blank=True, help_text="A rollout to import, byte for byte.")
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} job #{self.pk} ({self.status})"

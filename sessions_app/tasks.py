@@ -34,3 +34,14 @@ def run_simulator_step(session_id: int) -> str:
 def simulator_tick() -> int:
     """Enqueue every due step (for a periodic scheduler such as celery beat); returns how many."""
     return len(scheduler.enqueue_due_steps())
+
+
+@shared_task(name="sessions_app.tasks.run_job", ignore_result=True)
+def run_job_task(*, job_id: int) -> str | None:
+    """Run one API job (a compaction, a replay, an import: sessions_app.jobs); returns its final status.
+
+    Never retried by the queue: a redelivered message finds the job taken and does nothing."""
+    from sessions_app import jobs
+
+    job = jobs.run_job(job_id=job_id)
+    return None if job is None else job.status

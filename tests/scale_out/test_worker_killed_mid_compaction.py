@@ -1,6 +1,8 @@
-"""SIGKILL of a Celery worker in the middle of a compaction loses nothing (issue 8, spec §6.5): the history is
-exactly as before, the attempt stays `running` and the session held until the lease expires; then the next
-compaction takes the session over, succeeds, and marks the dead worker's attempt interrupted."""
+"""SIGKILL of a Celery worker in the middle of a compaction loses nothing (issues 8 and 15, spec §6.5): while the
+worker lives it renews its short lease through a provider call longer than the TTL; once killed, the history is
+exactly as before, the attempt stays `running` and the session held until the lease's TTL runs out (no later than
+TTL after the kill); then the next compaction takes the session over, succeeds, and marks the dead worker's attempt
+interrupted. About 20 s: a worker start and two TTLs of 4 s."""
 
 from __future__ import annotations
 
@@ -22,9 +24,11 @@ from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.services import verify_projection
 from tests.scale_out.processes import child_env, forget_queue, start_worker, stop, wait_for_log
 
-# The simulated model answers after this long: the worker is killed well inside it.
+# The simulated model answers after this long: the worker is killed well inside it, after renewing its lease.
 SLOW_SECONDS = 30
 DEADLINE_SECONDS = 60
+TTL_SECONDS = 4
+CLOCK_SLACK = timedelta(seconds=1)
 
 
 def history(session_id: int) -> dict:
@@ -35,6 +39,9 @@ def history(session_id: int) -> dict:
         "last_seq": session.last_seq, "tokens": session.tokens_in_window, "window": session.window_number,
     }
 
+
+def lease_of(session_id: int):
+    return Session.objects.filter(pk=session_id).values_list("lease_holder", "lease_expires_at").get()
 
 
 @pytest.mark.services
@@ -53,8 +60,9 @@ def test_a_worker_killed_mid_compaction_leaves_history_unchanged_and_the_next_co
     client = redis.Redis.from_url(redis_url)
     worker = None
     try:
-        worker = start_worker(queue=queue, env=child_env(redis_url=redis_url, broker_url=redis_url,
-                                                         var_dir=tmp_path), log=log)
+        env = {**child_env(redis_url=redis_url, broker_url=redis_url, var_dir=tmp_path),
+               "COMPACTWEB_LEASE_TTL_SECONDS": str(TTL_SECONDS)}
+        worker = start_worker(queue=queue, env=env, log=log)
         wait_for_log(worker, log, "ready")
         broker.send_task("compaction_app.tasks.run_compaction_task", queue=queue,
                          kwargs={"session_id": session.pk, "strategy": "local"})
@@ -63,7 +71,15 @@ def test_a_worker_killed_mid_compaction_leaves_history_unchanged_and_the_next_co
             assert worker.poll() is None, f"the worker exited:\n{log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, f"the compaction never started:\n{log.read_text()[-3000:]}"
             time.sleep(0.05)
+        holder, first_expiry = lease_of(session.pk)
+        assert first_expiry - timezone.now() <= timedelta(seconds=TTL_SECONDS)  # the setting reached the worker
+        # The provider call outlasts the TTL: the live worker keeps the session by renewing its lease.
+        while timezone.now() < first_expiry + CLOCK_SLACK:
+            assert time.monotonic() < deadline, "the worker's lease was never renewed"
+            time.sleep(0.1)
+        assert lease_of(session.pk)[0] == holder and lease_of(session.pk)[1] > first_expiry
         stop(worker, sig=signal.SIGKILL)
+        killed_at = timezone.now()
         assert worker.returncode == -signal.SIGKILL
     finally:
         if worker is not None:
@@ -78,10 +94,13 @@ def test_a_worker_killed_mid_compaction_leaves_history_unchanged_and_the_next_co
     assert Session.objects.get(pk=session.pk).lease_holder != ""
     Session.objects.filter(pk=session.pk).update(fault_injection={})
     with pytest.raises(SessionBusy, match="a compaction is running"):
-        do_compact_session(session_id=session.pk, strategy="local")
+        do_compact_session(session_id=session.pk, strategy="local")  # inside the TTL: still the dead worker's
 
-    # The lease's TTL runs out (here: made to have run out); the next compaction takes the session over.
-    Session.objects.filter(pk=session.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    # The dead worker's lease runs out no later than one TTL after the kill; the next compaction takes over.
+    _, expiry = lease_of(session.pk)
+    assert expiry <= killed_at + timedelta(seconds=TTL_SECONDS) + CLOCK_SLACK
+    while timezone.now() <= expiry:
+        time.sleep(0.1)
     compaction = do_compact_session(session_id=session.pk, strategy="local")
     attempt.refresh_from_db()
     assert attempt.status == "interrupted" and attempt.error_message == STALE_ATTEMPT_MESSAGE

@@ -1,0 +1,82 @@
+"""JSON API for jobs: heavy work a worker runs (sessions_app.jobs). `GET /jobs/<id>` polls one; the helpers here
+let the compaction, replay and import views answer 202 with the job, or wait for its outcome."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from compactweb.api_errors import ApiError
+from compactweb.roles import IsOperator
+from sessions_app import jobs
+from sessions_app.models import Job
+
+
+class JobSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=Job.Kind.choices)
+    status = serializers.ChoiceField(choices=Job.Status.choices)
+    session = serializers.IntegerField(allow_null=True, help_text="The session worked on (an import: once made).")
+    url = serializers.CharField(help_text="Where to poll the job.")
+    http_status = serializers.IntegerField(allow_null=True, help_text="The status the API answers for the outcome.")
+    result = serializers.JSONField(allow_null=True, help_text="The outcome: the API's answer, or its error body.")
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class JobAcceptedSerializer(serializers.Serializer):
+    job = JobSerializer()
+
+
+WAIT_PARAMETER_HELP = (
+    "wait=true: answer with the outcome (waiting up to the server's limit); wait=false: answer 202 with a job to "
+    "poll. Default: 202 when workers run the work (a broker is configured), else the outcome."
+)
+
+
+def wants_wait(request) -> bool:
+    """The caller's `wait` (query parameter or body field); by default, wait only when there are no workers."""
+    raw = request.query_params.get("wait")
+    if raw is None and hasattr(request.data, "get"):
+        raw = request.data.get("wait")
+    if raw is None or raw == "":
+        return not jobs.runs_on_workers()
+    if isinstance(raw, bool):
+        return raw
+    value = str(raw).strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ApiError(status_code=400, code="invalid", message="wait: give true or false")
+
+
+def accepted(job: Job) -> Response:
+    response = Response({"job": JobSerializer(jobs.job_view(job)).data}, status=202)
+    response["Location"] = jobs.job_view(job)["url"]
+    return response
+
+
+def answer_job(job: Job, *, wait: bool) -> Response:
+    """202 with the job, or (when the caller waits) its outcome once finished; 202 again if the wait ran out."""
+    if not wait:
+        return accepted(job)
+    job = jobs.wait_for_job(job_id=job.pk)
+    if job.http_status is None:
+        return accepted(job)
+    return Response(job.result, status=job.http_status)
+
+
+class JobDetail(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(responses={200: JobSerializer, 404: OpenApiResponse(description="no such job")})
+    def get(self, request, pk: int):
+        try:
+            job = jobs.get_job(job_id=pk)
+        except Job.DoesNotExist:
+            raise ApiError(status_code=404, code="not_found", message=f"job {pk} does not exist") from None
+        return Response(JobSerializer(jobs.job_view(job)).data)

@@ -1,0 +1,199 @@
+"""Heavy API work off the request: compactions, replays and imports as jobs a worker runs and a caller polls.
+
+With a broker (CELERY_BROKER_URL) `POST /sessions/<id>/compact`, `/replay` and `/sessions/import` answer 202 with a
+job (`GET /api/v1/jobs/<id>` to poll it) and a Celery worker runs it (`sessions_app.tasks.run_job`); a caller that
+asks to wait (`?wait=true`) gets the finished answer instead, as long as it comes within WAIT_SECONDS. Without a
+broker (the embedded default) the API runs the work in the request as it always did, and `?wait=false` runs it on
+the in-process pool (compactweb.background) with the same job to poll.
+
+Each job's outcome is exactly what the synchronous API answers (`http_status`, `result`): the runners below are
+the one place that turns a service call and its refusals into that answer, for both paths. Live events report a
+job's progress on its session's group (`job.queued`, `job.running`, `job.finished`) next to the compaction's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from compactweb import background
+from sessions_app.events import publish_transient
+from sessions_app.models import Job, Session
+
+logger = logging.getLogger(__name__)
+
+WAIT_SECONDS = 120.0  # a waiting caller gets 202 and the job after this long
+POLL_SECONDS = 0.2
+
+Outcome = tuple[int, dict[str, Any]]
+
+
+def error(status: int, code: str, message: str, **extra: Any) -> Outcome:
+    return status, {"error": {"code": code, "message": message, **extra}}
+
+
+# --- what each kind of job runs (also the synchronous API's path) -------------------------------------------------
+
+def compaction_outcome(*, session_id: int, actor, trigger: str = "manual", phase: str | None = None,
+                       strategy: str | None = None, instructions: str = "") -> Outcome:
+    """Compact the session; (201, {"compaction": id}) or the API's error answer."""
+    from compaction_app import services
+    from sessions_app.locks import LeaseLost, SessionBusy
+
+    try:
+        compaction = services.do_compact_session(
+            session_id=session_id, actor=actor, trigger=trigger, phase=phase, strategy=strategy,
+            instructions=instructions,
+        )
+    except Session.DoesNotExist:
+        return error(404, "not_found", f"session {session_id} does not exist")
+    except SessionBusy as exc:
+        return error(409, "busy", str(exc))
+    except LeaseLost as exc:
+        return error(409, "lease_lost", str(exc))
+    except services.CompactionRefused as exc:
+        return error(400, "compaction_refused", str(exc))
+    except services.CompactionInterrupted as exc:
+        return error(409, "interrupted",
+                     f"a PreCompact hook stopped the compaction: {exc.stop_reason or 'no reason given'}",
+                     attempt_id=exc.attempt.pk)
+    except services.CompactionFailed as exc:
+        extra = {"http_status": exc.http_status} if exc.http_status is not None else {}
+        return error(502, exc.kind, exc.message, attempt_id=exc.attempt.pk, **extra)
+    return 201, {"compaction": compaction.pk}
+
+
+def replay_outcome(*, session_id: int, actor, policy: int, provider: int | None = None,
+                   title: str | None = None) -> Outcome:
+    from compaction_app.models import CompactionPolicy, Provider
+    from sessions_app import transfer
+
+    try:
+        result = transfer.do_replay_session(
+            session_id=session_id, policy=CompactionPolicy.objects.get(pk=policy),
+            provider=Provider.objects.get(pk=provider) if provider is not None else None, title=title, actor=actor,
+        )
+    except Session.DoesNotExist:
+        return error(404, "not_found", f"session {session_id} does not exist")
+    except (CompactionPolicy.DoesNotExist, Provider.DoesNotExist) as exc:
+        return error(400, "invalid", str(exc))
+    except transfer.TransferRefused as exc:
+        return error(exc.status, exc.code, str(exc))
+    return 201, result.as_dict()
+
+
+def import_outcome(*, actor, lines: list, source_name: str, title: str | None = None, provider: int | None = None,
+                   policy: int | None = None, new_thread_id: bool = False, strict: bool = False) -> Outcome:
+    from compaction_app.models import CompactionPolicy, Provider
+    from sessions_app import transfer
+    from sessions_app.codex_rollout import RolloutImportError
+
+    try:
+        result = transfer.do_import_rollout(
+            lines=lines, source_name=source_name, title=title,
+            provider=Provider.objects.get(pk=provider) if provider is not None else None,
+            policy=CompactionPolicy.objects.get(pk=policy) if policy is not None else None,
+            new_thread_id=new_thread_id, actor=actor, strict=strict,
+        )
+    except RolloutImportError as exc:
+        return error(400, "invalid_rollout", str(exc), lines=[{"line": no, "message": msg} for no, msg in exc.errors])
+    except (CompactionPolicy.DoesNotExist, Provider.DoesNotExist) as exc:
+        return error(400, "invalid", str(exc))
+    except transfer.TransferRefused as exc:
+        return error(exc.status, exc.code, str(exc))
+    return 201, result.as_dict()
+
+
+def _run_kind(job: Job) -> Outcome:
+    actor = get_user_model().objects.filter(pk=job.actor_id).first() if job.actor_id else None
+    if job.kind == Job.Kind.COMPACTION:
+        return compaction_outcome(session_id=job.session_id, actor=actor, **job.params)
+    if job.kind == Job.Kind.REPLAY:
+        return replay_outcome(session_id=job.session_id, actor=actor, **job.params)
+    if job.kind == Job.Kind.IMPORT:
+        return import_outcome(actor=actor, lines=bytes(job.payload).splitlines(keepends=True), **job.params)
+    raise ValueError(f"unknown job kind {job.kind!r}")
+
+
+# --- submitting, running, waiting ---------------------------------------------------------------------------------
+
+def runs_on_workers() -> bool:
+    return background.uses_broker()
+
+
+def _publish(job: Job, kind: str) -> None:
+    if job.session_id is None:
+        return
+    try:
+        publish_transient(session_id=job.session_id, after_seq=0, kind=kind, detail=job_view(job))
+    except Exception:  # progress is a courtesy; the job row is the record
+        logger.exception("could not publish %s of job %s", kind, job.pk)
+
+
+def do_submit_job(*, kind: str, session_id: int | None, actor, params: dict[str, Any], payload: bytes = b"") -> Job:
+    """Record a queued job and hand it to a worker (with a broker) or the in-process pool."""
+    from sessions_app.tasks import run_job_task
+
+    job = Job.objects.create(kind=kind, session_id=session_id, actor=actor if getattr(actor, "pk", None) else None,
+                             params=params, payload=payload)
+    _publish(job, "job.queued")
+    transaction.on_commit(lambda: background.submit(run_job_task, job_id=job.pk))
+    return job
+
+
+def run_job(*, job_id: int) -> Job | None:
+    """Run a queued job once and store its outcome; None when it was already taken (a redelivered task)."""
+    taken = Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(
+        status=Job.Status.RUNNING, started_at=timezone.now()
+    )
+    if not taken:
+        logger.info("job %s was already taken", job_id)
+        return None
+    job = Job.objects.get(pk=job_id)
+    _publish(job, "job.running")
+    try:
+        status, result = _run_kind(job)
+    except Exception as exc:  # an outcome nobody foresaw: still an answer, never a job left running
+        logger.exception("job %s failed", job_id)
+        status, result = error(500, "internal_error", f"{type(exc).__name__}: the job failed")
+    session_id = job.session_id
+    if job.kind == Job.Kind.IMPORT and status < 400:
+        session_id = result.get("session")
+    Job.objects.filter(pk=job_id).update(
+        status=Job.Status.SUCCEEDED if status < 400 else Job.Status.FAILED, http_status=status, result=result,
+        finished_at=timezone.now(), session_id=session_id,
+    )
+    job.refresh_from_db()
+    _publish(job, "job.finished")
+    return job
+
+
+def wait_for_job(*, job_id: int, timeout: float = WAIT_SECONDS, sleep: Callable[[float], None] = time.sleep) -> Job:
+    """The job once finished, or as it is when `timeout` runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        job = Job.objects.get(pk=job_id)
+        if job.status in (Job.Status.SUCCEEDED, Job.Status.FAILED) or time.monotonic() >= deadline:
+            return job
+        sleep(POLL_SECONDS)
+
+
+# --- reads --------------------------------------------------------------------------------------------------------
+
+def get_job(*, job_id: int) -> Job:
+    return Job.objects.get(pk=job_id)
+
+
+def job_view(job: Job) -> dict[str, Any]:
+    """What the API shows of a job (JobSerializer)."""
+    return {
+        "id": job.pk, "kind": job.kind, "status": job.status, "session": job.session_id,
+        "url": f"/api/v1/jobs/{job.pk}", "http_status": job.http_status, "result": job.result,
+        "created_at": job.created_at, "started_at": job.started_at, "finished_at": job.finished_at,
+    }
