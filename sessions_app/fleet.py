@@ -276,6 +276,17 @@ def release_claims(*, session_ids: list[int], now: float) -> int:
     ).update(next_step_at=_dt(now))
 
 
+def release_claims_of_dead_holders(*, session_ids: list[int], now: float | None = None) -> int:
+    """Make the runs of sessions whose lease holder died due now: a step that held the lease died with it, and
+    its claim would otherwise keep the session still for the rest of CLAIM_SECONDS. Returns how many."""
+    now = time.time() if now is None else now
+    if not session_ids:
+        return 0
+    return SimulatorRun.objects.filter(
+        session_id__in=session_ids, status=Status.RUNNING, next_step_at__gt=_dt(now)
+    ).update(next_step_at=_dt(now))
+
+
 def active_runs() -> int:
     """How many runs still have steps to take (running)."""
     return SimulatorRun.objects.filter(status=Status.RUNNING).count()

@@ -41,9 +41,10 @@ LEASE_REAPED = "lease.reaped"
 
 
 def reap_expired_leases() -> list[int]:
-    """Free expired leases (their holders died) and tell the pages, whose compaction status box then shows the
-    attempt interrupted instead of running."""
+    """Free expired leases (their holders died), make those sessions' simulator steps due again, and tell the
+    pages, whose compaction status box then shows the attempt interrupted instead of running."""
     reaped = locks.reap_expired()
+    fleet.release_claims_of_dead_holders(session_ids=reaped)
     for session_id in reaped:
         try:
             publish_transient(session_id=session_id, after_seq=0, kind=LEASE_REAPED, detail={})

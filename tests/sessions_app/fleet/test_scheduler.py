@@ -136,7 +136,8 @@ def test_steps_sent_before_a_broker_outage_are_offered_again_when_it_returns(pro
     assert ran.next_step_at == fleet._dt(clock[0] - 2 * scheduler.HOUSEKEEPING_SECONDS + 30)  # left alone
 
 
-def test_housekeeping_frees_a_dead_holders_lease_and_tells_the_pages(session, monkeypatch):
+def test_housekeeping_frees_a_dead_steps_lease_makes_its_run_due_and_tells_the_pages(provider, policy,
+                                                                                      monkeypatch):
     from datetime import timedelta
 
     from django.utils import timezone
@@ -144,14 +145,17 @@ def test_housekeeping_frees_a_dead_holders_lease_and_tells_the_pages(session, mo
     from sessions_app import locks
     from sessions_app.models import Session
 
+    run = start(provider, policy)[0]
     published = []
     monkeypatch.setattr(scheduler, "publish_transient", lambda **kwargs: published.append(kwargs))
-    locks.acquire(session_id=session.pk, purpose="compaction")
-    Session.objects.filter(pk=session.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert fleet.claim_due_runs() == [run.session_id]  # a worker took the step, took the lease, and died
+    locks.acquire(session_id=run.session_id, purpose=fleet.STEP_LEASE_PURPOSE)
+    Session.objects.filter(pk=run.session_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
 
     async_to_sync(Scheduler(inline=True).housekeeping)()
 
-    assert Session.objects.get(pk=session.pk).lease_holder == ""
+    assert Session.objects.get(pk=run.session_id).lease_holder == ""
+    assert fleet.claim_due_runs() == [run.session_id]  # due again now, not after CLAIM_SECONDS
     assert [p["kind"] for p in published] == [scheduler.LEASE_REAPED]
 
 

@@ -1,0 +1,138 @@
+"""scripts/scale-out under supervisord survives its own parts (issue 15): with a looping fleet running, each kind of
+process is SIGKILLed in turn (a web process, a worker, the scheduler); the other web process keeps answering, the
+fleet keeps stepping, supervisord brings the dead one back (a new pid, and for a web process its port answers
+again), and afterwards every rollout is contiguous with no turn run twice. The set runs on a private redis-server
+(channel layer and broker) and the test database. About 60-90 s on two busy cores: the whole set starts once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from compactweb.watchdog import supervisor_proxy
+from sessions_app import fleet
+from sessions_app.models import RolloutLine, Session, SimulatorRun
+from sessions_app.services import verify_projection
+from tests.scale_out.processes import ROOT, child_env, free_port
+from tests.scale_out.test_redis_restart import now as utc_now
+from tests.scale_out.test_redis_restart import start_redis, steps_between, wait_until
+
+FLEET_SIZE = 2
+TURNS_PER_MINUTE = 60
+DEADLINE_SECONDS = 90
+LEASE_TTL_SECONDS = 5  # a worker killed mid-step frees its session this soon
+STOP_SECONDS = 90  # supervisord stops the set: workers finish their task first
+
+
+def healthz(port: int) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def answers(port: int) -> bool:
+    try:
+        return healthz(port)[0] == 200
+    except OSError:
+        return False
+
+
+def running(supervisor, name: str) -> dict | None:
+    info = supervisor.getProcessInfo(name)
+    return info if info["statename"] == "RUNNING" else None
+
+
+def stop_set(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def tails(run_dir: Path) -> str:
+    return "\n".join(f"--- {log.name}\n{log.read_text()[-2000:]}" for log in sorted(run_dir.glob("*.log")))
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothing_is_lost(
+    on_postgresql, provider, policy, tmp_path
+):
+    redis_port, first_port = free_port(), free_port()
+    second_port = first_port + 1
+    own_redis = f"redis://127.0.0.1:{redis_port}"
+    env = {
+        **child_env(redis_url=f"{own_redis}/0", broker_url=f"{own_redis}/1", var_dir=tmp_path),
+        "CELERY_CONCURRENCY": "1", "COMPACTWEB_LEASE_TTL_SECONDS": str(LEASE_TTL_SECONDS),
+    }
+    run_dir = tmp_path / "scale-out"
+    runs = fleet.do_start_fleet(scenario="many-short-turns", count=FLEET_SIZE, provider=provider, policy=policy,
+                                turns_per_minute=TURNS_PER_MINUTE, loop=True, seed=15)
+    session_ids = [run.session_id for run in runs]
+    redis_server = start_redis(redis_port, tmp_path)
+    launcher = None
+    try:
+        with open(tmp_path / "launcher.log", "w") as out:
+            launcher = subprocess.Popen(
+                [str(ROOT / "scripts" / "scale-out"), "--web", "2", "--workers", "2", "--port", str(first_port)],
+                env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            )
+        wait_until(lambda: (run_dir / "supervisor.sock").exists() or launcher.poll() is not None,
+                   "supervisord to start", timeout=DEADLINE_SECONDS)
+        assert launcher.poll() is None, (tmp_path / "launcher.log").read_text()
+        supervisor = supervisor_proxy(str(run_dir / "supervisor.sock"))
+        wait_until(lambda: answers(first_port) and answers(second_port), f"both web processes\n{tails(run_dir)}",
+                   timeout=DEADLINE_SECONDS)
+        started = utc_now()
+        wait_until(lambda: steps_between(session_ids, started, None) >= FLEET_SIZE,
+                   f"the fleet to step\n{tails(run_dir)}", timeout=DEADLINE_SECONDS)
+
+        for name in (f"web-{first_port}", "worker-1", "scheduler"):
+            old_pid = supervisor.getProcessInfo(name)["pid"]
+            os.kill(old_pid, signal.SIGKILL)
+            killed_at = utc_now()
+            # The rest keep serving: the other web process answers while this one is down.
+            assert healthz(second_port)[0] == 200
+            wait_until(lambda name=name, old_pid=old_pid: (running(supervisor, name) or {}).get("pid", old_pid)
+                       != old_pid, f"supervisord to restart {name}\n{tails(run_dir)}", timeout=DEADLINE_SECONDS)
+            if name.startswith("web-"):
+                wait_until(lambda: answers(first_port), f"{name} to answer again\n{tails(run_dir)}",
+                           timeout=DEADLINE_SECONDS)
+            wait_until(lambda killed_at=killed_at: steps_between(session_ids, killed_at, None) >= FLEET_SIZE,
+                       f"the fleet to step after {name} was killed\n{tails(run_dir)}", timeout=DEADLINE_SECONDS)
+
+        fleet.do_stop_run()
+        wait_until(lambda: not Session.objects.filter(pk__in=session_ids).exclude(lease_holder="").exists(),
+                   "the steps in flight to finish (or a dead step's lease to expire)", timeout=DEADLINE_SECONDS)
+        restarts = (run_dir / "supervisord.log").read_text()
+    finally:
+        if launcher is not None:
+            stop_set(launcher)
+        stop_set(redis_server)
+
+    for name in (f"web-{first_port}", "worker-1", "scheduler"):
+        assert f"exited: {name} (terminated by SIGKILL; not expected)" in restarts
+    assert f"exited: web-{second_port}" not in restarts and "exited: worker-2" not in restarts
+    # Nothing lost or doubled: contiguous rollouts, each scenario step run once, projections equal to rebuilds.
+    for session_id in session_ids:
+        seqs = list(RolloutLine.objects.filter(session_id=session_id).order_by("seq").values_list("seq", flat=True))
+        assert seqs == list(range(1, len(seqs) + 1)), f"session {session_id}: seqs not contiguous"
+        contexts = RolloutLine.objects.filter(session_id=session_id, kind="turn_context", payload__has_key="step")
+        steps = [line.payload["step"] for line in contexts.order_by("seq")]
+        assert steps == list(range(len(steps))), f"session {session_id}: turns {steps}"
+        assert verify_projection(session=Session.objects.get(pk=session_id)) == []
+    assert set(SimulatorRun.objects.filter(session_id__in=session_ids).values_list("status", flat=True)) == {
+        SimulatorRun.Status.STOPPED}
