@@ -334,7 +334,7 @@ def test_a_worker_busy_with_a_task_when_redis_restarts_reconnects_instead_of_exi
     slow, quick = (make_session(items=[user_message(text), user_message("and then?")]) for text in ("one", "two"))
     Session.objects.filter(pk=slow.pk).update(fault_injection={"fault": f"slow={SLOW_SECONDS}"})
     log = tmp_path / "worker.log"
-    broker = Celery("compactweb-test", broker=own_redis)
+    broker = Celery("compactweb-test", broker=own_redis, set_as_current=False)
     redis_server = start_redis(redis_port, tmp_path)
     worker = None
     try:

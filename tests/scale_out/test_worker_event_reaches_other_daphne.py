@@ -59,7 +59,7 @@ def test_a_line_written_by_a_celery_worker_reaches_a_websocket_on_another_daphne
     queue = f"compactweb-test-{uuid.uuid4().hex[:8]}"
     env = child_env(redis_url=redis_url, broker_url=redis_url, var_dir=tmp_path)
     port = free_port()
-    broker = Celery("compactweb-test", broker=redis_url)
+    broker = Celery("compactweb-test", broker=redis_url, set_as_current=False)
     web = worker = None
     try:
         web = start_daphne(port=port, env=env, log=tmp_path / "daphne.log")

@@ -56,7 +56,7 @@ def test_a_worker_killed_mid_compaction_leaves_history_unchanged_and_the_next_co
     before = history(session.pk)
     queue = f"compactweb-test-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "worker.log"
-    broker = Celery("compactweb-test", broker=redis_url)
+    broker = Celery("compactweb-test", broker=redis_url, set_as_current=False)
     client = redis.Redis.from_url(redis_url)
     worker = None
     try:

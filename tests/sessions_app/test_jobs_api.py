@@ -45,6 +45,9 @@ def operator_user(make_user):
 
 @pytest.fixture
 def with_workers(monkeypatch):
+    from compactweb.celery import app
+
+    app.set_current()  # tasks resolve through the current app: compactweb's, eager in the tests
     monkeypatch.setattr(background, "uses_broker", lambda: True)
 
 

@@ -52,7 +52,7 @@ def test_a_simulated_session_runs_on_a_celery_worker_and_tells_the_same_story(re
     import redis
 
     queue = f"compactweb-test-{uuid.uuid4().hex[:8]}"
-    broker = Celery("compactweb-test", broker=redis_url)
+    broker = Celery("compactweb-test", broker=redis_url, set_as_current=False)
     run = fleet.do_start_fleet(scenario=SCENARIO, count=1, provider=provider, policy=policy, seed=SEED,
                                loop=True, context_window=WINDOW)[0]
     log = tmp_path / "worker.log"
