@@ -10,7 +10,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.parsers import BaseParser, FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,7 +20,7 @@ from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
 from sessions_app import jobs, selectors, transfer
 from sessions_app.api_jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, answer_job, wants_wait
-from sessions_app.codex_rollout import RolloutExportError, RolloutImportError
+from sessions_app.codex_rollout import RolloutExportError
 from sessions_app.models import Job, Session
 
 EXPORT_LINES_PER_CHUNK = 200
@@ -123,20 +123,6 @@ def _row(model, pk, name: str):
         return model.objects.get(pk=pk)
     except model.DoesNotExist:
         raise ApiError(status_code=400, code="invalid", message=f"{name}: {name} {pk} does not exist") from None
-
-
-def invalid_rollout(exc: RolloutImportError) -> Response:
-    """400 naming every bad line; the usual error envelope plus `lines`."""
-    return Response(
-        {
-            "error": {
-                "code": "invalid_rollout",
-                "message": str(exc),
-                "lines": [{"line": no, "message": msg} for no, msg in exc.errors],
-            }
-        },
-        status=status.HTTP_400_BAD_REQUEST,
-    )
 
 
 def refused(exc: transfer.TransferRefused) -> ApiError:
