@@ -150,6 +150,17 @@ class CompactionPolicyAdmin(AuditedAdminMixin, admin.ModelAdmin):
             "description": "Blank values use the provider's own settings (spec §6.2).",
             "fields": ("stream_max_retries", "request_max_retries", "fallback_model"),
         }),
+        ("Observation masking", {
+            "description": "compactweb's fifth method (strategy masking): tool outputs older than the recency window "
+                           "become placeholders, no model call; the hybrid summarises what masking leaves when it is "
+                           "not enough (docs/retention.md).",
+            "fields": ("masking_keep_turns", "masking_keep_tokens", "masking_summarise"),
+        }),
+        ("Retention and pins", {
+            "description": "The structural retention check runs after every compaction; the model-judged probes "
+                           "cost tokens. A compaction is flagged below the threshold or when it loses a pin.",
+            "fields": ("retention_probes", "retention_flag_below", "pin_mode"),
+        }),
         ("Hooks", {"fields": ("hooks",)}),
     )
 
@@ -215,7 +226,13 @@ class AlertSettingsAdmin(admin.ModelAdmin):
                     "pause_on")
 
     def has_add_permission(self, request) -> bool:
-        return not AlertSettings.objects.exists()
+        return False
+
+    def changelist_view(self, request, extra_context=None):
+        """There is one row: open it."""
+        from django.shortcuts import redirect
+
+        return redirect("admin:compaction_app_alertsettings_change", AlertSettings.current().pk)
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False

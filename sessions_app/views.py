@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from compaction_app.alerts import recent_alerts
 from compaction_app.models import CompactionPolicy, Provider
+from compaction_app.retention import session_pins
 from compactweb.roles import OPERATOR, role_of, role_required
 from sessions_app import live_render, selectors
 from sessions_app.fleet_filter import STATES, FleetFilter
@@ -30,6 +31,7 @@ STRATEGIES = (
     ("remote_v1", "remote v1 (/responses/compact)"),
     ("remote_v2", "remote v2 (compaction_trigger)"),
     ("token_budget", "token budget (new window)"),
+    ("masking", "observation masking (no model call)"),
 )
 MAX_INSTRUCTIONS = 4000
 MAX_FLEET = 50
@@ -91,7 +93,8 @@ def fleet_rows(request):
 def session_detail(request, pk: int):
     session = _session_or_404(pk)
     context = live_render.session_context(session=session)
-    context.update(role=role_of(request.user), nav="fleet", strategies=STRATEGIES)
+    context.update(role=role_of(request.user), nav="fleet", strategies=STRATEGIES,
+                   pins=session_pins(session_id=session.pk))
     return render(request, "sessions_app/session_detail.html", context)
 
 

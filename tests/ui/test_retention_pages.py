@@ -81,3 +81,29 @@ def test_analytics_rolls_retention_and_cost_up_by_strategy_policy_model_and_day(
         assert f'data-by="{by}"' in rollup
     strategy_table = rollup[rollup.index('data-by="strategy"'):rollup.index('data-by="policy"')]
     assert "<td>local</td>" in strategy_table and f"{round(compaction.retention_score * 100)}%" in strategy_table
+
+
+@pytest.mark.django_db
+def test_pins_are_added_and_removed_from_the_session_page(operator_user, make_session):
+    from compaction_app.retention import session_pins
+
+    session = make_session(items=[user_message("hi")])
+    client = login(operator_user)
+    response = client.post(f"/sessions/{session.pk}/pins/", {"kind": "constraint", "text": f"never {SCRIPT}"},
+                           follow=True)
+    body = response.content.decode()
+    (pin,) = session_pins(session_id=session.pk)
+    assert "Pinned:" in body and "never &lt;script&gt;" in body and SCRIPT not in body
+    body = client.post(f"/sessions/{session.pk}/pins/", {"kind": "wish", "text": "x"}, follow=True).content.decode()
+    assert "Not pinned: kind" in body and len(session_pins(session_id=session.pk)) == 1
+    client.post(f"/sessions/{session.pk}/pins/{pin.pin_id}/remove/", follow=True)
+    assert session_pins(session_id=session.pk) == []
+
+
+@pytest.mark.django_db
+def test_pinning_needs_the_operator_role_and_csrf(make_user, make_session):
+    session = make_session(items=[user_message("hi")])
+    assert Client().post(f"/sessions/{session.pk}/pins/", {"text": "x"}).status_code == 302  # to the login page
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(make_user("operator"))
+    assert strict.post(f"/sessions/{session.pk}/pins/", {"text": "x"}).status_code == 403
