@@ -21,6 +21,8 @@ def _policy_form(policy: CompactionPolicy, **changes) -> dict:
         "token_counter": policy.token_counter, "user_message_budget": policy.user_message_budget,
         "retained_message_budget": policy.retained_message_budget, "auto_compact_token_limit": "",
         "compact_prompt": "", "stream_max_retries": "", "request_max_retries": "", "fallback_model": "",
+        "masking_keep_turns": policy.masking_keep_turns, "masking_keep_tokens": "", "retention_flag_below": "",
+        "pin_mode": policy.pin_mode,
     }
     data.update(changes)
     return data
