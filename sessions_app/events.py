@@ -42,29 +42,23 @@ async def _asend(groups: list[str], message: dict[str, Any]) -> None:
             logger.exception("could not publish %s to %s", message.get("kind"), group)
 
 
-class _PublisherLoop:
-    """One event loop thread per process for publishing from code that runs outside any event loop (Celery
-    workers, management commands). `async_to_sync` would start a new loop per call there, and the Redis layer
-    would open a new connection on each; this loop keeps its connections."""
+class _ThreadLoops(threading.local):
+    """One event loop per thread for publishing from code that runs outside any event loop (Celery workers,
+    management commands): `async_to_sync` would start a new loop per call there (and the Redis layer would open a
+    new connection on each); this one is created once per thread and run in place, with no thread hop."""
 
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pid = 0
-        self._lock = threading.Lock()
-
-    def loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._pid != os.getpid():  # a forked worker starts its own thread
-                self._loop = asyncio.new_event_loop()
-                self._pid = os.getpid()
-                threading.Thread(target=self._loop.run_forever, name="compactweb-publisher", daemon=True).start()
-            return self._loop
+    loop: asyncio.AbstractEventLoop | None = None
+    pid: int = 0
 
     def run(self, coro) -> None:
-        asyncio.run_coroutine_threadsafe(coro, self.loop()).result()
+        if self.loop is None or self.loop.is_closed() or self.pid != os.getpid():  # a forked worker gets its own
+            self.loop, self.pid = asyncio.new_event_loop(), os.getpid()
+        self.loop.run_until_complete(coro)
 
 
-_publisher = _PublisherLoop()
+_thread_loops = _ThreadLoops()
+
+
 _local = threading.local()
 
 
@@ -78,6 +72,14 @@ def _in_sync_to_async_thread() -> bool:
     )
 
 
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _send(groups: list[str], message: dict[str, Any]) -> None:
     collector = getattr(_local, "collector", None)
     if collector is not None:
@@ -85,11 +87,11 @@ def _send(groups: list[str], message: dict[str, Any]) -> None:
         return
     if get_channel_layer() is None:
         return
-    if _in_sync_to_async_thread():
+    if _in_sync_to_async_thread() or _loop_running():
         # One trip into the caller's event loop for every group: each async_to_sync call costs a thread hop.
         async_to_sync(_asend)(groups, message)
     else:
-        _publisher.run(_asend(groups, message))
+        _thread_loops.run(_asend(groups, message))
 
 
 @contextmanager

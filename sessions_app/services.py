@@ -111,13 +111,69 @@ def _prepare(line: NewLine, header: p.Header, tokens_of: TokenCounter) -> tuple[
 LOCK_FIELDS = (*Session.HEADER_FIELDS, "title", "state", "provider_id", "policy_id", "lease_holder")
 
 
-def _lock_header(session: Session) -> dict[str, Any]:
-    """Lock the session row for this transaction (a no-op lock on SQLite, whose IMMEDIATE transactions serialise
-    writers) and read its header columns: one narrow SELECT instead of a whole row with its provider and policy."""
-    row = Session.objects.select_for_update().filter(pk=session.pk).values_list(*LOCK_FIELDS).first()
-    if row is None:
-        raise Session.DoesNotExist(f"no session {session.pk}")
-    return dict(zip(LOCK_FIELDS, row, strict=True))
+class _AppendStatements:
+    """The append's four statements as SQL written once per database (lock and read the header, insert the lines,
+    insert the live items, write the header back), run on Django's cursor inside the append's transaction.
+
+    An append is the hottest write of the dashboard (every model response of every session), and building these
+    statements through the ORM cost several times the statements themselves. Values go through each field's own
+    `get_db_prep_save`, so JSON, datetimes and booleans are adapted exactly as the ORM adapts them."""
+
+    def __init__(self, connection) -> None:
+        quote = connection.ops.quote_name
+        self.connection = connection
+        self.lock_fields = [Session._meta.get_field(name) for name in LOCK_FIELDS]
+        lock_for = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        self.lock = (f"SELECT {', '.join(quote(f.column) for f in self.lock_fields)} "
+                     f"FROM {quote(Session._meta.db_table)} WHERE {quote('id')} = %s{lock_for}")
+        self.line_fields = [RolloutLine._meta.get_field(n) for n in
+                            ("session", "seq", "timestamp", "kind", "payload", "tokens", "item_tokens", "actor")]
+        self.insert_line = self._insert(RolloutLine, self.line_fields)
+        self.live_fields = [LiveItem._meta.get_field(n) for n in
+                            ("session", "position", "item", "tokens", "source_seq", "model_generated")]
+        self.insert_live = self._insert(LiveItem, self.live_fields)
+        self._updates: dict[tuple[str, ...], str] = {}
+
+    def _insert(self, model, fields) -> str:
+        quote = self.connection.ops.quote_name
+        return (f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+                f"VALUES ({', '.join(['%s'] * len(fields))})")
+
+    def _prep(self, fields, values) -> list[Any]:
+        return [f.get_db_prep_save(v, self.connection) for f, v in zip(fields, values, strict=True)]
+
+    def read_header(self, cursor, session_id: int) -> dict[str, Any]:
+        cursor.execute(self.lock, [session_id])
+        row = cursor.fetchone()
+        if row is None:
+            raise Session.DoesNotExist(f"no session {session_id}")
+        return {f.attname: f.to_python(v) for f, v in zip(self.lock_fields, row, strict=True)}
+
+    def insert(self, cursor, sql: str, fields, rows: list[tuple]) -> None:
+        if rows:
+            cursor.executemany(sql, [self._prep(fields, r) for r in rows])
+
+    def write_header(self, cursor, session_id: int, changes: dict[str, Any]) -> None:
+        names = tuple(changes)
+        sql = self._updates.get(names)
+        fields = [Session._meta.get_field(n) for n in names]
+        if sql is None:
+            quote = self.connection.ops.quote_name
+            sql = (f"UPDATE {quote(Session._meta.db_table)} SET "
+                   f"{', '.join(f'{quote(f.column)} = %s' for f in fields)} WHERE {quote('id')} = %s")
+            self._updates[names] = sql
+        cursor.execute(sql, [*self._prep(fields, changes.values()), session_id])
+
+
+_statements: dict[str, _AppendStatements] = {}
+
+
+def _append_statements(connection) -> _AppendStatements:
+    found = _statements.get(connection.alias)
+    if found is None or found.connection.vendor != connection.vendor:
+        found = _statements[connection.alias] = _AppendStatements(connection)
+    found.connection = connection
+    return found
 
 
 @transaction.atomic
@@ -132,9 +188,14 @@ def append_rollout_lines(
     once by the caller, e.g. once per turn). `release_lease`: a lease holder whose lease this same write releases
     (the last write of a turn), if it still holds it.
     """
-    fresh = _lock_header(session)
-    for name in LOCK_FIELDS:
-        setattr(session, name, fresh[name])
+    connection = transaction.get_connection()
+    sql = _append_statements(connection)
+    cursor = connection.cursor()
+    # Lock the session row for this transaction (a no-op lock on SQLite, whose IMMEDIATE transactions serialise
+    # writers) and read its header columns: one narrow SELECT, not the whole row with its provider and policy.
+    fresh = sql.read_header(cursor, session.pk)
+    for name, value in fresh.items():
+        setattr(session, name, value)
     tokens_of = counter_for(session)
     header = session.header
     now = timezone.now()
@@ -174,21 +235,25 @@ def append_rollout_lines(
                 )
             )
         header = next_header
-    RolloutLine.objects.bulk_create(rows)
+    actor_id = getattr(actor, "pk", actor)
+    sql.insert(cursor, sql.insert_line, sql.line_fields, [
+        (session.pk, r.seq, r.timestamp, r.kind, r.payload, r.tokens, r.item_tokens, actor_id) for r in rows])
     if replaced:
         LiveItem.objects.filter(session=session).delete()
-    if pending_live:
-        LiveItem.objects.bulk_create(pending_live)
+    sql.insert(cursor, sql.insert_live, sql.live_fields, [
+        (session.pk, e.position, e.item, e.tokens, e.source_seq, e.model_generated) for e in pending_live])
     if windows:
         ContextWindow.objects.bulk_create(windows)
     session.set_header(header)
     session.updated_at = now
     changes = {name: getattr(session, name) for name in Session.HEADER_FIELDS}
+    changes["updated_at"] = now
     if release_lease and fresh["lease_holder"] == release_lease:
         # The row is locked by this transaction and the lease is ours: release it in the same UPDATE.
         changes.update(lease_holder="", lease_purpose="", lease_expires_at=None)
         session.lease_holder, session.lease_purpose, session.lease_expires_at = "", "", None
-    Session.objects.filter(pk=session.pk).update(updated_at=now, **changes)
+    sql.write_header(cursor, session.pk, changes)
+    cursor.close()
     described = [(r.seq, r.kind, r.payload.get("type") if r.kind == p.EVENT_MSG else None) for r in rows]
     # The summary is taken now, from the columns this transaction locked and wrote, so publishing reads nothing back.
     summary = selectors.session_summary(session=session)

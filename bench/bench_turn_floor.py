@@ -1,0 +1,267 @@
+"""Benchmark: a turn and an append against their floors, measured side by side in one run.
+
+1. A turn with a constant-time model client (no work per input item; one assistant message and its usage) through
+   `arun_turn`, on a session whose history holds 1k and 100k items. The turn writes 6 rollout lines (turn_started,
+   turn_context, the user message, the answer, its usage, turn_complete) and tokenizes its 2 new items. Floors: the
+   same 6 rows inserted in one transaction with the ORM's bulk_create, plus counting the 2 items (the ORM floor),
+   and the same with one raw executemany (the raw floor). Goals: turn <= 4x the ORM floor; turn at 100k <= 1.2x
+   the turn at 1k.
+2. Appending one item through `append_rollout_lines` (validate, count, lock the header, insert the line and its
+   live item, update the header) against one raw INSERT transaction of a rollout row. Goal: <= 3x.
+
+The figures are medians; the floors are measured in the same process, interleaved with the project's runs, so a
+busy machine slows both. SQLite by default (a throwaway file); with DATABASE_URL (PostgreSQL) a throwaway database
+`<name>_bench_<pid>` is created on that server and dropped at the end.
+
+    .venv/bin/python bench/bench_turn_floor.py                 # SQLite, about two minutes (growing 100k items)
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/compactweb .venv/bin/python bench/bench_turn_floor.py
+    .venv/bin/python bench/bench_turn_floor.py --quick         # 1k and 5k items, a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _setup_django(tmp: Path) -> str | None:
+    """Point Django at a throwaway database; returns the PostgreSQL database to drop afterwards, if any."""
+    for name in ("REDIS_URL", "CELERY_BROKER_URL", "COMPACTWEB_RUN_SIMULATOR"):
+        os.environ.pop(name, None)
+    throwaway = None
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        import psycopg
+
+        base, _, name = url.rpartition("/")
+        throwaway = f"{name.split('?')[0]}_bench_{os.getpid()}"
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{throwaway}"')
+        os.environ["DATABASE_URL"] = f"{base}/{throwaway}"
+    os.environ["SQLITE_PATH"] = str(tmp / "bench.sqlite3")
+    os.environ["COMPACTWEB_VAR_DIR"] = str(tmp)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "compactweb.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    return throwaway
+
+
+def _drop(throwaway: str | None) -> None:
+    if not throwaway:
+        return
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    base = os.environ["DATABASE_URL"].rpartition("/")[0]
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{throwaway}" WITH (FORCE)')
+
+
+class ConstantClient:
+    """A model that answers every request at once with the same short message (no work per input item)."""
+
+    model = "constant"
+
+    async def stream_response(self, request):
+        from compaction_app.providers.base import StreamEvent, Usage
+
+        yield StreamEvent(type="response.created", response_id="r")
+        yield StreamEvent(type="response.output_item.done", item={
+            "type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]})
+        yield StreamEvent(type="response.completed", usage=Usage(input_tokens=1_000, output_tokens=3,
+                                                                 total_tokens=1_003))
+
+    async def compact(self, request):  # pragma: no cover
+        raise NotImplementedError("the constant-time benchmark client does not compact (the window is 100M)")
+
+
+def _item(i: int) -> dict:
+    if i % 3 == 0:
+        return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": f"step {i}: run it"}]}
+    if i % 3 == 1:
+        return {"type": "function_call", "call_id": f"c{i}", "name": "shell", "arguments": '{"cmd": "pytest -q"}'}
+    return {"type": "function_call_output", "call_id": f"c{i - 1}", "output": f"{i} passed in 0.{i % 97}s"}
+
+
+def _session(items: int, title: str):
+    from compaction_app.models import CompactionPolicy, Provider
+    from sessions_app.services import NewLine, append_rollout_lines, do_create_session
+    from sessions_app.signals import rollout_appended
+
+    provider, _ = Provider.objects.get_or_create(
+        name="bench-floor", defaults={"base_url": Provider.EMBEDDED, "model": "sim-1", "context_window": 100_000_000})
+    policy, _ = CompactionPolicy.objects.get_or_create(name="bench-floor")
+    session = do_create_session(title=title, provider=provider, policy=policy)
+    # Growing the history is set-up: no live event per grown line.
+    receivers = rollout_appended.receivers
+    rollout_appended.receivers = []
+    try:
+        done = 0
+        while done < items:
+            n = min(5_000, items - done)
+            append_rollout_lines(session=session, lines=[NewLine("response_item", _item(done + i)) for i in range(n)])
+            done += n
+    finally:
+        rollout_appended.receivers = receivers
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:  # a dashboard that grew turn by turn checkpoints as it goes
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return session
+
+
+class Floors:
+    """The minimal work of a turn and of an append, on a session of their own."""
+
+    def __init__(self) -> None:
+        from compaction_app.engine.tokens import counter
+
+        self.session = _session(0, "floor")
+        self.seq = 10_000
+        self.counter = counter("o200k_base")
+        self.user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "turn: carry on"}]}
+        self.answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}
+
+    def _rows(self) -> list[tuple[str, dict]]:
+        return [("event_msg", {"type": "turn_started"}), ("turn_context", {"model": "sim-1"}),
+                ("response_item", self.user), ("response_item", self.answer),
+                ("event_msg", {"type": "token_count"}), ("event_msg", {"type": "turn_complete"})]
+
+    def orm_turn(self) -> float:
+        from django.db import transaction
+        from django.utils import timezone
+
+        from sessions_app.models import RolloutLine
+
+        start = time.perf_counter()
+        tokens = [self.counter.count_item(self.user), self.counter.count_item(self.answer)]
+        now = timezone.now()
+        rows = []
+        for kind, payload in self._rows():
+            self.seq += 1
+            rows.append(RolloutLine(session=self.session, seq=self.seq, timestamp=now, kind=kind, payload=payload,
+                                    tokens=tokens[0] if payload is self.user else 0))
+        with transaction.atomic():
+            RolloutLine.objects.bulk_create(rows)
+        return (time.perf_counter() - start) * 1000
+
+    def raw_turn(self) -> float:
+        from django.db import connection, transaction
+        from django.utils import timezone
+
+        start = time.perf_counter()
+        tokens = [self.counter.count_item(self.user), self.counter.count_item(self.answer)]
+        now = timezone.now()
+        values = []
+        for kind, payload in self._rows():
+            self.seq += 1
+            values.append((self.session.pk, self.seq, now, kind, _json(payload), tokens[0]))
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.executemany(_INSERT, values)
+        return (time.perf_counter() - start) * 1000
+
+    def raw_insert(self) -> float:
+        from django.db import connection, transaction
+        from django.utils import timezone
+
+        start = time.perf_counter()
+        self.seq += 1
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_INSERT, (self.session.pk, self.seq, timezone.now(), "response_item", _json(self.user), 5))
+        return (time.perf_counter() - start) * 1000
+
+
+_INSERT = ("INSERT INTO sessions_app_rolloutline (session_id, seq, timestamp, kind, payload, tokens) "
+           "VALUES (%s, %s, %s, %s, %s, %s)")
+
+
+def _json(payload: dict) -> str:
+    import json
+
+    return json.dumps(payload)
+
+
+def turns(items: int, count: int, floors: Floors) -> dict[str, float]:
+    from asgiref.sync import async_to_sync
+
+    from sessions_app.turn_services import arun_turn
+
+    session = _session(items, f"bench {items}")
+    client = ConstantClient()
+
+    async def one(n: int) -> float:
+        start = time.perf_counter()
+        result = await arun_turn(session_id=session.pk, user_input=f"turn {n}: carry on", client=client)
+        assert result.ok, result
+        return (time.perf_counter() - start) * 1000
+
+    first = async_to_sync(one)(0)  # loads the history into the per-process cache: reported apart
+    ours, orm, raw = [], [], []
+    for n in range(1, count + 1):
+        ours.append(async_to_sync(one)(n))
+        orm.append(floors.orm_turn())
+        raw.append(floors.raw_turn())
+    return {"items": items, "first_ms": first, "turn_ms": statistics.median(ours),
+            "orm_ms": statistics.median(orm), "raw_ms": statistics.median(raw)}
+
+
+def appends(count: int, floors: Floors) -> dict[str, float]:
+    from sessions_app.services import NewLine, append_rollout_lines
+
+    session = _session(1_000, "bench append")
+    item = {"type": "function_call_output", "call_id": "x", "output": "ok"}
+    ours, raw = [], []
+    for _ in range(count):
+        start = time.perf_counter()
+        append_rollout_lines(session=session, lines=[NewLine("response_item", item)])
+        ours.append((time.perf_counter() - start) * 1000)
+        raw.append(floors.raw_insert())
+    return {"append_ms": statistics.median(ours), "raw_ms": statistics.median(raw)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--turns", type=int, default=60)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        throwaway = _setup_django(Path(tmp))
+        try:
+            from django.db import connection
+
+            vendor = connection.vendor
+            floors = Floors()
+            sizes = (1_000, 5_000) if args.quick else (1_000, 100_000)
+            rows = [turns(items, 20 if args.quick else args.turns, floors) for items in sizes]
+            append = appends(100 if args.quick else 300, floors)
+        finally:
+            _drop(throwaway)
+    print(f"database: {vendor}")
+    for r in rows:
+        print(f"turn at {r['items']:>7,} items: {r['turn_ms']:6.2f} ms (first {r['first_ms']:.1f} ms) | ORM floor "
+              f"{r['orm_ms']:.2f} ms -> {r['turn_ms'] / r['orm_ms']:.2f}x (goal <= 4x) | raw floor {r['raw_ms']:.2f} ms "
+              f"-> {r['turn_ms'] / r['raw_ms']:.1f}x")
+    print(f"turn at {sizes[-1]:,} / at {sizes[0]:,} items: {rows[-1]['turn_ms'] / rows[0]['turn_ms']:.2f}x "
+          f"(goal <= 1.2x)")
+    print(f"append one item: {append['append_ms']:.2f} ms | raw INSERT transaction {append['raw_ms']:.2f} ms -> "
+          f"{append['append_ms'] / append['raw_ms']:.2f}x (goal <= 3x)")
+
+
+if __name__ == "__main__":
+    asyncio.set_event_loop_policy(None)
+    main()
