@@ -99,18 +99,19 @@ class Lease:
 def acquire(*, session_id: int, purpose: str, ttl: timedelta | None = None) -> Lease:
     """Take the session's lease or raise SessionBusy (Session.DoesNotExist if there is no such session);
     SessionReadOnly for a session that follows a Codex rollout file."""
-    refuse_if_followed(session_id=session_id)
     ttl = lease_ttl() if ttl is None else ttl
     now = timezone.now()
     holder = uuid.uuid4().hex
     lease_fields = {"lease_holder": holder, "lease_purpose": purpose, "lease_expires_at": now + ttl}
+    sessions = Session.objects.exclude(source=FOLLOWED_SOURCE)
     with transaction.atomic():
         # The common case, a free session, is one conditional UPDATE; only a held lease is checked for expiry.
-        taken = Session.objects.filter(pk=session_id, lease_holder="").update(**lease_fields)
+        taken = sessions.filter(pk=session_id, lease_holder="").update(**lease_fields)
         expired = False
         if not taken:
+            refuse_if_followed(session_id=session_id)  # why it was not taken: read-only, busy, or expired
             taken = (
-                Session.objects.filter(pk=session_id, lease_expires_at__lt=now).exclude(lease_holder="")
+                sessions.filter(pk=session_id, lease_expires_at__lt=now).exclude(lease_holder="")
                 .update(**lease_fields)
             )
             expired = bool(taken)

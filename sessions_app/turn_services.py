@@ -191,6 +191,7 @@ class SessionTurnPort:
         self._session: Session | None = session
         self._release_on_complete = release_lease_on_complete and lease is not None
         self.lease_released = False
+        self.alerts_recorded = False
         self.first_seq: int | None = None
 
     # --- sync halves (run in Django's sync thread) ---
@@ -228,6 +229,10 @@ class SessionTurnPort:
             self.lease_released = True
         if self.first_seq is None and rows:
             self.first_seq = rows[0].seq
+        if _completes_turn(records, self.turn_id) and self.first_seq is not None:
+            # The alert watch reads the finished turn in the same trip to the database thread.
+            record_turn_alerts(session_id=session.pk, first_seq=self.first_seq, last_seq=session.last_seq)
+            self.alerts_recorded = True
         history_cache.appended(
             session.pk, before_seq=before, after_seq=session.last_seq,
             items=[normalize_kind(r.payload) for r in rows if r.kind == RESPONSE_ITEM],
@@ -385,8 +390,9 @@ async def arun_turn(
                 await model.aclose()
         result.first_seq = port.first_seq or 0
         result.last_seq = port.last_seq
-        await sync_to_async(record_turn_alerts)(session_id=session_id, first_seq=result.first_seq,
-                                                last_seq=result.last_seq)
+        if not port.alerts_recorded:
+            await sync_to_async(record_turn_alerts)(session_id=session_id, first_seq=result.first_seq,
+                                                    last_seq=result.last_seq)
         return result
     finally:
         if own_lease and not (port is not None and port.lease_released):
