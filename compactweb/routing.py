@@ -61,8 +61,10 @@ def http_router(django_app):
     compactweb.sim_mount) when COMPACTWEB_SIM_ENABLED, everything else to Django."""
     from django.conf import settings
 
+    from compactweb.body_limit import asgi_body_limit
     from compactweb.sim_mount import create_mounted_app
 
+    django_app = asgi_body_limit(django_app)  # 413 before an oversized body is read (the simulator has its own cap)
     if not settings.COMPACTWEB_SIM_ENABLED:
         return django_app
     sim_app = create_mounted_app(recorder=_sim_recorder())

@@ -67,6 +67,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "compactweb.body_limit.BodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -237,6 +238,12 @@ AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
 AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
 
+# Request bodies (compactweb.body_limit): larger ones answer 413 before they are read.
+COMPACTWEB_MAX_REQUEST_BYTES = int(os.environ.get("COMPACTWEB_MAX_REQUEST_BYTES", str(8 * 1024 * 1024)))
+COMPACTWEB_MAX_IMPORT_BYTES = int(os.environ.get("COMPACTWEB_MAX_IMPORT_BYTES", str(64 * 1024 * 1024)))
+# Django's own check on request.body must not refuse (with an HTML 400) what the limits above allow.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(COMPACTWEB_MAX_REQUEST_BYTES, COMPACTWEB_MAX_IMPORT_BYTES)
+
 # API throttling per user (compactweb.throttles); counts are per process with the default local-memory cache.
 COMPACTWEB_THROTTLE_RATES = {"user": os.environ.get("COMPACTWEB_THROTTLE_USER", "6000/minute")}
 
@@ -251,6 +258,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "compactweb.parsers.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_THROTTLE_CLASSES": ["compactweb.throttles.UserThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "compactweb.api_errors.exception_handler",

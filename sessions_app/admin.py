@@ -1,7 +1,10 @@
 from django.contrib import admin
 from django.utils.html import format_html
 
+from compactweb import auth_admin
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
+
+auth_admin.register()  # users and groups without a way up for the admin role (issue 14)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -15,9 +15,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from compactweb.api_errors import ApiError
-from compactweb.roles import IsOperator
+from compactweb.roles import SUPPORT, IsOperator, has_role
 from sessions_app import selectors, services
-from sessions_app.item_validation import ItemValidationError
+from sessions_app.item_validation import ItemValidationError, privileged_item_paths
 from sessions_app.locks import SessionReadOnly
 from sessions_app.models import RolloutLine, Session
 from sessions_app.serializers import (
@@ -86,6 +86,11 @@ class SessionItems(APIView):
         session = _session_or_404(pk)
         data = AppendItemsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        privileged = privileged_item_paths(data.validated_data["items"])
+        if privileged and not has_role(request.user, SUPPORT):
+            raise ApiError(status_code=403, code="permission_denied",
+                           message=f"{privileged[0]}: appending a compaction or a developer/system message to a "
+                           "session needs the support role")
         try:
             result = services.do_append_items(session=session, actor=request.user, **data.validated_data)
         except ItemValidationError as exc:

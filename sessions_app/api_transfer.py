@@ -11,12 +11,13 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.parsers import BaseParser, FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.api_errors import ApiError
+from compactweb.parsers import SafeJSONParser
 from compactweb.roles import IsOperator
 from sessions_app import jobs, selectors, transfer
 from sessions_app.api_jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, answer_job, wants_wait
@@ -229,7 +230,7 @@ class SessionReplay(APIView):
     """Replay a session under another policy as a new, linked session, and compare the two."""
 
     permission_classes = [IsOperator]
-    parser_classes = [JSONParser, FormParser, MultiPartParser]
+    parser_classes = [SafeJSONParser, FormParser, MultiPartParser]
 
     @extend_schema(
         request=ReplayRequestSerializer,

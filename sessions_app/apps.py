@@ -8,11 +8,13 @@ class SessionsAppConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
+        from compactweb import role_permissions
         from compactweb.role_permissions import grant_admin_permissions
         from sessions_app import events, rollout_guard
         from sessions_app.signals import rollout_appended
 
         rollout_guard.connect_signals()
+        role_permissions.connect_signals()
         rollout_appended.connect(events.on_rollout_appended, dispatch_uid="compactweb_publish_lines")
         post_migrate.connect(grant_admin_permissions, dispatch_uid="compactweb_admin_permissions")
 

@@ -197,3 +197,21 @@ def validate_items(items: Any, field: str = "items") -> list[Item]:
     if not isinstance(items, list):
         raise ItemValidationError(field, "must be a list of items")
     return [validate_item(item, f"{field}[{i}]") for i, item in enumerate(items)]
+
+
+# Items that rewrite what the model is told rather than record a turn: a compaction (a summary that replaces the
+# history before it) and developer/system instructions. Appending them to an existing session needs the support
+# role (README, "Roles"); operators append a turn's output and user messages.
+PRIVILEGED_MESSAGE_ROLES = ("developer", "system")
+
+
+def privileged_item_paths(items: list[Item]) -> list[str]:
+    """The paths (`items[2]`) of the items whose append needs the support role."""
+    paths: list[str] = []
+    if not isinstance(items, list):
+        return paths  # not a list at all: the item validation refuses it
+    for index, item in enumerate(items):
+        kind = normalize_kind(item).get("type") if isinstance(item, dict) else None
+        if kind in ("compaction", "context_compaction") or (kind == "message" and item.get("role") in PRIVILEGED_MESSAGE_ROLES):
+            paths.append(f"items[{index}]")
+    return paths
