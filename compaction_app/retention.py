@@ -17,14 +17,12 @@ from django.db.models import Avg, Count, F, Q, Sum
 from django.db.models.functions import TruncDate
 
 from compaction_app.engine.compactor import CompactionOutcome
-from compaction_app.engine.pins import Pin, fold_pins
+from compaction_app.engine.pins import PIN_ADDED, PIN_EVENTS, PIN_REMOVED, Pin, fold_pins
 from compaction_app.engine.retention.facts import FactKind
 from compaction_app.models import Compaction
 from sessions_app import projection as p
 from sessions_app.models import RolloutLine, Session
 from sessions_app.services import NewLine, append_rollout_lines
-
-PIN_EVENTS = ("pin_added", "pin_removed")
 
 
 def retention_fields(outcome: CompactionOutcome, *, flag_below: float | None) -> dict[str, Any]:
@@ -59,7 +57,7 @@ def do_add_pin(*, session: Session, kind: str, text: str, actor=None) -> Pin:
     """Pin a constraint, decision, file or fact; raises ValueError for an empty text or an unknown kind."""
     pin = Pin(pin_id=uuid.uuid4().hex[:12], kind=kind, text=text)
     with transaction.atomic():
-        append_rollout_lines(session=session, lines=[NewLine(p.EVENT_MSG, {"type": "pin_added",
+        append_rollout_lines(session=session, lines=[NewLine(p.EVENT_MSG, {"type": PIN_ADDED,
                                                                           "pin": pin.to_dict()})], actor=actor)
     return pin
 
@@ -68,7 +66,7 @@ def do_remove_pin(*, session: Session, pin_id: str, actor=None) -> None:
     """Unpin; raises KeyError when the session has no such pin."""
     if pin_id not in {pin.pin_id for pin in session_pins(session_id=session.pk)}:
         raise KeyError(pin_id)
-    append_rollout_lines(session=session, lines=[NewLine(p.EVENT_MSG, {"type": "pin_removed", "pin_id": pin_id})],
+    append_rollout_lines(session=session, lines=[NewLine(p.EVENT_MSG, {"type": PIN_REMOVED, "pin_id": pin_id})],
                          actor=actor)
 
 

@@ -28,6 +28,7 @@ from uuid6 import uuid7
 from compaction_app.audit import record_audit
 from compaction_app.engine import meter as m
 from compaction_app.engine.items import SUMMARY_PREFIX, is_message, is_real_user_message, message_text
+from compaction_app.engine.pins import PIN_EVENTS
 from compaction_app.engine.thresholds import token_status
 from compaction_app.engine.windows import new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
@@ -706,6 +707,11 @@ class _Replayer:
             append_rollout_lines(session=self.session, lines=[NewLine(p.TURN_CONTEXT, payload)], actor=self.actor)
         elif kind == p.COMPACTED:
             _drop_summariser_output(self.pending, payload.get("message") or "")
+        elif kind == p.EVENT_MSG and payload.get("type") in PIN_EVENTS:
+            # Pinned context belongs to the conversation, not to the original's policy: the replay keeps it, so its
+            # own compactions re-inject and check the same pins.
+            self.flush()
+            append_rollout_lines(session=self.session, lines=[NewLine(p.EVENT_MSG, payload)], actor=self.actor)
         elif kind == p.ROLLBACK and payload.get("source") in THREAD_ROLLBACK_SOURCES:
             self.flush()
             history = list(self.session.live_items.order_by("position").values_list("item", flat=True))

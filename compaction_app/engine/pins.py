@@ -18,6 +18,10 @@ from compaction_app.engine.retention.facts import FactKind, ProbeFact, needle
 PINNED_OPEN = "<pinned_context>"
 PINNED_CLOSE = "</pinned_context>"
 MAX_PIN_CHARS = 2000
+# The rollout `event_msg` types that add and remove a pin (the rollout is the truth; see fold_pins).
+PIN_ADDED = "pin_added"
+PIN_REMOVED = "pin_removed"
+PIN_EVENTS = (PIN_ADDED, PIN_REMOVED)
 
 
 class PinKind(StrEnum):
@@ -77,10 +81,10 @@ def fold_pins(events: list[dict[str, Any]]) -> list[Pin]:
     """The pins in force after a sequence of rollout `pin_added` / `pin_removed` event payloads, oldest first."""
     pins: dict[str, Pin] = {}
     for event in events:
-        if event.get("type") == "pin_added":
+        if event.get("type") == PIN_ADDED:
             pin = event.get("pin") or {}
             pins[str(pin.get("id"))] = Pin(pin_id=str(pin.get("id")), kind=pin.get("kind", "fact"),
                                            text=pin.get("text", ""))
-        elif event.get("type") == "pin_removed":
+        elif event.get("type") == PIN_REMOVED:
             pins.pop(str(event.get("pin_id")), None)
     return list(pins.values())

@@ -27,6 +27,7 @@ from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.errors import ProviderError
 from compaction_app.providers.factory import build_client
 
+from .initial_context import ContextWindowIds
 from .scenarios import load_scenario
 from .script import ScenarioRun
 from .tools import dispatch_tool_call
@@ -112,7 +113,12 @@ async def replay(
     run = ScenarioRun(scenario, seed=seed, loop=count > len(scenario.turns))
     tools = scenario.build_tools(seed=seed)
     specs = scenario.tool_specs()
-    session = _Session(initial=scenario.initial_context(), settings=settings, count=tokens.count_item)
+    ids = None
+    if scenario.token_budget:
+        first = new_window_id()
+        ids = ContextWindowIds(thread_id="whatif", first_window_id=first, current_window_id=first,
+                               previous_window_id=None)
+    session = _Session(initial=scenario.initial_context(ids), settings=settings, count=tokens.count_item)
     limit = settings.auto_compact_limit
     assert limit is not None
 

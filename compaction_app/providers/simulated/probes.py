@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from compaction_app.engine.items import is_message, message_text
+from compaction_app.engine.items import is_message, is_summary_message, message_text
 from compaction_app.engine.retention.facts import (
     Category,
     changed_paths,
@@ -64,6 +64,10 @@ def probe_answer(items: list[dict[str, Any]], category: Category) -> str:
         for item in items:
             if is_message(item, "assistant"):
                 lines += [line.strip() for line in message_text(item).splitlines() if line.strip()]
+    # A summary in the window is read like the model would read it: every line of it may answer the probe.
+    for item in items:
+        if is_summary_message(item):
+            lines += [line.strip() for line in message_text(item).splitlines()[1:] if line.strip()]
     seen: list[str] = []
     for line in lines:
         if line not in seen:

@@ -109,3 +109,21 @@ def test_bad_pins_are_refused_in_the_error_shape(operator_api, api_client_for, h
     assert operator_api.delete(f"{url}/nope").status_code == 404
     assert api_client_for(None).post(url, {"text": "x"}, format="json").status_code in (401, 403)
     assert operator_api.get(url).json()["pins"] == []
+
+
+@pytest.mark.django_db
+def test_pins_survive_rollback_export_and_replay(operator_api, support_api, history_session, policy):
+    from compaction_app.retention import session_pins
+    from sessions_app.transfer import do_replay_session
+
+    url = f"/api/v1/sessions/{history_session.pk}/pins"
+    operator_api.post(url, {"kind": "decision", "text": "Keep the public API unchanged"}, format="json")
+    compaction = operator_api.post(f"/api/v1/sessions/{history_session.pk}/compact", {"strategy": "local"},
+                                   format="json").json()
+    assert support_api.post(f"/api/v1/compactions/{compaction['id']}/rollback", {"reason": "test"},
+                            format="json").status_code == 200
+    assert [p["text"] for p in operator_api.get(url).json()["pins"]] == ["Keep the public API unchanged"]
+    exported = b"".join(operator_api.get(f"/api/v1/sessions/{history_session.pk}/export").streaming_content)
+    assert b'"pin_added"' in exported
+    replay = do_replay_session(session_id=history_session.pk, policy=policy).replay
+    assert [p.text for p in session_pins(session_id=replay.pk)] == ["Keep the public API unchanged"]
