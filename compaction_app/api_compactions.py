@@ -10,11 +10,12 @@ from rest_framework.views import APIView
 
 from compaction_app import selectors
 from compaction_app.compaction_serializers import (
+    AttemptSerializer,
     CompactionDetailSerializer,
     CompactionListItemSerializer,
     CompactRequestSerializer,
 )
-from compaction_app.models import Compaction
+from compaction_app.models import Compaction, CompactionAttempt
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
 from sessions_app import jobs
@@ -55,7 +56,7 @@ class SessionCompact(APIView):
         data.is_valid(raise_exception=True)
         body = data.validated_data
         wait = wants_wait(request)
-        params = {"trigger": body["trigger"], "phase": body["phase"], "strategy": body["strategy"],
+        params = {"trigger": body["trigger"], "phase": body["phase"], "strategy": body["method"],
                   "instructions": body["instructions"]}
         if wait and not jobs.runs_on_workers():
             return _answer(*jobs.compaction_outcome(session_id=pk, actor=request.user, **params))
@@ -90,3 +91,33 @@ class CompactionDetail(APIView):
         except Compaction.DoesNotExist:
             raise ApiError(status_code=404, code="not_found", message=f"compaction {pk} does not exist") from None
         return Response(selectors.compaction_detail(compaction=compaction))
+
+
+class SessionAttempts(APIView):
+    """Every compaction attempt of a session, newest first, with its analytics (spec §10): completed ones and
+    the failed and interrupted ones that produced no compaction. `?status=failed|interrupted|completed|running`."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(responses={200: AttemptSerializer(many=True), 400: OpenApiResponse(), 404: OpenApiResponse()})
+    def get(self, request, pk: int):
+        if not Session.objects.filter(pk=pk).exists():
+            raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist")
+        wanted = request.query_params.get("status") or None
+        if wanted is not None and wanted not in CompactionAttempt.Status.values:
+            raise ApiError(status_code=400, code="invalid", message=(
+                f"status: must be one of {', '.join(CompactionAttempt.Status.values)}, got {wanted!r}"))
+        attempts = selectors.attempts_for(session_id=pk, status=wanted).prefetch_related("hook_runs")
+        return Response([selectors.attempt_dict(a) for a in attempts])
+
+
+class AttemptDetail(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(responses={200: AttemptSerializer, 404: OpenApiResponse()})
+    def get(self, request, pk: int):
+        try:
+            attempt = selectors.get_attempt(attempt_id=pk)
+        except CompactionAttempt.DoesNotExist:
+            raise ApiError(status_code=404, code="not_found", message=f"attempt {pk} does not exist") from None
+        return Response(selectors.attempt_dict(attempt))

@@ -8,6 +8,7 @@ urlpatterns = [
     path("policies", api.PolicyList.as_view(), name="api-policies"),
     path("policies/<int:pk>", api.PolicyDetail.as_view(), name="api-policy"),
     path("compactions/<int:pk>", api_compactions.CompactionDetail.as_view(), name="api-compaction"),
+    path("attempts/<int:pk>", api_compactions.AttemptDetail.as_view(), name="api-attempt"),
 ]
 
 # Rollback and redo of a compaction (issue 7).

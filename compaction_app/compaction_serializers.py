@@ -17,9 +17,13 @@ class CompactRequestSerializer(serializers.Serializer):
         choices=REQUEST_PHASES, required=False, allow_null=True, default=None,
         help_text="Needed for trigger auto (pre_turn or mid_turn); manual defaults to standalone_turn.",
     )
+    method = serializers.ChoiceField(
+        choices=STRATEGY_CHOICES, required=False, allow_null=True, default=None,
+        help_text="compactweb's method; null = the policy's choice (auto selection per spec §2.5).",
+    )
     strategy = serializers.ChoiceField(
         choices=STRATEGY_CHOICES, required=False, allow_null=True, default=None,
-        help_text="null = the policy's strategy (auto selection per spec §2.5).",
+        help_text="Deprecated name of `method` (Codex's own `strategy` is the analytics value `memento`).",
     )
     instructions = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=MAX_INSTRUCTIONS,
@@ -27,6 +31,11 @@ class CompactRequestSerializer(serializers.Serializer):
     )
 
     def validate(self, data):
+        method, alias = data.get("method"), data.pop("strategy", None)
+        if method and alias and method != alias:
+            raise serializers.ValidationError({"method": f"method {method!r} and its old name strategy {alias!r} "
+                                                         "disagree; send method only"})
+        data["method"] = method or alias
         if data["trigger"] == Trigger.AUTO and not data.get("phase"):
             raise serializers.ValidationError({"phase": "an automatic compaction needs a phase: pre_turn or mid_turn"})
         if data["trigger"] == Trigger.AUTO and data.get("phase") == Phase.STANDALONE_TURN:
@@ -61,7 +70,8 @@ class AttemptSerializer(serializers.Serializer):
     reason = serializers.CharField()
     implementation = serializers.CharField()
     phase = serializers.CharField()
-    strategy = serializers.CharField()
+    method = serializers.CharField(help_text="compactweb's method: local, remote_v1, remote_v2, token_budget, ...")
+    strategy = serializers.CharField(help_text="Codex's analytics `strategy`: `memento` (spec §10).")
     status = serializers.CharField()
     error = AttemptErrorSerializer(allow_null=True)
     tokens_before = serializers.IntegerField()
@@ -74,6 +84,7 @@ class AttemptSerializer(serializers.Serializer):
     completed_at = serializers.DateTimeField(allow_null=True)
     duration_ms = serializers.IntegerField(allow_null=True)
     hook_runs = HookRunSerializer(many=True)
+    analytics = serializers.DictField(help_text="The attempt under Codex's CodexCompactionEvent field names (§10).")
 
 
 class CategoryScoreSerializer(serializers.Serializer):
@@ -115,7 +126,10 @@ class CompactionSummarySerializer(serializers.Serializer):
     reason = serializers.CharField()
     phase = serializers.CharField()
     implementation = serializers.CharField()
-    strategy = serializers.CharField()
+    method = serializers.CharField(help_text="compactweb's method: local, remote_v1, remote_v2, token_budget, ...")
+    strategy = serializers.CharField(help_text="Codex's analytics `strategy`: `memento` (spec §10).")
+    injection = serializers.ChoiceField(choices=["do_not_inject", "before_last_user_message"],
+                                        help_text="Where the initial context went (spec §5.3).")
     summary = serializers.CharField(allow_blank=True)
     tokens_before = serializers.IntegerField()
     tokens_after = serializers.IntegerField()

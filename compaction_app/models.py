@@ -332,6 +332,10 @@ class Compaction(models.Model):
     previous_window_id = models.CharField(max_length=64, blank=True)
     first_window_id = models.CharField(max_length=64)
     item_id = models.CharField(max_length=64, help_text="The ContextCompaction turn item id (§1.4).")
+    injection = models.CharField(
+        max_length=32, blank=True, default="",
+        help_text="Where the initial context went (§5.3): do_not_inject or before_last_user_message.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     rolled_back = models.BooleanField(default=False, help_text="Cached; the rollout's rollback lines are the truth.")
     # What the compaction forgot and what it cost (issue 18, docs/retention.md).

@@ -12,6 +12,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from compaction_app.engine.analytics import STRATEGY_MEMENTO
+from compaction_app.engine.history import Injection
 from compaction_app.engine.items import Item
 from compaction_app.models import Compaction, CompactionAttempt, HookRun
 from sessions_app import projection as p
@@ -32,7 +34,7 @@ def attempts_for(
     *, compaction: Compaction | None = None, session_id: int | None = None, status: str | None = None
 ) -> QuerySet[CompactionAttempt]:
     """The attempts of one compaction, or of a session (including failed and interrupted ones), newest first."""
-    attempts = CompactionAttempt.objects.all()
+    attempts = CompactionAttempt.objects.select_related("session")
     if compaction is not None:
         attempts = attempts.filter(compaction=compaction)
     if session_id is not None:
@@ -40,6 +42,19 @@ def attempts_for(
     if status:
         attempts = attempts.filter(status=status)
     return attempts.order_by("-started_at", "-pk")
+
+
+def get_attempt(*, attempt_id: int) -> CompactionAttempt:
+    """One attempt with its hook runs; raises CompactionAttempt.DoesNotExist."""
+    return CompactionAttempt.objects.select_related("session").prefetch_related("hook_runs").get(pk=attempt_id)
+
+
+def injection_of(compaction: Compaction) -> str:
+    """Where the compaction put the initial context (spec §5.3): the mode it recorded, or for a row written
+    before that was recorded, the rule's default for its phase."""
+    if compaction.injection:
+        return compaction.injection
+    return Injection.BEFORE_LAST_USER_MESSAGE if compaction.phase == "mid_turn" else Injection.DO_NOT_INJECT
 
 
 def hook_run_dict(run: HookRun) -> dict[str, Any]:
@@ -72,7 +87,10 @@ def attempt_dict(attempt: CompactionAttempt, *, hook_runs: Iterable[HookRun] | N
         "reason": attempt.reason,
         "implementation": attempt.implementation,
         "phase": attempt.phase,
-        "strategy": attempt.strategy,
+        # compactweb's own choice of method (local / remote_v1 / remote_v2 / token_budget / ...), and Codex's
+        # `strategy` analytics field, which is `memento` for every current implementation (spec §10).
+        "method": attempt.strategy,
+        "strategy": STRATEGY_MEMENTO,
         "status": attempt.status,
         "error": error,
         "tokens_before": attempt.tokens_before,
@@ -85,6 +103,36 @@ def attempt_dict(attempt: CompactionAttempt, *, hook_runs: Iterable[HookRun] | N
         "completed_at": attempt.completed_at.isoformat() if attempt.completed_at else None,
         "duration_ms": attempt.duration_ms,
         "hook_runs": [hook_run_dict(r) for r in runs],
+        "analytics": codex_analytics_event(attempt),
+    }
+
+
+def _unix(moment: datetime | None) -> int | None:
+    return int(moment.timestamp()) if moment is not None else None
+
+
+def codex_analytics_event(attempt: CompactionAttempt) -> dict[str, Any]:
+    """The attempt as Codex's `CodexCompactionEvent` names its fields (spec §10), for comparison with Codex's own
+    analytics: `strategy` is `memento`, times are unix seconds."""
+    return {
+        "thread_id": str(attempt.session.thread_id),
+        "turn_id": attempt.turn_id or None,
+        "trigger": attempt.trigger,
+        "reason": attempt.reason,
+        "implementation": attempt.implementation,
+        "phase": attempt.phase,
+        "strategy": STRATEGY_MEMENTO,
+        "status": attempt.status,
+        "codex_error_kind": attempt.error_kind or None,
+        "codex_error_http_status_code": attempt.error_http_status,
+        "active_context_tokens_before": attempt.tokens_before,
+        "active_context_tokens_after": attempt.tokens_after,
+        "retained_image_count": attempt.retained_image_count,
+        "compaction_summary_tokens": attempt.compaction_summary_tokens,
+        "cached_input_tokens": attempt.cached_input_tokens,
+        "started_at": _unix(attempt.started_at),
+        "completed_at": _unix(attempt.completed_at),
+        "duration_ms": attempt.duration_ms,
     }
 
 
@@ -99,7 +147,9 @@ def compaction_summary(*, compaction: Compaction) -> dict[str, Any]:
         "reason": compaction.reason,
         "phase": compaction.phase,
         "implementation": compaction.implementation,
-        "strategy": compaction.strategy,
+        "method": compaction.strategy,
+        "strategy": STRATEGY_MEMENTO,
+        "injection": injection_of(compaction),
         "summary": compaction.summary,
         "tokens_before": compaction.tokens_before,
         "tokens_after": compaction.tokens_after,
@@ -129,7 +179,7 @@ def compaction_listing(*, compaction: Compaction) -> dict[str, Any]:
     payload = RolloutLine.objects.values_list("payload", flat=True).get(
         session_id=compaction.session_id, seq=compaction.rollout_seq
     )
-    attempts = compaction.attempts.prefetch_related("hook_runs").order_by("started_at", "pk")
+    attempts = compaction.attempts.select_related("session").prefetch_related("hook_runs").order_by("started_at", "pk")
     listing = compaction_summary(compaction=compaction)
     listing.update(
         message=payload.get("message", ""),
@@ -201,7 +251,7 @@ def compaction_detail(*, compaction: Compaction) -> dict[str, Any]:
     replacement = list(payload.get("replacement_history") or [])
     counts = list(line.item_tokens or [0] * len(replacement))
     before = history_before(session_id=compaction.session_id, seq=compaction.rollout_seq)
-    attempts = compaction.attempts.prefetch_related("hook_runs").order_by("started_at", "pk")
+    attempts = compaction.attempts.select_related("session").prefetch_related("hook_runs").order_by("started_at", "pk")
     detail = compaction_summary(compaction=compaction)
     detail.update(
         message=payload.get("message", ""),
@@ -225,6 +275,10 @@ def percentile(sorted_values: list[int], q: float) -> float | None:
     return float(sorted_values[rank - 1])
 
 
+# The analytics dimensions: `method` is compactweb's choice, `strategy` Codex's analytics field (spec §10).
+ANALYTICS_DIMENSIONS = ("trigger", "reason", "implementation", "phase", "method", "strategy", "status")
+
+
 def compaction_analytics(
     *, policy_id: int | None = None, provider_id: int | None = None, since: datetime | None = None
 ) -> dict[str, Any]:
@@ -241,7 +295,10 @@ def compaction_analytics(
         "started_at", "trigger", "reason", "implementation", "phase", "strategy", "status", "tokens_before",
         "tokens_after", "duration_ms",
     ))
-    dimensions = ("trigger", "reason", "implementation", "phase", "strategy", "status")
+    for row in rows:
+        # The stored column holds compactweb's method; Codex's `strategy` is `memento` for all of them (§10).
+        row["method"], row["strategy"] = row["strategy"], STRATEGY_MEMENTO
+    dimensions = ANALYTICS_DIMENSIONS
     totals = {d: dict(Counter(r[d] for r in rows)) for d in dimensions}
     per_day: dict[str, dict[str, dict[str, int]]] = {}
     for row in rows:

@@ -363,6 +363,7 @@ def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Co
             tokens_after=session.tokens_in_window, window_number=outcome.window.number,
             window_id=outcome.window.window_id, previous_window_id=outcome.window.previous_window_id or "",
             first_window_id=outcome.window.first_window_id, item_id=outcome.item_id,
+            injection=str(outcome.injection),
             **retention_fields(outcome, flag_below=plan.flag_below),
         )
         _finish_attempt(plan.attempt_id, _attempt_records(outcome)[0], compaction=compaction)

@@ -21,7 +21,10 @@ from compactweb.roles import OPERATOR, SUPPORT, has_role, role_of, role_required
 ROLLBACK_URL_NAME = "compaction_rollback"  # the support-only confirmation form (sessions_app.rollback)
 PERIODS = (("1", "last 24 hours"), ("7", "last 7 days"), ("30", "last 30 days"), ("", "all time"))
 RETENTION_DIMENSIONS = (("strategy", "strategy"), ("policy", "policy"), ("model", "model"), ("day", "day"))
-DIMENSIONS = ("status", "trigger", "reason", "implementation", "phase", "strategy")
+# `method` is compactweb's choice of method; `strategy` is Codex's analytics field (`memento`, spec §10).
+DIMENSIONS = ("status", "trigger", "reason", "implementation", "phase", "method", "strategy")
+DIMENSION_LABELS = {d: d for d in DIMENSIONS} | {"method": "method (compactweb)",
+                                                 "strategy": "Codex strategy (analytics)"}
 
 
 def _rollback_url(request, compaction: Compaction) -> str | None:
@@ -136,6 +139,7 @@ def analytics(request):
         "legend": [{"index": colour_index(dimension, v, i), "value": v} for i, v in enumerate(values)],
         "dimension": dimension,
         "dimensions": DIMENSIONS,
+        "dimension_labels": DIMENSION_LABELS,
         "periods": PERIODS,
         "period": period,
         "policies": CompactionPolicy.objects.order_by("name"),

@@ -10,6 +10,7 @@ urlpatterns = [
     path("sessions/<int:pk>/items", api.SessionItems.as_view(), name="api-session-items"),
     path("sessions/<int:pk>/rollout", api.SessionRollout.as_view(), name="api-session-rollout"),
     path("sessions/<int:pk>/compact", api_compactions.SessionCompact.as_view(), name="api-session-compact"),
+    path("sessions/<int:pk>/attempts", api_compactions.SessionAttempts.as_view(), name="api-session-attempts"),
     path(
         "sessions/<int:pk>/compactions", api_compactions.SessionCompactions.as_view(), name="api-session-compactions"
     ),

@@ -38,8 +38,8 @@ def test_compact_returns_201_with_the_compaction_detail(operator_api, api_sessio
     assert response.status_code == 201, response.content
     body = response.json()
     compaction = Compaction.objects.get(pk=body["id"])
-    assert (body["trigger"], body["reason"], body["phase"], body["strategy"]) == (
-        "manual", "user_requested", "standalone_turn", "local")
+    assert (body["trigger"], body["reason"], body["phase"], body["method"], body["strategy"]) == (
+        "manual", "user_requested", "standalone_turn", "local", "memento")
     assert body["replacement_history"][:2] == [U1, U2]
     assert body["before_history"] == [U1, assistant("Paginated."), U2]
     assert body["tokens_after"] == compaction.tokens_after == Session.objects.get(pk=api_session.pk).tokens_in_window
