@@ -277,6 +277,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # Anonymous users see only the login page (design), so the schema needs the operator role like every read.
     "SERVE_PERMISSIONS": ["compactweb.roles.IsOperator"],
+    # The compact request's `method` and its deprecated alias `strategy` share one choice set (issue 19).
+    "ENUM_NAME_OVERRIDES": {"CompactionMethodEnum": "compaction_app.compaction_serializers.STRATEGY_CHOICES"},
 }
 
 # Security (issue 14, docs/security.md).
