@@ -82,3 +82,33 @@ def test_transient_events_carry_no_seq_of_their_own(session):
     publish_transient(session_id=session.pk, after_seq=7, kind="compaction.progress", detail={"step": "started"})
     (event,) = _drain(layer, channel)
     assert event["seq"] is None and event["after_seq"] == 7 and event["detail"] == {"step": "started"}
+
+
+def test_sync_code_outside_any_event_loop_publishes_on_one_loop_per_thread():
+    session_id = 7
+    from sessions_app import events
+
+    layer, channel = _subscribe(session_group(session_id))
+    loops = []
+    for n in range(2):
+        publish_transient(session_id=session_id, after_seq=n, kind="step_running", detail={})
+        loops.append(events._thread_loops.loop)
+    received = _drain(layer, channel)
+    assert [e["after_seq"] for e in received] == [0, 1]
+    assert loops[0] is loops[1] and not loops[0].is_closed()  # no new event loop per publish
+
+
+@pytest.mark.asyncio
+async def test_async_code_collects_an_appends_events_and_publishes_them_itself():
+    session_id = 8
+    from sessions_app import events
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(session_group(session_id), channel)
+    with events.deferred() as collected:
+        events.publish_transient(session_id=session_id, after_seq=3, kind="step_running", detail={})
+    assert len(collected) == 1  # held back, not sent from inside the write
+    await events.apublish(collected)
+    received = await asyncio.wait_for(layer.receive(channel), timeout=1)
+    assert received["after_seq"] == 3 and received["kind"] == "step_running"
