@@ -4,6 +4,7 @@ processes, all on PostgreSQL + Redis (issue 8). Run by hand, not in CI:
     DATABASE_URL=postgres://USER@HOST:5432/compactweb_bench REDIS_URL=redis://HOST:6379/4 \
     CELERY_BROKER_URL=redis://HOST:6379/5 .venv/bin/python bench/bench_load.py \
         [--sessions 100] [--watchers 50] [--web 2] [--workers 2] [--seconds 60] [--scenario many-short-turns] [--context-window N]
+        [--connect-late] [--kill-web-after SECONDS]
 
 Use a database and Redis numbers of their own: the benchmark migrates the database and leaves its sessions there.
 It starts the web processes (Daphne), the workers (`celery worker --pool prefork --concurrency 2`) and one
@@ -17,7 +18,15 @@ scheduler as subprocesses, starts the fleet (looping scenarios, as fast as possi
 - dropped events: seqs a watcher never received in a batch (a gap between batches, or lines written before the end
   that never arrived) — must be 0;
 - database growth per 1,000 turns (pg_database_size before and after, over every turn run, including the ones
-  still queued when the scheduler stopped).
+  still queued when the scheduler stopped);
+- websocket connect time p50 / p99 / max: from opening the handshake to the hello message. With `--connect-late`
+  the watchers all connect at once a few seconds after the scheduler started the whole fleet (the start of N
+  sessions at once), else before it starts;
+- failover, with `--kill-web-after S`: the first web process is SIGKILLed S seconds into the run; its watchers
+  reconnect to the next one (as a load balancer would send them) and re-sync from the hello, as static/js/live.js
+  does. Time to recover: from the kill to the last of them receiving a live batch again. Events lost: lines
+  neither received live nor covered by a re-sync (must be 0). Live latency p99 after the failover (the survivor's
+  lag).
 """
 
 from __future__ import annotations
@@ -73,14 +82,19 @@ def _stop(processes: list[subprocess.Popen]) -> None:
 
 
 class Watcher:
-    """One browser-like client of ws/sessions/<id>/: which seqs arrived when, and the gaps between batches."""
+    """One browser-like client of ws/sessions/<id>/: which seqs arrived when, the gaps between batches, the lines a
+    re-sync covered after a reconnect, and how long each connect took."""
 
     def __init__(self, session_id: int) -> None:
         self.session_id = session_id
         self.first_seq: int | None = None
         self.last_seq = 0
         self.arrivals: dict[int, float] = {}
+        self.resynced: set[int] = set()
         self.dropped = 0
+        self.connect_ms: list[float] = []
+        self.reconnected_at: float | None = None
+        self.live_again_at: float | None = None
 
     def take(self, html: str, now: float) -> None:
         found = MARKER.search(html)
@@ -88,7 +102,11 @@ class Watcher:
             return
         kind, seq, start = found.group(1), int(found.group(2)), found.group(3)
         if kind == "hello":
-            self.first_seq = self.last_seq = seq
+            if self.first_seq is None:
+                self.first_seq = self.last_seq = seq
+            elif seq > self.last_seq:  # a reconnect behind the writers: the page re-syncs over HTTP
+                self.resynced.update(range(self.last_seq + 1, seq + 1))
+                self.last_seq = seq
             return
         if kind != "batch" or start is None:
             return
@@ -98,26 +116,44 @@ class Watcher:
         for covered in range(max(start, self.last_seq + 1), seq + 1):
             self.arrivals[covered] = now
         self.last_seq = max(self.last_seq, seq)
+        if self.reconnected_at is not None and self.live_again_at is None:
+            self.live_again_at = now
 
 
-async def _watch(url: str, origin: str, cookie: str, watcher: Watcher, stop: asyncio.Event) -> None:
+async def _watch(urls: list[tuple[str, str]], cookie: str, watcher: Watcher, stop: asyncio.Event) -> None:
+    """Watch through the first web process; when the connection drops, reconnect to the next one that answers."""
     import websockets
 
-    for attempt in range(20):  # a web process under start-up load may drop the first handshakes
+    turn = 0
+    while not stop.is_set():
+        url, origin = urls[turn % len(urls)]
+        started = time.monotonic()
         try:
-            ws = await websockets.connect(url, origin=origin, additional_headers={"Cookie": cookie}, max_size=None)
-            break
-        except (OSError, websockets.exceptions.InvalidHandshake, websockets.exceptions.InvalidMessage):
-            if attempt == 19:
-                raise
+            ws = await websockets.connect(url, origin=origin, additional_headers={"Cookie": cookie}, max_size=None,
+                                          open_timeout=30)
+        except (OSError, TimeoutError, websockets.exceptions.InvalidHandshake,
+                websockets.exceptions.InvalidMessage):
+            turn += 1
             await asyncio.sleep(0.5)
-    async with ws:
-        while not stop.is_set():
-            try:
-                html = await asyncio.wait_for(ws.recv(), timeout=0.5)
-            except TimeoutError:
-                continue
-            watcher.take(html, time.time())
+            continue
+        hello_pending = True
+        try:
+            async with ws:
+                while not stop.is_set():
+                    try:
+                        html = await asyncio.wait_for(ws.recv(), timeout=0.5)
+                    except TimeoutError:
+                        continue
+                    if hello_pending:
+                        watcher.connect_ms.append((time.monotonic() - started) * 1000)
+                        hello_pending = False
+                    watcher.take(html, time.time())
+        except websockets.exceptions.ConnectionClosed:
+            if stop.is_set():
+                return
+            watcher.reconnected_at = watcher.reconnected_at or time.time()
+            turn += 1
+            await asyncio.sleep(0.2)
 
 
 def _steps_done(run_ids: list[int]) -> int:
@@ -160,6 +196,10 @@ def main() -> None:
     parser.add_argument("--scenario", default="many-short-turns")
     parser.add_argument("--context-window", type=int, default=None,
                         help="the simulated model's window (smaller: more compactions)")
+    parser.add_argument("--connect-late", action="store_true",
+                        help="connect the watchers all at once after the scheduler started the fleet")
+    parser.add_argument("--kill-web-after", type=float, default=None,
+                        help="SIGKILL the first web process this many seconds into the run (failover figures)")
     args = parser.parse_args()
     missing = [n for n in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL") if not os.environ.get(n)]
     if missing or not os.environ["DATABASE_URL"].startswith("postgres"):
@@ -197,6 +237,7 @@ def main() -> None:
     children: list[subprocess.Popen] = []
     scheduler = None
     run_ids: list[int] = []
+    killed_at: float | None = None
     try:
         for port in ports:
             children.append(subprocess.Popen(
@@ -219,21 +260,35 @@ def main() -> None:
             return _steps_done(run_ids), Compaction.objects.count(), _db_size()
 
         async def drive() -> dict:
-            nonlocal scheduler
+            nonlocal scheduler, killed_at
             stop = asyncio.Event()
-            tasks = [asyncio.create_task(_watch(
-                f"ws://127.0.0.1:{ports[i % len(ports)]}/ws/sessions/{w.session_id}/",
-                f"http://127.0.0.1:{ports[i % len(ports)]}", cookie, w, stop)) for i, w in enumerate(watchers)]
-            while any(w.first_seq is None for w in watchers):
-                await asyncio.sleep(0.1)
-                for task in tasks:
-                    if task.done():
-                        task.result()  # a watcher that could not connect stops the benchmark with its error
+            def urls(i: int, session_id: int) -> list[tuple[str, str]]:
+                order = ports[i % len(ports):] + ports[:i % len(ports)]
+                return [(f"ws://127.0.0.1:{p}/ws/sessions/{session_id}/", f"http://127.0.0.1:{p}") for p in order]
+
+            async def connect_all() -> list[asyncio.Task]:
+                tasks = [asyncio.create_task(_watch(urls(i, w.session_id), cookie, w, stop))
+                         for i, w in enumerate(watchers)]
+                while any(w.first_seq is None for w in watchers):
+                    await asyncio.sleep(0.1)
+                    for task in tasks:
+                        if task.done():
+                            task.result()  # a watcher that stopped stops the benchmark with its error
+                return tasks
+
+            tasks = [] if args.connect_late else await connect_all()
             steps0, compactions0, size0 = await asyncio.to_thread(measure)
             scheduler = subprocess.Popen([sys.executable, "manage.py", "simulate", "--scheduler"], cwd=ROOT,
                                          env=env, stdout=logs, stderr=subprocess.STDOUT)
             started = time.monotonic()
-            await asyncio.sleep(args.seconds)
+            if args.connect_late:
+                await asyncio.sleep(min(5.0, args.seconds / 4))
+                tasks = await connect_all()
+            if args.kill_web_after is not None:
+                await asyncio.sleep(max(0.0, args.kill_web_after - (time.monotonic() - started)))
+                children[0].send_signal(signal.SIGKILL)
+                killed_at = time.time()
+            await asyncio.sleep(max(0.0, args.seconds - (time.monotonic() - started)))
             elapsed = time.monotonic() - started
             steps_at_stop, compactions_at_stop, _ = await asyncio.to_thread(measure)
             await asyncio.to_thread(_stop, [scheduler])
@@ -258,17 +313,20 @@ def main() -> None:
         _stop(children)
         logs.close()
 
-    latencies, dropped, received = [], 0, 0
+    latencies, after_failover, dropped, received = [], [], 0, 0
     for watcher in watchers:
         stamps = dict(RolloutLine.objects.filter(session_id=watcher.session_id, seq__gt=watcher.first_seq)
                       .values_list("seq", "timestamp"))
-        missing = set(stamps) - set(watcher.arrivals)
+        missing = set(stamps) - set(watcher.arrivals) - watcher.resynced
         dropped += len(missing)
         received += len(watcher.arrivals)
-        latencies += [(watcher.arrivals[seq] - stamps[seq].timestamp()) * 1000 for seq in watcher.arrivals
-                      if seq in stamps]
-    latencies.sort()
-    q = statistics.quantiles(latencies, n=100) if len(latencies) >= 2 else [float("nan")] * 99
+        for seq, at in watcher.arrivals.items():
+            if seq in stamps:
+                latencies.append((at - stamps[seq].timestamp()) * 1000)
+                if killed_at is not None and stamps[seq].timestamp() > killed_at:
+                    after_failover.append(latencies[-1])
+    q = _quantiles(latencies)
+    connects = _quantiles([ms for w in watchers for ms in w.connect_ms])
     turns = figures["steps"]
     print(f"setup: {args.sessions} sessions ({args.scenario}), {args.workers} workers x {args.concurrency}, "
           f"{args.watchers} watchers on {args.web} Daphne processes, {figures['elapsed']:.0f} s")
@@ -276,8 +334,26 @@ def main() -> None:
     print(f"compactions: {figures['compactions']}  ({figures['compactions'] / figures['elapsed'] * 60:.1f} /min)")
     print(f"events received by watchers: {received}; latency p50 {q[49]:.0f} ms, p99 {q[98]:.0f} ms")
     print(f"dropped events: {dropped}")
+    print(f"websocket connect (handshake to hello){' after the fleet started' if args.connect_late else ''}: "
+          f"p50 {connects[49]:.0f} ms, p99 {connects[98]:.0f} ms, max {connects[-1]:.0f} ms")
+    if killed_at is not None:
+        moved = [w for w in watchers if w.reconnected_at is not None]
+        recovered = [w.live_again_at - killed_at for w in moved if w.live_again_at is not None]
+        lag = _quantiles(after_failover)
+        print(f"failover: web process 1 of {args.web} SIGKILLed at {args.kill_web_after:g} s; {len(moved)} watchers "
+              f"moved, {len(recovered)} live again, time to recover "
+              f"{max(recovered) if recovered else float('nan'):.1f} s; events lost {dropped}; "
+              f"live latency after the kill p50 {lag[49]:.0f} ms, p99 {lag[98]:.0f} ms")
     growth = figures["growth"] / figures["all_steps"] * 1000 / 1e6 if figures["all_steps"] else float("nan")
     print(f"database growth: {figures['growth'] / 1e6:.1f} MB, {growth:.2f} MB per 1,000 turns")
+
+
+def _quantiles(values: list[float]) -> list[float]:
+    """Percentiles 1..99 and the maximum (index -1)."""
+    values = sorted(values)
+    if len(values) < 2:
+        return [float("nan")] * 100
+    return [*statistics.quantiles(values, n=100), values[-1]]
 
 
 if __name__ == "__main__":

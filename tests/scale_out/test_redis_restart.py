@@ -11,10 +11,12 @@ while it is busy with a task."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
@@ -51,6 +53,15 @@ DEADLINE_SECONDS = 30
 STEP_TASK = "sessions_app.tasks.run_simulator_step"
 COMPACTION_TASK = "compaction_app.tasks.run_compaction_task"
 SLOW_SECONDS = 5  # the simulated model's answer: the worker is mid-task for the whole outage
+TRY_AGAIN = 1013
+
+
+def healthz(port: int) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=DEADLINE_SECONDS) as response:
+            return response.status, json.loads(response.read())["checks"]
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())["checks"]
 
 
 def start_redis(port: int, workdir: Path) -> subprocess.Popen:
@@ -248,9 +259,14 @@ def test_after_a_redis_restart_the_page_reconnects_and_no_line_is_lost_or_duplic
             for ws, page in zip(sockets, (patient, eager), strict=True):
                 with pytest.raises(ConnectionClosed):
                     read_until(ws, page, lambda: False, "the websocket to close after Redis stopped")
-        # while Redis is down the web process cannot subscribe a page, so it does not accept one
-        with pytest.raises((InvalidStatus, ConnectionClosed)), open_socket(eager) as refused:
+        # while Redis is down the web process cannot subscribe a page: it closes it with "try again later" ...
+        with pytest.raises(ConnectionClosed) as refused_with, open_socket(eager) as refused:
             refused.recv(timeout=DEADLINE_SECONDS)
+        assert refused_with.value.rcvd.code == TRY_AGAIN
+        # ... and its /healthz says which dependencies are down (Redis is the channel layer and the broker here)
+        status, checks = healthz(web_port)
+        assert status == 503 and checks["database"] == "ok", checks
+        assert checks["channel_layer"].startswith("failing") and checks["broker"].startswith("failing"), checks
         time.sleep(max(0.0, DOWN_SECONDS - (now() - went_down).total_seconds()))
         redis_server = start_redis(redis_port, tmp_path)
         came_back = now()
