@@ -2,8 +2,8 @@
 
 Both authenticate from the session cookie (AuthMiddlewareStack in compactweb.asgi) and always accept and then
 close a refused connection, so the browser sees why: 4401 for an anonymous user, 4403 for a user without the
-operator role, 4404 for an unknown session, and 1013 ("try again later"; the page reconnects with backoff) when the
-channel layer (Redis) does not answer, at the handshake or later. Rendering lives in sessions_app.live_render; the
+operator role, 4404 for an unknown session, and 4013 ("try again later", like 1013; the page reconnects with
+backoff) when the channel layer (Redis) does not answer, at the handshake or later. Rendering lives in sessions_app.live_render; the
 consumers only decide what to render and when.
 
 Bounded work per connection: a connect is one role check, one group join and one small read (the session's thread
@@ -35,7 +35,9 @@ logger = logging.getLogger(__name__)
 CLOSE_ANONYMOUS = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
-CLOSE_TRY_AGAIN = 1013
+# "Try again later": the application-range twin of 1013, which Daphne's websocket library refuses to send
+# (a server may close only with 1000 or 3000-4999); static/js/live.js reconnects on it with backoff.
+CLOSE_TRY_AGAIN = 4013
 RENDER_THREADS = 4
 # Line kinds (and event_msg types) after which the fleet row's "last compaction" cell is re-read.
 COMPACTION_LINE_KINDS = frozenset({"compacted", "rollback", "redo", "window_opened"})
@@ -76,7 +78,7 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
 
     Groups are joined through `join`, which remembers them: they are left on disconnect and re-joined every third
     of the layer's group expiry while the connection lives. A channel layer that fails (Redis down) closes the
-    connection with 1013 instead of crashing it (an HTTP 500 at the handshake)."""
+    connection with 4013 instead of crashing it (an HTTP 500 at the handshake)."""
 
     role = OPERATOR
 
@@ -112,7 +114,7 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
 
     async def websocket_connect(self, message) -> None:
         if self.layer_down:
-            return  # already closed with 1013
+            return  # already closed with CLOSE_TRY_AGAIN
         try:
             await super().websocket_connect(message)
         except Exception as exc:
@@ -160,7 +162,7 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
             for group in list(self.joined):
                 try:
                     await self.channel_layer.group_add(group, self.channel_name)
-                except Exception:  # the layer's receive fails too and closes the connection (1013)
+                except Exception:  # the layer's receive fails too and closes the connection (4013)
                     logger.warning("could not refresh the membership of %s in %s", self.channel_name, group)
 
     async def leave_all(self) -> None:

@@ -101,7 +101,12 @@
   });
 
   var opened = false;
+  // 4013 "try again later" (the server's channel layer is down; Daphne cannot send 1013 itself): reconnect with
+  // a growing, jittered delay, as the ws extension does on its own for 1006/1011/1012/1013.
+  var TRY_AGAIN = 4013;
+  var tryAgainCount = 0;
   document.addEventListener("htmx:wsOpen", function () {
+    tryAgainCount = 0;
     setStatus("open");
     var root = liveRoot();
     // The fleet has no per-page seq: after any (re)connect, fetch the rows so nothing published before the
@@ -114,5 +119,11 @@
     setStatus(code === 4401 || code === 4403 ? "refused" : "closed");
     var root = liveRoot();
     if (root) { root.dataset.closeCode = String(code); }
+    var wrapper = evt.detail ? evt.detail.socketWrapper : null;
+    if (code === TRY_AGAIN && wrapper && wrapper.reconnect) {
+      var delay = Math.min(30000, 1000 * Math.pow(2, tryAgainCount)) * (0.5 + Math.random() / 2);
+      tryAgainCount += 1;
+      setTimeout(wrapper.reconnect, delay);
+    }
   });
 })();

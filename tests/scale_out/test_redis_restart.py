@@ -53,7 +53,7 @@ DEADLINE_SECONDS = 30
 STEP_TASK = "sessions_app.tasks.run_simulator_step"
 COMPACTION_TASK = "compaction_app.tasks.run_compaction_task"
 SLOW_SECONDS = 5  # the simulated model's answer: the worker is mid-task for the whole outage
-TRY_AGAIN = 1013
+TRY_AGAIN = 4013  # sessions_app.consumers.CLOSE_TRY_AGAIN, as the browser sees it
 
 
 def healthz(port: int) -> tuple[int, dict]:

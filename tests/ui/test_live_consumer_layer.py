@@ -1,5 +1,6 @@
 """The live consumers against a failing or forgetful channel layer: a layer that does not answer (Redis down) closes
-the connection with 1013 ("try again later") instead of an HTTP 500 at the handshake, memberships are refreshed so a
+the connection with 4013 ("try again later", the twin of 1013 that Daphne can send) instead of an HTTP 500 at the
+handshake, memberships are refreshed so a
 live page outlives the layer's group expiry, and a closed page leaves its groups."""
 
 from __future__ import annotations
