@@ -257,6 +257,11 @@ class CompactionPolicy(models.Model):
         null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Flag a compaction whose retention score is below this (0..1; blank = never).",
     )
+    retention_retry_prompt = models.ForeignKey(
+        Prompt, null=True, blank=True, on_delete=models.PROTECT, related_name="retry_policies",
+        help_text="With a flag threshold: a local summary scoring below it is made once more with this prompt; "
+        "the better-scoring window is installed.",
+    )
     pin_mode = models.CharField(
         max_length=16, choices=PinMode.choices, default=PinMode.REINJECT,
         help_text="What happens to the session's pinned context at each compaction.",

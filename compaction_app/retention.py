@@ -35,6 +35,13 @@ def retention_fields(outcome: CompactionOutcome, *, flag_below: float | None) ->
             reasons.append(f"lost {len(lost)} pin(s)")
         if flag_below is not None and score.score is not None and score.score < flag_below:
             reasons.append(f"retention {score.score:.0%} below {flag_below:.0%}")
+    retry = outcome.retention_retry
+    if retry is not None:
+        if retry.get("error"):
+            reasons.append(f"retry with the retry prompt failed: {retry['error']}"[:120])
+        else:
+            reasons.append(f"retried with the retry prompt: {retry['score_before']:.0%} → "
+                           f"{(retry['score_after'] or 0):.0%}, kept the {retry['kept']} summary")
     return {
         "retention": score.to_dict() if score is not None else None,
         "probe_retention": probe.to_dict() if probe is not None else None,

@@ -180,6 +180,8 @@ def compaction_settings(
         masking_summarise=policy.masking_summarise,
         retention_probes=policy.retention_probes,
         pin_mode=policy.pin_mode,
+        retention_floor=policy.retention_flag_below,
+        retry_prompt=policy.retention_retry_prompt.text if policy.retention_retry_prompt_id else None,
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compaction_app.engine.analytics import (
@@ -181,6 +181,7 @@ class CompactionOutcome:
     probe_retention: RetentionScore | None = None
     call_tokens: int = 0
     masked_outputs: int = 0
+    retention_retry: dict[str, Any] | None = None
 
     @property
     def status(self) -> Status:
@@ -342,8 +343,31 @@ async def run_compaction(
 
     new_window = snapshot.window.advance(new_id)
     history = apply_pins(result.replacement_history, snapshot.pins, PinMode(used_settings.pin_mode))
-    facts = facts_that_left(snapshot.items, history, [p.fact() for p in snapshot.pins])
+    pin_facts = [p.fact() for p in snapshot.pins]
+    facts = facts_that_left(snapshot.items, history, pin_facts)
     retention = structural_check(facts, history)
+    call_tokens = result.call_tokens
+    retry: dict[str, Any] | None = None
+    floor = used_settings.retention_floor
+    if (used_settings.retry_prompt and floor is not None and retention.score is not None and retention.score < floor
+            and strategy is Strategy.LOCAL):
+        # The policy's action on a low score: summarise once more with its retry prompt, keep the better window.
+        retry = {"score_before": retention.score, "score_after": None}
+        try:
+            second = await run_local(context_for(replace(used_settings, compact_prompt=used_settings.retry_prompt)))
+        except CompactionError as exc:
+            retry["error"] = exc.message
+        else:
+            call_tokens += second.call_tokens
+            history2 = apply_pins(second.replacement_history, snapshot.pins, PinMode(used_settings.pin_mode))
+            facts2 = facts_that_left(snapshot.items, history2, pin_facts)
+            retention2 = structural_check(facts2, history2)
+            retry["score_after"] = retention2.score
+            if (retention2.score or 0) > retention.score:
+                result, history, facts, retention = second, history2, facts2, retention2
+                retry["kept"] = "retry"
+            else:
+                retry["kept"] = "first"
     probe_retention = None
     if used_settings.retention_probes and client is not None and facts:
         try:
@@ -380,6 +404,6 @@ async def run_compaction(
         output_items=result.output_items, reference_context_set=result.reference_context_set,
         prefill_cleared=True, post_compact_stopped=post.stopped, stop_reason=post.stop_reason,
         model=used_settings.model, model_fallback=fallback_info, retention=retention,
-        probe_retention=probe_retention, call_tokens=result.call_tokens,
+        probe_retention=probe_retention, call_tokens=call_tokens, retention_retry=retry,
         masked_outputs=result.rewritten_outputs if strategy is Strategy.MASKING else 0,
     )

@@ -74,6 +74,9 @@ class CompactionSettings:
     masking_summarise: bool = False
     # The model-judged retention check after each compaction (probe questions; tokens are recorded).
     retention_probes: bool = False
+    # A local summary scoring below `retention_floor` is made once more with `retry_prompt` (the better one stays).
+    retention_floor: float | None = None
+    retry_prompt: str | None = None
     pin_mode: str = "reinject"
 
     def __post_init__(self) -> None:

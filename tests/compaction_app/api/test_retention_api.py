@@ -127,3 +127,15 @@ def test_pins_survive_rollback_export_and_replay(operator_api, support_api, hist
     assert b'"pin_added"' in exported
     replay = do_replay_session(session_id=history_session.pk, policy=policy).replay
     assert [p.text for p in session_pins(session_id=replay.pk)] == ["Keep the public API unchanged"]
+
+
+@pytest.mark.django_db
+def test_a_policy_below_its_floor_retries_with_its_prompt_and_says_so(operator_api, history_session, policy):
+    from compaction_app.models import Prompt
+
+    retry = Prompt.objects.create(name="exhaustive", text="Summarise the conversation; list every command.")
+    CompactionPolicy.objects.filter(pk=policy.pk).update(retention_flag_below=0.99, retention_retry_prompt=retry)
+    body = operator_api.post(f"/api/v1/sessions/{history_session.pk}/compact", {"strategy": "local"},
+                             format="json").json()
+    assert "below 99%" in body["flagged"] and "retried with the retry prompt" in body["flagged"]
+    assert body["cost"]["call_tokens"] > 0
