@@ -20,7 +20,7 @@ from compactweb.roles import OPERATOR, SUPPORT, has_role, role_of, role_required
 
 ROLLBACK_URL_NAME = "compaction_rollback"  # the support-only confirmation form (sessions_app.rollback)
 PERIODS = (("1", "last 24 hours"), ("7", "last 7 days"), ("30", "last 30 days"), ("", "all time"))
-RETENTION_DIMENSIONS = (("strategy", "strategy"), ("policy", "policy"), ("model", "model"), ("day", "day"))
+RETENTION_DIMENSIONS = (("strategy", "method"), ("policy", "policy"), ("model", "model"), ("day", "day"))
 # `method` is compactweb's choice of method; `strategy` is Codex's analytics field (`memento`, spec §10).
 DIMENSIONS = ("status", "trigger", "reason", "implementation", "phase", "method", "strategy")
 DIMENSION_LABELS = {d: d for d in DIMENSIONS} | {"method": "method (compactweb)",

@@ -54,7 +54,7 @@ def test_pin_mask_and_read_what_the_compaction_forgot(login, web, screenshot_dir
     page.goto(f"{web.url}/?q=Masking")
     expect(page.locator("#fleet-rows .retention-badge").first).to_contain_text("kept")
     page.goto(f"{web.url}/analytics/")
-    expect(page.locator('#retention-rollup table[data-by="strategy"]')).to_contain_text("masking")
+    expect(page.locator('#retention-rollup table[data-by="method"]')).to_contain_text("masking")
 
 
 def test_an_admin_sets_a_storm_threshold_and_the_fleet_board_links_the_storm(login, web):

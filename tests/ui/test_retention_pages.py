@@ -73,13 +73,13 @@ def test_the_fleet_board_shows_the_last_compactions_score(operator_user, scored)
 
 
 @pytest.mark.django_db
-def test_analytics_rolls_retention_and_cost_up_by_strategy_policy_model_and_day(operator_user, scored):
+def test_analytics_rolls_retention_and_cost_up_by_method_policy_model_and_day(operator_user, scored):
     _, compaction = scored
     body = login(operator_user).get("/analytics/").content.decode()
     rollup = body[body.index('id="retention-rollup"'):]
-    for by in ("strategy", "policy", "model", "day"):
+    for by in ("method", "policy", "model", "day"):
         assert f'data-by="{by}"' in rollup
-    strategy_table = rollup[rollup.index('data-by="strategy"'):rollup.index('data-by="policy"')]
+    strategy_table = rollup[rollup.index('data-by="method"'):rollup.index('data-by="policy"')]
     assert "<td>local</td>" in strategy_table and f"{round(compaction.retention_score * 100)}%" in strategy_table
 
 

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('compaction_app', '0007_alerts'),
+        ('compaction_app', '0008_compaction_injection'),
     ]
 
     operations = [
