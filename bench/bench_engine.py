@@ -17,10 +17,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compaction_app.engine.compactor import CompactionRequest, HistorySnapshot, run_compaction  # noqa: E402
+from compaction_app.engine.port import CompactResponse, StreamEvent, Usage  # noqa: E402
 from compaction_app.engine.settings import CompactionSettings  # noqa: E402
 from compaction_app.engine.tokens import counter  # noqa: E402
 from compaction_app.engine.windows import WindowState  # noqa: E402
-from compaction_app.providers.base import CompactResponse, StreamEvent, Usage  # noqa: E402
 
 SIZES = (10_000, 100_000, 1_000_000)
 STRATEGIES = {

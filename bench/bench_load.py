@@ -217,7 +217,7 @@ def main() -> None:
     from django.core.management import call_command
 
     from compaction_app.models import Compaction, CompactionPolicy, Provider
-    from sessions_app import fleet
+    from sessions_app.fleet import runtime as fleet
     from sessions_app.models import RolloutLine, SimulatorRun
 
     call_command("migrate", verbosity=0)

@@ -38,7 +38,7 @@ def _item(i: int) -> dict:
 
 
 async def _requests(items: int, requests: int) -> list[float]:
-    from compaction_app.providers.base import ResponsesRequest
+    from compaction_app.engine.port import ResponsesRequest
     from compaction_app.providers.config import ProviderConfig
     from compaction_app.providers.factory import build_client
 

@@ -77,7 +77,7 @@ class ConstantClient:
     model = "constant"
 
     async def stream_response(self, request):
-        from compaction_app.providers.base import StreamEvent, Usage
+        from compaction_app.engine.port import StreamEvent, Usage
 
         yield StreamEvent(type="response.created", response_id="r")
         yield StreamEvent(type="response.output_item.done", item={
@@ -99,8 +99,8 @@ def _item(i: int) -> dict:
 
 def _session(items: int, title: str):
     from compaction_app.models import CompactionPolicy, Provider
-    from sessions_app.services import NewLine, append_rollout_lines, do_create_session
-    from sessions_app.signals import rollout_appended
+    from sessions_app.rollout.services import NewLine, append_rollout_lines, do_create_session
+    from sessions_app.rollout.signals import rollout_appended
 
     provider, _ = Provider.objects.get_or_create(
         name="bench-floor", defaults={"base_url": Provider.EMBEDDED, "model": "sim-1", "context_window": 100_000_000})
@@ -199,7 +199,7 @@ def _json(payload: dict) -> str:
 def turns(items: int, count: int, floors: Floors) -> dict[str, float]:
     from asgiref.sync import async_to_sync, sync_to_async
 
-    from sessions_app.turn_services import arun_turn
+    from sessions_app.turns.services import arun_turn
 
     session = _session(items, f"bench {items}")
     client = ConstantClient()
@@ -226,7 +226,7 @@ def turns(items: int, count: int, floors: Floors) -> dict[str, float]:
 
 
 def appends(count: int, floors: Floors) -> dict[str, float]:
-    from sessions_app.services import NewLine, append_rollout_lines
+    from sessions_app.rollout.services import NewLine, append_rollout_lines
 
     session = _session(1_000, "bench append")
     item = {"type": "function_call_output", "call_id": "x", "output": "ok"}

@@ -63,9 +63,9 @@ def throughput(sessions: int, steps: int) -> dict[str, float]:
     from asgiref.sync import async_to_sync
 
     from compaction_app.models import Compaction
-    from sessions_app import fleet
+    from sessions_app.fleet import runtime as fleet
+    from sessions_app.fleet.scheduler import Scheduler
     from sessions_app.models import SimulatorRun
-    from sessions_app.scheduler import Scheduler
 
     SimulatorRun.objects.update(status=SimulatorRun.Status.STOPPED)  # earlier rounds stay out of the way
     provider, policy = _provider_and_policy()
@@ -90,7 +90,7 @@ class ConstantClient:
     model = "constant"
 
     async def stream_response(self, request):
-        from compaction_app.providers.base import StreamEvent, Usage
+        from compaction_app.engine.port import StreamEvent, Usage
 
         yield StreamEvent(type="response.created", response_id="r")
         yield StreamEvent(type="response.output_item.done", item={
@@ -112,13 +112,13 @@ def _item(i: int) -> dict:
 
 
 def per_turn_cost(items: int, turns: int) -> dict[str, float]:
-    from sessions_app.services import NewLine, append_rollout_lines, do_create_session
-    from sessions_app.turn_services import arun_turn
+    from sessions_app.rollout.services import NewLine, append_rollout_lines, do_create_session
+    from sessions_app.turns.services import arun_turn
 
     provider, policy = _provider_and_policy(window=100_000_000)  # no compaction: only the turn loop's work
     session = do_create_session(title=f"bench {items}", provider=provider, policy=policy)
-    from sessions_app.events import on_rollout_appended
-    from sessions_app.signals import rollout_appended
+    from sessions_app.rollout.events import on_rollout_appended
+    from sessions_app.rollout.signals import rollout_appended
 
     # Growing the history is set-up, not the measured turn: no live event per grown line.
     rollout_appended.disconnect(dispatch_uid="compactweb_publish_lines")

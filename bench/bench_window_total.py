@@ -49,7 +49,7 @@ def _item(i: int) -> dict:
 
 
 def _grow(session, size: int, batch: int = 5000) -> None:
-    from sessions_app.services import NewLine, append_rollout_lines
+    from sessions_app.rollout.services import NewLine, append_rollout_lines
 
     done = 0
     while done < size:
@@ -62,7 +62,7 @@ def _measure(session, appends: int) -> dict[str, float]:
     from django.db.models import Sum
 
     from sessions_app.models import LiveItem, Session
-    from sessions_app.services import do_append_items
+    from sessions_app.rollout.services import do_append_items
 
     append_ms, read_ms, rescan_ms = [], [], []
     item = {"type": "function_call_output", "call_id": "x", "output": "ok"}
@@ -88,7 +88,7 @@ def _measure(session, appends: int) -> dict[str, float]:
 
 def run(sizes: list[int], appends: int) -> list[tuple[int, dict[str, float], float]]:
     from compaction_app.models import CompactionPolicy, Provider
-    from sessions_app.services import do_create_session
+    from sessions_app.rollout.services import do_create_session
 
     provider = Provider.objects.create(name="bench", base_url="embedded", model="sim-1", context_window=10**9)
     policy = CompactionPolicy.objects.create(name="bench")

@@ -11,6 +11,7 @@ from django.utils.html import format_html, format_html_join
 
 from compaction_app.config_audit import AuditedAdminMixin
 from compaction_app.engine import thresholds
+from compaction_app.limits import auto_compact_limit
 from compaction_app.models import (
     Alert,
     AlertSettings,
@@ -171,8 +172,6 @@ class CompactionPolicyAdmin(AuditedAdminMixin, admin.ModelAdmin):
     @admin.display(description="effective auto-compact limit")
     def effective_limits(self, obj: CompactionPolicy):
         """The limit each provider uses with this policy (spec §2.2: total scope clamps to 90% of the window)."""
-        from sessions_app.selectors import auto_compact_limit
-
         if not obj.pk:
             return "Shown after the policy is saved."
         rows = []

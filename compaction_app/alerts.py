@@ -25,14 +25,15 @@ from django.utils import timezone
 
 from compaction_app.engine import alerts as rules
 from compaction_app.engine.events import EventLog
-from compaction_app.engine.hooks import HookEvent, HookKind, HookRunner
+from compaction_app.engine.hooks import HookRunner
 from compaction_app.engine.items import Item
 from compaction_app.engine.retention.facts import left_items
 from compaction_app.engine.strategies.masking import is_masked
+from compaction_app.engine.vocabulary import HookEvent, HookKind
 from compaction_app.models import Alert, AlertSettings, Compaction, CompactionAttempt, Hook, SessionWatch
-from compaction_app.settings_builder import hook_specs
 from compaction_app.validators import validate_outbound_url
 from compactweb import background
+from sessions_app.compactions.settings_builder import hook_specs
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +103,8 @@ def record_attempt_failed(*, session_id: int, attempt_id: int) -> list[Alert]:
 def record_turn(*, session_id: int, first_seq: int, last_seq: int) -> list[Alert]:
     """After a turn: feed the turn's items (only while the watch is active). O(items of the turn)."""
     from sessions_app.models import RolloutLine, Session
-    from sessions_app.projection import RESPONSE_ITEM
-    from sessions_app.selectors import auto_compact_limit
+    from sessions_app.rollout.projection import RESPONSE_ITEM
+    from sessions_app.rollout.selectors import auto_compact_limit
 
     with transaction.atomic():
         row = SessionWatch.objects.select_for_update().filter(session_id=session_id).first()
@@ -152,7 +153,7 @@ def _raise(found: list[rules.Alert], *, session_id: int, limits: rules.Threshold
 
 
 def _pause(session_id: int) -> bool:
-    from sessions_app.fleet import FleetError, do_pause_run
+    from sessions_app.fleet.runtime import FleetError, do_pause_run
     from sessions_app.models import SimulatorRun
 
     run = SimulatorRun.objects.filter(session_id=session_id, status=SimulatorRun.Status.RUNNING).first()
@@ -181,7 +182,7 @@ def allowed_alert_hooks() -> list:
 def _notify(payload: dict[str, Any]) -> None:
     specs = allowed_alert_hooks()
     if specs:
-        from compaction_app.tasks import send_alert_task
+        from sessions_app.compactions.tasks import send_alert_task
 
         background.submit(send_alert_task, payload=payload)
 

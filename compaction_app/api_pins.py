@@ -8,10 +8,10 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from compaction_app import retention
 from compaction_app.engine.pins import MAX_PIN_CHARS, PinKind
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
+from sessions_app.compactions import retention
 from sessions_app.models import Session
 
 

@@ -10,6 +10,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from compaction_app.choices import text_choices
+from compaction_app.engine import vocabulary as v
 from compaction_app.validators import validate_provider_base_url, validate_secret_env_name
 
 
@@ -18,10 +20,7 @@ class Provider(models.Model):
         RESPONSES = "responses", "Responses API"
         CHAT = "chat", "Chat Completions"
 
-    class RemoteCompaction(models.TextChoices):
-        NONE = "none", "none (local summarisation only)"
-        V1 = "v1", "v1: POST /responses/compact"
-        V2 = "v2", "v2: streamed /responses with compaction_trigger"
+    RemoteCompaction = text_choices(v.RemoteSupport)
 
     class Encoding(models.TextChoices):
         O200K = "o200k_base", "o200k_base"
@@ -125,19 +124,11 @@ class Prompt(models.Model):
 
 
 class Hook(models.Model):
-    class Event(models.TextChoices):
-        PRE_COMPACT = "pre_compact", "PreCompact"
-        POST_COMPACT = "post_compact", "PostCompact"
-        ALERT = "alert", "Alert (storm, loop, re-read, failure streak)"
+    Event = text_choices(v.HookEvent)
 
-    class Kind(models.TextChoices):
-        CALLABLE = "callable", "Python callable"
-        WEBHOOK = "webhook", "Webhook (HTTP POST)"
+    Kind = text_choices(v.HookKind)
 
-    class Matcher(models.TextChoices):
-        ANY = "any", "any trigger"
-        MANUAL = "manual", "manual only"
-        AUTO = "auto", "auto only"
+    Matcher = text_choices(v.HookMatcher)
 
     name = models.CharField(max_length=100, unique=True, help_text="A unique name for this hook.")
     event = models.CharField(max_length=16, choices=Event.choices, help_text="When it runs (spec §7).")
@@ -164,21 +155,13 @@ class Hook(models.Model):
 
 
 class CompactionPolicy(models.Model):
-    class Scope(models.TextChoices):
-        TOTAL = "total", "total"
-        BODY_AFTER_PREFIX = "body_after_prefix", "body after prefix"
+    Scope = text_choices(v.Scope)
 
     class TokenCounterChoice(models.TextChoices):
         PROVIDER_ENCODING = "provider_encoding", "exact: the provider's tiktoken encoding"
         CODEX_ESTIMATE = "codex_estimate", "Codex's estimator: ceil(bytes / 4)"
 
-    class Strategy(models.TextChoices):
-        AUTO = "auto", "auto (select per provider, §2.5)"
-        LOCAL = "local", "local summarisation"
-        REMOTE_V1 = "remote_v1", "remote v1 (/responses/compact)"
-        REMOTE_V2 = "remote_v2", "remote v2 (compaction_trigger)"
-        TOKEN_BUDGET = "token_budget", "token budget (new context window)"
-        MASKING = "masking", "observation masking (compactweb; no model call)"
+    Strategy = text_choices(v.StrategyPreference)
 
     class PinMode(models.TextChoices):
         REINJECT = "reinject", "re-inject pins after the replacement history"
@@ -293,30 +276,16 @@ class CompactionPolicy(models.Model):
         return provider.encoding
 
 
-class Trigger(models.TextChoices):
-    MANUAL = "manual", "manual"
-    AUTO = "auto", "auto"
+Trigger = text_choices(v.Trigger)
 
 
-class Reason(models.TextChoices):
-    USER_REQUESTED = "user_requested", "user requested"
-    CONTEXT_LIMIT = "context_limit", "context limit"
-    MODEL_DOWNSHIFT = "model_downshift", "model downshift"
-    COMP_HASH_CHANGED = "comp_hash_changed", "comp hash changed"
+Reason = text_choices(v.Reason)
 
 
-class Phase(models.TextChoices):
-    STANDALONE_TURN = "standalone_turn", "standalone turn"
-    PRE_TURN = "pre_turn", "pre-turn"
-    MID_TURN = "mid_turn", "mid-turn"
+Phase = text_choices(v.Phase)
 
 
-class Implementation(models.TextChoices):
-    RESPONSES = "responses", "responses (local)"
-    RESPONSES_COMPACT = "responses_compact", "responses_compact (remote v1)"
-    RESPONSES_COMPACTION_V2 = "responses_compaction_v2", "responses_compaction_v2 (remote v2)"
-    TOKEN_BUDGET = "token_budget", "token budget (new window)"
-    OBSERVATION_MASKING = "observation_masking", "observation masking (compactweb)"
+Implementation = text_choices(v.Implementation)
 
 
 class Compaction(models.Model):
@@ -372,11 +341,7 @@ class Compaction(models.Model):
 class CompactionAttempt(models.Model):
     """One compaction attempt including failures (Codex's CodexCompactionEvent, spec §10)."""
 
-    class Status(models.TextChoices):
-        RUNNING = "running", "running"
-        COMPLETED = "completed", "completed"
-        FAILED = "failed", "failed"
-        INTERRUPTED = "interrupted", "interrupted"
+    Status = text_choices(v.AttemptStatus)
 
     session = models.ForeignKey("sessions_app.Session", on_delete=models.PROTECT, related_name="compaction_attempts")
     compaction = models.ForeignKey(
@@ -411,10 +376,7 @@ class CompactionAttempt(models.Model):
 
 
 class HookRun(models.Model):
-    class Status(models.TextChoices):
-        COMPLETED = "completed", "completed"
-        STOPPED = "stopped", "stopped"
-        FAILED = "failed", "failed"
+    Status = text_choices(v.HookStatus)
 
     attempt = models.ForeignKey(CompactionAttempt, on_delete=models.PROTECT, related_name="hook_runs")
     hook = models.ForeignKey(Hook, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")

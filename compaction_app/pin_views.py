@@ -8,9 +8,9 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
-from compaction_app import retention
 from compaction_app.engine.pins import MAX_PIN_CHARS, PinKind
 from compactweb.roles import OPERATOR, role_required
+from sessions_app.compactions import retention
 from sessions_app.models import Session
 
 

@@ -20,9 +20,9 @@ from compaction_app.engine.compactor import CompactionOutcome
 from compaction_app.engine.pins import PIN_ADDED, PIN_EVENTS, PIN_REMOVED, Pin, fold_pins
 from compaction_app.engine.retention.facts import FactKind
 from compaction_app.models import Compaction
-from sessions_app import projection as p
 from sessions_app.models import RolloutLine, Session
-from sessions_app.services import NewLine, append_rollout_lines
+from sessions_app.rollout import projection as p
+from sessions_app.rollout.services import NewLine, append_rollout_lines
 
 
 def retention_fields(outcome: CompactionOutcome, *, flag_below: float | None) -> dict[str, Any]:

@@ -5,6 +5,6 @@ from drf_spectacular.views import SpectacularJSONAPIView
 
 urlpatterns = [
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi-schema"),
-    path("", include("sessions_app.api_urls")),
+    path("", include("sessions_app.web.api.urls")),
     path("", include("compaction_app.api_urls")),
 ]

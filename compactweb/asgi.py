@@ -23,6 +23,6 @@ application = ProtocolTypeRouter(
 )
 
 # Codex interop: follow a Codex sessions folder inside the dashboard when COMPACTWEB_FOLLOW_ROLLOUTS_DIR is set.
-from sessions_app.follow import start_from_settings  # noqa: E402
+from sessions_app.transfer.follow import start_from_settings  # noqa: E402
 
 start_from_settings()

@@ -16,6 +16,8 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from compactweb.celery import app
+
 OK = "ok"
 
 
@@ -42,8 +44,6 @@ def check_channel_layer() -> str:
 def check_broker() -> str:
     if not settings.CELERY_BROKER_URL:
         return "not configured (tasks run in-process)"
-    from compactweb.celery import app
-
     with app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, timeout=2)
     return OK

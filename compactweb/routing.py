@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.urls import path, re_path
 
-from sessions_app.consumers import FleetConsumer, SessionConsumer
+from compaction_app.providers.simulated.app import create_app
+from compaction_app.providers.simulated.recording import RequestRecorder
+from compactweb import daphne_denial
+from compactweb.body_limit import asgi_body_limit
+from compactweb.sim_mount import create_mounted_app
+from sessions_app.live.consumers import FleetConsumer, SessionConsumer
 
 
 class UnknownRouteConsumer(AsyncWebsocketConsumer):
@@ -24,10 +30,6 @@ websocket_urlpatterns: list = [
 
 
 def _sim_recorder():
-    from django.conf import settings
-
-    from compaction_app.providers.simulated.recording import RequestRecorder
-
     directory = getattr(settings, "COMPACTWEB_SIM_RECORD_DIR", "")
     return RequestRecorder(directory) if directory else None
 
@@ -39,9 +41,6 @@ def _is_sim(path: str) -> bool:
 def sim_websocket_router(websocket_app):
     """Websockets to /sim/... reach the simulated model, which refuses the upgrade so that clients (Codex tries a
     Responses websocket first) fall back to HTTP at once; every other websocket goes to `websocket_app`."""
-    from compaction_app.providers.simulated.app import create_app
-    from compactweb import daphne_denial
-
     sim_app = create_app(root_path="/sim")
     daphne_denial.install()
 
@@ -59,11 +58,6 @@ def sim_websocket_router(websocket_app):
 def http_router(django_app):
     """Send /sim/... to the embedded simulated provider (an ASGI app of its own, behind the guard of
     compactweb.sim_mount) when COMPACTWEB_SIM_ENABLED, everything else to Django."""
-    from django.conf import settings
-
-    from compactweb.body_limit import asgi_body_limit
-    from compactweb.sim_mount import create_mounted_app
-
     django_app = asgi_body_limit(django_app)  # 413 before an oversized body is read (the simulator has its own cap)
     if not settings.COMPACTWEB_SIM_ENABLED:
         return django_app

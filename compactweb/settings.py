@@ -141,7 +141,7 @@ if REDIS_URL:
     # to the old server, and without it the first command on each fails ("Connection closed by server"), dropping
     # pages that had just reconnected. While Redis is down the retry fails too, so consumers still close.
     # Group membership expires after CHANNEL_GROUP_EXPIRY seconds unless refreshed: live consumers re-join every
-    # third of it (sessions_app.consumers), so the channels of a web process that died (no disconnect ran) leave
+    # third of it (sessions_app.live.consumers), so the channels of a web process that died (no disconnect ran) leave
     # every group within that time instead of channels_redis's default day. A channel holds at most
     # CHANNEL_CAPACITY messages (a page far behind re-syncs over HTTP), and a message waits at most
     # CHANNEL_MESSAGE_EXPIRY seconds.
@@ -163,7 +163,7 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # A session's lease (one writer at a time): a dead holder blocks its session for at most this long; a live holder
-# renews it every third of it (sessions_app.locks).
+# renews it every third of it (sessions_app.rollout.lease).
 COMPACTWEB_LEASE_TTL_SECONDS = float(os.environ.get("COMPACTWEB_LEASE_TTL_SECONDS", "30"))
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or None
@@ -278,7 +278,7 @@ SPECTACULAR_SETTINGS = {
     # Anonymous users see only the login page (design), so the schema needs the operator role like every read.
     "SERVE_PERMISSIONS": ["compactweb.roles.IsOperator"],
     # The compact request's `method` and its deprecated alias `strategy` share one choice set (issue 19).
-    "ENUM_NAME_OVERRIDES": {"CompactionMethodEnum": "compaction_app.compaction_serializers.STRATEGY_CHOICES"},
+    "ENUM_NAME_OVERRIDES": {"CompactionMethodEnum": "sessions_app.web.api.compaction_serializers.STRATEGY_CHOICES"},
 }
 
 # Security (issue 14, docs/security.md).

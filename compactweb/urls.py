@@ -7,6 +7,5 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("compactweb.api_urls")),
-    path("", include("sessions_app.urls")),
-    path("", include("compaction_app.urls")),
+    path("", include("sessions_app.web.urls")),
 ]

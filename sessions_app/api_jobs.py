@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
-from sessions_app import jobs
+from sessions_app.jobs import services as jobs
 from sessions_app.models import Job
 
 

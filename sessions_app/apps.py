@@ -10,8 +10,9 @@ class SessionsAppConfig(AppConfig):
 
         from compactweb import role_permissions
         from compactweb.role_permissions import grant_admin_permissions
-        from sessions_app import events, rollout_guard
-        from sessions_app.signals import rollout_appended
+        from sessions_app import rollout_guard
+        from sessions_app.rollout import events
+        from sessions_app.rollout.signals import rollout_appended
 
         rollout_guard.connect_signals()
         role_permissions.connect_signals()
@@ -19,6 +20,6 @@ class SessionsAppConfig(AppConfig):
         post_migrate.connect(grant_admin_permissions, dispatch_uid="compactweb_admin_permissions")
 
         # The embedded simulator: started in the dashboard process when COMPACTWEB_RUN_SIMULATOR=1 (scripts/dev).
-        from sessions_app import scheduler
+        from sessions_app.fleet import scheduler
 
         scheduler.start_from_environment()

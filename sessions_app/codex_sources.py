@@ -78,7 +78,7 @@ def _last_ordinal(text: str) -> int | None:
 
 def export_with_source(*, session: Session, chunk_size: int = 1000) -> Iterator[str]:
     """The file's lines as they came in, then compactweb's later lines in Codex's format."""
-    from sessions_app.transfer import _export_rows
+    from sessions_app.transfer.services import _export_rows
 
     source = CodexSource.objects.get(session=session)
     after_number = 0

@@ -10,7 +10,7 @@ taken as a new file, and the old session stays as it was.
 
 `Follower` watches a folder with watchdog (inotify where available) and syncs the files it is told about,
 with a periodic rescan as a safety net (events can be missed, e.g. on network filesystems). Followed sessions
-are read-only: compactweb never writes into a Codex session it follows (sessions_app.locks.SessionReadOnly).
+are read-only: compactweb never writes into a Codex session it follows (sessions_app.rollout.lease.SessionReadOnly).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from pathlib import Path
 from django.db import close_old_connections, transaction
 
 from compaction_app.models import CompactionPolicy, Provider
-from sessions_app import projection as p
 from sessions_app.codex_rollout import RolloutImportError, parse_rollout, to_compactweb_lines
 from sessions_app.codex_rollout.labels import infer_labels, latest_context_window
 from sessions_app.codex_rollout.parse import LineProblem, split_raw_lines
@@ -40,6 +39,7 @@ from sessions_app.codex_rollout.tail import (
     read_new_lines,
 )
 from sessions_app.models import CodexSource, CodexSourceLine, LiveItem, Session
+from sessions_app.rollout import projection as p
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def sync_file(*, path: Path, provider: Provider | None = None, policy: Compactio
 
 
 def _import_new(path: Path, key: str, provider, policy) -> SyncResult:
-    from sessions_app import transfer
+    from sessions_app.transfer import services as transfer
 
     head = first_line(path)
     if head is None:
@@ -131,8 +131,9 @@ def _append(path: Path, source: CodexSource) -> SyncResult:
 def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
     """Append lines Codex added to a followed file: tolerant parse, the same conversion and labels as an import,
     the file's lines kept as read. Runs inside the caller's transaction. Returns the lines read."""
-    from sessions_app import codex_sources, transfer
-    from sessions_app.services import append_rollout_lines
+    from sessions_app.rollout.services import append_rollout_lines
+    from sessions_app.transfer import services as transfer
+    from sessions_app.transfer.services import codex_sources
 
     session = Session.objects.select_related("provider", "policy").get(pk=source.session_id)
     raw = split_raw_lines(lines)

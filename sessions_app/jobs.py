@@ -1,7 +1,7 @@
 """Heavy API work off the request: compactions, replays and imports as jobs a worker runs and a caller polls.
 
 With a broker (CELERY_BROKER_URL) `POST /sessions/<id>/compact`, `/replay` and `/sessions/import` answer 202 with a
-job (`GET /api/v1/jobs/<id>` to poll it) and a Celery worker runs it (`sessions_app.tasks.run_job`); a caller that
+job (`GET /api/v1/jobs/<id>` to poll it) and a Celery worker runs it (`sessions_app.fleet.tasks.run_job`); a caller that
 asks to wait (`?wait=true`) gets the finished answer instead, as long as it comes within WAIT_SECONDS. Without a
 broker (the embedded default) the API runs the work in the request as it always did, and `?wait=false` runs it on
 the in-process pool (compactweb.background) with the same job to poll.
@@ -23,8 +23,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from compactweb import background
-from sessions_app.events import publish_transient
 from sessions_app.models import Job, Session
+from sessions_app.rollout.events import publish_transient
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +43,8 @@ def error(status: int, code: str, message: str, **extra: Any) -> Outcome:
 def compaction_outcome(*, session_id: int, actor, trigger: str = "manual", phase: str | None = None,
                        strategy: str | None = None, instructions: str = "") -> Outcome:
     """Compact the session; (201, {"compaction": id}) or the API's error answer."""
-    from compaction_app import services
-    from sessions_app.locks import LeaseLost, SessionBusy
+    from sessions_app.compactions import services
+    from sessions_app.rollout.lease import LeaseLost, SessionBusy
 
     try:
         compaction = services.do_compact_session(
@@ -72,7 +72,7 @@ def compaction_outcome(*, session_id: int, actor, trigger: str = "manual", phase
 def replay_outcome(*, session_id: int, actor, policy: int, provider: int | None = None,
                    title: str | None = None) -> Outcome:
     from compaction_app.models import CompactionPolicy, Provider
-    from sessions_app import transfer
+    from sessions_app.transfer import services as transfer
 
     try:
         result = transfer.do_replay_session(
@@ -91,8 +91,8 @@ def replay_outcome(*, session_id: int, actor, policy: int, provider: int | None 
 def import_outcome(*, actor, lines: list, source_name: str, title: str | None = None, provider: int | None = None,
                    policy: int | None = None, new_thread_id: bool = False, strict: bool = False) -> Outcome:
     from compaction_app.models import CompactionPolicy, Provider
-    from sessions_app import transfer
     from sessions_app.codex_rollout import RolloutImportError
+    from sessions_app.transfer import services as transfer
 
     try:
         result = transfer.do_import_rollout(
@@ -138,7 +138,7 @@ def _publish(job: Job, kind: str) -> None:
 
 def do_submit_job(*, kind: str, session_id: int | None, actor, params: dict[str, Any], payload: bytes = b"") -> Job:
     """Record a queued job and hand it to a worker (with a broker) or the in-process pool."""
-    from sessions_app.tasks import run_job_task
+    from sessions_app.fleet.tasks import run_job_task
 
     job = Job.objects.create(kind=kind, session_id=session_id, actor=actor if getattr(actor, "pk", None) else None,
                              params=params, payload=payload)

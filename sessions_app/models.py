@@ -1,7 +1,7 @@
 """Sessions, their append-only rollout, context windows and the cached live history.
 
 The rollout is the truth. Session's live fields and LiveItem rows are a cache of the fold in
-`sessions_app.projection`, always derivable from the rollout (`services.verify_projection` checks it).
+`sessions_app.rollout.projection`, always derivable from the rollout (`services.verify_projection` checks it).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 
 from compaction_app.engine import meter as m
-from sessions_app.projection import LINE_KINDS, Header
+from sessions_app.rollout.projection import LINE_KINDS, Header
 
 
 class AppendOnlyError(RuntimeError):
@@ -54,12 +54,12 @@ class Session(models.Model):
         help_text="native (created here), imported (from a Codex rollout) or replay (of another session).",
     )
 
-    # One writer at a time: a lease taken by a compaction, a turn or a rollback (sessions_app.locks).
+    # One writer at a time: a lease taken by a compaction, a turn or a rollback (sessions_app.rollout.lease).
     lease_holder = models.CharField(max_length=64, blank=True)
     lease_purpose = models.CharField(max_length=32, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
 
-    # Cached live state: the O(1) header of the projection fold (sessions_app.projection.Header).
+    # Cached live state: the O(1) header of the projection fold (sessions_app.rollout.projection.Header).
     window_number = models.PositiveIntegerField(default=0)
     window_id = models.CharField(max_length=64, blank=True)
     previous_window_id = models.CharField(max_length=64, blank=True)
@@ -347,7 +347,7 @@ class CodexSourceLine(models.Model):
 class Job(models.Model):
     """A piece of heavy API work (a compaction, a replay, an import) handed to a worker: what the caller polls.
 
-    With a broker the API answers 202 with the job and a Celery worker runs it (`sessions_app.jobs.run_job`);
+    With a broker the API answers 202 with the job and a Celery worker runs it (`sessions_app.jobs.services.run_job`);
     without one the same job runs in-process. A job runs at most once: a worker takes it with a conditional
     update from `queued` (a redelivered task finds it taken). The outcome is what the synchronous API would have
     answered: `http_status` and `result` (the body, or `{"error": {...}}`)."""

@@ -175,7 +175,7 @@ def policy(db):
 @pytest.fixture
 def make_session(provider, policy) -> Callable:
     """make_session(title=..., items=[...], initial_context=[...], **kwargs) through the real service."""
-    from sessions_app.services import do_create_session
+    from sessions_app.rollout.services import do_create_session
 
     def make(**kwargs):
         kwargs.setdefault("title", "test session")
@@ -213,7 +213,7 @@ def items_factory():
 @pytest.fixture
 def served_script():
     """A ScriptedProvider served on 127.0.0.1 (its `base_url` set); the engine's backoff sleeps are skipped."""
-    from compaction_app import services
+    from sessions_app.compactions import services
     from tests.fakes.scripted_provider import ScriptedProvider
 
     async def no_sleep(seconds: float) -> None:

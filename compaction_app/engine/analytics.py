@@ -7,35 +7,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-
-class Trigger(StrEnum):
-    MANUAL = "manual"
-    AUTO = "auto"
-
-
-class Phase(StrEnum):
-    STANDALONE_TURN = "standalone_turn"
-    PRE_TURN = "pre_turn"
-    MID_TURN = "mid_turn"
-
-
-class Implementation(StrEnum):
-    """spec §2.1; `token_budget` is compactweb's own label (Codex records no attempt for that path)."""
-
-    RESPONSES = "responses"
-    RESPONSES_COMPACT = "responses_compact"
-    RESPONSES_COMPACTION_V2 = "responses_compaction_v2"
-    TOKEN_BUDGET = "token_budget"
-    OBSERVATION_MASKING = "observation_masking"  # compactweb's masking method (and its hybrid)
-
-
-class Status(StrEnum):
-    COMPLETED = "completed"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-
-
-STRATEGY_MEMENTO = "memento"
+from compaction_app.engine.vocabulary import STRATEGY_MEMENTO, AttemptStatus, Implementation, Phase, Trigger
 
 
 @dataclass(frozen=True)
@@ -49,7 +21,7 @@ class AttemptRecord:
     implementation: Implementation
     phase: Phase
     strategy: str
-    status: Status
+    status: AttemptStatus
     error_kind: str | None
     http_status: int | None
     error_message: str | None
@@ -97,7 +69,7 @@ class AttemptClock:
     def finish(
         self,
         *,
-        status: Status,
+        status: AttemptStatus,
         tokens_after: int,
         error_kind: str | None = None,
         http_status: int | None = None,

@@ -14,14 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from compaction_app.engine.analytics import (
-    AttemptClock,
-    AttemptRecord,
-    Implementation,
-    Phase,
-    Status,
-    Trigger,
-)
+from compaction_app.engine.analytics import AttemptClock, AttemptRecord
 from compaction_app.engine.errors import CompactionConfigError, CompactionError, EngineErrorKind
 from compaction_app.engine.events import (
     ContextCompacted,
@@ -38,13 +31,15 @@ from compaction_app.engine.events import (
     Warning,
 )
 from compaction_app.engine.history import Injection
-from compaction_app.engine.hooks import HookEvent, HookRunner, HookRunRecord, hook_request
+from compaction_app.engine.hooks import HookRunner, HookRunRecord, hook_request
 from compaction_app.engine.items import Item
-from compaction_app.engine.pins import Pin, PinMode, apply_pins
+from compaction_app.engine.pins import Pin, apply_pins
+from compaction_app.engine.port import ModelClient
 from compaction_app.engine.prompts import HEADS_UP_WARNING, remote_error_text
+from compaction_app.engine.provider_errors import ErrorKind
 from compaction_app.engine.retention.probes import model_judged_check
 from compaction_app.engine.retention.score import RetentionScore, facts_that_left, structural_check
-from compaction_app.engine.select import Strategy, select_strategy
+from compaction_app.engine.select import select_strategy
 from compaction_app.engine.settings import CompactionSettings
 from compaction_app.engine.strategies.base import StrategyContext, StrategyResult, default_jitter
 from compaction_app.engine.strategies.local import run_local
@@ -52,19 +47,21 @@ from compaction_app.engine.strategies.masking import MaskingOptions, run_masking
 from compaction_app.engine.strategies.remote_v1 import run_remote_v1
 from compaction_app.engine.strategies.remote_v2 import run_remote_v2
 from compaction_app.engine.strategies.token_budget import run_token_budget
-from compaction_app.engine.thresholds import Reason
 from compaction_app.engine.tokens import TokenCounter, counter
+from compaction_app.engine.vocabulary import (
+    IMPLEMENTATIONS,
+    MODEL_SWITCH_REASONS,
+    AttemptStatus,
+    HookEvent,
+    Implementation,
+    Phase,
+    PinMode,
+    Reason,
+    Strategy,
+    Trigger,
+)
 from compaction_app.engine.windows import WindowState, new_window_id
-from compaction_app.providers.base import ModelClient
-from compaction_app.providers.errors import ErrorKind
 
-IMPLEMENTATIONS = {
-    Strategy.LOCAL: Implementation.RESPONSES,
-    Strategy.REMOTE_V1: Implementation.RESPONSES_COMPACT,
-    Strategy.REMOTE_V2: Implementation.RESPONSES_COMPACTION_V2,
-    Strategy.TOKEN_BUDGET: Implementation.TOKEN_BUDGET,
-    Strategy.MASKING: Implementation.OBSERVATION_MASKING,
-}
 RUNNERS = {
     Strategy.LOCAL: run_local,
     Strategy.REMOTE_V1: run_remote_v1,
@@ -72,8 +69,6 @@ RUNNERS = {
     Strategy.TOKEN_BUDGET: run_token_budget,
     Strategy.MASKING: lambda ctx: run_masking(ctx, masking_options(ctx.settings)),
 }
-# spec §6.4: only these pre-turn reasons compact with the previous model and may fall back to the current one.
-MODEL_SWITCH_REASONS = frozenset({Reason.MODEL_DOWNSHIFT, Reason.COMP_HASH_CHANGED})
 
 
 def masking_options(settings: CompactionSettings) -> MaskingOptions:
@@ -184,12 +179,12 @@ class CompactionOutcome:
     retention_retry: dict[str, Any] | None = None
 
     @property
-    def status(self) -> Status:
+    def status(self) -> AttemptStatus:
         if self.ok:
-            return Status.COMPLETED
+            return AttemptStatus.COMPLETED
         if self.error is not None and self.error.kind == EngineErrorKind.INTERRUPTED.value:
-            return Status.INTERRUPTED
-        return Status.FAILED
+            return AttemptStatus.INTERRUPTED
+        return AttemptStatus.FAILED
 
     def compacted_item(self) -> dict[str, Any]:
         """The rollout `compacted` payload (spec §1.5): message, the installed history, window fields."""
@@ -282,7 +277,7 @@ async def run_compaction(
     if pre.stopped:
         error = CompactionError(kind=EngineErrorKind.INTERRUPTED.value,
                                 message=pre.stop_reason or "PreCompact hook stopped execution")
-        record = attempt.finish(status=Status.INTERRUPTED, tokens_after=snapshot.active_tokens,
+        record = attempt.finish(status=AttemptStatus.INTERRUPTED, tokens_after=snapshot.active_tokens,
                                 error_kind=error.kind, error_message=error.message)
         if standalone:
             log(TurnAborted(turn_id=snapshot.turn_id))
@@ -330,7 +325,7 @@ async def run_compaction(
         assert error is not None
         tokens_after = error.active_tokens_after if error.active_tokens_after is not None else snapshot.active_tokens
         record = attempt.finish(
-            status=Status.FAILED, tokens_after=tokens_after, error_kind=error.kind, http_status=error.http_status,
+            status=AttemptStatus.FAILED, tokens_after=tokens_after, error_kind=error.kind, http_status=error.http_status,
             error_message=error.message, retries=error.retries, model_fallback=fallback_info is not None,
         )
         if strategy.is_remote:
@@ -384,13 +379,13 @@ async def run_compaction(
         log(Warning(message=HEADS_UP_WARNING))
 
     post = await hooks.run(
-        HookEvent.POST_COMPACT, hook_payload(HookEvent.POST_COMPACT, used_settings.model, Status.COMPLETED.value),
+        HookEvent.POST_COMPACT, hook_payload(HookEvent.POST_COMPACT, used_settings.model, AttemptStatus.COMPLETED.value),
         log,
     )
     hook_runs.extend(post.records)
     tokens_before = result.tokens_before if result.tokens_before is not None else snapshot.active_tokens
     record = attempt.finish(
-        status=Status.COMPLETED, tokens_after=tokens_after, tokens_before=tokens_before,
+        status=AttemptStatus.COMPLETED, tokens_after=tokens_after, tokens_before=tokens_before,
         retained_image_count=result.retained_image_count,
         compaction_summary_tokens=result.compaction_summary_tokens,
         cached_input_tokens=result.cached_input_tokens, retries=result.retries,

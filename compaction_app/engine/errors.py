@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from compaction_app.providers.errors import ProviderError
+from compaction_app.engine.provider_errors import ProviderError
 
 
 class EngineErrorKind(StrEnum):

@@ -13,42 +13,18 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import httpx
 
 from compaction_app.engine.events import Emit, HookCompleted, HookStarted
+from compaction_app.engine.vocabulary import HookEvent, HookKind, HookMatcher, HookStatus
 
 DEFAULT_HOOK_TIMEOUT = 10.0
 
 
-class HookEvent(StrEnum):
-    PRE_COMPACT = "pre_compact"
-    POST_COMPACT = "post_compact"
-    ALERT = "alert"  # compactweb: a storm / loop / re-read / failure-streak alert (engine/alerts.py)
-
-    @property
-    def wire_name(self) -> str:
-        """`hook_event_name` in the request (spec §7)."""
-        return {"pre_compact": "PreCompact", "post_compact": "PostCompact"}.get(self.value, "Alert")
 
 
-class HookKind(StrEnum):
-    CALLABLE = "callable"
-    WEBHOOK = "webhook"
-
-
-class HookMatcher(StrEnum):
-    ANY = "any"
-    MANUAL = "manual"
-    AUTO = "auto"
-
-
-class HookStatus(StrEnum):
-    COMPLETED = "completed"
-    STOPPED = "stopped"
-    FAILED = "failed"
 
 
 @dataclass(frozen=True)

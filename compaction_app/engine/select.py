@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from compaction_app.engine.errors import CompactionConfigError
-from compaction_app.engine.settings import CompactionSettings, RemoteSupport, StrategyPreference
-
-
-class Strategy(StrEnum):
-    LOCAL = "local"
-    REMOTE_V1 = "remote_v1"
-    REMOTE_V2 = "remote_v2"
-    TOKEN_BUDGET = "token_budget"
-    MASKING = "masking"  # observation masking, a compactweb method (engine/strategies/masking.py)
-
-    @property
-    def is_remote(self) -> bool:
-        return self in (Strategy.REMOTE_V1, Strategy.REMOTE_V2)
+from compaction_app.engine.settings import CompactionSettings
+from compaction_app.engine.vocabulary import RemoteSupport, Strategy, StrategyPreference
 
 
 def auto_strategy(settings: CompactionSettings) -> Strategy:

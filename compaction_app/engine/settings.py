@@ -4,18 +4,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from compaction_app.engine.history import COMPACT_USER_MESSAGE_MAX_TOKENS, RETAINED_MESSAGE_TOKEN_BUDGET
 from compaction_app.engine.thresholds import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_EFFECTIVE_PERCENT,
-    Scope,
     auto_compact_limit,
     usable_window,
 )
 from compaction_app.engine.tokens import COUNTERS
+from compaction_app.engine.vocabulary import RemoteSupport, Scope, StrategyPreference
 
 # spec §12: provider stream retries default 5, hard cap 100; HTTP request retries default 4.
 DEFAULT_STREAM_MAX_RETRIES = 5
@@ -23,21 +22,6 @@ DEFAULT_REQUEST_MAX_RETRIES = 4
 MAX_RETRIES_CAP = 100
 
 
-class StrategyPreference(StrEnum):
-    AUTO = "auto"
-    LOCAL = "local"
-    REMOTE_V1 = "remote_v1"
-    REMOTE_V2 = "remote_v2"
-    TOKEN_BUDGET = "token_budget"
-    MASKING = "masking"
-
-
-class RemoteSupport(StrEnum):
-    """What a provider's server offers: nothing, `/responses/compact` (v1), or v1 and the v2 trigger (v2)."""
-
-    NONE = "none"
-    V1 = "v1"
-    V2 = "v2"
 
 
 @dataclass(frozen=True)

@@ -4,25 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
+
+from compaction_app.engine.vocabulary import Reason, Scope
 
 # spec §2.2: what Codex assumes for a model it has no metadata for.
 DEFAULT_CONTEXT_WINDOW = 272_000
 DEFAULT_EFFECTIVE_PERCENT = 95
 
 
-class Scope(StrEnum):
-    """What the auto-compact limit is compared with (spec §2.3)."""
-
-    TOTAL = "total"
-    BODY_AFTER_PREFIX = "body_after_prefix"
-
-
-class Reason(StrEnum):
-    USER_REQUESTED = "user_requested"
-    CONTEXT_LIMIT = "context_limit"
-    MODEL_DOWNSHIFT = "model_downshift"
-    COMP_HASH_CHANGED = "comp_hash_changed"
 
 
 def _check_window(context_window: int | None) -> None:

@@ -15,20 +15,20 @@ from typing import Any
 
 import httpx
 
-from compaction_app.engine.tokens import approx_token_count
-from compaction_app.providers.base import (
+from compaction_app.engine.port import (
     CompactRequest,
     CompactResponse,
     ResponsesRequest,
     StreamEvent,
     Usage,
 )
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
+from compaction_app.engine.tokens import approx_token_count
 from compaction_app.providers.chat_format import assistant_message, items_to_messages, tools_to_chat
 from compaction_app.providers.classify import error_from_event
 from compaction_app.providers.client import STREAM_CLOSED_MESSAGE
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.connection import Connection
-from compaction_app.providers.errors import ErrorKind, ProviderError
 from compaction_app.providers.sse import aiter_sse
 
 logger = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from compaction_app.providers.errors import ErrorKind, ProviderError
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 OVERLOAD_CODES = frozenset({"server_is_overloaded", "slow_down"})

@@ -16,17 +16,17 @@ from typing import Any
 
 import httpx
 
-from compaction_app.providers.base import (
+from compaction_app.engine.port import (
     CompactRequest,
     CompactResponse,
     ResponsesRequest,
     StreamEvent,
     Usage,
 )
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.providers.classify import error_from_event
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.connection import Connection
-from compaction_app.providers.errors import ErrorKind, ProviderError
 from compaction_app.providers.retry import Sleep, is_request_retryable, with_retries
 from compaction_app.providers.sse import aiter_sse
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
+from compaction_app.engine.provider_errors import ProviderError
 from compaction_app.providers.classify import error_from_status, error_from_transport, redact
 from compaction_app.providers.config import ProviderConfig
-from compaction_app.providers.errors import ProviderError
 from compaction_app.providers.in_process import BODY_EXTENSION, InProcessTransport
 
 logger = logging.getLogger(__name__)

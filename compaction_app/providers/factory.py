@@ -8,18 +8,17 @@ from functools import cache
 
 import httpx
 
-from compaction_app.providers.base import ModelClient
+from compaction_app.engine.port import ModelClient
 from compaction_app.providers.chat import ChatClient
 from compaction_app.providers.client import ResponsesClient
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.in_process import InProcessTransport
 from compaction_app.providers.retry import Sleep
+from compaction_app.providers.simulated.app import create_app
 
 
 @cache
 def _shared_app(context_window: int | None):
-    from compaction_app.providers.simulated.app import create_app
-
     return create_app(context_window=context_window)
 
 
@@ -32,8 +31,6 @@ def embedded_transport(*, context_window: int | None = None, sleep: Sleep | None
     """
     if sleep is None:
         return InProcessTransport(app=_shared_app(context_window))
-    from compaction_app.providers.simulated.app import create_app
-
     return InProcessTransport(app=create_app(context_window=context_window, sleep=sleep))
 
 

@@ -12,7 +12,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from compaction_app.providers.errors import ErrorKind, ProviderError
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 
 T = TypeVar("T")
 

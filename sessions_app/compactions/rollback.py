@@ -24,11 +24,11 @@ from django.db import transaction
 
 from compaction_app.audit import record_audit
 from compaction_app.models import AuditEntry, Compaction
-from sessions_app import projection as p
 from sessions_app.codex_rollout import plan_thread_rollback
-from sessions_app.locks import session_lease
 from sessions_app.models import LiveItem, RolloutLine, Session
-from sessions_app.services import NewLine, append_rollout_lines
+from sessions_app.rollout import projection as p
+from sessions_app.rollout.lease import session_lease
+from sessions_app.rollout.services import NewLine, append_rollout_lines
 
 COMPACTION_ROLLBACK = "compaction_rollback"
 COMPACTION_REDO = "compaction_redo"

@@ -16,8 +16,8 @@ from compaction_app.engine.analytics import STRATEGY_MEMENTO
 from compaction_app.engine.history import Injection
 from compaction_app.engine.items import Item
 from compaction_app.models import Compaction, CompactionAttempt, HookRun
-from sessions_app import projection as p
 from sessions_app.models import RolloutLine
+from sessions_app.rollout import projection as p
 
 
 def list_compactions(*, session_id: int) -> QuerySet[Compaction]:

@@ -2,7 +2,7 @@
 
 One compaction, end to end:
 1. take the session's lease (or use the caller's: the turn loop already holds it); a lease taken over from a dead
-   holder has marked that holder's attempts still `running` as `interrupted` (sessions_app.locks);
+   holder has marked that holder's attempts still `running` as `interrupted` (sessions_app.rollout.lease);
 2. snapshot the cached projection in one transaction (items with their stored token counts, the meter, the window,
    the rollout seq) and create the `running` CompactionAttempt row, so a crash is visible;
 3. run `compaction_app.engine.compactor.run_compaction`, forwarding its events as transient live events and
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -32,10 +31,8 @@ from django.db import transaction
 from django.utils import timezone
 from uuid6 import uuid7
 
-from compaction_app import alerts
 from compaction_app.engine.analytics import AttemptRecord
 from compaction_app.engine.compactor import (
-    IMPLEMENTATIONS,
     CompactionOutcome,
     CompactionRequest,
     HistorySnapshot,
@@ -46,14 +43,16 @@ from compaction_app.engine.errors import CompactionConfigError
 from compaction_app.engine.events import Event, Warning
 from compaction_app.engine.hooks import HookRunner, HookRunRecord, HookSpec
 from compaction_app.engine.prompts import remote_error_text
-from compaction_app.engine.select import Strategy, select_strategy
+from compaction_app.engine.select import select_strategy
 from compaction_app.engine.settings import CompactionSettings
+from compaction_app.engine.vocabulary import IMPLEMENTATIONS, MODEL_SWITCH_REASONS, Strategy
 from compaction_app.engine.windows import WindowState, new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionAttempt, HookRun
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.factory import build_client
-from compaction_app.retention import retention_fields, session_pins
-from compaction_app.settings_builder import (
+from sessions_app.compactions import alerts
+from sessions_app.compactions.retention import retention_fields, session_pins
+from sessions_app.compactions.settings_builder import (
     FaultInjectionError,
     compaction_settings,
     hook_specs,
@@ -61,13 +60,12 @@ from compaction_app.settings_builder import (
     render_initial_context,
     switched_model_settings,
 )
-from compactweb import background
-from sessions_app import projection as p
-from sessions_app.events import publish_transient
-from sessions_app.item_validation import ItemValidationError
-from sessions_app.locks import Lease, LeaseLost, SessionBusy, acquire, keep_renewed, release
 from sessions_app.models import LiveItem, RolloutLine, Session
-from sessions_app.services import NewLine, append_rollout_lines, estimate_line
+from sessions_app.rollout import projection as p
+from sessions_app.rollout.events import publish_transient
+from sessions_app.rollout.lease import Lease, LeaseLost, SessionBusy, acquire, keep_renewed, release
+from sessions_app.rollout.services import NewLine, append_rollout_lines, estimate_line
+from sessions_app.rollout.validation import ItemValidationError
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +74,6 @@ CANCELLED_MESSAGE = "the compaction was cancelled before it finished"
 LEASE_LOST_KIND = "lease_lost"
 INTERNAL_ERROR_KIND = "internal_error"
 BAD_OUTPUT_KIND = "bad_response"
-MODEL_SWITCH_REASONS = frozenset({"model_downshift", "comp_hash_changed"})
 
 # The engine's backoff sleep and the provider client's retry sleep. Tests replace it to stay fast.
 engine_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -88,7 +85,6 @@ __all__ = [
     "SessionBusy",
     "acompact_session",
     "do_compact_session",
-    "start_compaction",
 ]
 
 
@@ -546,17 +542,3 @@ def lease_is_free(*, session_id: int) -> None:
     expires = row["lease_expires_at"]
     if row["lease_holder"] and (expires is None or expires >= timezone.now()):
         raise SessionBusy(session_id=session_id, purpose=row["lease_purpose"])
-
-
-def start_compaction(
-    *, session_id: int, actor_id: int | None, strategy: str | None = None, instructions: str = ""
-) -> None:
-    """Queue a manual compaction and return at once (progress arrives as live events). Raises SessionBusy now
-    when the session is held, so the caller can say so; the job itself re-checks when it takes the lease."""
-    lease_is_free(session_id=session_id)
-    from compaction_app.tasks import run_compaction_task
-
-    background.submit(
-        run_compaction_task, session_id=session_id, actor_id=actor_id, strategy=strategy,
-        instructions=instructions, request_id=uuid.uuid4().hex,
-    )

@@ -23,6 +23,7 @@ from compaction_app.providers.simulated.faults import (
     parse_faults,
 )
 from compaction_app.validators import secret_env_allowed
+from sessions_app.simulator.initial_context import ContextWindowIds, context_window_message
 
 # Reasoning settings sent when the provider's models reason (Codex's defaults: medium effort, auto summary).
 DEFAULT_REASONING = {"effort": "medium", "summary": "auto"}
@@ -210,8 +211,6 @@ def render_initial_context(
 ) -> list[Item]:
     """The session's initial context as injected into a new window (spec §4.4, §5.3): a `<context_window>`
     developer block, when the session has one, is re-rendered with the ids of the window being opened."""
-    from sessions_app.simulator.initial_context import ContextWindowIds, context_window_message
-
     rendered = []
     for item in items:
         if _is_context_window_block(item):

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import logging
+import uuid
 
 from celery import shared_task
 from django.contrib.auth import get_user_model
 
-from sessions_app.locks import LeaseLost, SessionBusy
+from compactweb import background
+from sessions_app.compactions.services import (
+    CompactionFailed,
+    CompactionInterrupted,
+    CompactionRefused,
+    do_compact_session,
+    lease_is_free,
+)
 from sessions_app.models import Session
+from sessions_app.rollout.lease import LeaseLost, SessionBusy
 
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="compaction_app.tasks.run_compaction_task")
+@shared_task(name="sessions_app.compactions.tasks.run_compaction_task")
 def run_compaction_task(
     *, session_id: int, actor_id: int | None = None, strategy: str | None = None, instructions: str = "",
     request_id: str = "",
@@ -23,13 +32,6 @@ def run_compaction_task(
     Every outcome is already recorded (attempt row, rollout error line, audit entry, live events), so failures are
     logged here, not raised: a retry by the queue would compact twice.
     """
-    from compaction_app.services import (
-        CompactionFailed,
-        CompactionInterrupted,
-        CompactionRefused,
-        do_compact_session,
-    )
-
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id is not None else None
     try:
         compaction = do_compact_session(
@@ -42,9 +44,21 @@ def run_compaction_task(
     return compaction.pk
 
 
-@shared_task(name="compaction_app.tasks.send_alert_task")
+@shared_task(name="sessions_app.compactions.tasks.send_alert_task")
 def send_alert_task(*, payload: dict) -> int:
     """Send one alert to the enabled alert hooks (compaction_app.alerts); returns how many ran."""
-    from compaction_app.alerts import send_alert
+    from sessions_app.compactions.alerts import send_alert
 
     return len(send_alert(payload))
+
+
+def start_compaction(
+    *, session_id: int, actor_id: int | None, strategy: str | None = None, instructions: str = ""
+) -> None:
+    """Queue a manual compaction and return at once (progress arrives as live events). Raises SessionBusy now
+    when the session is held, so the caller can say so; the job itself re-checks when it takes the lease."""
+    lease_is_free(session_id=session_id)
+    background.submit(
+        run_compaction_task, session_id=session_id, actor_id=actor_id, strategy=strategy,
+        instructions=instructions, request_id=uuid.uuid4().hex,
+    )

@@ -46,7 +46,7 @@ class FleetFilter:
         return bool(self.state or self.provider or self.policy or self.text)
 
     def matches(self, summary: Mapping[str, Any]) -> bool:
-        """Whether a session summary (sessions_app.selectors.session_summary) passes the filter."""
+        """Whether a session summary (sessions_app.rollout.selectors.session_summary) passes the filter."""
         if self.state and summary.get("state") != self.state:
             return False
         if self.provider and summary.get("provider") != self.provider:

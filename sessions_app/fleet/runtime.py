@@ -3,7 +3,7 @@
 A SimulatorRun drives one session through its scenario script (`sessions_app.simulator.ScenarioRun`, saved in
 `run.state`). One *step* is one turn of that session, run by `arun_step` under the session's lease, so steps never
 overlap with each other or with a compaction of the same session. Who runs steps is the scheduler's business
-(`sessions_app.scheduler`: in-process, or Celery tasks with a broker); it finds due runs with `claim_due_runs`.
+(`sessions_app.fleet.scheduler`: in-process, or Celery tasks with a broker); it finds due runs with `claim_due_runs`.
 
 Scenario events apply before their turn (spec §2.4: the previous-model check then sees a model switch):
 - `model_switch`: the session moves to a Provider row like the run's base provider but with that model and window
@@ -30,9 +30,9 @@ from django.db import transaction
 from django.db.models import F
 
 from compaction_app.models import CompactionPolicy, Provider
-from sessions_app import locks
 from sessions_app.models import Session, SimulatorRun
-from sessions_app.services import do_create_session
+from sessions_app.rollout import lease as locks
+from sessions_app.rollout.services import do_create_session
 from sessions_app.simulator import (
     ContextWindowIds,
     ModelSwitch,
@@ -44,7 +44,7 @@ from sessions_app.simulator import (
     list_scenarios,
     load_scenario,
 )
-from sessions_app.turn_services import arun_turn
+from sessions_app.turns.services import arun_turn
 
 logger = logging.getLogger(__name__)
 

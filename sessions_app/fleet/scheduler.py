@@ -1,5 +1,5 @@
 """Who runs simulator steps: an asyncio scheduler that claims due runs and either runs their steps in this process
-(the embedded default) or sends each as a Celery task (`sessions_app.tasks.run_simulator_step`) when a broker is
+(the embedded default) or sends each as a Celery task (`sessions_app.fleet.tasks.run_simulator_step`) when a broker is
 configured, so several workers share the fleet.
 
 Embedded: the dashboard process runs the scheduler in a background thread when `COMPACTWEB_RUN_SIMULATOR=1`
@@ -27,15 +27,16 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from compactweb import background
-from sessions_app import fleet, locks
-from sessions_app.events import publish_transient
+from sessions_app.fleet import runtime as fleet
+from sessions_app.fleet.tasks import ENQUEUE_BATCH, SentClaims, enqueue_due_steps
+from sessions_app.rollout import lease as locks
+from sessions_app.rollout.events import publish_transient
 
 logger = logging.getLogger(__name__)
 
 ENV_FLAG = "COMPACTWEB_RUN_SIMULATOR"
 DEFAULT_CONCURRENCY = 4
 DEFAULT_POLL_SECONDS = 0.5
-ENQUEUE_BATCH = 100
 HOUSEKEEPING_SECONDS = 2.0
 LEASE_REAPED = "lease.reaped"
 
@@ -53,53 +54,6 @@ def reap_expired_leases() -> list[int]:
     if reaped:
         logger.info("freed the expired lease of %d session(s): %s", len(reaped), reaped)
     return reaped
-
-
-class SentClaims:
-    """Steps this scheduler sent to the broker and has not seen run, by claim time, so that they can be offered
-    again when the broker returns from an outage that may have lost them. A claim older than CLAIM_SECONDS
-    lapses by itself and is forgotten."""
-
-    def __init__(self) -> None:
-        self._by_time: dict[float, list[int]] = {}
-
-    def add(self, *, claimed_at: float, session_ids: list[int]) -> None:
-        if session_ids:
-            self._by_time.setdefault(claimed_at, []).extend(session_ids)
-
-    def forget_lapsed(self, *, now: float) -> None:
-        for at in [at for at in self._by_time if at + fleet.CLAIM_SECONDS <= now]:
-            del self._by_time[at]
-
-    def reoffer(self) -> int:
-        """Make every remembered claim that is still outstanding due now; returns how many were."""
-        offered = sum(fleet.release_claims(session_ids=ids, now=at) for at, ids in self._by_time.items())
-        self._by_time.clear()
-        return offered
-
-
-def enqueue_due_steps(
-    *, now: float | None = None, limit: int = ENQUEUE_BATCH, sent_claims: SentClaims | None = None
-) -> list[int]:
-    """Claim due runs and send one `run_simulator_step` Celery task for each; returns the session ids.
-
-    When sending fails (the broker is down or restarting) the claims not sent are released before the error
-    propagates: the runs are due again at the next tick instead of stalling for the claim's lifetime."""
-    from sessions_app.tasks import run_simulator_step
-
-    now = time.time() if now is None else now
-    claimed = fleet.claim_due_runs(now=now, limit=limit)
-    for sent, session_id in enumerate(claimed):
-        try:
-            run_simulator_step.apply_async(kwargs={"session_id": session_id})
-        except Exception:
-            fleet.release_claims(session_ids=claimed[sent:], now=now)
-            if sent_claims is not None:
-                sent_claims.add(claimed_at=now, session_ids=claimed[:sent])
-            raise
-    if sent_claims is not None:
-        sent_claims.add(claimed_at=now, session_ids=claimed)
-    return claimed
 
 
 class Scheduler:

@@ -3,7 +3,7 @@
 Both authenticate from the session cookie (AuthMiddlewareStack in compactweb.asgi) and always accept and then
 close a refused connection, so the browser sees why: 4401 for an anonymous user, 4403 for a user without the
 operator role, 4404 for an unknown session, and 4013 ("try again later", like 1013; the page reconnects with
-backoff) when the channel layer (Redis) does not answer, at the handshake or later. Rendering lives in sessions_app.live_render; the
+backoff) when the channel layer (Redis) does not answer, at the handshake or later. Rendering lives in sessions_app.live.render; the
 consumers only decide what to render and when.
 
 Bounded work per connection: a connect is one role check, one group join and one small read (the session's thread
@@ -25,10 +25,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from compactweb.roles import OPERATOR, ascope_has_role
-from sessions_app import live_render, live_selectors, selectors
-from sessions_app.events import FLEET_GROUP, session_group
-from sessions_app.fleet_filter import FleetFilter
+from sessions_app.fleet.filter import FleetFilter
+from sessions_app.live import render as live_render
+from sessions_app.live import selectors as live_selectors
 from sessions_app.models import Session
+from sessions_app.rollout import selectors
+from sessions_app.rollout.events import FLEET_GROUP, session_group
 
 logger = logging.getLogger(__name__)
 

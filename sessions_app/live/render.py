@@ -17,12 +17,12 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from compaction_app.models import CompactionPolicy, Provider
-from sessions_app import live_selectors as ls
-from sessions_app import projection as p
-from sessions_app import selectors
-from sessions_app.fleet_filter import FleetFilter
+from sessions_app.fleet.filter import FleetFilter
+from sessions_app.live import selectors as ls
+from sessions_app.live.token_chart import chart_geometry
 from sessions_app.models import Session
-from sessions_app.token_chart import chart_geometry
+from sessions_app.rollout import projection as p
+from sessions_app.rollout import selectors
 
 SESSION_PAGE = "sessions_app/session_detail.html"
 FLEET_PAGE = "sessions_app/fleet.html"

@@ -11,10 +11,10 @@ from typing import Any
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from compaction_app.models import Compaction, CompactionAttempt
-from sessions_app import projection as p
-from sessions_app.fleet_filter import FleetFilter
+from sessions_app.fleet.filter import FleetFilter
+from sessions_app.live.token_chart import Point
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
-from sessions_app.token_chart import Point
+from sessions_app.rollout import projection as p
 
 CHART_POINTS = 600  # readings kept on the chart: enough for hours of turns, bounded per render
 FLEET_LIMIT = 500

@@ -7,9 +7,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from compaction_app.engine import thresholds
 from compaction_app.engine.items import Item
-from compaction_app.models import CompactionPolicy, Provider
+from compaction_app.limits import auto_compact_limit
 from sessions_app.models import LiveItem, RolloutLine, Session
 
 
@@ -23,18 +22,6 @@ def list_sessions(*, state: str | None = None) -> QuerySet[Session]:
 def get_session(*, session_id: int) -> Session:
     """One session with its provider and policy; raises Session.DoesNotExist."""
     return Session.objects.select_related("provider", "policy").get(pk=session_id)
-
-
-def auto_compact_limit(*, provider: Provider, policy: CompactionPolicy) -> int:
-    """The auto-compact limit shown next to the meter (spec §2.2, §2.3).
-
-    total scope: min(configured or 90% of the window, 90% of the window); body_after_prefix: the configured value
-    as given, else 90% of the window.
-    """
-    configured = policy.auto_compact_token_limit
-    if policy.auto_compact_scope == CompactionPolicy.Scope.BODY_AFTER_PREFIX and configured is not None:
-        return configured
-    return thresholds.auto_compact_limit(provider.context_window, configured)
 
 
 def session_summary(*, session: Session) -> dict[str, Any]:

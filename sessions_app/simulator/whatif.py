@@ -19,12 +19,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compaction_app.engine.compactor import CompactionRequest, HistorySnapshot, run_compaction
+from compaction_app.engine.port import ResponsesRequest
+from compaction_app.engine.provider_errors import ProviderError
 from compaction_app.engine.settings import CompactionSettings
 from compaction_app.engine.tokens import counter
 from compaction_app.engine.windows import WindowState, new_window_id
-from compaction_app.providers.base import ResponsesRequest
 from compaction_app.providers.config import ProviderConfig
-from compaction_app.providers.errors import ProviderError
 from compaction_app.providers.factory import build_client
 
 from .initial_context import ContextWindowIds

@@ -13,7 +13,7 @@ from typing import Any
 from django import template
 
 from compaction_app.engine import items as it
-from sessions_app.token_chart import short_tokens
+from sessions_app.live.token_chart import short_tokens
 
 register = template.Library()
 

@@ -30,9 +30,9 @@ from compaction_app.engine import meter as m
 from compaction_app.engine.items import SUMMARY_PREFIX, is_message, is_real_user_message, message_text
 from compaction_app.engine.pins import PIN_EVENTS
 from compaction_app.engine.thresholds import token_status
+from compaction_app.engine.vocabulary import Phase, Reason, Trigger
 from compaction_app.engine.windows import new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
-from sessions_app import projection as p
 from sessions_app.codex_rollout import (
     ImportedLine,
     ParsedRollout,
@@ -44,16 +44,23 @@ from sessions_app.codex_rollout import (
 from sessions_app.codex_rollout.export import COMPACTWEB_EVENT
 from sessions_app.codex_rollout.labels import Labels, implementation_of, infer_labels, latest_context_window
 from sessions_app.codex_rollout.parse import REPAIRED, SKIPPED, LineProblem, split_raw_lines
-from sessions_app.item_validation import ItemValidationError, validate_item, validate_items
-from sessions_app.locks import LeaseLost, SessionBusy
-from sessions_app.models import RolloutLine, Session
-from sessions_app.rollback import (
+from sessions_app.compactions.rollback import (
     RollbackRefused,
     compaction_key,
     fold_compaction_states,
     thread_rollback_line,
 )
-from sessions_app.services import NewLine, append_rollout_lines, do_append_items, do_create_session
+from sessions_app.compactions.services import (
+    CompactionFailed,
+    CompactionInterrupted,
+    CompactionRefused,
+    do_compact_session,
+)
+from sessions_app.models import RolloutLine, Session
+from sessions_app.rollout import projection as p
+from sessions_app.rollout.lease import LeaseLost, SessionBusy
+from sessions_app.rollout.services import NewLine, append_rollout_lines, do_append_items, do_create_session
+from sessions_app.rollout.validation import ItemValidationError, validate_item, validate_items
 
 IMPORTED = "imported"
 FOLLOWED = "followed"
@@ -244,7 +251,7 @@ def replay_comparison(*, replay: Session) -> dict[str, Any]:
 def export_filename(session: Session) -> str:
     """Codex's file name pattern: rollout-<YYYY-MM-DDTHH-MM-SS>-<thread id>.jsonl (spec §15). An imported or
     followed session keeps its file's name; otherwise the time is the session's start (its session_meta)."""
-    from sessions_app import codex_sources
+    from sessions_app.transfer.services import codex_sources
 
     return codex_sources.export_filename(session=session)
 
@@ -265,7 +272,7 @@ def export_rollout(*, session: Session, chunk_size: int = 1000) -> Iterator[str]
     (spec §15). An imported or followed session gives back its file's lines exactly as they came in, then what
     compactweb added after (sessions_app.codex_sources). Raises RolloutExportError for a line Codex's format
     cannot hold."""
-    from sessions_app import codex_sources
+    from sessions_app.transfer.services import codex_sources
 
     if codex_sources.has_source(session=session):
         return codex_sources.export_with_source(session=session, chunk_size=chunk_size)
@@ -492,10 +499,10 @@ def _create_compactions(session: Session, rows: list[RolloutLine], labels: dict[
 
 def provider_for_window(provider: Provider, window: int | None) -> Provider:
     """The provider with the rollout's context window: Codex reports the usable window (the model's window times
-    its effective percent), so the provider's window is that divided back (sessions_app.fleet.derived_provider)."""
+    its effective percent), so the provider's window is that divided back (sessions_app.fleet.runtime.derived_provider)."""
     if not window:
         return provider
-    from sessions_app.fleet import derived_provider
+    from sessions_app.fleet.runtime import derived_provider
 
     percent = provider.effective_context_window_percent or 100
     full = -(-window * 100 // percent)
@@ -528,7 +535,7 @@ def do_import_rollout(
     (unless `new_thread_id`, which imports under a fresh id and keeps the original as `forked_from_id`),
     TransferRefused when no provider or policy is configured.
     """
-    from sessions_app import codex_sources
+    from sessions_app.transfer.services import codex_sources
 
     raw = split_raw_lines(lines)
     parsed = parse_rollout([r.raw for r in raw], source_name=source_name, strict=strict)
@@ -674,16 +681,14 @@ class _Replayer:
 
     def start_turn(self) -> None:
         """A new turn begins: record what came before, then the pre-turn check (spec §2.4 step 1b)."""
-        from compaction_app.services import CompactionFailed, CompactionInterrupted, CompactionRefused
-
         self.flush()
         self.result.turns += 1
         session = Session.objects.select_related("provider", "policy").get(pk=self.session.pk)
         if self.compaction_refused or not limit_reached(session):
             return
         try:
-            self.compact(session_id=session.pk, actor=self.actor, trigger="auto", reason="context_limit",
-                         phase="pre_turn")
+            self.compact(session_id=session.pk, actor=self.actor, trigger=Trigger.AUTO, reason=Reason.CONTEXT_LIMIT,
+                         phase=Phase.PRE_TURN)
             self.result.compactions += 1
         except CompactionRefused as exc:
             self.compaction_refused = True  # a configuration problem: every later attempt would be refused too
@@ -737,9 +742,9 @@ def do_replay_session(
     """Replay a session under another policy (and optionally provider) as a new session (source "replay",
     origin = the original): its response items in order, its turn contexts and thread rollbacks, with the new
     policy's pre-turn auto compaction between turns (spec §2.4 step 1b). Compaction failures are recorded on the
-    replay and listed; the replay goes on. `compact` defaults to compaction_app.services.do_compact_session."""
+    replay and listed; the replay goes on. `compact` defaults to sessions_app.compactions.services.do_compact_session."""
     if compact is None:
-        from compaction_app.services import do_compact_session as compact
+        compact = do_compact_session
     original = Session.objects.select_related("provider", "policy").get(pk=session_id)
     provider = provider or original.provider
     replay = do_create_session(

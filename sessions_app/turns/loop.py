@@ -1,7 +1,7 @@
 """The turn loop: one regular turn of an agent session, as Codex's `run_turn` does it (spec §2.4, §3.2, §5.3, §6.2).
 
 The same loop runs `POST /sessions/<id>/turns` and every simulated step. It is plain Python: everything it reads or
-writes goes through a small `TurnPort` (the Django adapter in `sessions_app.turn_services`, an in-memory fold in the
+writes goes through a small `TurnPort` (the Django adapter in `sessions_app.turns.services`, an in-memory fold in the
 tests), and the model is any `ModelClient`. One turn:
 
 1. pre-turn, before anything of the turn is recorded: the previous-model check (comp_hash_changed, then
@@ -30,9 +30,10 @@ from typing import Any, Protocol
 
 from compaction_app.engine import thresholds
 from compaction_app.engine.items import Item, message_text, needs_client_output, output_call_id, user_message
-from compaction_app.engine.thresholds import ModelLimits, Reason, TokenStatus
-from compaction_app.providers.base import ModelClient, ResponsesRequest, Usage
-from compaction_app.providers.errors import ProviderError
+from compaction_app.engine.port import ModelClient, ResponsesRequest, Usage
+from compaction_app.engine.provider_errors import ProviderError
+from compaction_app.engine.thresholds import ModelLimits, TokenStatus
+from compaction_app.engine.vocabulary import Reason
 from compaction_app.providers.retry import with_retries
 from sessions_app.simulator.tools import answer_tool_call, tool_specs
 

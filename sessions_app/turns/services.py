@@ -1,9 +1,9 @@
-"""Turns against the database: the Django side of the turn loop (`sessions_app.turns`).
+"""Turns against the database: the Django side of the turn loop (`sessions_app.turns.loop`).
 
 `arun_turn` takes the session's lease (purpose "turn"), builds the provider client from the session's Provider row
-and fault injection (through `compaction_app.settings_builder`, so a turn and a compaction see the same settings),
+and fault injection (through `sessions_app.compactions.settings_builder`, so a turn and a compaction see the same settings),
 and runs the loop through `SessionTurnPort`, which appends rollout lines with `append_rollout_lines` and runs
-automatic compactions with `compaction_app.services.acompact_session` under the same lease.
+automatic compactions with `sessions_app.compactions.services.acompact_session` under the same lease.
 
 Per-turn cost does not grow with the history: the checks read the session's cached header (O(1)), appends are O(1)
 per line, and the live history a request sends is kept in a per-process cache validated by the session's `last_seq`
@@ -23,16 +23,19 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from uuid6 import uuid7
 
-from compaction_app import settings_builder
 from compaction_app.engine.items import Item, normalize_kind
-from compaction_app.engine.thresholds import ModelLimits, Reason
-from compaction_app.providers.base import ModelClient
+from compaction_app.engine.port import ModelClient
+from compaction_app.engine.thresholds import ModelLimits
+from compaction_app.engine.vocabulary import Reason
 from compaction_app.providers.factory import build_client
-from sessions_app import events, locks, selectors
+from sessions_app.compactions import services as compaction
+from sessions_app.compactions import settings_builder
 from sessions_app.models import RolloutLine, Session
-from sessions_app.projection import EVENT_MSG, RESPONSE_ITEM, TURN_CONTEXT
-from sessions_app.services import NewLine, append_rollout_lines, usage_line
-from sessions_app.turns import (
+from sessions_app.rollout import events, selectors
+from sessions_app.rollout import lease as locks
+from sessions_app.rollout.projection import EVENT_MSG, RESPONSE_ITEM, TURN_CONTEXT
+from sessions_app.rollout.services import NewLine, append_rollout_lines, usage_line
+from sessions_app.turns.loop import (
     Marker,
     Record,
     TurnCompactionFailed,
@@ -164,7 +167,7 @@ def _turn_state(session: Session, previous: dict[str, Any] | None) -> TurnState:
 
 
 class SessionTurnPort:
-    """The turn loop's port onto one session in the database (sessions_app.turns.TurnPort).
+    """The turn loop's port onto one session in the database (sessions_app.turns.loop.TurnPort).
 
     The session is loaded once per turn (with its provider and policy) and kept current by the turn's own appends,
     which refresh its header columns; only a compaction, which writes the session itself, makes the port reload it.
@@ -271,8 +274,6 @@ class SessionTurnPort:
             await events.apublish(await sync_to_async(self._record)(records))
 
     async def compact(self, *, reason: Reason, phase: str, compact_with: ModelLimits | None) -> None:
-        from compaction_app import services as compaction
-
         failures = (compaction.CompactionFailed, compaction.CompactionRefused, compaction.CompactionInterrupted,
                     locks.SessionBusy, locks.LeaseLost)
         try:
@@ -401,7 +402,7 @@ async def arun_turn(
 
 def record_turn_alerts(*, session_id: int, first_seq: int, last_seq: int) -> None:
     """Feed the finished turn to the alert watch (compaction_app.alerts); an alert never fails a turn."""
-    from compaction_app.alerts import record_turn
+    from sessions_app.compactions.alerts import record_turn
 
     try:
         record_turn(session_id=session_id, first_seq=first_seq, last_seq=last_seq)

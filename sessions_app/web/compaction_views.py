@@ -1,6 +1,6 @@
 """Pages: the compaction inspector (before and after side by side, attempts, hook runs) and the analytics page.
 
-Thin: check the role, read through compaction_app.selectors, shape rows for the templates.
+Thin: check the role, read through sessions_app.compactions.selectors, shape rows for the templates.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from compaction_app import retention, selectors
 from compaction_app.models import Compaction, CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, SUPPORT, has_role, role_of, role_required
+from sessions_app.compactions import retention, selectors
 
-ROLLBACK_URL_NAME = "compaction_rollback"  # the support-only confirmation form (sessions_app.rollback)
+ROLLBACK_URL_NAME = "compaction_rollback"  # the support-only confirmation form (sessions_app.compactions.rollback)
 PERIODS = (("1", "last 24 hours"), ("7", "last 7 days"), ("30", "last 30 days"), ("", "all time"))
 RETENTION_DIMENSIONS = (("strategy", "method"), ("policy", "policy"), ("model", "model"), ("day", "day"))
 # `method` is compactweb's choice of method; `strategy` is Codex's analytics field (`memento`, spec §10).

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from sessions_app import views
+from sessions_app.web import compaction_views, pin_views, views, views_support
 
 urlpatterns = [
     path("", views.fleet, name="fleet"),
@@ -13,11 +13,13 @@ urlpatterns = [
     path("sessions/<int:pk>/run/<str:action>/", views.run_action, name="run_action"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("compactions/<int:pk>/", compaction_views.compaction_detail, name="compaction_detail"),
+    path("analytics/", compaction_views.analytics, name="analytics"),
+    path("sessions/<int:pk>/pins/", pin_views.pin_add, name="pin_add"),
+    path("sessions/<int:pk>/pins/<str:pin_id>/remove/", pin_views.pin_remove, name="pin_remove"),
 ]
 
 # Audit log, rollback / redo forms, rollout import and replay comparison (issue 7).
-from sessions_app import views_support  # noqa: E402
-
 urlpatterns += [
     path("audit/", views_support.audit_log, name="audit_log"),
     path("compactions/<int:pk>/rollback/", views_support.compaction_rollback, name="compaction_rollback"),

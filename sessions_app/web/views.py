@@ -1,13 +1,11 @@
 """Pages: the fleet board, a session's live view, their HTTP re-sync fragments, and the operator's forms (start and
 control simulated sessions, compact now). Thin: parse, check the role, call a service or selector, render.
 
-Every page is readable without JavaScript; with it, one websocket per page keeps it live (sessions_app.consumers)
-and the same partials render the first load, each update and each re-sync (sessions_app.live_render).
+Every page is readable without JavaScript; with it, one websocket per page keeps it live (sessions_app.live.consumers)
+and the same partials render the first load, each update and each re-sync (sessions_app.live.render).
 """
 
 from __future__ import annotations
-
-import importlib.util
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse
@@ -15,37 +13,25 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from compaction_app.alerts import recent_alerts
+from compaction_app.engine.vocabulary import Strategy, label
 from compaction_app.models import CompactionPolicy, Provider
-from compaction_app.retention import session_pins
 from compactweb.roles import OPERATOR, role_of, role_required
-from sessions_app import live_render, selectors
-from sessions_app.fleet_filter import STATES, FleetFilter
-from sessions_app.locks import SessionBusy
+from sessions_app.compactions.alerts import recent_alerts
+from sessions_app.compactions.retention import session_pins
+from sessions_app.compactions.tasks import start_compaction
+from sessions_app.fleet import runtime as fleet_runtime
+from sessions_app.fleet.filter import STATES, FleetFilter
+from sessions_app.live import render as live_render
 from sessions_app.models import Session, SimulatorRun
+from sessions_app.rollout import selectors
+from sessions_app.rollout.lease import SessionBusy
 from sessions_app.simulator.scenarios import list_scenarios
 
-STRATEGIES = (
-    ("", "policy default"),
-    ("local", "local summarisation"),
-    ("remote_v1", "remote v1 (/responses/compact)"),
-    ("remote_v2", "remote v2 (compaction_trigger)"),
-    ("token_budget", "token budget (new window)"),
-    ("masking", "observation masking (no model call)"),
-)
+STRATEGIES = (("", "policy default"), *((strategy.value, label(strategy)) for strategy in Strategy))
 MAX_INSTRUCTIONS = 4000
 MAX_FLEET = 50
 MIN_WINDOW = 2000  # smaller windows cannot hold a scenario's initial context and one turn
 RUN_ACTIONS = ("pause", "resume", "stop")
-
-
-def _fleet_runner():
-    """The simulator's fleet services (sessions_app.fleet), or None while they are not installed."""
-    if importlib.util.find_spec("sessions_app.fleet") is None:
-        return None
-    from sessions_app import fleet
-
-    return fleet
 
 
 def _session_or_404(pk: int) -> Session:
@@ -73,7 +59,6 @@ def fleet(request):
         providers=Provider.objects.order_by("name"),
         policies=CompactionPolicy.objects.order_by("name"),
         scenarios=list_scenarios(),
-        can_run=_fleet_runner() is not None,
         ws_query="&".join(f"{k}={v}" for k, v in query.items()),
         max_fleet=MAX_FLEET,
         recent_alerts=recent_alerts(),
@@ -109,8 +94,6 @@ def session_live(request, pk: int):
 @role_required(OPERATOR)
 def compact_now(request, pk: int):
     """Queue a manual compaction; progress and the result arrive over the session's websocket."""
-    from compaction_app.services import start_compaction
-
     session = _session_or_404(pk)
     strategy = request.POST.get("strategy", "")
     instructions = request.POST.get("instructions", "").strip()
@@ -142,9 +125,6 @@ def compact_now(request, pk: int):
 def fleet_start(request):
     """Start simulated sessions: scenario, count, provider, policy, pacing, and optionally a context window (blank:
     the window the scenario suggests)."""
-    runner = _fleet_runner()
-    if runner is None:
-        raise Http404("the simulator's fleet runner is not installed")
     form = request.POST
     try:
         count = int(form.get("count", "1"))
@@ -163,7 +143,7 @@ def fleet_start(request):
         messages.error(request, f"A context window needs at least {MIN_WINDOW:,} tokens.")
         return redirect("fleet")
     try:
-        runner.do_start_fleet(
+        fleet_runtime.do_start_fleet(
             scenario=scenario, count=count, provider=provider, policy=policy, turns_per_minute=speed,
             loop=form.get("loop") == "on", context_window=window, actor=request.user,
         )
@@ -178,15 +158,14 @@ def fleet_start(request):
 @role_required(OPERATOR)
 def run_action(request, pk: int, action: str):
     """Pause, resume or stop the simulated run driving a session."""
-    runner = _fleet_runner()
-    if runner is None or action not in RUN_ACTIONS:
+    if action not in RUN_ACTIONS:
         raise Http404("no such action")
     session = _session_or_404(pk)
     run = SimulatorRun.objects.filter(session=session).first()
     if run is None:
         messages.error(request, f"Session {pk} is not driven by the simulator.")
     else:
-        service = getattr(runner, f"do_{action}_run")
+        service = getattr(fleet_runtime, f"do_{action}_run")
         try:
             service(run=run, actor=request.user)
         except ValueError as exc:

@@ -1,6 +1,6 @@
 """Pages for repairing and bringing in sessions: the audit log (support), rollback / redo forms for the
 compaction inspector (support), the rollout import upload and the replay comparison (operator). Thin: parse,
-check the role, call sessions_app.rollback / sessions_app.transfer, render."""
+check the role, call sessions_app.compactions.rollback / sessions_app.transfer.services, render."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, SUPPORT, role_of, role_required
-from sessions_app import rollback, transfer
 from sessions_app.codex_rollout import RolloutImportError
-from sessions_app.locks import SessionBusy
+from sessions_app.compactions import rollback
 from sessions_app.models import Session
+from sessions_app.rollout.lease import SessionBusy
+from sessions_app.transfer import services as transfer
 
 AUDIT_PAGE_SIZE = 50
 

@@ -2,6 +2,6 @@
 (started when COMPACTWEB_RUN_SIMULATOR=1, as scripts/dev does), so simulated sessions move while a page watches."""
 
 from compactweb.asgi import application  # noqa: F401  (the served app)
-from sessions_app.scheduler import start_from_environment
+from sessions_app.fleet.scheduler import start_from_environment
 
 start_from_environment()

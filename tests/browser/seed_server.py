@@ -15,7 +15,7 @@ from django.core.management import call_command  # noqa: E402
 
 from compaction_app.models import CompactionPolicy, Provider  # noqa: E402
 from compactweb.api_tokens import issue_token  # noqa: E402
-from sessions_app.services import do_create_session  # noqa: E402
+from sessions_app.rollout.services import do_create_session  # noqa: E402
 
 PASSWORD = "browser-test-password"
 

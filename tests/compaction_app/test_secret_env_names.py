@@ -8,7 +8,7 @@ import pytest
 
 from compaction_app.models import CompactionPolicy, Provider
 from compaction_app.providers.secret_env import is_allowed_secret_env, secret_env_problem
-from sessions_app.services import do_create_session
+from sessions_app.rollout.services import do_create_session
 from tests.fakes.scripted_provider import (
     Reply,
     ScriptedProvider,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from sessions_app.fleet import MAX_FLEET_SIZE
+from sessions_app.fleet.runtime import MAX_FLEET_SIZE
 from sessions_app.models import RolloutLine, Session, SimulatorRun
 
 ROLLOUT = Path(__file__).resolve().parents[1] / "fixtures" / "rollouts" / "codex_0169_local_compaction.jsonl"

@@ -7,10 +7,10 @@ import pytest
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction, CompactionAttempt
-from compaction_app.services import do_compact_session
-from sessions_app.locks import SessionBusy
+from sessions_app.compactions.services import do_compact_session
 from sessions_app.models import RolloutLine, Session
-from sessions_app.services import verify_projection
+from sessions_app.rollout.lease import SessionBusy
+from sessions_app.rollout.services import verify_projection
 from tests.scale_out.at_once import AtOnce
 
 REQUESTS = 20

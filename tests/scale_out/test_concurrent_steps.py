@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from compaction_app.services import do_compact_session
-from sessions_app import fleet
-from sessions_app.locks import SessionBusy
+from sessions_app.compactions.services import do_compact_session
+from sessions_app.fleet import runtime as fleet
 from sessions_app.models import RolloutLine, Session, SimulatorRun
-from sessions_app.services import verify_projection
+from sessions_app.rollout.lease import SessionBusy
+from sessions_app.rollout.services import verify_projection
 from tests.scale_out.at_once import AtOnce
 
 STEPS = 8

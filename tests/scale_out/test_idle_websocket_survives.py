@@ -10,7 +10,7 @@ import time
 import pytest
 
 from compaction_app.engine.items import user_message
-from sessions_app.services import do_append_items
+from sessions_app.rollout.services import do_append_items
 from tests.scale_out.processes import child_env, free_port, start_daphne, stop
 from tests.scale_out.test_worker_event_reaches_other_daphne import MARKER, covered_seqs, session_cookie
 

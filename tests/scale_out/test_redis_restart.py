@@ -29,9 +29,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import CompactionAttempt
-from sessions_app import fleet
+from sessions_app.fleet import runtime as fleet
 from sessions_app.models import RolloutLine, Session, SimulatorRun
-from sessions_app.services import verify_projection
+from sessions_app.rollout.services import verify_projection
 from tests.scale_out.processes import (
     child_env,
     free_port,
@@ -50,10 +50,10 @@ STEPS_BEFORE = 2
 BATCHES_BEFORE = 3
 BATCHES_AFTER = 3
 DEADLINE_SECONDS = 30
-STEP_TASK = "sessions_app.tasks.run_simulator_step"
-COMPACTION_TASK = "compaction_app.tasks.run_compaction_task"
+STEP_TASK = "sessions_app.fleet.tasks.run_simulator_step"
+COMPACTION_TASK = "sessions_app.compactions.tasks.run_compaction_task"
 SLOW_SECONDS = 5  # the simulated model's answer: the worker is mid-task for the whole outage
-TRY_AGAIN = 4013  # sessions_app.consumers.CLOSE_TRY_AGAIN, as the browser sees it
+TRY_AGAIN = 4013  # sessions_app.live.consumers.CLOSE_TRY_AGAIN, as the browser sees it
 
 
 def healthz(port: int) -> tuple[int, dict]:

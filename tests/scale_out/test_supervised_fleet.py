@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from compactweb.watchdog import supervisor_proxy
-from sessions_app import fleet
+from sessions_app.fleet import runtime as fleet
 from sessions_app.models import RolloutLine, Session, SimulatorRun
-from sessions_app.services import verify_projection
+from sessions_app.rollout.services import verify_projection
 from tests.scale_out.processes import ROOT, child_env, free_port
 from tests.scale_out.test_redis_restart import now as utc_now
 from tests.scale_out.test_redis_restart import start_redis, steps_between, wait_until

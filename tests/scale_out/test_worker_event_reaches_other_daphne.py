@@ -71,7 +71,7 @@ def test_a_line_written_by_a_celery_worker_reaches_a_websocket_on_another_daphne
         ) as ws:
             hello = MARKER.search(ws.recv(timeout=30))
             assert hello and hello.group(1) == "hello" and int(hello.group(2)) == session.last_seq
-            broker.send_task("compaction_app.tasks.run_compaction_task", queue=queue,
+            broker.send_task("sessions_app.compactions.tasks.run_compaction_task", queue=queue,
                              kwargs={"session_id": session.pk, "strategy": "local"})
             deadline = time.monotonic() + DEADLINE_SECONDS
             received: set[int] = set()
@@ -89,7 +89,7 @@ def test_a_line_written_by_a_celery_worker_reaches_a_websocket_on_another_daphne
             assert compacted_seq is not None, f"the worker wrote no compacted line:\n{_tail(tmp_path)}"
             assert compacted_seq in received, (
                 f"seq {compacted_seq} never reached the websocket (got {sorted(received)}):\n{_tail(tmp_path)}")
-        assert "compaction_app.tasks.run_compaction_task" in (tmp_path / "worker.log").read_text()
+        assert "sessions_app.compactions.tasks.run_compaction_task" in (tmp_path / "worker.log").read_text()
     finally:
         for process in (worker, web):
             if process is not None:

@@ -17,11 +17,11 @@ from django.utils import timezone
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction, CompactionAttempt
-from compaction_app.services import do_compact_session
 from compaction_app.stale_attempts import STALE_ATTEMPT_MESSAGE
-from sessions_app.locks import SessionBusy
+from sessions_app.compactions.services import do_compact_session
 from sessions_app.models import LiveItem, RolloutLine, Session
-from sessions_app.services import verify_projection
+from sessions_app.rollout.lease import SessionBusy
+from sessions_app.rollout.services import verify_projection
 from tests.scale_out.processes import child_env, forget_queue, start_worker, stop, wait_for_log
 
 # The simulated model answers after this long: the worker is killed well inside it, after renewing its lease.
@@ -64,7 +64,7 @@ def test_a_worker_killed_mid_compaction_leaves_history_unchanged_and_the_next_co
                "COMPACTWEB_LEASE_TTL_SECONDS": str(TTL_SECONDS)}
         worker = start_worker(queue=queue, env=env, log=log)
         wait_for_log(worker, log, "ready")
-        broker.send_task("compaction_app.tasks.run_compaction_task", queue=queue,
+        broker.send_task("sessions_app.compactions.tasks.run_compaction_task", queue=queue,
                          kwargs={"session_id": session.pk, "strategy": "local"})
         deadline = time.monotonic() + DEADLINE_SECONDS
         while not CompactionAttempt.objects.filter(session=session, status="running").exists():

@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture
 def no_engine_sleeps(monkeypatch):
-    from compaction_app import services
+    from sessions_app.compactions import services
 
     async def sleep(seconds: float) -> None:
         return None
@@ -20,8 +20,8 @@ def no_engine_sleeps(monkeypatch):
 
 @pytest.fixture
 def compact(no_engine_sleeps) -> Callable:
-    """compact(session, strategy="remote_v1") → the Compaction installed by compaction_app.services."""
-    from compaction_app.services import do_compact_session
+    """compact(session, strategy="remote_v1") → the Compaction installed by sessions_app.compactions.services."""
+    from sessions_app.compactions.services import do_compact_session
 
     def run(session, strategy: str = "remote_v1"):
         compaction = do_compact_session(session_id=session.pk, strategy=strategy)
@@ -34,7 +34,7 @@ def compact(no_engine_sleeps) -> Callable:
 @pytest.fixture
 def add_turn(items_factory) -> Callable:
     """add_turn(session, n) → appends a user message and an assistant reply (the model's output)."""
-    from sessions_app.services import do_append_items
+    from sessions_app.rollout.services import do_append_items
 
     def add(session, n: int, size: int = 30):
         do_append_items(

@@ -16,9 +16,9 @@ import pytest
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction
 from compactweb import background
-from sessions_app import jobs
-from sessions_app.locks import acquire, release
+from sessions_app.jobs import services as jobs
 from sessions_app.models import Job, Session
+from sessions_app.rollout.lease import acquire, release
 
 ITEMS = [user_message("add pagination to the list endpoint"), user_message("and document it")]
 ROLLOUT = (

@@ -6,8 +6,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from sessions_app.events import FLEET_GROUP, publish_transient, session_group
-from sessions_app.services import append_rollout_lines, do_append_items, estimate_line
+from sessions_app.rollout.events import FLEET_GROUP, publish_transient, session_group
+from sessions_app.rollout.services import append_rollout_lines, do_append_items, estimate_line
 
 
 def _subscribe(group: str) -> tuple:
@@ -57,8 +57,8 @@ def test_event_lines_name_the_event_type_of_event_lines(session):
 
 @pytest.mark.django_db(transaction=True)
 def test_publishing_reads_nothing_back_from_the_database(session, items_factory, django_assert_num_queries):
-    from sessions_app.events import on_rollout_appended
-    from sessions_app.selectors import session_summary
+    from sessions_app.rollout.events import on_rollout_appended
+    from sessions_app.rollout.selectors import session_summary
 
     summary = session_summary(session=session)
     with django_assert_num_queries(0):
@@ -86,7 +86,7 @@ def test_transient_events_carry_no_seq_of_their_own(session):
 
 def test_sync_code_outside_any_event_loop_publishes_on_one_loop_per_thread():
     session_id = 7
-    from sessions_app import events
+    from sessions_app.rollout import events
 
     layer, channel = _subscribe(session_group(session_id))
     loops = []
@@ -101,7 +101,7 @@ def test_sync_code_outside_any_event_loop_publishes_on_one_loop_per_thread():
 @pytest.mark.asyncio
 async def test_async_code_collects_an_appends_events_and_publishes_them_itself():
     session_id = 8
-    from sessions_app import events
+    from sessions_app.rollout import events
 
     layer = get_channel_layer()
     channel = await layer.new_channel()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sessions_app import projection as p
+from sessions_app.rollout import projection as p
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "u"}]}
 ASSISTANT = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a"}]}

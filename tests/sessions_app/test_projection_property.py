@@ -4,10 +4,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction_app.engine.items import SUMMARY_PREFIX
-from sessions_app import projection as p
-from sessions_app import selectors
 from sessions_app.models import LiveItem, RolloutLine
-from sessions_app.services import (
+from sessions_app.rollout import projection as p
+from sessions_app.rollout import selectors
+from sessions_app.rollout.services import (
     append_rollout_line,
     do_append_items,
     do_record_usage,

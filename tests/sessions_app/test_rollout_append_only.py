@@ -5,7 +5,7 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models.deletion import ProtectedError
 
 from sessions_app.models import AppendOnlyError, RolloutLine, Session
-from sessions_app.services import do_append_items
+from sessions_app.rollout.services import do_append_items
 
 
 @pytest.fixture

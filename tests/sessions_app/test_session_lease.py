@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from compaction_app.models import CompactionAttempt
 from compaction_app.stale_attempts import STALE_ATTEMPT_MESSAGE
-from sessions_app.locks import (
+from sessions_app.models import Session
+from sessions_app.rollout.lease import (
     LeaseLost,
     SessionBusy,
     acquire,
@@ -18,7 +19,6 @@ from sessions_app.locks import (
     release,
     session_lease,
 )
-from sessions_app.models import Session
 
 
 @pytest.mark.django_db

@@ -4,11 +4,10 @@ and invalid items store nothing."""
 import pytest
 
 from compaction_app.engine.tokens import counter
-from sessions_app import projection as p
-from sessions_app import selectors
-from sessions_app.item_validation import ItemValidationError
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
-from sessions_app.services import (
+from sessions_app.rollout import projection as p
+from sessions_app.rollout import selectors
+from sessions_app.rollout.services import (
     append_rollout_line,
     do_append_items,
     do_create_session,
@@ -16,6 +15,7 @@ from sessions_app.services import (
     rebuild_projection,
     verify_projection,
 )
+from sessions_app.rollout.validation import ItemValidationError
 
 ENV = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>cwd=/x</environment_context>"}]}
 

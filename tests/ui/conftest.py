@@ -73,6 +73,6 @@ def norole_user(make_user):
 
 @pytest.fixture(autouse=True)
 def _fast_fleet_flush(monkeypatch):
-    from sessions_app.consumers import FleetConsumer
+    from sessions_app.live.consumers import FleetConsumer
 
     monkeypatch.setattr(FleetConsumer, "flush_seconds", 0.02)

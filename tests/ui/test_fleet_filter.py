@@ -1,6 +1,6 @@
 """The fleet filter is parsed once and applied the same way to the page's query and the websocket's events."""
 
-from sessions_app.fleet_filter import FleetFilter
+from sessions_app.fleet.filter import FleetFilter
 
 SUMMARY = {"state": "running", "provider": 2, "policy": 3, "title": "Fix a failing test #4"}
 

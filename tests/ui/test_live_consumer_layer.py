@@ -11,8 +11,8 @@ import pytest
 from channels.layers import channel_layers, get_channel_layer
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from sessions_app.consumers import CLOSE_TRY_AGAIN
-from sessions_app.events import FLEET_GROUP, publish_transient, session_group
+from sessions_app.live.consumers import CLOSE_TRY_AGAIN
+from sessions_app.rollout.events import FLEET_GROUP, publish_transient, session_group
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

@@ -8,11 +8,11 @@ import re
 import pytest
 from channels.db import database_sync_to_async
 
-from sessions_app import projection as p
-from sessions_app.consumers import FleetConsumer
-from sessions_app.events import publish_transient
+from sessions_app.live.consumers import FleetConsumer
 from sessions_app.models import Session
-from sessions_app.services import NewLine, append_rollout_lines, do_append_items
+from sessions_app.rollout import projection as p
+from sessions_app.rollout.events import publish_transient
+from sessions_app.rollout.services import NewLine, append_rollout_lines, do_append_items
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
@@ -192,7 +192,7 @@ async def test_a_filtered_fleet_removes_a_row_that_does_not_match(ws_for, operat
     ],
 )
 async def test_the_fleet_rereads_the_last_compaction_when_any_line_of_an_event_is_a_compaction(lines, stale):
-    from sessions_app.events import lines_event
+    from sessions_app.rollout.events import lines_event
 
     consumer = FleetConsumer()
     consumer.summaries, consumer.pending, consumer.stale_attempts, consumer.flusher = {}, set(), set(), None

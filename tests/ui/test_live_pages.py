@@ -9,17 +9,17 @@ import pytest
 from django.test import Client
 
 from compaction_app.models import CompactionAttempt
-from sessions_app import live_render
-from sessions_app.locks import SessionBusy
+from sessions_app.live import render as live_render
 from sessions_app.models import Session, SimulatorRun
-from sessions_app.services import do_append_items
+from sessions_app.rollout.lease import SessionBusy
+from sessions_app.rollout.services import do_append_items
 
 SCRIPT = "<script>alert(1)</script>"
 
 
 @pytest.fixture(autouse=True)
 def _no_engine_sleeps(monkeypatch):
-    from compaction_app import services
+    from sessions_app.compactions import services
 
     async def sleep(seconds: float) -> None:
         return None
@@ -30,7 +30,7 @@ def _no_engine_sleeps(monkeypatch):
 @pytest.fixture
 def compacted(make_session, items_factory):
     """A session with two turns compacted locally through the real service (embedded simulated provider)."""
-    from compaction_app.services import do_compact_session
+    from sessions_app.compactions.services import do_compact_session
 
     session = make_session(items=[
         items_factory.user("migrate the settings module " + "please " * 40),
@@ -141,7 +141,7 @@ def test_the_resync_answer_carries_the_pages_fragments_out_of_band(operator_user
 @pytest.mark.django_db
 def test_compact_now_queues_a_compaction_with_the_chosen_strategy(operator_user, session, monkeypatch):
     calls = []
-    monkeypatch.setattr("compaction_app.services.start_compaction", lambda **kw: calls.append(kw))
+    monkeypatch.setattr("sessions_app.web.views.start_compaction", lambda **kw: calls.append(kw))
     response = login(operator_user).post(
         f"/sessions/{session.pk}/compact/", {"strategy": "remote_v1", "instructions": " keep names "},
         HTTP_HX_REQUEST="true",
@@ -154,7 +154,7 @@ def test_compact_now_queues_a_compaction_with_the_chosen_strategy(operator_user,
 @pytest.mark.django_db
 def test_compact_now_with_the_policy_default_passes_no_strategy(operator_user, session, monkeypatch):
     calls = []
-    monkeypatch.setattr("compaction_app.services.start_compaction", lambda **kw: calls.append(kw))
+    monkeypatch.setattr("sessions_app.web.views.start_compaction", lambda **kw: calls.append(kw))
     response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": ""})
     assert response.status_code == 302 and calls[0]["strategy"] is None
 
@@ -164,7 +164,7 @@ def test_compact_now_says_so_when_the_session_is_busy(operator_user, session, mo
     def busy(**kwargs):
         raise SessionBusy(session_id=session.pk, purpose="compaction")
 
-    monkeypatch.setattr("compaction_app.services.start_compaction", busy)
+    monkeypatch.setattr("sessions_app.web.views.start_compaction", busy)
     response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": ""}, HTTP_HX_REQUEST="true")
     assert response.status_code == 409 and b"is busy" in response.content
 
@@ -172,7 +172,7 @@ def test_compact_now_says_so_when_the_session_is_busy(operator_user, session, mo
 @pytest.mark.django_db
 def test_compact_now_refuses_an_unknown_strategy_and_queues_nothing(operator_user, session, monkeypatch):
     calls = []
-    monkeypatch.setattr("compaction_app.services.start_compaction", lambda **kw: calls.append(kw))
+    monkeypatch.setattr("sessions_app.web.views.start_compaction", lambda **kw: calls.append(kw))
     response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": "magic"},
                                          HTTP_HX_REQUEST="true")
     assert response.status_code == 400 and b"Unknown strategy" in response.content and calls == []
@@ -202,7 +202,7 @@ def test_an_operator_does_not_see_rollback_and_support_does(operator_user, suppo
 
 @pytest.mark.django_db
 def test_a_rolled_back_compaction_offers_no_second_rollback(support_user, compacted):
-    from sessions_app.rollback import do_rollback_compaction
+    from sessions_app.compactions.rollback import do_rollback_compaction
 
     _, compaction = compacted
     do_rollback_compaction(compaction_id=compaction.pk, actor=support_user)
@@ -273,7 +273,7 @@ def test_a_bad_fleet_request_starts_nothing(operator_user, provider, policy):
 
 @pytest.mark.django_db
 def test_pause_resume_and_stop_drive_the_simulated_run(operator_user, provider, policy):
-    from sessions_app.fleet import do_start_fleet
+    from sessions_app.fleet.runtime import do_start_fleet
 
     (run,) = do_start_fleet(scenario="many-short-turns", count=1, provider=provider, policy=policy)
     client = login(operator_user)

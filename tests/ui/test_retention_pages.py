@@ -15,7 +15,7 @@ SCRIPT = "<script>alert(1)</script>"
 
 @pytest.fixture(autouse=True)
 def _no_engine_sleeps(monkeypatch):
-    from compaction_app import services
+    from sessions_app.compactions import services
 
     async def sleep(seconds: float) -> None:
         return None
@@ -25,7 +25,7 @@ def _no_engine_sleeps(monkeypatch):
 
 @pytest.fixture
 def scored(make_session):
-    from compaction_app.services import do_compact_session
+    from sessions_app.compactions.services import do_compact_session
 
     session = make_session(items=[
         user_message(f"Fix tests/billing/test_split.py {SCRIPT}"),
@@ -57,7 +57,7 @@ def test_the_inspector_shows_the_score_per_category_and_the_forgotten_facts(oper
 
 @pytest.mark.django_db
 def test_fact_text_is_escaped_in_the_inspector(operator_user, make_session):
-    from compaction_app.services import do_compact_session
+    from sessions_app.compactions.services import do_compact_session
 
     session = make_session(items=[user_message(f"goal {SCRIPT}"), user_message("next")])
     compaction = do_compact_session(session_id=session.pk, strategy="token_budget")
@@ -85,7 +85,7 @@ def test_analytics_rolls_retention_and_cost_up_by_method_policy_model_and_day(op
 
 @pytest.mark.django_db
 def test_pins_are_added_and_removed_from_the_session_page(operator_user, make_session):
-    from compaction_app.retention import session_pins
+    from sessions_app.compactions.retention import session_pins
 
     session = make_session(items=[user_message("hi")])
     client = login(operator_user)

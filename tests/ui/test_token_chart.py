@@ -1,6 +1,6 @@
 """The token chart's geometry: the saw-tooth of compactions, the limit line, an empty chart."""
 
-from sessions_app.token_chart import Point, chart_geometry, short_tokens
+from sessions_app.live.token_chart import Point, chart_geometry, short_tokens
 
 
 def test_a_compaction_is_drawn_as_a_vertical_drop_from_the_previous_reading():

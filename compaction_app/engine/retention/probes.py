@@ -14,9 +14,9 @@ import re
 
 from compaction_app.engine.history import normalize_for_request
 from compaction_app.engine.items import Item, user_message
+from compaction_app.engine.port import ModelClient, ResponsesRequest
 from compaction_app.engine.retention.facts import Category, ProbeFact
 from compaction_app.engine.retention.score import RetentionScore, judge_answers
-from compaction_app.providers.base import ModelClient, ResponsesRequest
 
 PROBE_OPEN = "<retention_probe"
 PROBE_CLOSE = "</retention_probe>"

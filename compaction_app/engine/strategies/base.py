@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from compaction_app.engine.events import Emit
 from compaction_app.engine.history import Injection
 from compaction_app.engine.items import Item, is_model_generated
+from compaction_app.engine.port import ModelClient
 from compaction_app.engine.settings import CompactionSettings
 from compaction_app.engine.tokens import TokenCounter
-from compaction_app.providers.base import ModelClient
 
 # spec §6.2: backoff(n) = 200 ms × 2^(n−1) × jitter in [0.9, 1.1).
 INITIAL_DELAY_S = 0.2

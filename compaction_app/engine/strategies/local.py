@@ -14,15 +14,15 @@ from compaction_app.engine.history import (
     remove_oldest_item,
 )
 from compaction_app.engine.items import SUMMARY_PREFIX, Item, user_message
+from compaction_app.engine.port import ResponsesRequest, Usage
 from compaction_app.engine.prompts import (
     CONTEXT_WINDOW_EXCEEDED_MESSAGE,
     LOCAL_STREAM_CLOSED_MESSAGE,
     SUMMARIZATION_PROMPT,
     reconnecting_message,
 )
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.engine.strategies.base import StrategyContext, StrategyResult, backoff
-from compaction_app.providers.base import ResponsesRequest, Usage
-from compaction_app.providers.errors import ErrorKind, ProviderError
 
 
 def compaction_prompt(compact_prompt: str | None, extra_instructions: str | None) -> str:

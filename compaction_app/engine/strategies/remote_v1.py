@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from compaction_app.engine.errors import CompactionError, EngineErrorKind
 from compaction_app.engine.history import Injection, filter_compacted_output, inject_initial_context
+from compaction_app.engine.port import CompactRequest
+from compaction_app.engine.provider_errors import ProviderError
 from compaction_app.engine.strategies.base import StrategyContext, StrategyResult
 from compaction_app.engine.strategies.remote_common import (
     check_compaction_item,
     prepare_remote_input,
     serde_type,
 )
-from compaction_app.providers.base import CompactRequest
-from compaction_app.providers.errors import ProviderError
 
 
 def check_output(output: object) -> list[dict]:

@@ -12,15 +12,15 @@ from compaction_app.engine.history import (
     inject_initial_context,
 )
 from compaction_app.engine.items import Item
+from compaction_app.engine.port import ResponsesRequest, Usage
 from compaction_app.engine.prompts import (
     V2_STREAM_CLOSED_MESSAGE,
     reconnecting_message,
     v2_wrong_compaction_count_message,
 )
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.engine.strategies.base import StrategyContext, StrategyResult, backoff
 from compaction_app.engine.strategies.remote_common import check_compaction_item, prepare_remote_input
-from compaction_app.providers.base import ResponsesRequest, Usage
-from compaction_app.providers.errors import ErrorKind, ProviderError
 
 MAX_REMOTE_COMPACTION_V2_STREAM_RETRIES = 2
 COMPACTION_TRIGGER: Item = {"type": "compaction_trigger"}

@@ -12,7 +12,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from compaction_app.models import CompactionPolicy, Provider
-from sessions_app.follow import Follower, sync_folder
+from sessions_app.transfer.follow import Follower, sync_folder
 
 
 def _lookup(model, value: str | None, label: str):

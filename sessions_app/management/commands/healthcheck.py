@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from compactweb import health
+from compactweb.celery import app
 
 ROLES = ("web", "worker", "scheduler")
 DEFAULT_PING_TIMEOUT = 2.0
@@ -19,8 +20,6 @@ DEFAULT_PING_TIMEOUT = 2.0
 
 def ping_workers(*, timeout: float) -> list[str]:
     """The names of the Celery workers that answered a ping within `timeout` seconds."""
-    from compactweb.celery import app
-
     replies = app.control.ping(timeout=timeout) or []
     return sorted(name for reply in replies for name in reply)
 

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.codex_rollout import RolloutImportError
-from sessions_app.transfer import AlreadyImported, TransferRefused, do_import_rollout
+from sessions_app.transfer.services import AlreadyImported, TransferRefused, do_import_rollout
 
 PATTERNS = ("*.jsonl", "*.ndjson")
 

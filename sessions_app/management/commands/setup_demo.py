@@ -12,7 +12,7 @@ from django.utils.crypto import get_random_string
 
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import ADMIN
-from sessions_app.fleet import DEMO_FLEET, seed_demo_fleet
+from sessions_app.fleet.runtime import DEMO_FLEET, seed_demo_fleet
 
 DEMO_PROVIDER = {
     "base_url": Provider.EMBEDDED,
@@ -45,7 +45,7 @@ class Command(BaseCommand):
             user.save()
             user.groups.add(Group.objects.get(name=ADMIN))
             policy = CompactionPolicy.objects.get(name="default")
-            # The demo fleet the embedded simulator drives (seeded once; sessions_app.fleet.seed_demo_fleet).
+            # The demo fleet the embedded simulator drives (seeded once; sessions_app.fleet.runtime.seed_demo_fleet).
             fleet_runs = [] if no_fleet else seed_demo_fleet(provider=provider, policy=policy, actor=user)
         self.stdout.write(f"embedded provider: {provider.name} (model {provider.model}, window {provider.context_window})")
         if fleet_runs:

@@ -17,8 +17,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb import background
-from sessions_app import fleet
-from sessions_app.scheduler import DEFAULT_CONCURRENCY, Scheduler
+from sessions_app.fleet import runtime as fleet
+from sessions_app.fleet.scheduler import DEFAULT_CONCURRENCY, Scheduler
 from sessions_app.simulator import list_scenarios
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from sessions_app.models import Session
-from sessions_app.services import rebuild_projection, verify_projection
+from sessions_app.rollout.services import rebuild_projection, verify_projection
 
 
 class Command(BaseCommand):

@@ -8,19 +8,19 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from compaction_app import selectors
-from compaction_app.compaction_serializers import (
+from compaction_app.models import Compaction, CompactionAttempt
+from compactweb.api_errors import ApiError
+from compactweb.roles import IsOperator
+from sessions_app.compactions import selectors
+from sessions_app.jobs import services as jobs
+from sessions_app.models import Job, Session
+from sessions_app.web.api.compaction_serializers import (
     AttemptSerializer,
     CompactionDetailSerializer,
     CompactionListItemSerializer,
     CompactRequestSerializer,
 )
-from compaction_app.models import Compaction, CompactionAttempt
-from compactweb.api_errors import ApiError
-from compactweb.roles import IsOperator
-from sessions_app import jobs
-from sessions_app.api_jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, accepted, wants_wait
-from sessions_app.models import Job, Session
+from sessions_app.web.api.jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, accepted, wants_wait
 
 ERROR_RESPONSES = {
     400: OpenApiResponse(description="invalid body, or a strategy this session's provider/policy cannot run"),

@@ -1,5 +1,5 @@
 """Fleet control over the JSON API (operator role): list and start simulated sessions, pause / resume / stop one run
-or all of them, and list the scenario library. Thin wrappers around sessions_app.fleet."""
+or all of them, and list the scenario library. Thin wrappers around sessions_app.fleet.runtime."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
-from sessions_app import fleet
+from sessions_app.fleet import runtime as fleet
 from sessions_app.models import SimulatorRun
 from sessions_app.simulator import list_scenarios
 

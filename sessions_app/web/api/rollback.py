@@ -1,5 +1,5 @@
 """JSON API for undoing compactions and rolling back turns (support role): thin wrappers around
-sessions_app.rollback."""
+sessions_app.compactions.rollback."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from rest_framework.views import APIView
 from compaction_app.models import Compaction
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsSupport
-from sessions_app import rollback
 from sessions_app.codex_rollout import ThreadRollbackError
-from sessions_app.locks import SessionBusy
+from sessions_app.compactions import rollback
 from sessions_app.models import Session
+from sessions_app.rollout.lease import SessionBusy
 
 
 class ReasonSerializer(serializers.Serializer):

@@ -1,4 +1,4 @@
-"""JSON API views for sessions: thin wrappers around sessions_app.services and selectors."""
+"""JSON API views for sessions: thin wrappers around sessions_app.rollout.services and selectors."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from rest_framework.views import APIView
 
 from compactweb.api_errors import ApiError
 from compactweb.roles import SUPPORT, IsOperator, has_role
-from sessions_app import selectors, services
-from sessions_app.item_validation import ItemValidationError, privileged_item_paths
-from sessions_app.locks import SessionReadOnly
 from sessions_app.models import RolloutLine, Session
-from sessions_app.serializers import (
+from sessions_app.rollout import selectors, services
+from sessions_app.rollout.lease import SessionReadOnly
+from sessions_app.rollout.validation import ItemValidationError, privileged_item_paths
+from sessions_app.web.api.serializers import (
     AppendItemsSerializer,
     AppendResultSerializer,
     HistorySerializer,

@@ -1,5 +1,5 @@
 """JSON API for Codex rollout export and import and for replays (operator role): thin wrappers around
-sessions_app.transfer."""
+sessions_app.transfer.services."""
 
 from __future__ import annotations
 
@@ -19,10 +19,12 @@ from compaction_app.models import CompactionPolicy, Provider
 from compactweb.api_errors import ApiError
 from compactweb.parsers import SafeJSONParser
 from compactweb.roles import IsOperator
-from sessions_app import jobs, selectors, transfer
-from sessions_app.api_jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, answer_job, wants_wait
 from sessions_app.codex_rollout import RolloutExportError
+from sessions_app.jobs import services as jobs
 from sessions_app.models import Job, Session
+from sessions_app.rollout import selectors
+from sessions_app.transfer import services as transfer
+from sessions_app.web.api.jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, answer_job, wants_wait
 
 EXPORT_LINES_PER_CHUNK = 200
 

@@ -1,6 +1,6 @@
 """`POST /api/v1/sessions/<id>/turns`: run one turn against the session's provider (design: JSON API contract).
 
-The turn runs synchronously through the same loop as simulated sessions (sessions_app.turns): pre-turn compaction,
+The turn runs synchronously through the same loop as simulated sessions (sessions_app.turns.loop): pre-turn compaction,
 context injection, sampling, mid-turn compaction. A provider or compaction failure is part of the answer
 (`status: "failed"` with the error; it is recorded in the rollout); a session held by another turn, compaction or
 rollback is 409; an empty input is 400 and records nothing.
@@ -15,11 +15,11 @@ from rest_framework.views import APIView
 
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
-from sessions_app import selectors
-from sessions_app.locks import SessionBusy
 from sessions_app.models import Session
-from sessions_app.serializers import SessionSummarySerializer
-from sessions_app.turn_services import MAX_INPUT_CHARS, TurnInputError, run_turn, turn_items
+from sessions_app.rollout import selectors
+from sessions_app.rollout.lease import SessionBusy
+from sessions_app.turns.services import MAX_INPUT_CHARS, TurnInputError, run_turn, turn_items
+from sessions_app.web.api.serializers import SessionSummarySerializer
 
 
 class StrictCharField(serializers.CharField):

@@ -1,7 +1,11 @@
 from django.urls import path
 
-from compaction_app import api_compactions
-from sessions_app import api
+from sessions_app.web.api import compactions as api_compactions
+from sessions_app.web.api import fleet as api_fleet
+from sessions_app.web.api import rollback as api_rollback
+from sessions_app.web.api import sessions as api
+from sessions_app.web.api import transfer as api_transfer
+from sessions_app.web.api import turns as api_turns
 
 urlpatterns = [
     path("sessions", api.SessionList.as_view(), name="api-sessions"),
@@ -14,11 +18,17 @@ urlpatterns = [
     path(
         "sessions/<int:pk>/compactions", api_compactions.SessionCompactions.as_view(), name="api-session-compactions"
     ),
+    path("compactions/<int:pk>", api_compactions.CompactionDetail.as_view(), name="api-compaction"),
+    path("attempts/<int:pk>", api_compactions.AttemptDetail.as_view(), name="api-attempt"),
+]
+
+# Rollback and redo of a compaction (issue 7).
+urlpatterns += [
+    path("compactions/<int:pk>/rollback", api_rollback.CompactionRollback.as_view(), name="api-compaction-rollback"),
+    path("compactions/<int:pk>/redo", api_rollback.CompactionRedo.as_view(), name="api-compaction-redo"),
 ]
 
 # Rollback, thread rollback, Codex rollout export/import and replays (issue 7).
-from sessions_app import api_rollback, api_transfer  # noqa: E402
-
 urlpatterns += [
     path("sessions/import", api_transfer.SessionImport.as_view(), name="api-session-import"),
     path("sessions/<int:pk>/export", api_transfer.SessionExport.as_view(), name="api-session-export"),
@@ -31,8 +41,6 @@ urlpatterns += [
 ]
 
 # Turns, fleet control and the scenario library (issue 5).
-from sessions_app import api_fleet, api_turns  # noqa: E402
-
 urlpatterns += [
     path("sessions/<int:pk>/turns", api_turns.SessionTurns.as_view(), name="api-session-turns"),
     path("fleet", api_fleet.FleetList.as_view(), name="api-fleet"),
@@ -42,7 +50,7 @@ urlpatterns += [
 ]
 
 # Pinned context (issue 18).
-from compaction_app import api_pins  # noqa: E402
+from sessions_app.web.api import pins as api_pins  # noqa: E402
 
 urlpatterns += [
     path("sessions/<int:pk>/pins", api_pins.SessionPins.as_view(), name="api-session-pins"),
@@ -50,6 +58,6 @@ urlpatterns += [
 ]
 
 # Jobs: compactions, replays and imports run by workers (issue 15).
-from sessions_app import api_jobs  # noqa: E402
+from sessions_app.web.api import jobs as api_jobs  # noqa: E402
 
 urlpatterns += [path("jobs/<int:pk>", api_jobs.JobDetail.as_view(), name="api-job")]

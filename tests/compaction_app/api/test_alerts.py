@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from compaction_app import alerts
 from compaction_app.engine.items import user_message
 from compaction_app.models import Alert, AlertSettings, Compaction, CompactionPolicy, Hook
+from sessions_app.compactions import alerts
 from sessions_app.models import Session, SimulatorRun
 from sessions_app.simulator import load_scenario
-from sessions_app.turn_services import run_turn
+from sessions_app.turns.services import run_turn
 from tests.compaction_app.engine.fakes import FakeClient, assistant, completed, done
 
 SENT: list[dict] = []
@@ -24,7 +24,7 @@ def record_alert(request: dict) -> None:
 
 @pytest.fixture(autouse=True)
 def _fast(monkeypatch):
-    from compaction_app import services
+    from sessions_app.compactions import services
 
     async def sleep(seconds: float) -> None:
         return None

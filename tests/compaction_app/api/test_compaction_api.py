@@ -8,8 +8,8 @@ import pytest
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction, CompactionAttempt, Hook
-from sessions_app.locks import acquire, release
 from sessions_app.models import Session
+from sessions_app.rollout.lease import acquire, release
 
 U1, U2 = user_message("add pagination to the list endpoint"), user_message("and document it")
 

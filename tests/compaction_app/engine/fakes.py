@@ -11,16 +11,16 @@ from typing import Any
 from compaction_app.engine.compactor import CompactionRequest, HistorySnapshot, run_compaction
 from compaction_app.engine.hooks import HookRunner
 from compaction_app.engine.items import SUMMARY_PREFIX, user_message
-from compaction_app.engine.settings import CompactionSettings
-from compaction_app.engine.windows import WindowState
-from compaction_app.providers.base import (
+from compaction_app.engine.port import (
     CompactRequest,
     CompactResponse,
     ResponsesRequest,
     StreamEvent,
     Usage,
 )
-from compaction_app.providers.errors import ErrorKind, ProviderError
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
+from compaction_app.engine.settings import CompactionSettings
+from compaction_app.engine.windows import WindowState
 
 
 def done(item: dict[str, Any]) -> StreamEvent:

@@ -8,8 +8,8 @@ import copy
 import pytest
 
 from compaction_app.engine.compactor import CompactionRequest
-from compaction_app.providers.base import CompactResponse
-from compaction_app.providers.errors import ErrorKind
+from compaction_app.engine.port import CompactResponse
+from compaction_app.engine.provider_errors import ErrorKind
 from tests.compaction_app.engine.fakes import (
     INITIAL_CONTEXT,
     OLD_SUMMARY,

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from compaction_app.engine.compactor import CompactionRequest
-from compaction_app.engine.hooks import HookEvent, HookRunner, HookSpec, hook_request, resolve_callable
+from compaction_app.engine.hooks import HookRunner, HookSpec, hook_request, resolve_callable
+from compaction_app.engine.vocabulary import HookEvent
 from tests.compaction_app.engine.fakes import (
     FakeClient,
     assistant,

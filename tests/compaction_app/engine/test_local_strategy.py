@@ -12,7 +12,7 @@ from compaction_app.engine.prompts import (
     HEADS_UP_WARNING,
     SUMMARIZATION_PROMPT,
 )
-from compaction_app.providers.errors import ErrorKind
+from compaction_app.engine.provider_errors import ErrorKind
 from tests.compaction_app.engine.fakes import (
     CALL,
     HISTORY,

@@ -10,9 +10,9 @@ from compaction_app.engine.compactor import CompactionRequest
 from compaction_app.engine.errors import CompactionConfigError
 from compaction_app.engine.events import Error
 from compaction_app.engine.history import CONTEXT_WINDOW_TRUNCATED_OUTPUT_MESSAGE
+from compaction_app.engine.port import CompactResponse
+from compaction_app.engine.provider_errors import ErrorKind
 from compaction_app.engine.tokens import approx_token_count, estimate_item_tokens
-from compaction_app.providers.base import CompactResponse
-from compaction_app.providers.errors import ErrorKind
 from tests.compaction_app.engine.fakes import (
     CALL,
     DEV,

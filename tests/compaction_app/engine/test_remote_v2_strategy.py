@@ -8,7 +8,7 @@ import pytest
 
 from compaction_app.engine.compactor import CompactionRequest
 from compaction_app.engine.events import Error, StreamError
-from compaction_app.providers.errors import ErrorKind
+from compaction_app.engine.provider_errors import ErrorKind
 from tests.compaction_app.engine.fakes import (
     HISTORY,
     INITIAL_CONTEXT,

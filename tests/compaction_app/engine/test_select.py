@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from compaction_app.engine.errors import CompactionConfigError
-from compaction_app.engine.select import Strategy, select_strategy
+from compaction_app.engine.select import select_strategy
+from compaction_app.engine.vocabulary import Strategy
 from tests.compaction_app.engine.fakes import make_settings
 
 

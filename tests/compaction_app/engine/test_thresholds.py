@@ -6,14 +6,13 @@ import pytest
 
 from compaction_app.engine.thresholds import (
     ModelLimits,
-    Reason,
-    Scope,
     auto_compact_limit,
     previous_model_reason,
     token_status,
     too_big_for_model,
     usable_window,
 )
+from compaction_app.engine.vocabulary import Reason, Scope
 
 
 def test_usable_window_uses_integer_division_of_the_percent():

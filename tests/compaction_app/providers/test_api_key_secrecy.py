@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from compaction_app.providers.base import CompactRequest, ResponsesRequest
+from compaction_app.engine.port import CompactRequest, ResponsesRequest
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.providers.config import ProviderConfig
-from compaction_app.providers.errors import ErrorKind, ProviderError
 from compaction_app.providers.factory import build_client
 from tests.fakes import scripted_provider as sp
 

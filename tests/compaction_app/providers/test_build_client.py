@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from compaction_app.providers.base import ResponsesRequest
+from compaction_app.engine.port import ResponsesRequest
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.providers.chat import ChatClient
 from compaction_app.providers.client import ResponsesClient
 from compaction_app.providers.config import ProviderConfig
-from compaction_app.providers.errors import ErrorKind, ProviderError
 from compaction_app.providers.factory import build_client
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "tell me about x.py " * 30}]}

@@ -7,11 +7,11 @@ import json
 import httpx
 import pytest
 
-from compaction_app.providers.base import CompactRequest, ResponsesRequest
+from compaction_app.engine.port import CompactRequest, ResponsesRequest
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.providers.chat import ChatClient, chat_body
 from compaction_app.providers.chat_format import items_to_messages, messages_to_items
 from compaction_app.providers.config import ProviderConfig
-from compaction_app.providers.errors import ErrorKind, ProviderError
 from compaction_app.providers.simulated.app import create_app
 from compaction_app.providers.simulated.replies import planned_tool_calls
 from tests.fakes import scripted_provider as sp

@@ -8,13 +8,13 @@ from email.utils import formatdate
 import httpx
 import pytest
 
+from compaction_app.engine.provider_errors import ErrorKind
 from compaction_app.providers.classify import (
     error_from_event,
     error_from_status,
     error_from_transport,
     parse_retry_after,
 )
-from compaction_app.providers.errors import ErrorKind
 
 
 def _body(code=None, message="m"):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from compaction_app.providers.base import CompactRequest, ResponsesRequest
-from compaction_app.providers.errors import ErrorKind, ProviderError
+from compaction_app.engine.port import CompactRequest, ResponsesRequest
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hello"}]}
 ASSISTANT = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}

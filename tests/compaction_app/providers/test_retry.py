@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from compaction_app.providers.errors import ErrorKind, ProviderError
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.providers.retry import backoff_delay, is_request_retryable, with_retries
 
 

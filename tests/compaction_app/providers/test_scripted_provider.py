@@ -5,10 +5,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from compaction_app.providers.base import CompactRequest, ResponsesRequest
+from compaction_app.engine.port import CompactRequest, ResponsesRequest
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.providers.client import ResponsesClient
 from compaction_app.providers.config import ProviderConfig
-from compaction_app.providers.errors import ErrorKind, ProviderError
 from tests.fakes import scripted_provider as sp
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hé"}]}

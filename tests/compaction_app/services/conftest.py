@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture(autouse=True)
 def recorded_sleeps(monkeypatch) -> list[float]:
     """The engine's backoff sleeps are recorded, not slept (tests stay fast)."""
-    from compaction_app import services
+    from sessions_app.compactions import services
 
     slept: list[float] = []
 
@@ -26,7 +26,7 @@ def recorded_sleeps(monkeypatch) -> list[float]:
 def observable_state() -> Callable:
     """observable_state(session) → everything a failure must leave unchanged."""
     from sessions_app.models import LiveItem, Session
-    from sessions_app.services import project_rollout
+    from sessions_app.rollout.services import project_rollout
 
     def state(session) -> dict:
         fresh = Session.objects.get(pk=session.pk)

@@ -9,9 +9,9 @@ import pytest
 from compaction_app.engine.items import user_message
 from compaction_app.engine.prompts import CONTEXT_WINDOW_EXCEEDED_MESSAGE
 from compaction_app.models import AuditEntry, Compaction, CompactionAttempt, CompactionPolicy, Provider
-from compaction_app.services import CompactionFailed, CompactionRefused, do_compact_session
+from sessions_app.compactions.services import CompactionFailed, CompactionRefused, do_compact_session
 from sessions_app.models import RolloutLine, Session
-from sessions_app.services import NewLine, append_rollout_lines, do_create_session, verify_projection
+from sessions_app.rollout.services import NewLine, append_rollout_lines, do_create_session, verify_projection
 from tests.fakes.scripted_provider import (
     Reply,
     ScriptedProvider,
@@ -215,7 +215,7 @@ def test_an_engine_crash_is_recorded_as_an_internal_error_and_changes_nothing(sc
     async def crashing_engine(**kwargs):
         raise RuntimeError("engine bug")
 
-    monkeypatch.setattr("compaction_app.services.run_compaction", crashing_engine)
+    monkeypatch.setattr("sessions_app.compactions.services.run_compaction", crashing_engine)
     with pytest.raises(CompactionFailed) as failed:
         do_compact_session(session_id=session.pk)
     assert failed.value.kind == "internal_error"

@@ -9,9 +9,9 @@ import pytest
 from compaction_app.engine.items import SUMMARY_PREFIX, user_message
 from compaction_app.engine.prompts import HEADS_UP_WARNING, SUMMARIZATION_PROMPT
 from compaction_app.models import AuditEntry, Compaction, CompactionAttempt, CompactionPolicy, Provider
-from compaction_app.services import do_compact_session
+from sessions_app.compactions.services import do_compact_session
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
-from sessions_app.services import do_create_session, verify_projection
+from sessions_app.rollout.services import do_create_session, verify_projection
 from tests.fakes.scripted_provider import (
     Reply,
     ScriptedProvider,

@@ -1,5 +1,5 @@
 """Compactions against the embedded simulated provider (in-process), with its faults switched on per session through
-`session.fault_injection` (compaction_app.settings_builder.fault_headers)."""
+`session.fault_injection` (sessions_app.compactions.settings_builder.fault_headers)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from compaction_app.engine.items import SUMMARY_PREFIX, user_message
 from compaction_app.engine.prompts import SUMMARIZATION_PROMPT
 from compaction_app.engine.tokens import counter
 from compaction_app.models import CompactionAttempt, CompactionPolicy
-from compaction_app.services import CompactionFailed, do_compact_session
-from compaction_app.settings_builder import fault_headers
+from sessions_app.compactions.services import CompactionFailed, do_compact_session
+from sessions_app.compactions.settings_builder import fault_headers
 from sessions_app.models import LiveItem, Session
-from sessions_app.services import verify_projection
+from sessions_app.rollout.services import verify_projection
 
 U1 = user_message("please migrate the settings module to pydantic")
 U2 = user_message("and keep backwards compatibility")

@@ -10,8 +10,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from compaction_app.models import CompactionAttempt
-from compaction_app.services import do_compact_session
-from sessions_app.events import session_group
+from sessions_app.compactions.services import do_compact_session
+from sessions_app.rollout.events import session_group
 
 
 def drain(layer, channel) -> list[dict]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from compaction_app.models import Compaction, CompactionAttempt, Hook, HookRun
-from compaction_app.services import CompactionInterrupted, do_compact_session
+from sessions_app.compactions.services import CompactionInterrupted, do_compact_session
 from sessions_app.models import RolloutLine
 from tests.fakes.scripted_provider import Reply, ScriptedProvider
 

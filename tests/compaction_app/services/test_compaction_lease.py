@@ -15,11 +15,12 @@ from django.utils import timezone
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction, CompactionAttempt, Hook
-from compaction_app.services import do_compact_session, start_compaction
 from compaction_app.stale_attempts import STALE_ATTEMPT_MESSAGE
-from sessions_app.locks import SessionBusy, acquire, release
+from sessions_app.compactions.services import do_compact_session
+from sessions_app.compactions.tasks import start_compaction
 from sessions_app.models import LiveItem, RolloutLine, Session
-from sessions_app.services import do_append_items, verify_projection
+from sessions_app.rollout.lease import SessionBusy, acquire, release
+from sessions_app.rollout.services import do_append_items, verify_projection
 
 U1 = user_message("compile the release notes")
 LATE = user_message("one more thing: mention the API change")

@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-from compaction_app import selectors
 from compaction_app.engine.items import user_message
 from compaction_app.models import CompactionAttempt
-from compaction_app.services import CompactionFailed, do_compact_session, start_compaction
+from sessions_app.compactions import selectors
+from sessions_app.compactions.services import CompactionFailed, do_compact_session
+from sessions_app.compactions.tasks import start_compaction
 from sessions_app.models import LiveItem, Session
 
 U1, U2 = user_message("rename the package"), user_message("update the imports too")

@@ -10,9 +10,10 @@ from django.utils import timezone
 
 from compaction_app.models import AuditEntry, Compaction, CompactionAttempt, CompactionPolicy, Provider
 from compaction_app.stale_attempts import STALE_ATTEMPT_MESSAGE
-from sessions_app import fleet, locks
+from sessions_app.fleet import runtime as fleet
 from sessions_app.models import RolloutLine, Session, SimulatorRun
-from sessions_app.services import do_append_items
+from sessions_app.rollout import lease as locks
+from sessions_app.rollout.services import do_append_items
 from sessions_app.simulator import SetFaults, load_scenario
 
 pytestmark = pytest.mark.django_db

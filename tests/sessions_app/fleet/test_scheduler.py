@@ -8,9 +8,10 @@ import time
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 
-from sessions_app import fleet, scheduler
+from sessions_app.fleet import runtime as fleet
+from sessions_app.fleet import scheduler
+from sessions_app.fleet.scheduler import Scheduler
 from sessions_app.models import RolloutLine, SimulatorRun
-from sessions_app.scheduler import Scheduler
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +64,7 @@ def test_inline_scheduler_runs_real_turns(provider, policy):
 def test_with_a_broker_the_scheduler_enqueues_one_task_per_due_step(provider, policy, monkeypatch):
     runs = start(provider, policy, count=3)
     sent = []
-    from sessions_app import tasks
+    from sessions_app.fleet import tasks
 
     monkeypatch.setattr(tasks.run_simulator_step, "apply_async", lambda kwargs: sent.append(kwargs))
     sched = Scheduler(inline=False)
@@ -77,7 +78,7 @@ def test_steps_the_broker_refused_are_due_again_at_the_next_tick(provider, polic
     """A broker that is down (a Redis restart) must not leave claimed runs stalled for CLAIM_SECONDS."""
     from kombu.exceptions import OperationalError
 
-    from sessions_app import tasks
+    from sessions_app.fleet import tasks
 
     runs = start(provider, policy, count=3)
     now = time.time()
@@ -105,7 +106,7 @@ def test_steps_sent_before_a_broker_outage_are_offered_again_when_it_returns(pro
     from kombu.exceptions import OperationalError
 
     from compactweb import health
-    from sessions_app import tasks
+    from sessions_app.fleet import tasks
 
     lost, ran = start(provider, policy, count=2)
     sent = []
@@ -142,8 +143,8 @@ def test_housekeeping_frees_a_dead_steps_lease_makes_its_run_due_and_tells_the_p
 
     from django.utils import timezone
 
-    from sessions_app import locks
     from sessions_app.models import Session
+    from sessions_app.rollout import lease as locks
 
     run = start(provider, policy)[0]
     published = []
@@ -160,7 +161,7 @@ def test_housekeeping_frees_a_dead_steps_lease_makes_its_run_due_and_tells_the_p
 
 
 def test_the_celery_step_task_runs_one_turn(provider, policy):
-    from sessions_app.tasks import run_simulator_step
+    from sessions_app.fleet.tasks import run_simulator_step
 
     run = start(provider, policy)[0]
 

@@ -61,7 +61,7 @@ def test_bad_requests_fail_with_a_clear_message_and_start_nothing(provider, poli
 
 
 def test_setup_demo_seeds_the_demo_fleet_once():
-    from sessions_app.fleet import DEMO_FLEET
+    from sessions_app.fleet.runtime import DEMO_FLEET
 
     first = StringIO()
     call_command("setup_demo", stdout=first)

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from sessions_app.transfer.follow import Follower, sync_file
 
 from compaction_app.models import Compaction
-from sessions_app import selectors, transfer
-from sessions_app.follow import Follower, sync_file
 from sessions_app.models import CodexSource, RolloutLine, Session
-from sessions_app.services import verify_projection
+from sessions_app.rollout import selectors
+from sessions_app.rollout.services import verify_projection
+from sessions_app.transfer import services as transfer
 
 ROLLOUTS = Path(__file__).resolve().parents[2] / "fixtures" / "rollouts"
 LOCAL = (ROLLOUTS / "codex_0169_local_compaction.jsonl").read_bytes()

@@ -33,7 +33,7 @@ def rollout_rows() -> Callable:
 @pytest.fixture
 def busy():
     """busy(session, purpose) → a context manager holding the session's lease, as a running compaction does."""
-    from sessions_app.locks import session_lease
+    from sessions_app.rollout.lease import session_lease
 
     def hold(session, purpose: str = "compaction"):
         return session_lease(session_id=session.pk, purpose=purpose)

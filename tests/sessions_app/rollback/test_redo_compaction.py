@@ -1,9 +1,9 @@
 """A rolled-back compaction can be redone exactly as it was, and only from the state its rollback produced."""
 
 from compaction_app.models import AuditEntry, Compaction
-from sessions_app import selectors
 from sessions_app.models import RolloutLine
-from sessions_app.services import verify_projection
+from sessions_app.rollout import selectors
+from sessions_app.rollout.services import verify_projection
 
 
 def test_redo_reinstalls_exactly_the_recorded_replacement_history_and_window(

@@ -4,9 +4,9 @@ refuses a second rollback of the same boundary (design user story 5)."""
 import json
 
 from compaction_app.models import AuditEntry, Compaction
-from sessions_app import selectors
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
-from sessions_app.services import project_rollout, verify_projection
+from sessions_app.rollout import selectors
+from sessions_app.rollout.services import project_rollout, verify_projection
 
 
 def _json(items):

@@ -6,10 +6,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction_app.models import Compaction
-from sessions_app import selectors
+from sessions_app.compactions.rollback import RollbackRefused, do_redo_compaction, do_rollback_compaction
 from sessions_app.models import RolloutLine
-from sessions_app.rollback import RollbackRefused, do_redo_compaction, do_rollback_compaction
-from sessions_app.services import verify_projection
+from sessions_app.rollout import selectors
+from sessions_app.rollout.services import verify_projection
 
 STEP = st.one_of(
     st.tuples(st.just("turn"), st.integers(1, 60)),

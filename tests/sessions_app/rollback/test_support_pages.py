@@ -4,8 +4,8 @@ compaction inspector posts to; and the audit entries written for policy and prov
 import pytest
 
 from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
-from sessions_app import selectors
 from sessions_app.models import RolloutLine
+from sessions_app.rollout import selectors
 
 
 @pytest.fixture

@@ -2,10 +2,10 @@
 
 from compaction_app.engine.items import is_user_turn_boundary
 from compaction_app.models import AuditEntry
-from sessions_app import selectors
 from sessions_app.codex_rollout import rollback_turns
 from sessions_app.models import RolloutLine
-from sessions_app.services import verify_projection
+from sessions_app.rollout import selectors
+from sessions_app.rollout.services import verify_projection
 
 
 def test_num_turns_zero_is_refused_with_the_codex_message(make_session, add_turn, support_api):

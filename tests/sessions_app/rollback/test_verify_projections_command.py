@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from sessions_app.models import LiveItem, Session
-from sessions_app.services import verify_projection
+from sessions_app.rollout.services import verify_projection
 
 
 def test_all_sessions_equal_to_their_rollout_pass(make_session, add_turn, compact):

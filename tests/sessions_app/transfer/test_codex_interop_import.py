@@ -9,9 +9,9 @@ import json
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from compaction_app.models import Compaction
-from sessions_app import selectors
 from sessions_app.models import CodexSource, Session
-from sessions_app.services import verify_projection
+from sessions_app.rollout import selectors
+from sessions_app.rollout.services import verify_projection
 
 LOCAL = "codex_0169_local_compaction.jsonl"
 REMOTE = "codex_0169_remote_v2_compaction.jsonl"

@@ -8,11 +8,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
 from compaction_app.models import Compaction
-from sessions_app import selectors
 from sessions_app.codex_rollout import parse_rollout, reconstruct_history
+from sessions_app.compactions.rollback import do_rollback_compaction, do_thread_rollback
 from sessions_app.models import Session
-from sessions_app.rollback import do_rollback_compaction, do_thread_rollback
-from sessions_app.services import verify_projection
+from sessions_app.rollout import selectors
+from sessions_app.rollout.services import verify_projection
 
 
 def _export(api, session) -> bytes:

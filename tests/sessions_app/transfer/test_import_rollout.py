@@ -6,10 +6,10 @@ import json
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from compaction_app.models import AuditEntry, Compaction
-from sessions_app import selectors
 from sessions_app.codex_rollout import parse_rollout, reconstruct_history
 from sessions_app.models import Session
-from sessions_app.services import verify_projection
+from sessions_app.rollout import selectors
+from sessions_app.rollout.services import verify_projection
 
 
 def _upload(name, data):

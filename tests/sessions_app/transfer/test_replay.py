@@ -6,10 +6,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from compaction_app.engine.items import is_real_user_message
 from compaction_app.models import AuditEntry, CompactionPolicy
-from sessions_app import selectors
 from sessions_app.models import RolloutLine, Session
-from sessions_app.services import verify_projection
-from sessions_app.transfer import do_replay_session, limit_reached
+from sessions_app.rollout import selectors
+from sessions_app.rollout.services import verify_projection
+from sessions_app.transfer.services import do_replay_session, limit_reached
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def test_each_compaction_of_the_replay_ran_only_after_the_limit_was_reached(make
     def recording_compact(**kwargs):
         session = Session.objects.select_related("provider", "policy").get(pk=kwargs["session_id"])
         calls.append((kwargs["trigger"], kwargs["phase"], limit_reached(session)))
-        from compaction_app.services import do_compact_session
+        from sessions_app.compactions.services import do_compact_session
 
         return do_compact_session(**kwargs)
 
@@ -83,7 +83,7 @@ def test_the_original_s_compactions_are_not_replayed(make_session, add_turn, tig
 
 @pytest.fixture
 def compact_original():
-    from compaction_app.services import do_compact_session
+    from sessions_app.compactions.services import do_compact_session
 
     return lambda session: do_compact_session(session_id=session.pk, strategy="remote_v1")
 

@@ -1,6 +1,6 @@
 """In-memory stand-ins for the turn loop's port and model client.
 
-`FoldPort` keeps a rollout as a list of lines and folds it with the real projection (sessions_app.projection), so
+`FoldPort` keeps a rollout as a list of lines and folds it with the real projection (sessions_app.rollout.projection), so
 the meter, the reference-context flag and the window fields follow exactly the rules the database fold follows.
 Its `compact` installs a replacement history the way the compaction service does (spec §8.1): a `compacted` line,
 and for a mid-turn compaction the full initial context before the last user message plus a `turn_context` line.
@@ -14,12 +14,13 @@ from typing import Any
 
 from compaction_app.engine import meter as m
 from compaction_app.engine.items import is_real_user_message, message_text, user_message
-from compaction_app.engine.thresholds import ModelLimits, Reason
+from compaction_app.engine.port import StreamEvent, Usage
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
+from compaction_app.engine.thresholds import ModelLimits
 from compaction_app.engine.tokens import counter
-from compaction_app.providers.base import StreamEvent, Usage
-from compaction_app.providers.errors import ErrorKind, ProviderError
-from sessions_app import projection as p
-from sessions_app.turns import Marker, TurnCompactionFailed, TurnState, UsageRecord
+from compaction_app.engine.vocabulary import Reason
+from sessions_app.rollout import projection as p
+from sessions_app.turns.loop import Marker, TurnCompactionFailed, TurnState, UsageRecord
 
 COUNTER = counter("codex_estimate")
 THREAD = "0190f000-0000-7000-8000-000000000001"
@@ -124,7 +125,7 @@ class FoldPort:
         if not self._turn_started:
             self._turn_started = True
             self._previous = next((ln.payload for ln in reversed(self.lines) if ln.kind == p.TURN_CONTEXT), None)
-        from sessions_app.turns import previous_model_from_turn_context
+        from sessions_app.turns.loop import previous_model_from_turn_context
 
         h = self._projection.header
         return TurnState(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from compaction_app.engine.items import is_real_user_message, message_text
 from compaction_app.models import Compaction
-from sessions_app import selectors, services
 from sessions_app.models import RolloutLine, Session
+from sessions_app.rollout import selectors, services
 
 
 def lines_of(session: Session) -> list[RolloutLine]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from compaction_app.models import Compaction
-from sessions_app import fleet
+from sessions_app.fleet import runtime as fleet
 from tests.sessions_app.turns.story import check_story
 
 # Deterministic: the simulated model and tools depend only on the scenario, the seed and the window. With these,

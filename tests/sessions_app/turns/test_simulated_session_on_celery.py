@@ -19,7 +19,7 @@ from celery import Celery
 from django.db import connection
 
 from compaction_app.models import Compaction
-from sessions_app import fleet
+from sessions_app.fleet import runtime as fleet
 from sessions_app.models import SimulatorRun
 from tests.sessions_app.turns.story import check_story
 from tests.sessions_app.turns.test_simulated_session_end_to_end import MAX_STEPS, SCENARIO, SEED, WINDOW
@@ -67,7 +67,7 @@ def test_a_simulated_session_runs_on_a_celery_worker_and_tells_the_same_story(re
             if {"pre_turn", "mid_turn"} <= phases and done == sent:
                 break
             if done == sent and fleet.claim_due_runs(limit=1) == [run.session_id]:
-                broker.send_task("sessions_app.tasks.run_simulator_step", kwargs={"session_id": run.session_id},
+                broker.send_task("sessions_app.fleet.tasks.run_simulator_step", kwargs={"session_id": run.session_id},
                                  queue=queue)
                 sent += 1
             time.sleep(0.05)
@@ -87,4 +87,4 @@ def test_a_simulated_session_runs_on_a_celery_worker_and_tells_the_same_story(re
     assert seen["pre_turn"] >= 1 and seen["mid_turn"] >= 1
     run.refresh_from_db()
     assert run.steps_done == seen["turns"] == sent and run.last_error == ""
-    assert "sessions_app.tasks.run_simulator_step" in log.read_text()
+    assert "sessions_app.fleet.tasks.run_simulator_step" in log.read_text()

@@ -7,7 +7,7 @@ import pytest
 from compaction_app.engine.items import is_real_user_message, message_text, user_message
 from compaction_app.engine.thresholds import ModelLimits
 from sessions_app.simulator.tools import NewContextTool
-from sessions_app.turns import TurnConfig, run_turn_loop
+from sessions_app.turns.loop import TurnConfig, run_turn_loop
 from tests.sessions_app.turns.fakes import (
     THREAD,
     FoldPort,

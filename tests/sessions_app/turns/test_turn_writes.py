@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from compaction_app.providers.base import StreamEvent, Usage
-from sessions_app import projection as p
+from compaction_app.engine.port import StreamEvent, Usage
 from sessions_app.models import RolloutLine, Session
-from sessions_app.signals import rollout_appended
-from sessions_app.turns import Marker, TurnConfig, UsageRecord, run_turn_loop
+from sessions_app.rollout import projection as p
+from sessions_app.rollout.signals import rollout_appended
+from sessions_app.turns.loop import Marker, TurnConfig, UsageRecord, run_turn_loop
 from tests.sessions_app.turns.fakes import FoldPort, Reply, ScriptedClient, assistant, call, overloaded
 from tests.sessions_app.turns.test_turn_loop import BIG, EchoTool
 

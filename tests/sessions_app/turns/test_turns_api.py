@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from compaction_app.models import Compaction
-from sessions_app import locks, services
 from sessions_app.models import RolloutLine
+from sessions_app.rollout import lease as locks
+from sessions_app.rollout import services
 
 pytestmark = pytest.mark.django_db
 

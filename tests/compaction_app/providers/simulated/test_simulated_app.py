@@ -5,11 +5,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from compaction_app.engine.port import ResponsesRequest
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.engine.tokens import counter
-from compaction_app.providers.base import ResponsesRequest
 from compaction_app.providers.client import ResponsesClient
 from compaction_app.providers.config import ProviderConfig
-from compaction_app.providers.errors import ErrorKind, ProviderError
 from compaction_app.providers.simulated import codec
 from compaction_app.providers.simulated.app import create_app
 from compaction_app.providers.simulated.faults import FaultSyntaxError, parse_faults

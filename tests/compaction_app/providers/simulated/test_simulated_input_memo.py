@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from compaction_app.engine.port import ResponsesRequest
 from compaction_app.engine.tokens import counter
-from compaction_app.providers.base import ResponsesRequest
 from compaction_app.providers.client import ResponsesClient
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.in_process import InProcessTransport

@@ -1,0 +1,185 @@
+"""The compaction vocabulary, defined once: every trigger, reason, phase, strategy, implementation and status.
+
+The engine, the providers, the services and the web layer all import these enums; Django's choices are built from
+them (`compaction_app.choices.text_choices`) with the labels below, so a new value is added here and nowhere else.
+Values are the wire and database strings (spec §1, §2.1, §2.5, §6.4, §7, §10).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Trigger(StrEnum):
+    """Who asked for the compaction (spec §10 `trigger`)."""
+
+    MANUAL = "manual"
+    AUTO = "auto"
+
+
+class Reason(StrEnum):
+    """Why it ran (spec §10 `reason`)."""
+
+    USER_REQUESTED = "user_requested"
+    CONTEXT_LIMIT = "context_limit"
+    MODEL_DOWNSHIFT = "model_downshift"
+    COMP_HASH_CHANGED = "comp_hash_changed"
+
+
+# spec §6.4: only these pre-turn reasons compact with the previous model and may fall back to the current one.
+MODEL_SWITCH_REASONS = frozenset({Reason.MODEL_DOWNSHIFT, Reason.COMP_HASH_CHANGED})
+
+
+class Phase(StrEnum):
+    """Where in a turn it ran (spec §10 `phase`)."""
+
+    STANDALONE_TURN = "standalone_turn"
+    PRE_TURN = "pre_turn"
+    MID_TURN = "mid_turn"
+
+
+class Strategy(StrEnum):
+    """How compactweb compacts (spec §2.5): the four implementations a policy may pin."""
+
+    LOCAL = "local"
+    REMOTE_V1 = "remote_v1"
+    REMOTE_V2 = "remote_v2"
+    TOKEN_BUDGET = "token_budget"
+    MASKING = "masking"  # observation masking, a compactweb method (engine/strategies/masking.py)
+
+    @property
+    def is_remote(self) -> bool:
+        return self in (Strategy.REMOTE_V1, Strategy.REMOTE_V2)
+
+
+class StrategyPreference(StrEnum):
+    """A policy's choice: one strategy, or `auto` (select per provider, spec §2.5)."""
+
+    AUTO = "auto"
+    LOCAL = "local"
+    REMOTE_V1 = "remote_v1"
+    REMOTE_V2 = "remote_v2"
+    TOKEN_BUDGET = "token_budget"
+    MASKING = "masking"
+
+
+class Implementation(StrEnum):
+    """spec §2.1; `token_budget` is compactweb's own label (Codex records no attempt for that path)."""
+
+    RESPONSES = "responses"
+    RESPONSES_COMPACT = "responses_compact"
+    RESPONSES_COMPACTION_V2 = "responses_compaction_v2"
+    TOKEN_BUDGET = "token_budget"
+    OBSERVATION_MASKING = "observation_masking"  # compactweb's masking method (and its hybrid)
+
+
+IMPLEMENTATIONS = {
+    Strategy.LOCAL: Implementation.RESPONSES,
+    Strategy.REMOTE_V1: Implementation.RESPONSES_COMPACT,
+    Strategy.REMOTE_V2: Implementation.RESPONSES_COMPACTION_V2,
+    Strategy.TOKEN_BUDGET: Implementation.TOKEN_BUDGET,
+    Strategy.MASKING: Implementation.OBSERVATION_MASKING,
+}
+
+# spec §10: the `strategy` field of Codex's analytics record is always this value.
+STRATEGY_MEMENTO = "memento"
+
+
+class AttemptStatus(StrEnum):
+    """An attempt's outcome; `running` only while it runs (spec §6.5, §10)."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class Scope(StrEnum):
+    """What the auto-compact limit is compared with (spec §2.3)."""
+
+    TOTAL = "total"
+    BODY_AFTER_PREFIX = "body_after_prefix"
+
+
+class RemoteSupport(StrEnum):
+    """What a provider's server offers: nothing, `/responses/compact` (v1), or v1 and the v2 trigger (v2)."""
+
+    NONE = "none"
+    V1 = "v1"
+    V2 = "v2"
+
+
+class HookEvent(StrEnum):
+    PRE_COMPACT = "pre_compact"
+    POST_COMPACT = "post_compact"
+    ALERT = "alert"  # compactweb: a storm / loop / re-read / failure-streak alert (engine/alerts.py)
+
+    @property
+    def wire_name(self) -> str:
+        """`hook_event_name` in the request (spec §7)."""
+        return {"pre_compact": "PreCompact", "post_compact": "PostCompact"}.get(self.value, "Alert")
+
+
+class HookKind(StrEnum):
+    CALLABLE = "callable"
+    WEBHOOK = "webhook"
+
+
+class HookMatcher(StrEnum):
+    ANY = "any"
+    MANUAL = "manual"
+    AUTO = "auto"
+
+
+class HookStatus(StrEnum):
+    COMPLETED = "completed"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+# The words people read (admin, forms, pages), per vocabulary; the values above are what is stored and sent.
+# Keyed by enum class: StrEnum members compare equal to their strings, so one dict of members would merge
+# `Strategy.TOKEN_BUDGET` with `Implementation.TOKEN_BUDGET`.
+_STRATEGY_LABELS = {
+    "local": "local summarisation",
+    "remote_v1": "remote v1 (/responses/compact)",
+    "remote_v2": "remote v2 (compaction_trigger)",
+    "token_budget": "token budget (new context window)",
+    "masking": "observation masking (compactweb; no model call)",
+}
+LABELS: dict[type[StrEnum], dict[str, str]] = {
+    Trigger: {"manual": "manual", "auto": "auto"},
+    Reason: {
+        "user_requested": "user requested", "context_limit": "context limit",
+        "model_downshift": "model downshift", "comp_hash_changed": "comp hash changed",
+    },
+    Phase: {"standalone_turn": "standalone turn", "pre_turn": "pre-turn", "mid_turn": "mid-turn"},
+    Strategy: _STRATEGY_LABELS,
+    StrategyPreference: {"auto": "auto (select per provider, §2.5)", **_STRATEGY_LABELS},
+    Implementation: {
+        "responses": "responses (local)",
+        "responses_compact": "responses_compact (remote v1)",
+        "responses_compaction_v2": "responses_compaction_v2 (remote v2)",
+        "token_budget": "token budget (new window)",
+        "observation_masking": "observation masking (compactweb)",
+    },
+    AttemptStatus: {"running": "running", "completed": "completed", "failed": "failed", "interrupted": "interrupted"},
+    Scope: {"total": "total", "body_after_prefix": "body after prefix"},
+    RemoteSupport: {
+        "none": "none (local summarisation only)",
+        "v1": "v1: POST /responses/compact",
+        "v2": "v2: streamed /responses with compaction_trigger",
+    },
+    HookEvent: {
+        "pre_compact": "PreCompact", "post_compact": "PostCompact",
+        "alert": "Alert (storm, loop, re-read, failure streak)",
+    },
+    HookKind: {"callable": "Python callable", "webhook": "Webhook (HTTP POST)"},
+    HookMatcher: {"any": "any trigger", "manual": "manual only", "auto": "auto only"},
+    HookStatus: {"completed": "completed", "stopped": "stopped", "failed": "failed"},
+}
+
+
+def label(member: StrEnum) -> str:
+    """The human label of one vocabulary member."""
+    return LABELS[type(member)][member.value]
