@@ -163,9 +163,7 @@ class CompactionPolicy(models.Model):
 
     Strategy = text_choices(v.StrategyPreference)
 
-    class PinMode(models.TextChoices):
-        REINJECT = "reinject", "re-inject pins after the replacement history"
-        CHECK_ONLY = "check_only", "only check pins (flag a compaction that loses one)"
+    PinMode = text_choices(v.PinMode)
 
     name = models.CharField(max_length=100, unique=True, help_text="A unique name for this policy.")
     auto_compact_token_limit = models.PositiveIntegerField(

@@ -14,6 +14,7 @@ from typing import Any
 
 from compaction_app.engine.items import Item, is_message, message_text
 from compaction_app.engine.retention.facts import FactKind, ProbeFact, needle
+from compaction_app.engine.vocabulary import PinMode
 
 PINNED_OPEN = "<pinned_context>"
 PINNED_CLOSE = "</pinned_context>"
@@ -30,10 +31,6 @@ class PinKind(StrEnum):
     FILE = "file"
     FACT = "fact"
 
-
-class PinMode(StrEnum):
-    REINJECT = "reinject"
-    CHECK_ONLY = "check_only"
 
 
 @dataclass(frozen=True)

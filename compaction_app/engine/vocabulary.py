@@ -137,6 +137,13 @@ class HookStatus(StrEnum):
     FAILED = "failed"
 
 
+class PinMode(StrEnum):
+    """What a compaction does with pinned context: put it back after the replacement history, or only check it."""
+
+    REINJECT = "reinject"
+    CHECK_ONLY = "check_only"
+
+
 # The words people read (admin, forms, pages), per vocabulary; the values above are what is stored and sent.
 # Keyed by enum class: StrEnum members compare equal to their strings, so one dict of members would merge
 # `Strategy.TOKEN_BUDGET` with `Implementation.TOKEN_BUDGET`.
@@ -177,6 +184,10 @@ LABELS: dict[type[StrEnum], dict[str, str]] = {
     HookKind: {"callable": "Python callable", "webhook": "Webhook (HTTP POST)"},
     HookMatcher: {"any": "any trigger", "manual": "manual only", "auto": "auto only"},
     HookStatus: {"completed": "completed", "stopped": "stopped", "failed": "failed"},
+    PinMode: {
+        "reinject": "re-inject pins after the replacement history",
+        "check_only": "only check pins (flag a compaction that loses one)",
+    },
 }
 
 

@@ -1,4 +1,4 @@
-"""JSON API for pinned context: list, pin, unpin (operator role). Pins are rollout lines (compaction_app.retention)."""
+"""JSON API for pinned context: list, pin, unpin (operator role). Pins are rollout lines (sessions_app.compactions.retention)."""
 
 from __future__ import annotations
 

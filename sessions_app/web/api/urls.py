@@ -2,6 +2,7 @@ from django.urls import path
 
 from sessions_app.web.api import compactions as api_compactions
 from sessions_app.web.api import fleet as api_fleet
+from sessions_app.web.api import pins as api_pins
 from sessions_app.web.api import rollback as api_rollback
 from sessions_app.web.api import sessions as api
 from sessions_app.web.api import transfer as api_transfer
@@ -50,8 +51,6 @@ urlpatterns += [
 ]
 
 # Pinned context (issue 18).
-from sessions_app.web.api import pins as api_pins  # noqa: E402
-
 urlpatterns += [
     path("sessions/<int:pk>/pins", api_pins.SessionPins.as_view(), name="api-session-pins"),
     path("sessions/<int:pk>/pins/<str:pin_id>", api_pins.SessionPin.as_view(), name="api-session-pin"),
