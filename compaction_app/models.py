@@ -12,6 +12,7 @@ from django.db import models
 
 from compaction_app.choices import text_choices
 from compaction_app.engine import vocabulary as v
+from compaction_app.engine.alerts import AlertKind
 from compaction_app.validators import validate_provider_base_url, validate_secret_env_name
 
 
@@ -463,8 +464,6 @@ class AlertSettings(models.Model):
         return "alert settings"
 
     def clean(self) -> None:
-        from compaction_app.engine.alerts import AlertKind
-
         known = {k.value for k in AlertKind}
         if not isinstance(self.pause_on, list) or not set(self.pause_on) <= known:
             raise ValidationError({"pause_on": f"a list of alert kinds: {', '.join(sorted(known))}"})

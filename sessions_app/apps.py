@@ -11,6 +11,8 @@ class SessionsAppConfig(AppConfig):
         from compactweb import role_permissions
         from compactweb.role_permissions import grant_admin_permissions
         from sessions_app import rollout_guard
+        from sessions_app.compactions import alerts
+        from sessions_app.fleet import runtime as fleet_runtime
         from sessions_app.rollout import events
         from sessions_app.rollout.signals import rollout_appended
 
@@ -18,6 +20,7 @@ class SessionsAppConfig(AppConfig):
         role_permissions.connect_signals()
         rollout_appended.connect(events.on_rollout_appended, dispatch_uid="compactweb_publish_lines")
         post_migrate.connect(grant_admin_permissions, dispatch_uid="compactweb_admin_permissions")
+        alerts.pause_requested.connect(fleet_runtime.pause_for_alert, dispatch_uid="compactweb_pause_on_alert")
 
         # The embedded simulator: started in the dashboard process when COMPACTWEB_RUN_SIMULATOR=1 (scripts/dev).
         from sessions_app.fleet import scheduler

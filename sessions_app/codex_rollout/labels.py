@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction_app.engine.items import is_real_user_message
 from sessions_app.codex_rollout.parse import (
     COMPACTED,
     EVENT_MSG,
@@ -79,8 +80,6 @@ def _is_user_turn_item(line: RolloutLine) -> bool:
 
 
 def _is_real_user_message(line: RolloutLine) -> bool:
-    from compaction_app.engine.items import is_real_user_message
-
     return line.kind == RESPONSE_ITEM and is_real_user_message(line.payload)
 
 

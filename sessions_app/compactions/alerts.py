@@ -18,9 +18,11 @@ from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from celery import shared_task
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
+from django.dispatch import Signal
 from django.utils import timezone
 
 from compaction_app.engine import alerts as rules
@@ -30,10 +32,13 @@ from compaction_app.engine.items import Item
 from compaction_app.engine.retention.facts import left_items
 from compaction_app.engine.strategies.masking import is_masked
 from compaction_app.engine.vocabulary import HookEvent, HookKind
+from compaction_app.limits import auto_compact_limit
 from compaction_app.models import Alert, AlertSettings, Compaction, CompactionAttempt, Hook, SessionWatch
 from compaction_app.validators import validate_outbound_url
 from compactweb import background
 from sessions_app.compactions.settings_builder import hook_specs
+from sessions_app.models import RolloutLine, Session
+from sessions_app.rollout.projection import RESPONSE_ITEM
 
 logger = logging.getLogger(__name__)
 
@@ -102,10 +107,6 @@ def record_attempt_failed(*, session_id: int, attempt_id: int) -> list[Alert]:
 
 def record_turn(*, session_id: int, first_seq: int, last_seq: int) -> list[Alert]:
     """After a turn: feed the turn's items (only while the watch is active). O(items of the turn)."""
-    from sessions_app.models import RolloutLine, Session
-    from sessions_app.rollout.projection import RESPONSE_ITEM
-    from sessions_app.rollout.selectors import auto_compact_limit
-
     with transaction.atomic():
         row = SessionWatch.objects.select_for_update().filter(session_id=session_id).first()
         if row is None:
@@ -152,17 +153,13 @@ def _raise(found: list[rules.Alert], *, session_id: int, limits: rules.Threshold
     return rows
 
 
-def _pause(session_id: int) -> bool:
-    from sessions_app.fleet.runtime import FleetError, do_pause_run
-    from sessions_app.models import SimulatorRun
+# Pausing the simulator run behind a session belongs to the fleet, a floor above this one: the fleet connects a
+# receiver (sessions_app.apps: fleet.runtime.pause_for_alert) that returns True when it paused a run.
+pause_requested = Signal()
 
-    run = SimulatorRun.objects.filter(session_id=session_id, status=SimulatorRun.Status.RUNNING).first()
-    if run is None:
-        return False
-    try:
-        return do_pause_run(run=run) > 0
-    except FleetError:
-        return False
+
+def _pause(session_id: int) -> bool:
+    return any(paused for _receiver, paused in pause_requested.send(sender=Alert, session_id=session_id))
 
 
 def allowed_alert_hooks() -> list:
@@ -182,8 +179,6 @@ def allowed_alert_hooks() -> list:
 def _notify(payload: dict[str, Any]) -> None:
     specs = allowed_alert_hooks()
     if specs:
-        from sessions_app.compactions.tasks import send_alert_task
-
         background.submit(send_alert_task, payload=payload)
 
 
@@ -195,6 +190,12 @@ def send_alert(payload: dict[str, Any]) -> list:
         if record.error:
             logger.warning("alert hook %s failed: %s", record.name, record.error)
     return result.records
+
+
+@shared_task(name="sessions_app.compactions.alerts.send_alert_task")
+def send_alert_task(*, payload: dict) -> int:
+    """Send one alert to the enabled alert hooks; returns how many ran."""
+    return len(send_alert(payload))
 
 
 def recent_alerts(*, limit: int = 10) -> list[Alert]:

@@ -44,14 +44,6 @@ def run_compaction_task(
     return compaction.pk
 
 
-@shared_task(name="sessions_app.compactions.tasks.send_alert_task")
-def send_alert_task(*, payload: dict) -> int:
-    """Send one alert to the enabled alert hooks (compaction_app.alerts); returns how many ran."""
-    from sessions_app.compactions.alerts import send_alert
-
-    return len(send_alert(payload))
-
-
 def start_compaction(
     *, session_id: int, actor_id: int | None, strategy: str | None = None, instructions: str = ""
 ) -> None:

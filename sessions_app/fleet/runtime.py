@@ -29,6 +29,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 from django.db.models import F
 
+from compaction_app.config_services import derived_provider
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.models import Session, SimulatorRun
 from sessions_app.rollout import lease as locks
@@ -75,19 +76,6 @@ class StepResult:
 
 def _dt(timestamp: float | None) -> datetime | None:
     return None if timestamp is None else datetime.fromtimestamp(timestamp, tz=UTC)
-
-
-def derived_provider(base: Provider, *, model: str, context_window: int) -> Provider:
-    """`base` with another model and window (a scenario's model switch), created once and reused."""
-    if base.model == model and base.context_window == context_window:
-        return base
-    name = f"{base.name} · {model} · {context_window}"[:100]
-    skip = {"id", "name", "model", "context_window", "created", "updated"}
-    defaults = {f.name: getattr(base, f.name) for f in Provider._meta.concrete_fields if f.name not in skip}
-    provider, _ = Provider.objects.get_or_create(
-        name=name, defaults={**defaults, "model": model, "context_window": context_window}
-    )
-    return provider
 
 
 def _starting_provider(scenario: Scenario, provider: Provider, context_window: int | None) -> Provider:
@@ -245,6 +233,18 @@ def do_resume_run(*, run: SimulatorRun | int | None = None, actor=None, now: flo
 def do_stop_run(*, run: SimulatorRun | int | None = None, actor=None) -> int:
     """Stop one running or paused run (or all of them) for good."""
     return _transition("stop", _run_id(run), None)
+
+
+def pause_for_alert(sender, *, session_id: int, **kwargs) -> bool:
+    """Pause the session's running run because an alert asked for it (the receiver of
+    sessions_app.compactions.alerts.pause_requested); False when no run of that session is running."""
+    run = SimulatorRun.objects.filter(session_id=session_id, status=SimulatorRun.Status.RUNNING).first()
+    if run is None:
+        return False
+    try:
+        return do_pause_run(run=run) > 0
+    except FleetError:
+        return False
 
 
 # --- scheduling ---------------------------------------------------------------------------------------------------

@@ -66,3 +66,20 @@ def rollout_lines(*, session: Session, after_seq: int = 0) -> Iterator[RolloutLi
     return (
         RolloutLine.objects.filter(session=session, seq__gt=after_seq).order_by("seq").iterator(chunk_size=1000)
     )
+
+
+def rollout_line_dicts(*, session_id: int, chunk_size: int, after: int = 0) -> Iterator[dict[str, Any]]:
+    """The session's rollout lines after seq `after` as plain dicts (seq, timestamp, kind, payload), read in chunks."""
+    # One short query per chunk (no cursor held open between chunks), so a streamed response can pull chunks
+    # from whichever thread serves it.
+    while True:
+        rows = list(
+            RolloutLine.objects.filter(session_id=session_id, seq__gt=after)
+            .order_by("seq")
+            .values_list("seq", "timestamp", "kind", "payload")[:chunk_size]
+        )
+        if not rows:
+            return
+        for seq, ts, kind, payload in rows:
+            yield {"seq": seq, "timestamp": ts, "kind": kind, "payload": payload}
+        after = rows[-1][0]

@@ -24,6 +24,7 @@ from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout import selectors
+from sessions_app.rollout.lease import refuse_if_followed
 from sessions_app.rollout.signals import rollout_appended
 from sessions_app.rollout.validation import validate_item, validate_items
 
@@ -354,8 +355,6 @@ def do_append_items(
     (set `estimate_if_no_usage=False` when the caller records usage itself). Invalid items raise
     `ItemValidationError` and nothing is stored; a followed session raises SessionReadOnly (it is read-only).
     """
-    from sessions_app.rollout.lease import refuse_if_followed
-
     refuse_if_followed(session_id=session.pk)
     validated = validate_items(_as_list(items), "items")
     lines = _item_lines(validated)

@@ -6,7 +6,7 @@ became, so that:
   import (its own lines in Codex's format, numbered on from the file's last `ordinal`); a last line that had no
   newline gets one only when something follows it;
 - the export keeps the file's name;
-- a follower (sessions_app.follow) knows how far it has read (`offset`) and which file it reads (`head`).
+- a follower (sessions_app.transfer.follow) knows how far it has read (`offset`) and which file it reads (`head`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from django.db.models import Max
 from sessions_app.codex_rollout import export_lines
 from sessions_app.codex_rollout.parse import LineProblem, RawLine
 from sessions_app.models import CodexSource, CodexSourceLine, RolloutLine, Session
+from sessions_app.rollout.selectors import rollout_line_dicts
 
 BATCH = 2000
 
@@ -78,8 +79,6 @@ def _last_ordinal(text: str) -> int | None:
 
 def export_with_source(*, session: Session, chunk_size: int = 1000) -> Iterator[str]:
     """The file's lines as they came in, then compactweb's later lines in Codex's format."""
-    from sessions_app.transfer.services import _export_rows
-
     source = CodexSource.objects.get(session=session)
     after_number = 0
     last: CodexSourceLine | None = None
@@ -96,7 +95,7 @@ def export_with_source(*, session: Session, chunk_size: int = 1000) -> Iterator[
             ordinal = _last_ordinal(line.text) if line.text.lstrip().startswith("{") else ordinal
         after_number = chunk[-1].number
     upto = last_source_seq(source=source)
-    added = export_lines(_export_rows(session.pk, chunk_size, after=upto), session_meta=None,
+    added = export_lines(rollout_line_dicts(session_id=session.pk, chunk_size=chunk_size, after=upto), session_meta=None,
                          first_ordinal=None if ordinal is None else ordinal + 1)
     first_added = next(added, None)
     if last is not None:

@@ -40,6 +40,9 @@ from sessions_app.codex_rollout.tail import (
 )
 from sessions_app.models import CodexSource, CodexSourceLine, LiveItem, Session
 from sessions_app.rollout import projection as p
+from sessions_app.rollout.services import append_rollout_lines
+from sessions_app.transfer import codex_sources
+from sessions_app.transfer import services as transfer
 
 logger = logging.getLogger(__name__)
 
@@ -85,8 +88,6 @@ def sync_file(*, path: Path, provider: Provider | None = None, policy: Compactio
 
 
 def _import_new(path: Path, key: str, provider, policy) -> SyncResult:
-    from sessions_app.transfer import services as transfer
-
     head = first_line(path)
     if head is None:
         return SyncResult(key, "waiting", detail="no complete first line yet")
@@ -131,10 +132,6 @@ def _append(path: Path, source: CodexSource) -> SyncResult:
 def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
     """Append lines Codex added to a followed file: tolerant parse, the same conversion and labels as an import,
     the file's lines kept as read. Runs inside the caller's transaction. Returns the lines read."""
-    from sessions_app.rollout.services import append_rollout_lines
-    from sessions_app.transfer import services as transfer
-    from sessions_app.transfer.services import codex_sources
-
     session = Session.objects.select_related("provider", "policy").get(pk=source.session_id)
     raw = split_raw_lines(lines)
     first_number = source.line_count + 1

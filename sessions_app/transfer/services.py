@@ -26,6 +26,7 @@ from django.db import IntegrityError, transaction
 from uuid6 import uuid7
 
 from compaction_app.audit import record_audit
+from compaction_app.config_services import derived_provider
 from compaction_app.engine import meter as m
 from compaction_app.engine.items import SUMMARY_PREFIX, is_message, is_real_user_message, message_text
 from compaction_app.engine.pins import PIN_EVENTS
@@ -59,8 +60,10 @@ from sessions_app.compactions.services import (
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.lease import LeaseLost, SessionBusy
+from sessions_app.rollout.selectors import rollout_line_dicts
 from sessions_app.rollout.services import NewLine, append_rollout_lines, do_append_items, do_create_session
 from sessions_app.rollout.validation import ItemValidationError, validate_item, validate_items
+from sessions_app.transfer import codex_sources
 
 IMPORTED = "imported"
 FOLLOWED = "followed"
@@ -251,8 +254,6 @@ def replay_comparison(*, replay: Session) -> dict[str, Any]:
 def export_filename(session: Session) -> str:
     """Codex's file name pattern: rollout-<YYYY-MM-DDTHH-MM-SS>-<thread id>.jsonl (spec §15). An imported or
     followed session keeps its file's name; otherwise the time is the session's start (its session_meta)."""
-    from sessions_app.transfer.services import codex_sources
-
     return codex_sources.export_filename(session=session)
 
 
@@ -270,29 +271,11 @@ def _session_meta(session: Session) -> dict[str, Any]:
 def export_rollout(*, session: Session, chunk_size: int = 1000) -> Iterator[str]:
     """The session's rollout as Codex rollout JSON Lines, session_meta first, read from the database in chunks
     (spec §15). An imported or followed session gives back its file's lines exactly as they came in, then what
-    compactweb added after (sessions_app.codex_sources). Raises RolloutExportError for a line Codex's format
+    compactweb added after (sessions_app.transfer.codex_sources). Raises RolloutExportError for a line Codex's format
     cannot hold."""
-    from sessions_app.transfer.services import codex_sources
-
     if codex_sources.has_source(session=session):
         return codex_sources.export_with_source(session=session, chunk_size=chunk_size)
-    return export_lines(_export_rows(session.pk, chunk_size), session_meta=_session_meta(session))
-
-
-def _export_rows(session_id: int, chunk_size: int, after: int = 0) -> Iterator[dict[str, Any]]:
-    # One short query per chunk (no cursor held open between chunks), so a streamed response can pull chunks
-    # from whichever thread serves it.
-    while True:
-        rows = list(
-            RolloutLine.objects.filter(session_id=session_id, seq__gt=after)
-            .order_by("seq")
-            .values_list("seq", "timestamp", "kind", "payload")[:chunk_size]
-        )
-        if not rows:
-            return
-        for seq, ts, kind, payload in rows:
-            yield {"seq": seq, "timestamp": ts, "kind": kind, "payload": payload}
-        after = rows[-1][0]
+    return export_lines(rollout_line_dicts(session_id=session.pk, chunk_size=chunk_size), session_meta=_session_meta(session))
 
 
 # --- import --------------------------------------------------------------------------------------------------------
@@ -499,11 +482,9 @@ def _create_compactions(session: Session, rows: list[RolloutLine], labels: dict[
 
 def provider_for_window(provider: Provider, window: int | None) -> Provider:
     """The provider with the rollout's context window: Codex reports the usable window (the model's window times
-    its effective percent), so the provider's window is that divided back (sessions_app.fleet.runtime.derived_provider)."""
+    its effective percent), so the provider's window is that divided back (compaction_app.config_services.derived_provider)."""
     if not window:
         return provider
-    from sessions_app.fleet.runtime import derived_provider
-
     percent = provider.effective_context_window_percent or 100
     full = -(-window * 100 // percent)
     if provider.usable_context_window == window:
@@ -529,14 +510,12 @@ def do_import_rollout(
     Tolerant by default, like Codex's own loader: unparseable lines (a truncated last line), unknown kinds and
     items, NUL characters and bad timestamps are skipped or repaired and reported in `problems` with their line
     numbers. `strict` refuses the whole file instead (RolloutImportError naming every bad line). The file's
-    lines are kept as they came (sessions_app.codex_sources), so an export gives them back byte for byte.
+    lines are kept as they came (sessions_app.transfer.codex_sources), so an export gives them back byte for byte.
     Compactions are labelled from the rollout (sessions_app.codex_rollout.labels) and the session gets the
     context window Codex reported. Raises AlreadyImported when a session with the rollout's thread id exists
     (unless `new_thread_id`, which imports under a fresh id and keeps the original as `forked_from_id`),
     TransferRefused when no provider or policy is configured.
     """
-    from sessions_app.transfer.services import codex_sources
-
     raw = split_raw_lines(lines)
     parsed = parse_rollout([r.raw for r in raw], source_name=source_name, strict=strict)
     original_id, meta_time = _thread_id_and_time(parsed)

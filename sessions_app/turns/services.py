@@ -30,6 +30,7 @@ from compaction_app.engine.vocabulary import Reason
 from compaction_app.providers.factory import build_client
 from sessions_app.compactions import services as compaction
 from sessions_app.compactions import settings_builder
+from sessions_app.compactions.alerts import record_turn
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import events, selectors
 from sessions_app.rollout import lease as locks
@@ -401,9 +402,7 @@ async def arun_turn(
 
 
 def record_turn_alerts(*, session_id: int, first_seq: int, last_seq: int) -> None:
-    """Feed the finished turn to the alert watch (compaction_app.alerts); an alert never fails a turn."""
-    from sessions_app.compactions.alerts import record_turn
-
+    """Feed the finished turn to the alert watch (sessions_app.compactions.alerts); an alert never fails a turn."""
     try:
         record_turn(session_id=session_id, first_seq=first_seq, last_seq=last_seq)
     except Exception:

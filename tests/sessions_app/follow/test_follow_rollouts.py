@@ -18,6 +18,7 @@ from sessions_app.models import CodexSource, RolloutLine, Session
 from sessions_app.rollout import selectors
 from sessions_app.rollout.services import verify_projection
 from sessions_app.transfer import services as transfer
+from sessions_app.transfer.follow import Follower, sync_file
 
 ROLLOUTS = Path(__file__).resolve().parents[2] / "fixtures" / "rollouts"
 LOCAL = (ROLLOUTS / "codex_0169_local_compaction.jsonl").read_bytes()
