@@ -38,4 +38,4 @@ keep_workers_alive_when_redis_restarts()
 
 app = Celery("compactweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["sessions_app.compactions", "sessions_app.fleet"])
+app.autodiscover_tasks(["sessions_app.compactions", "sessions_app.fleet", "sessions_app.jobs"])

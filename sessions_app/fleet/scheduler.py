@@ -27,6 +27,7 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from compactweb import background
+from compactweb.health import check_broker
 from sessions_app.fleet import runtime as fleet
 from sessions_app.fleet.tasks import ENQUEUE_BATCH, SentClaims, enqueue_due_steps
 from sessions_app.rollout import lease as locks
@@ -133,8 +134,6 @@ class Scheduler:
         if self.inline:
             return
         self.sent_claims.forget_lapsed(now=now)
-        from compactweb.health import check_broker
-
         try:
             await sync_to_async(check_broker, thread_sensitive=False)()
         except Exception:

@@ -39,17 +39,6 @@ def simulator_tick() -> int:
     return len(enqueue_due_steps())
 
 
-@shared_task(name="sessions_app.fleet.tasks.run_job", ignore_result=True)
-def run_job_task(*, job_id: int) -> str | None:
-    """Run one API job (a compaction, a replay, an import: sessions_app.jobs); returns its final status.
-
-    Never retried by the queue: a redelivered message finds the job taken and does nothing."""
-    from sessions_app.jobs import services as jobs
-
-    job = jobs.run_job(job_id=job_id)
-    return None if job is None else job.status
-
-
 class SentClaims:
     """Steps this scheduler sent to the broker and has not seen run, by claim time, so that they can be offered
     again when the broker returns from an outage that may have lost them. A claim older than CLAIM_SECONDS

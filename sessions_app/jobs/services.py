@@ -19,12 +19,16 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
 from django.utils import timezone
 
+from compaction_app.models import CompactionPolicy, Provider
 from compactweb import background
+from sessions_app.codex_rollout import RolloutImportError
+from sessions_app.compactions import services
 from sessions_app.models import Job, Session
 from sessions_app.rollout.events import publish_transient
+from sessions_app.rollout.lease import LeaseLost, SessionBusy
+from sessions_app.transfer import services as transfer
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +47,6 @@ def error(status: int, code: str, message: str, **extra: Any) -> Outcome:
 def compaction_outcome(*, session_id: int, actor, trigger: str = "manual", phase: str | None = None,
                        strategy: str | None = None, instructions: str = "") -> Outcome:
     """Compact the session; (201, {"compaction": id}) or the API's error answer."""
-    from sessions_app.compactions import services
-    from sessions_app.rollout.lease import LeaseLost, SessionBusy
 
     try:
         compaction = services.do_compact_session(
@@ -71,8 +73,6 @@ def compaction_outcome(*, session_id: int, actor, trigger: str = "manual", phase
 
 def replay_outcome(*, session_id: int, actor, policy: int, provider: int | None = None,
                    title: str | None = None) -> Outcome:
-    from compaction_app.models import CompactionPolicy, Provider
-    from sessions_app.transfer import services as transfer
 
     try:
         result = transfer.do_replay_session(
@@ -90,9 +90,6 @@ def replay_outcome(*, session_id: int, actor, policy: int, provider: int | None 
 
 def import_outcome(*, actor, lines: list, source_name: str, title: str | None = None, provider: int | None = None,
                    policy: int | None = None, new_thread_id: bool = False, strict: bool = False) -> Outcome:
-    from compaction_app.models import CompactionPolicy, Provider
-    from sessions_app.codex_rollout import RolloutImportError
-    from sessions_app.transfer import services as transfer
 
     try:
         result = transfer.do_import_rollout(
@@ -127,24 +124,13 @@ def runs_on_workers() -> bool:
     return background.uses_broker()
 
 
-def _publish(job: Job, kind: str) -> None:
+def publish_job_event(job: Job, kind: str) -> None:
     if job.session_id is None:
         return
     try:
         publish_transient(session_id=job.session_id, after_seq=0, kind=kind, detail=job_view(job))
     except Exception:  # progress is a courtesy; the job row is the record
         logger.exception("could not publish %s of job %s", kind, job.pk)
-
-
-def do_submit_job(*, kind: str, session_id: int | None, actor, params: dict[str, Any], payload: bytes = b"") -> Job:
-    """Record a queued job and hand it to a worker (with a broker) or the in-process pool."""
-    from sessions_app.fleet.tasks import run_job_task
-
-    job = Job.objects.create(kind=kind, session_id=session_id, actor=actor if getattr(actor, "pk", None) else None,
-                             params=params, payload=payload)
-    _publish(job, "job.queued")
-    transaction.on_commit(lambda: background.submit(run_job_task, job_id=job.pk))
-    return job
 
 
 def run_job(*, job_id: int) -> Job | None:
@@ -156,7 +142,7 @@ def run_job(*, job_id: int) -> Job | None:
         logger.info("job %s was already taken", job_id)
         return None
     job = Job.objects.get(pk=job_id)
-    _publish(job, "job.running")
+    publish_job_event(job, "job.running")
     try:
         status, result = _run_kind(job)
     except Exception as exc:  # an outcome nobody foresaw: still an answer, never a job left running
@@ -170,7 +156,7 @@ def run_job(*, job_id: int) -> Job | None:
         finished_at=timezone.now(), session_id=session_id,
     )
     job.refresh_from_db()
-    _publish(job, "job.finished")
+    publish_job_event(job, "job.finished")
     return job
 
 

@@ -13,6 +13,7 @@ from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
 from sessions_app.compactions import selectors
 from sessions_app.jobs import services as jobs
+from sessions_app.jobs.tasks import do_submit_job
 from sessions_app.models import Job, Session
 from sessions_app.web.api.compaction_serializers import (
     AttemptSerializer,
@@ -62,7 +63,7 @@ class SessionCompact(APIView):
             return _answer(*jobs.compaction_outcome(session_id=pk, actor=request.user, **params))
         if not Session.objects.filter(pk=pk).exists():
             raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist")
-        job = jobs.do_submit_job(kind=Job.Kind.COMPACTION, session_id=pk, actor=request.user, params=params)
+        job = do_submit_job(kind=Job.Kind.COMPACTION, session_id=pk, actor=request.user, params=params)
         if not wait:
             return accepted(job)
         job = jobs.wait_for_job(job_id=job.pk)

@@ -21,6 +21,7 @@ from compactweb.parsers import SafeJSONParser
 from compactweb.roles import IsOperator
 from sessions_app.codex_rollout import RolloutExportError
 from sessions_app.jobs import services as jobs
+from sessions_app.jobs.tasks import do_submit_job
 from sessions_app.models import Job, Session
 from sessions_app.rollout import selectors
 from sessions_app.transfer import services as transfer
@@ -181,7 +182,7 @@ tolerant of bad lines (reported in `problems`) unless `strict`."""
         if wait and not jobs.runs_on_workers():
             code, result = jobs.import_outcome(actor=request.user, lines=raw.splitlines(keepends=True), **params)
             return Response(ImportResultSerializer(result).data if code == 201 else result, status=code)
-        job = jobs.do_submit_job(kind=Job.Kind.IMPORT, session_id=None, actor=request.user, params=params,
+        job = do_submit_job(kind=Job.Kind.IMPORT, session_id=None, actor=request.user, params=params,
                                  payload=raw)
         return answer_job(job, wait=wait)
 
@@ -253,7 +254,7 @@ class SessionReplay(APIView):
         if wait and not jobs.runs_on_workers():
             code, result = jobs.replay_outcome(session_id=original.pk, actor=request.user, **params)
             return Response(result, status=code)
-        job = jobs.do_submit_job(kind=Job.Kind.REPLAY, session_id=original.pk, actor=request.user, params=params)
+        job = do_submit_job(kind=Job.Kind.REPLAY, session_id=original.pk, actor=request.user, params=params)
         return answer_job(job, wait=wait)
 
 

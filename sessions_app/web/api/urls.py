@@ -2,6 +2,7 @@ from django.urls import path
 
 from sessions_app.web.api import compactions as api_compactions
 from sessions_app.web.api import fleet as api_fleet
+from sessions_app.web.api import jobs as api_jobs
 from sessions_app.web.api import pins as api_pins
 from sessions_app.web.api import rollback as api_rollback
 from sessions_app.web.api import sessions as api
@@ -57,6 +58,4 @@ urlpatterns += [
 ]
 
 # Jobs: compactions, replays and imports run by workers (issue 15).
-from sessions_app.web.api import jobs as api_jobs  # noqa: E402
-
 urlpatterns += [path("jobs/<int:pk>", api_jobs.JobDetail.as_view(), name="api-job")]

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from sessions_app.transfer.follow import Follower, sync_file
 
 from compaction_app.models import Compaction
 from sessions_app.models import CodexSource, RolloutLine, Session

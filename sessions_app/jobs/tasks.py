@@ -1,0 +1,30 @@
+"""The job queue: submitting an API job and the Celery task that runs it (sessions_app.jobs.services does the work)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+from django.db import transaction
+
+from compactweb import background
+from sessions_app.jobs import services as jobs
+from sessions_app.models import Job
+
+
+@shared_task(name="sessions_app.jobs.tasks.run_job", ignore_result=True)
+def run_job_task(*, job_id: int) -> str | None:
+    """Run one API job (a compaction, a replay, an import: sessions_app.jobs); returns its final status.
+
+    Never retried by the queue: a redelivered message finds the job taken and does nothing."""
+    job = jobs.run_job(job_id=job_id)
+    return None if job is None else job.status
+
+
+def do_submit_job(*, kind: str, session_id: int | None, actor, params: dict[str, Any], payload: bytes = b"") -> Job:
+    """Record a queued job and hand it to a worker (with a broker) or the in-process pool."""
+    job = Job.objects.create(kind=kind, session_id=session_id, actor=actor if getattr(actor, "pk", None) else None,
+                             params=params, payload=payload)
+    jobs.publish_job_event(job, "job.queued")
+    transaction.on_commit(lambda: background.submit(run_job_task, job_id=job.pk))
+    return job
