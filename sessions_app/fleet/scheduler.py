@@ -26,8 +26,7 @@ from collections.abc import Callable
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
-from compactweb import background
-from compactweb.health import check_broker
+from compactweb import background, health
 from sessions_app.fleet import runtime as fleet
 from sessions_app.fleet.tasks import ENQUEUE_BATCH, SentClaims, enqueue_due_steps
 from sessions_app.rollout import lease as locks
@@ -135,7 +134,7 @@ class Scheduler:
             return
         self.sent_claims.forget_lapsed(now=now)
         try:
-            await sync_to_async(check_broker, thread_sensitive=False)()
+            await sync_to_async(health.check_broker, thread_sensitive=False)()
         except Exception:
             if not self.broker_down:
                 logger.warning("the broker does not answer; steps sent before the outage will be offered again")
