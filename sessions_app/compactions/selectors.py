@@ -12,9 +12,9 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from compaction_app.engine.analytics import STRATEGY_MEMENTO
 from compaction_app.engine.history import Injection
 from compaction_app.engine.items import Item
+from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
 from compaction_app.models import Compaction, CompactionAttempt, HookRun
 from sessions_app.models import RolloutLine
 from sessions_app.rollout import projection as p
