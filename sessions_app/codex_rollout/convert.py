@@ -51,9 +51,14 @@ class ImportedLine:
 def to_compactweb_lines(parsed: ParsedRollout, *, history: list[Item] | None = None) -> list[ImportedLine]:
     """Map Codex lines to compactweb lines whose simple fold equals `reconstruct_history` (spec §8.2, §8.3).
     `history` is the history before these lines (a follower appending to a session), empty by default."""
+    out, _ = convert_lines(parsed.lines, history=list(history or []))
+    return out
+
+
+def convert_lines(lines, *, history: list[Item]) -> tuple[list[ImportedLine], list[Item]]:
+    """`to_compactweb_lines` for one chunk of a big file: the history before the chunk in, after it out."""
     out: list[ImportedLine] = []
-    history = list(history or [])
-    for line in parsed.lines:
+    for line in lines:
         if line.kind not in (RESPONSE_ITEM, COMPACTED, EVENT_MSG, TURN_CONTEXT):
             continue
         kind, payload = line.kind, line.payload
@@ -70,4 +75,4 @@ def to_compactweb_lines(parsed: ParsedRollout, *, history: list[Item] | None = N
             if kind == COMPACTED and payload.get("replacement_history") is None:
                 payload = {**payload, "replacement_history": list(history), "legacy_rebuilt": True}
         out.append(ImportedLine(kind=kind, payload=payload, timestamp=line.timestamp, source_line_no=line.line_no))
-    return out
+    return out, history

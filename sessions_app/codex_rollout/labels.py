@@ -80,7 +80,12 @@ def _is_user_turn_item(line: RolloutLine) -> bool:
 
 
 def _is_real_user_message(line: RolloutLine) -> bool:
-    return line.kind == RESPONSE_ITEM and is_real_user_message(line.payload)
+    if line.kind != RESPONSE_ITEM:
+        return False
+    try:
+        return is_real_user_message(line.payload)
+    except (AttributeError, TypeError):  # a malformed item (reported by the importer's validation)
+        return False
 
 
 def _window_from(line: RolloutLine) -> int | None:
@@ -94,61 +99,73 @@ def _window_from(line: RolloutLine) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def infer_labels(lines: Iterable[RolloutLine]) -> dict[int, Labels]:
-    """Labels of every `compacted` line, keyed by its line number."""
-    lines = list(lines)
-    out: dict[int, Labels] = {}
-    window: int | None = None
-    window_source = ""
-    in_turn = False
-    turn_has_user = False
-    turn_has_output = False
-    trigger_seen = False
-    pending: list[tuple[int, Labels]] = []  # compactions of the open turn whose phase waits for its end
-    for line in lines:
+class Labeler:
+    """Infers labels line by line, so a big file can be fed in chunks; `feed` returns the labels of the
+    compacted lines it saw (a standalone turn relabels them when it ends, later: the objects are shared)."""
+
+    def __init__(self) -> None:
+        self.window: int | None = None
+        self.window_source = ""
+        self.in_turn = False
+        self.turn_has_user = False
+        self.turn_has_output = False
+        self.trigger_seen = False
+        self.pending: list[Labels] = []  # compactions of the open turn whose phase waits for its end
+
+    def feed(self, lines: Iterable[RolloutLine]) -> dict[int, Labels]:
+        out: dict[int, Labels] = {}
+        for line in lines:
+            labels = self._line(line)
+            if labels is not None:
+                out[line.line_no] = labels
+        return out
+
+    def _line(self, line: RolloutLine) -> Labels | None:
         seen_window = _window_from(line)
         if seen_window is not None:
-            window, window_source = seen_window, f"{line.kind} line {line.line_no}"
+            self.window, self.window_source = seen_window, f"{line.kind} line {line.line_no}"
         event = line.payload.get("type") if line.kind == EVENT_MSG else None
         if event in TURN_STARTED_TYPES:
-            in_turn, turn_has_user, turn_has_output, pending = True, False, False, []
-            continue
+            self.in_turn, self.turn_has_user, self.turn_has_output, self.pending = True, False, False, []
+            return None
         if event in TURN_ENDED_TYPES:
-            if not turn_has_user:
-                for _, labels in pending:
+            if not self.turn_has_user:
+                for labels in self.pending:
                     _standalone(labels)
-            in_turn, pending = False, []
-            continue
+            self.in_turn, self.pending = False, []
+            return None
         if line.kind == RESPONSE_ITEM:
             if line.payload.get("type") == "compaction_trigger":
-                trigger_seen = True
+                self.trigger_seen = True
             elif _is_real_user_message(line):
-                turn_has_user, turn_has_output = True, False
+                self.turn_has_user, self.turn_has_output = True, False
             elif line.payload.get("type") != "message" or line.payload.get("role") == "assistant":
-                turn_has_output = turn_has_output or turn_has_user
+                self.turn_has_output = self.turn_has_output or self.turn_has_user
         elif _is_user_turn_item(line):
-            turn_has_user = True
+            self.turn_has_user = True
         if line.kind != COMPACTED:
-            continue
-        (implementation, strategy), why = implementation_of(line.payload, trigger_seen=trigger_seen)
-        trigger_seen = False
+            return None
+        (implementation, strategy), why = implementation_of(line.payload, trigger_seen=self.trigger_seen)
+        self.trigger_seen = False
         labels = Labels(implementation=implementation, strategy=strategy, phase="pre_turn", trigger="auto",
-                        reason="context_limit", context_window=window,
-                        inferred={"implementation": why})
-        if in_turn and turn_has_user and turn_has_output:
+                        reason="context_limit", context_window=self.window, inferred={"implementation": why})
+        if self.in_turn and self.turn_has_user and self.turn_has_output:
             labels.phase = "mid_turn"
             labels.inferred["phase"] = "after the turn's user message and model output: mid-turn"
-        elif in_turn:
-            labels.phase = "pre_turn"
+        elif self.in_turn:
             labels.inferred["phase"] = "inside a turn, before its user message: pre-turn"
-            pending.append((line.line_no, labels))
+            self.pending.append(labels)
         else:
             labels.inferred["phase"] = "between turns: pre-turn of the next turn"
         labels.inferred["trigger"] = "an automatic compaction (the turn has a user message): auto, context limit"
-        if window is not None:
-            labels.inferred["context_window"] = f"model_context_window {window} from the {window_source}"
-        out[line.line_no] = labels
-    return out
+        if self.window is not None:
+            labels.inferred["context_window"] = f"model_context_window {self.window} from the {self.window_source}"
+        return labels
+
+
+def infer_labels(lines: Iterable[RolloutLine]) -> dict[int, Labels]:
+    """Labels of every `compacted` line, keyed by its line number."""
+    return Labeler().feed(lines)
 
 
 def _standalone(labels: Labels) -> None:

@@ -296,14 +296,16 @@ def _parse_line(raw: str | bytes, *, strict: bool) -> _Parsed:
     return _Parsed(kind, timestamp, _check_payload(kind, payload), ordinal, repairs)
 
 
-def parse_rollout(lines: Iterable[str | bytes], *, source_name: str = "", strict: bool = True) -> ParsedRollout:
+def parse_rollout(lines: Iterable[str | bytes], *, source_name: str = "", strict: bool = True,
+                  first_line_no: int = 1, last_timestamp: str | None = None) -> ParsedRollout:
     """Parse and validate a Codex rollout (spec §15, §1.5).
 
     Blank lines are ignored. Strict: refuse it whole if any line is malformed, raising RolloutImportError that
     lists every bad line (its message starts with the first one, `line 7: ...`); a final line cut in the middle
     of its JSON is malformed like any other. Tolerant (`strict=False`): skip or repair such lines and list them in
     `problems`; a rollout with no usable line at all still parses (the importer then refuses it for lack of a
-    session_meta).
+    session_meta). A big file can be parsed in chunks: `first_line_no` numbers the chunk's lines and
+    `last_timestamp` is the previous chunk's last one (for repairs).
     """
     kept: list[RolloutLine] = []
     errors: list[tuple[int, str]] = []
@@ -311,8 +313,7 @@ def parse_rollout(lines: Iterable[str | bytes], *, source_name: str = "", strict
     counts: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
     session_meta: dict[str, Any] | None = None
-    last_timestamp: str | None = None
-    for line_no, raw in enumerate(lines, start=1):
+    for line_no, raw in enumerate(lines, start=first_line_no):
         if not raw.strip():
             continue
         try:

@@ -40,11 +40,11 @@ from sessions_app.codex_rollout import (
     RolloutImportError,
     export_lines,
     parse_rollout,
-    to_compactweb_lines,
 )
+from sessions_app.codex_rollout.convert import convert_lines
 from sessions_app.codex_rollout.export import COMPACTWEB_EVENT
-from sessions_app.codex_rollout.labels import Labels, implementation_of, infer_labels, latest_context_window
-from sessions_app.codex_rollout.parse import REPAIRED, SKIPPED, LineProblem, split_raw_lines
+from sessions_app.codex_rollout.labels import Labeler, Labels, implementation_of
+from sessions_app.codex_rollout.parse import REPAIRED, SKIPPED, LineProblem, RawLine, split_raw_lines
 from sessions_app.compactions.rollback import (
     RollbackRefused,
     compaction_key,
@@ -57,7 +57,7 @@ from sessions_app.compactions.services import (
     CompactionRefused,
     do_compact_session,
 )
-from sessions_app.models import RolloutLine, Session
+from sessions_app.models import CodexSource, RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.lease import LeaseLost, SessionBusy
 from sessions_app.rollout.selectors import rollout_line_dicts
@@ -409,13 +409,6 @@ def _base_text(meta: dict[str, Any]) -> str:
     return base if isinstance(base, str) else ""
 
 
-def _first_window_id(lines: list[NewLine]) -> str:
-    for line in lines:
-        if line.kind == p.COMPACTED and isinstance(line.payload.get("first_window_id"), str):
-            return line.payload["first_window_id"]
-    return new_window_id()
-
-
 def default_provider_and_policy(provider=None, policy=None) -> tuple[Provider, CompactionPolicy]:
     """The given provider and policy, else the first configured ones; TransferRefused when there is none."""
     provider = provider or Provider.objects.order_by("pk").first()
@@ -434,10 +427,13 @@ UNTITLED_PREFIX = "imported rollout"
 def title_from_lines(lines) -> str | None:
     """`imported: <the first real user message>`, or None when the lines have none yet."""
     for line in lines:
-        if line.kind == p.RESPONSE_ITEM and is_real_user_message(line.payload):
-            text = " ".join(message_text(line.payload).split())
-            if text:
-                return f"imported: {text[:80]}"
+        try:
+            if line.kind == p.RESPONSE_ITEM and is_real_user_message(line.payload):
+                text = " ".join(message_text(line.payload).split())
+                if text:
+                    return f"imported: {text[:80]}"
+        except (AttributeError, TypeError):  # a malformed item, reported by validation
+            continue
     return None
 
 
@@ -516,23 +512,28 @@ def do_import_rollout(
     (unless `new_thread_id`, which imports under a fresh id and keeps the original as `forked_from_id`),
     TransferRefused when no provider or policy is configured.
     """
-    raw = split_raw_lines(lines)
-    parsed = parse_rollout([r.raw for r in raw], source_name=source_name, strict=strict)
+    from sessions_app.transfer import codex_sources
+
+    chunks = _chunks(lines, IMPORT_CHUNK_LINES)
+    first_chunk = next(chunks, [])
+    raw = split_raw_lines(first_chunk)
+    try:
+        parsed = parse_rollout([r.raw for r in raw], source_name=source_name, strict=strict)
+    except RolloutImportError as exc:
+        # Strict: name every bad line of the whole file, as the unchunked reader did.
+        errors = list(exc.errors)
+        for more in _strict_errors_in(chunks, first_line_no=len(raw) + 1, source_name=source_name):
+            errors.append(more)
+        raise RolloutImportError(errors, source_name=source_name) from None
     original_id, meta_time = _thread_id_and_time(parsed)
-    converted = restore_compactweb_kinds(to_compactweb_lines(parsed))
-    new_lines, numbers, errors, problems = _validated(converted, strict=strict)
-    if errors:
-        raise RolloutImportError(errors, source_name=source_name)
-    problems = sorted([*parsed.problems, *problems], key=lambda x: x.line_no)
     provider, policy = default_provider_and_policy(provider, policy)
-    window = latest_context_window(parsed.lines)
     thread_id = uuid.UUID(int=uuid7().int) if new_thread_id else original_id
     existing = Session.objects.filter(thread_id=thread_id).values_list("pk", flat=True).first()
     if existing is not None:
         raise AlreadyImported(thread_id=str(thread_id), session_id=existing)
     meta = dict(parsed.session_meta or {})
     meta_line_no = next(line.line_no for line in parsed.lines if line.kind == p.SESSION_META)
-    window_id = _first_window_id(new_lines)
+    window_id = _meta_window_id(meta, parsed)
     meta_payload = {
         **meta,
         "id": str(thread_id),
@@ -543,37 +544,51 @@ def do_import_rollout(
     }
     if new_thread_id:
         meta_payload["forked_from_id"] = str(original_id)
-    labels_by_line = infer_labels(parsed.lines)
+    state = _ImportStream(strict=strict, source_name=source_name)
     try:
         with transaction.atomic():
-            session_provider = provider_for_window(provider, window)
             session = Session.objects.create(
-                title=_title(parsed, title), provider=session_provider, policy=policy,
+                title=_title(parsed, title), provider=provider, policy=policy,
                 base_instructions=_base_text(meta), thread_id=thread_id, model=provider.model,
                 source=FOLLOWED if follow_path else IMPORTED,
             )
-            rows = append_rollout_lines(
-                session=session, lines=[NewLine(p.SESSION_META, meta_payload, meta_time), *new_lines], actor=actor
+            meta_rows = append_rollout_lines(
+                session=session, lines=[NewLine(p.SESSION_META, meta_payload, meta_time)], actor=actor)
+            source = codex_sources.store_source(
+                session=session, name=_file_name(source_name), raw=[], seq_by_line={}, problems=[],
+                path=follow_path,
             )
-            seq_by_line = dict(zip([meta_line_no, *numbers], (r.seq for r in rows), strict=True))
-            codex_sources.store_source(
-                session=session, name=_file_name(source_name), raw=raw, seq_by_line=seq_by_line,
-                problems=problems, context_window=window, path=follow_path,
-            )
-            labels = {seq_by_line[no]: label for no, label in labels_by_line.items() if no in seq_by_line}
-            compactions = _create_compactions(session, rows, labels)
+            state.seq_by_line[meta_line_no] = meta_rows[0].seq
+            state.feed(session=session, source=source, raw=raw, parsed=parsed, actor=actor)
+            next_no = len(raw) + 1
+            for chunk in chunks:
+                raw = split_raw_lines(chunk)
+                parsed = state.parse(raw, first_line_no=next_no)
+                state.feed(session=session, source=source, raw=raw, parsed=parsed, actor=actor)
+                next_no += len(raw)
+            state.finish(session=session, actor=actor)
+            if state.errors:
+                raise _StrictRefusal(RolloutImportError(state.errors, source_name=source_name))
+            window = state.labeler.window
+            CodexSource.objects.filter(pk=source.pk).update(
+                context_window=window, problems=[x.as_dict() for x in sorted(state.problems, key=_line_of)])
+            updates = {"provider": provider_for_window(provider, window)}
+            if not title and session.title.startswith(UNTITLED_PREFIX) and state.title:
+                updates["title"] = state.title
+            Session.objects.filter(pk=session.pk).update(**updates)
+            labels = {state.seq_by_line[no]: label for no, label in state.labels.items() if no in state.seq_by_line}
+            compactions = _create_compactions(session, state.compaction_rows, labels)
             result = ImportResult(
                 session=session,
                 source_name=source_name,
-                lines_read=sum(parsed.kind_counts.values()),
-                lines_imported=len(rows),
-                kind_counts=parsed.kind_counts,
-                skipped_kinds=parsed.skipped_kinds,
+                lines_read=sum(state.kind_counts.values()),
+                lines_imported=state.rows + 1,
+                kind_counts=dict(state.kind_counts),
+                skipped_kinds=dict(state.skipped_kinds),
                 compactions=compactions,
-                legacy_compactions_rebuilt=sum(1 for x in converted if x.payload.get("legacy_rebuilt")),
-                thread_rollbacks=sum(1 for x in converted if x.kind == p.ROLLBACK
-                                     and x.payload.get("source") in THREAD_ROLLBACK_SOURCES),
-                problems=problems,
+                legacy_compactions_rebuilt=state.legacy_rebuilt,
+                thread_rollbacks=state.thread_rollbacks,
+                problems=sorted(state.problems, key=_line_of),
                 strict=strict,
             )
             record_audit(
@@ -581,6 +596,8 @@ def do_import_rollout(
                 reason=f"imported {source_name or 'a rollout'}",
                 detail={k: v for k, v in result.as_dict().items() if k not in ("session", "problems")},
             )
+    except _StrictRefusal as refusal:
+        raise refusal.error from None
     except (p.ProjectionError, ValueError) as exc:
         # Lines that parse but cannot be folded (e.g. an edited compactweb_line marker); the transaction rolled back.
         raise TransferRefused(f"the rollout cannot be imported: {exc}", code="invalid_rollout") from None
@@ -592,6 +609,129 @@ def do_import_rollout(
         raise AlreadyImported(thread_id=str(thread_id), session_id=existing) from None
     session.refresh_from_db()
     return result
+
+
+# A big file is read, converted and written this many lines at a time (constant memory; issue 13, item 5).
+IMPORT_CHUNK_LINES = 5000
+
+
+class _StrictRefusal(Exception):
+    """Carries a strict-mode RolloutImportError out of the transaction (which it rolls back)."""
+
+    def __init__(self, error: RolloutImportError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _line_of(problem: LineProblem) -> int:
+    return problem.line_no
+
+
+def _chunks(lines: Iterable[str | bytes], size: int) -> Iterator[list[str | bytes]]:
+    chunk: list[str | bytes] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _strict_errors_in(chunks, *, first_line_no: int, source_name: str) -> Iterator[tuple[int, str]]:
+    for chunk in chunks:
+        try:
+            parse_rollout(chunk, source_name=source_name, strict=True, first_line_no=first_line_no)
+        except RolloutImportError as exc:
+            yield from exc.errors
+        first_line_no += len(chunk)
+
+
+def _meta_window_id(meta: dict[str, Any], parsed: ParsedRollout) -> str:
+    """The session's first window id: Codex 0.169 writes it in session_meta.context_window, older files in their
+    first compacted line (if it is in the first chunk); else a new one."""
+    given = (meta.get("context_window") or {}).get("window_id") if isinstance(meta.get("context_window"), dict) else None
+    if isinstance(given, str) and given:
+        return given
+    for line in parsed.lines:
+        if line.kind == p.COMPACTED and isinstance(line.payload.get("first_window_id"), str):
+            return line.payload["first_window_id"]
+    return new_window_id()
+
+
+class _ImportStream:
+    """The state of an import read chunk by chunk: the history the conversion needs, labels, counts, the rows
+    compactions are built from. Memory: one chunk plus the live history."""
+
+    def __init__(self, *, strict: bool, source_name: str) -> None:
+        from collections import Counter
+
+        self.strict, self.source_name = strict, source_name
+        self.history: list[Any] = []
+        self.carry: list[ImportedLine] = []
+        self.labeler = Labeler()
+        self.labels: dict[int, Labels] = {}
+        self.seq_by_line: dict[int, int] = {}
+        self.compaction_rows: list[RolloutLine] = []
+        self.kind_counts: Counter[str] = Counter()
+        self.skipped_kinds: Counter[str] = Counter()
+        self.problems: list[LineProblem] = []
+        self.errors: list[tuple[int, str]] = []
+        self.rows = 0
+        self.legacy_rebuilt = 0
+        self.thread_rollbacks = 0
+        self.last_timestamp: str | None = None
+        self.title: str | None = None
+        self.source_lines = 0
+
+    def parse(self, raw: list[RawLine], *, first_line_no: int) -> ParsedRollout:
+        try:
+            return parse_rollout([r.raw for r in raw], source_name=self.source_name, strict=self.strict,
+                                 first_line_no=first_line_no, last_timestamp=self.last_timestamp)
+        except RolloutImportError as exc:
+            self.errors.extend(exc.errors)
+            return ParsedRollout(source_name=self.source_name, lines=[], session_meta=None)
+
+    def feed(self, *, session: Session, source, raw: list[RawLine], parsed: ParsedRollout, actor) -> None:
+        from sessions_app.transfer import codex_sources
+
+        self.kind_counts.update(parsed.kind_counts)
+        self.skipped_kinds.update(parsed.skipped_kinds)
+        self.problems.extend(parsed.problems)
+        if parsed.lines:
+            self.last_timestamp = parsed.lines[-1].timestamp
+        self.labels.update(self.labeler.feed(parsed.lines))
+        if self.title is None:
+            self.title = title_from_lines(parsed.lines)
+        converted, self.history = convert_lines(parsed.lines, history=self.history)
+        converted = [*self.carry, *converted]
+        # A compactweb rollback exported as `compacted` + marker may straddle two chunks: keep the last one back.
+        self.carry = [converted.pop()] if converted and converted[-1].kind == p.COMPACTED and not (
+            converted[-1].payload.get("message")) else []
+        self._write(session, converted, actor)
+        codex_sources.append_source_lines(source=source, raw=raw, seq_by_line=self.seq_by_line,
+                                          first_number=self.source_lines + 1)
+        self.source_lines += len(raw)
+
+    def _write(self, session: Session, converted: list[ImportedLine], actor) -> None:
+        restored = restore_compactweb_kinds(converted)
+        self.legacy_rebuilt += sum(1 for x in restored if x.payload.get("legacy_rebuilt"))
+        self.thread_rollbacks += sum(1 for x in restored if x.kind == p.ROLLBACK
+                                     and x.payload.get("source") in THREAD_ROLLBACK_SOURCES)
+        new_lines, numbers, errors, problems = _validated(restored, strict=self.strict)
+        self.errors.extend(errors)
+        self.problems.extend(problems)
+        if self.errors or not new_lines:
+            return  # strict and refused: the transaction rolls back at the end; nothing more to write
+        rows = append_rollout_lines(session=session, lines=new_lines, actor=actor)
+        self.rows += len(rows)
+        self.seq_by_line.update(zip(numbers, (r.seq for r in rows), strict=True))
+        self.compaction_rows += [r for r in rows if r.kind in (p.COMPACTED, p.ROLLBACK, p.REDO)]
+
+    def finish(self, *, session: Session, actor) -> None:
+        if self.carry:
+            self._write(session, self.carry, actor)
+            self.carry = []
 
 
 def _file_name(source_name: str) -> str:

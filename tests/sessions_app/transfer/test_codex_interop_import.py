@@ -159,3 +159,32 @@ def test_the_inspector_says_which_labels_were_inferred(operator_api, client, ope
     (compaction,) = Compaction.objects.filter(session_id=body["session"])
     page = client.get(f"/compactions/{compaction.pk}/").content.decode()
     assert 'id="inferred"' in page and "remote v2" in page and "model_context_window 8550" in page
+
+
+def test_a_file_read_in_small_chunks_imports_as_it_does_whole(operator_api, rollout_bytes, provider, policy, monkeypatch):
+    from sessions_app import transfer
+
+    data = rollout_bytes(LOCAL)
+    whole = _import(operator_api, LOCAL, data).json()
+    monkeypatch.setattr(transfer, "IMPORT_CHUNK_LINES", 7)
+    chunked = _import(operator_api, LOCAL, data, new_thread_id="true").json()
+    a, b = (Session.objects.get(pk=x["session"]) for x in (whole, chunked))
+    assert selectors.live_items(session=a) == selectors.live_items(session=b)
+    assert verify_projection(session=b) == []
+    assert (chunked["lines_imported"], chunked["compactions"]) == (whole["lines_imported"], whole["compactions"])
+    assert [(c.phase, c.implementation) for c in Compaction.objects.filter(session=b)] == [
+        (c.phase, c.implementation) for c in Compaction.objects.filter(session=a)]
+    assert _export(operator_api, b.pk) == data
+
+
+def test_strict_mode_names_bad_lines_in_every_chunk(operator_api, rollout_bytes, provider, policy, row_counts, monkeypatch):
+    from sessions_app import transfer
+
+    monkeypatch.setattr(transfer, "IMPORT_CHUNK_LINES", 10)
+    lines = _lines(rollout_bytes(LOCAL))
+    lines[4], lines[99] = b"{broken\n", b"also broken\n"
+    before = row_counts()
+    response = _import(operator_api, LOCAL, b"".join(lines), strict="true")
+    assert response.status_code == 400
+    assert [e["line"] for e in response.json()["error"]["lines"]] == [5, 100]
+    assert row_counts() == before
