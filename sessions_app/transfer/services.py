@@ -712,6 +712,9 @@ class _ImportStream:
         codex_sources.append_source_lines(source=source, raw=raw, seq_by_line=self.seq_by_line,
                                           first_number=self.source_lines + 1)
         self.source_lines += len(raw)
+        # Only compactions (and a compacted line carried to the next chunk) need their seq later: memory stays flat.
+        keep = set(self.labels) | {x.source_line_no for x in self.carry}
+        self.seq_by_line = {no: seq for no, seq in self.seq_by_line.items() if no in keep}
 
     def _write(self, session: Session, converted: list[ImportedLine], actor) -> None:
         restored = restore_compactweb_kinds(converted)
