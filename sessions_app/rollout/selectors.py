@@ -30,6 +30,7 @@ def session_summary(*, session: Session) -> dict[str, Any]:
         "id": session.pk,
         "title": session.title,
         "state": session.state,
+        "source": session.source,
         "thread_id": str(session.thread_id),
         "provider": session.provider_id,
         "policy": session.policy_id,

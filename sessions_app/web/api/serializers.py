@@ -29,6 +29,8 @@ class SessionSummarySerializer(serializers.Serializer):
     id = serializers.IntegerField()
     title = serializers.CharField()
     state = serializers.CharField()
+    source = serializers.CharField(
+        required=False, help_text="native, imported, followed (a live Codex rollout file: read-only) or replay.")
     thread_id = serializers.CharField()
     provider = serializers.IntegerField()
     policy = serializers.IntegerField()

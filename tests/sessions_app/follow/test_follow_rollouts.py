@@ -145,3 +145,13 @@ def _wait(condition, limit: float = 20.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("the follower did not catch up")
         time.sleep(0.05)
+
+
+@pytest.mark.django_db
+def test_the_fleet_board_and_the_session_page_mark_a_followed_session(rollout_path, provider, policy, client,
+                                                                      operator_user):
+    _write(rollout_path, LOCAL)
+    session_id = sync_file(path=rollout_path).session_id
+    client.force_login(operator_user)
+    assert "follows a Codex rollout file live" in client.get("/").content.decode()
+    assert 'id="followed-badge"' in client.get(f"/sessions/{session_id}/").content.decode()
