@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 import pytest
-from sessions_app.transfer.follow import Follower
 
 from compaction_app.models import Compaction
 from compaction_app.providers.simulated.recording import read_requests
@@ -34,6 +33,7 @@ from sessions_app.models import CodexSource, RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import do_append_items
 from sessions_app.transfer import services as transfer
+from sessions_app.transfer.follow import Follower
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

@@ -162,7 +162,7 @@ def test_the_inspector_says_which_labels_were_inferred(operator_api, client, ope
 
 
 def test_a_file_read_in_small_chunks_imports_as_it_does_whole(operator_api, rollout_bytes, provider, policy, monkeypatch):
-    from sessions_app import transfer
+    from sessions_app.transfer import services as transfer
 
     data = rollout_bytes(LOCAL)
     whole = _import(operator_api, LOCAL, data).json()
@@ -178,7 +178,7 @@ def test_a_file_read_in_small_chunks_imports_as_it_does_whole(operator_api, roll
 
 
 def test_strict_mode_names_bad_lines_in_every_chunk(operator_api, rollout_bytes, provider, policy, row_counts, monkeypatch):
-    from sessions_app import transfer
+    from sessions_app.transfer import services as transfer
 
     monkeypatch.setattr(transfer, "IMPORT_CHUNK_LINES", 10)
     lines = _lines(rollout_bytes(LOCAL))
