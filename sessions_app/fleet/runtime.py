@@ -387,16 +387,17 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
     A turn that fails (provider down, a compaction failing) is recorded in the rollout and in `last_error`, and the
     script moves on; an unexpected error marks the run failed. `client` replaces the provider client (tests)."""
     try:
-        lease = await sync_to_async(locks.acquire)(session_id=session_id, purpose=STEP_LEASE_PURPOSE)
+        # One trip to the database thread takes the lease and reads the step (run, session, provider, policy).
+        lease, prepared = await sync_to_async(_acquire_and_prepare)(session_id, clock())
     except locks.SessionBusy:
         await sync_to_async(_busy)(session_id, clock())
         return StepResult(session_id, "busy")
+    released = False
     try:
         try:
-            try:
-                run, session, script, step, state = await sync_to_async(_prepare_step)(session_id, clock())
-            except SimulatorRun.DoesNotExist:
+            if prepared is None:
                 return StepResult(session_id, "skipped", error="the session is not driven by the simulator")
+            run, session, script, step, state = prepared
             if step is None:
                 status = "finished" if script is not None else "skipped"
                 return StepResult(session_id, status)
@@ -408,15 +409,39 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
                 tool_rng=lambda call_id: script.rng_for("tool", number, call_id), lease=lease,
                 fault_injection=_sampling_faults(session, state), client=client, sleep=sleep,
                 turn_context={"cwd": script.scenario.cwd, "scenario": script.scenario.name, "step": number},
+                session=session,
             )
-            await sync_to_async(_save_step)(run, script, state, error=result.error, now=clock())
+            # Saving the step and giving the lease back are one trip too.
+            await sync_to_async(_save_step_and_release)(run, script, state, error=result.error, now=clock(),
+                                                        lease=lease)
+            released = True
         except Exception as exc:
             logger.exception("simulator step of session %s failed", session_id)
             await sync_to_async(_failed)(session_id, f"{type(exc).__name__}: {exc}")
             return StepResult(session_id, "failed", error=str(exc))
         return StepResult(session_id, "ran", turn_status=result.status, error=result.error, step=number)
     finally:
-        await sync_to_async(locks.release)(lease)
+        if not released:
+            await sync_to_async(locks.release)(lease)
+
+
+def _acquire_and_prepare(session_id: int, now: float) -> tuple[locks.Lease, tuple | None]:
+    lease = locks.acquire(session_id=session_id, purpose=STEP_LEASE_PURPOSE)
+    try:
+        return lease, _prepare_step(session_id, now)
+    except SimulatorRun.DoesNotExist:
+        return lease, None
+    except BaseException:
+        locks.release(lease)
+        raise
+
+
+def _save_step_and_release(run: SimulatorRun, script: ScenarioRun, state: dict[str, Any], *, error: str, now: float,
+                           lease: locks.Lease) -> None:
+    try:
+        _save_step(run, script, state, error=error, now=now)
+    finally:
+        locks.release(lease)
 
 
 def do_run_step(*, session_id: int) -> StepResult:

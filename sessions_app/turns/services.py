@@ -354,6 +354,7 @@ async def arun_turn(
     initial_context: Callable[[Session, TurnState], list[Item]] | None = None,
     turn_context: Mapping[str, Any] | None = None,
     sleep: Callable[[float], Awaitable[None]] | None = None,
+    session: Session | None = None,
 ) -> TurnResult:
     """Run one turn of a session (spec §2.4) and return what happened.
 
@@ -361,7 +362,8 @@ async def arun_turn(
     when another turn, compaction or rollback holds it, Session.DoesNotExist for an unknown session and
     TurnInputError for an empty input, all before anything is recorded. Provider and compaction failures do not
     raise: they end the turn with an `error` line and `status="failed"`. `tools` are simulated tools by name (none
-    for API turns); `fault_injection` overrides the session's for the turn's own requests.
+    for API turns); `fault_injection` overrides the session's for the turn's own requests. `session`: with `lease`,
+    the session (provider and policy loaded) the lease holder already read, so the turn does not read it again.
     """
     validate_user_input(user_input)
     turn_id = turn_id or str(uuid7())
@@ -371,7 +373,7 @@ async def arun_turn(
         lease, session = await sync_to_async(_acquire_and_load)(session_id=session_id)
     port = None
     try:
-        if not own_lease:
+        if not own_lease and (session is None or session.pk != session_id):
             session = await sync_to_async(selectors.get_session)(session_id=session_id)
         config = _turn_config(
             session, tools=dict(tools) if tools else None, tool_rng=tool_rng, sleep=sleep,
