@@ -122,26 +122,25 @@ class _AppendStatements:
 
     def __init__(self, connection) -> None:
         quote = connection.ops.quote_name
-        self.connection = connection
         self.lock_fields = [Session._meta.get_field(name) for name in LOCK_FIELDS]
         lock_for = " FOR UPDATE" if connection.features.has_select_for_update else ""
         self.lock = (f"SELECT {', '.join(quote(f.column) for f in self.lock_fields)} "
                      f"FROM {quote(Session._meta.db_table)} WHERE {quote('id')} = %s{lock_for}")
         self.line_fields = [RolloutLine._meta.get_field(n) for n in
                             ("session", "seq", "timestamp", "kind", "payload", "tokens", "item_tokens", "actor")]
-        self.insert_line = self._insert(RolloutLine, self.line_fields)
+        self.insert_line = self._insert(RolloutLine, self.line_fields, quote)
         self.live_fields = [LiveItem._meta.get_field(n) for n in
                             ("session", "position", "item", "tokens", "source_seq", "model_generated")]
-        self.insert_live = self._insert(LiveItem, self.live_fields)
+        self.insert_live = self._insert(LiveItem, self.live_fields, quote)
         self._updates: dict[tuple[str, ...], str] = {}
 
-    def _insert(self, model, fields) -> str:
-        quote = self.connection.ops.quote_name
+    def _insert(self, model, fields, quote) -> str:
         return (f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
                 f"VALUES ({', '.join(['%s'] * len(fields))})")
 
-    def _prep(self, fields, values) -> list[Any]:
-        return [f.get_db_prep_save(v, self.connection) for f, v in zip(fields, values, strict=True)]
+    @staticmethod
+    def _prep(connection, fields, values) -> list[Any]:
+        return [f.get_db_prep_save(v, connection) for f, v in zip(fields, values, strict=True)]
 
     def read_header(self, cursor, session_id: int) -> dict[str, Any]:
         cursor.execute(self.lock, [session_id])
@@ -152,28 +151,27 @@ class _AppendStatements:
 
     def insert(self, cursor, sql: str, fields, rows: list[tuple]) -> None:
         if rows:
-            cursor.executemany(sql, [self._prep(fields, r) for r in rows])
+            cursor.executemany(sql, [self._prep(cursor.db, fields, r) for r in rows])
 
     def write_header(self, cursor, session_id: int, changes: dict[str, Any]) -> None:
         names = tuple(changes)
         sql = self._updates.get(names)
         fields = [Session._meta.get_field(n) for n in names]
         if sql is None:
-            quote = self.connection.ops.quote_name
+            quote = cursor.db.ops.quote_name
             sql = (f"UPDATE {quote(Session._meta.db_table)} SET "
                    f"{', '.join(f'{quote(f.column)} = %s' for f in fields)} WHERE {quote('id')} = %s")
             self._updates[names] = sql
-        cursor.execute(sql, [*self._prep(fields, changes.values()), session_id])
+        cursor.execute(sql, [*self._prep(cursor.db, fields, changes.values()), session_id])
 
 
-_statements: dict[str, _AppendStatements] = {}
+_statements: dict[str, _AppendStatements] = {}  # by database vendor
 
 
 def _append_statements(connection) -> _AppendStatements:
-    found = _statements.get(connection.alias)
-    if found is None or found.connection.vendor != connection.vendor:
-        found = _statements[connection.alias] = _AppendStatements(connection)
-    found.connection = connection
+    found = _statements.get(connection.vendor)
+    if found is None:  # the SQL depends only on the database kind; values are adapted per connection
+        found = _statements[connection.vendor] = _AppendStatements(connection)
     return found
 
 
