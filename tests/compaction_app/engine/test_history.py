@@ -358,3 +358,12 @@ def test_remove_oldest_item_also_removes_the_call_of_an_output():
 def test_remove_oldest_item_of_a_plain_item_removes_only_it():
     assert remove_oldest_item([msg("user", "x"), msg("user", "y")]) == [msg("user", "y")]
     assert remove_oldest_item([]) == []
+
+
+def test_retained_messages_default_to_a_64000_token_budget_newest_first():
+    older, newer = msg("user", "a" * 160_000), msg("user", "b" * 160_000)  # 40,000 tokens each
+    kept = truncate_retained_messages([older, newer])
+    assert kept == truncate_retained_messages([older, newer], 64_000)
+    assert kept != truncate_retained_messages([older, newer], 64_001)
+    assert kept[-1] == newer
+    assert len(kept[0]["content"][0]["text"]) < 160_000  # the older one is cut to the 24,000 tokens left

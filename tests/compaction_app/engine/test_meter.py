@@ -141,3 +141,9 @@ def test_replacement_equals_appending_the_same_items_after_a_recompute(pairs):
     for item, tokens in pairs:
         appended = append(appended, item, tokens)
     assert replaced == m.recomputed(appended)
+
+
+def test_a_negative_server_usage_counts_as_zero():
+    state = m.usage_observed(m.MeterState(since_model=7), total_tokens=-500)
+    assert state.usage_total == 0
+    assert m.active_total(state) == 7

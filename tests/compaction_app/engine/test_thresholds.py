@@ -145,3 +145,26 @@ def test_comp_hash_needs_both_models_to_declare_one():
     prev = ModelLimits("a", comp_hash="h1")
     cur = ModelLimits("b", comp_hash=None)
     assert previous_model_reason(prev, cur, 0) is None
+
+
+def test_a_model_switch_to_an_equal_usable_window_is_no_downshift_even_when_the_history_is_too_big():
+    previous = ModelLimits("big", context_window=100_000)
+    same_window = ModelLimits("other", context_window=100_000)
+    one_smaller = ModelLimits("other", context_window=99_999)
+    assert too_big_for_model(99_000, same_window)
+    assert previous_model_reason(previous, same_window, 99_000) is None
+    assert previous_model_reason(previous, one_smaller, 99_000) is Reason.MODEL_DOWNSHIFT
+
+
+def test_tokens_above_the_limit_reach_it_with_nothing_left_until_compaction():
+    total = token_status(active_tokens=1_000, context_window=1_000)  # limit: 90% of the window
+    assert (total.scope_limit, total.token_limit_reached, total.tokens_until_compaction) == (900, True, 0)
+    body = token_status(active_tokens=2_000, context_window=10_000, configured_limit=500,
+                        scope=Scope.BODY_AFTER_PREFIX, prefill=1_000)
+    assert (body.scope_tokens, body.token_limit_reached, body.tokens_until_compaction) == (1_000, True, 0)
+
+
+def test_the_downshift_size_test_is_strictly_above_the_new_limit():
+    new_model = ModelLimits("small", context_window=1_000)  # limit 900, usable window 950
+    assert not too_big_for_model(900, new_model)
+    assert too_big_for_model(901, new_model)
