@@ -16,7 +16,6 @@ that alters `sessions_app_rolloutline` must run `install_triggers` again.
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 from collections.abc import Iterator
 
@@ -117,20 +116,3 @@ def test_database_reset_allowed() -> Iterator[None]:
             if conn.connection is not None:
                 with conn.cursor() as cursor:
                     cursor.execute(f"RESET {PURGE_SETTING}")
-
-
-def wrap_test_flush() -> None:
-    """Patch Django's TransactionTestCase teardown so its flush runs inside `test_database_reset_allowed`."""
-    from django.test import TransactionTestCase
-
-    original = TransactionTestCase._fixture_teardown
-    if getattr(original, "_compactweb_wrapped", False):
-        return
-
-    @functools.wraps(original)
-    def _fixture_teardown(self):
-        with test_database_reset_allowed():
-            return original(self)
-
-    _fixture_teardown._compactweb_wrapped = True
-    TransactionTestCase._fixture_teardown = _fixture_teardown

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from sessions_app.rollout_guard import wrap_test_flush
+from tests.flush_guard import wrap_test_flush
 
 # Django's flush between transactional tests empties every table; the rollout triggers refuse that unless the
 # test runner's reset is allowed explicitly.
