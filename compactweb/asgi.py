@@ -26,3 +26,10 @@ application = ProtocolTypeRouter(
 from sessions_app.transfer.follow import start_from_settings  # noqa: E402
 
 start_from_settings()
+
+# The embedded simulator: the dashboard's ASGI startup runs the scheduler when COMPACTWEB_RUN_SIMULATOR=1 (scripts/dev
+# sets it); `manage.py simulate --scheduler` runs it on its own. Not from AppConfig.ready, which also runs under
+# migrate, shell and every Celery worker.
+from sessions_app.fleet.scheduler import start_from_environment  # noqa: E402
+
+start_from_environment()

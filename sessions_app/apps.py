@@ -21,8 +21,3 @@ class SessionsAppConfig(AppConfig):
         rollout_appended.connect(events.on_rollout_appended, dispatch_uid="compactweb_publish_lines")
         post_migrate.connect(grant_admin_permissions, dispatch_uid="compactweb_admin_permissions")
         alerts.pause_requested.connect(fleet_runtime.pause_for_alert, dispatch_uid="compactweb_pause_on_alert")
-
-        # The embedded simulator: started in the dashboard process when COMPACTWEB_RUN_SIMULATOR=1 (scripts/dev).
-        from sessions_app.fleet import scheduler
-
-        scheduler.start_from_environment()

@@ -3,7 +3,8 @@
 configured, so several workers share the fleet.
 
 Embedded: the dashboard process runs the scheduler in a background thread when `COMPACTWEB_RUN_SIMULATOR=1`
-(`scripts/dev` sets it; Daphne has no lifespan hook, so `SessionsAppConfig.ready` calls `start_from_environment`).
+(`scripts/dev` sets it; Daphne has no lifespan hook, so the ASGI module `compactweb.asgi` calls `start_from_environment`
+at startup, never `AppConfig.ready`, which also runs under migrate, shell and workers).
 A few steps run at once, each on a different session. With a broker: the same loop only enqueues; run it in the
 dashboard (same variable) or on its own with `manage.py simulate --scheduler`. Claims are conditional updates, so
 two schedulers never hand out the same step.

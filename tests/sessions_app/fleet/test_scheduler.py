@@ -176,6 +176,17 @@ def test_the_background_scheduler_starts_only_when_asked():
     assert scheduler.start_from_environment({scheduler.ENV_FLAG: "0"}) is None
 
 
+def test_app_loading_never_starts_the_scheduler_even_when_the_flag_is_set(monkeypatch):
+    """migrate, shell and workers load the apps; only the dashboard's ASGI startup (or a command) runs it."""
+    from django.apps import apps
+
+    started = []
+    monkeypatch.setenv(scheduler.ENV_FLAG, "1")
+    monkeypatch.setattr(scheduler, "start_from_environment", lambda environ=None: started.append(environ))
+    apps.get_app_config("sessions_app").ready()
+    assert started == []
+
+
 def test_a_step_for_a_session_without_a_run_changes_nothing(session):
     assert fleet.do_run_step(session_id=session.pk).status == "skipped"
     session.refresh_from_db()
