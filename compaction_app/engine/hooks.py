@@ -10,6 +10,7 @@ import asyncio
 import importlib
 import inspect
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -96,6 +97,35 @@ def resolve_callable(path: str) -> Callable[..., Any]:
     return target
 
 
+def _in_thread(func: Callable[[Any], Any], argument: Any) -> asyncio.Future:
+    """Call `func(argument)` on a daemon thread and return a future of its result. A daemon thread of its own, not
+    a shared pool: a hook that never returns (it outlived its timeout and was failed) holds no pool worker and does
+    not keep the process from exiting."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():  # cancelled by the timeout
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        try:
+            value, error = func(argument), None
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting side, which records it
+            value, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop closed while the hook ran: nobody waits for it any more
+            pass
+
+    threading.Thread(target=target, name="compaction-hook", daemon=True).start()
+    return future
+
+
 def _stop_of(output: Any) -> tuple[bool, str | None]:
     if isinstance(output, dict) and output.get("continue") is False:
         reason = output.get("stopReason")
@@ -155,7 +185,12 @@ class HookRunner:
     async def _call(self, spec: HookSpec, request: dict[str, Any]) -> Any:
         func = self._resolve(spec.target)
         # A copy, so a hook cannot change what later hooks (or the engine) see.
-        result = func(json.loads(json.dumps(request)))
+        payload = json.loads(json.dumps(request))
+        if inspect.iscoroutinefunction(func):
+            return await asyncio.wait_for(func(payload), timeout=spec.timeout)
+        # A synchronous hook runs on a thread of its own under the same timeout: the event loop (other sessions'
+        # turns, live pages) keeps running while it works, and one that overruns is failed as timed out.
+        result = await asyncio.wait_for(_in_thread(func, payload), timeout=spec.timeout)
         if inspect.isawaitable(result):
             result = await asyncio.wait_for(result, timeout=spec.timeout)
         return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import threading
 
 import httpx
 import pytest
@@ -191,3 +192,45 @@ def test_a_hook_cannot_change_the_request_later_hooks_see():
                            implementation="responses")
     asyncio.run(runner.run(HookEvent.PRE_COMPACT, request, lambda e: None))
     assert seen == ["real"] and request["model"] == "real"
+
+
+GATE = threading.Event()
+STUCK = threading.Event()
+
+
+def waits_for_the_gate(request):
+    """Returns only once the event loop side opened the gate: it deadlocks if it runs on the loop's thread."""
+    if not GATE.wait(timeout=5):
+        raise RuntimeError("the event loop never ran while the hook waited")
+    return {"continue": True}
+
+
+def never_returns_in_time(request):
+    STUCK.wait(timeout=5)
+
+
+def test_a_synchronous_hook_runs_off_the_event_loop():
+    GATE.clear()
+    runner = HookRunner([HookSpec("gate", "pre_compact", "callable", f"{MOD}.waits_for_the_gate", timeout=5)])
+
+    async def main():
+        async def open_gate():
+            await asyncio.sleep(0)
+            GATE.set()
+
+        result, _ = await asyncio.gather(runner.run(HookEvent.PRE_COMPACT, {"trigger": "auto"}, lambda e: None),
+                                         open_gate())
+        return result
+
+    result = asyncio.run(main())
+    assert result.records[0].status == "completed"
+
+
+def test_a_synchronous_hook_past_its_timeout_is_a_failed_run():
+    STUCK.clear()
+    runner = HookRunner([HookSpec("stuck", "pre_compact", "callable", f"{MOD}.never_returns_in_time", timeout=0.05)])
+    try:
+        result = asyncio.run(runner.run(HookEvent.PRE_COMPACT, {"trigger": "auto"}, lambda e: None))
+    finally:
+        STUCK.set()
+    assert not result.stopped and result.records[0].status == "failed" and result.records[0].error == "timed out"
