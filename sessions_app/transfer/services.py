@@ -512,8 +512,6 @@ def do_import_rollout(
     (unless `new_thread_id`, which imports under a fresh id and keeps the original as `forked_from_id`),
     TransferRefused when no provider or policy is configured.
     """
-    from sessions_app.transfer import codex_sources
-
     chunks = _chunks(lines, IMPORT_CHUNK_LINES)
     first_chunk = next(chunks, [])
     raw = split_raw_lines(first_chunk)
@@ -693,8 +691,6 @@ class _ImportStream:
             return ParsedRollout(source_name=self.source_name, lines=[], session_meta=None)
 
     def feed(self, *, session: Session, source, raw: list[RawLine], parsed: ParsedRollout, actor) -> None:
-        from sessions_app.transfer import codex_sources
-
         self.kind_counts.update(parsed.kind_counts)
         self.skipped_kinds.update(parsed.skipped_kinds)
         self.problems.extend(parsed.problems)
