@@ -66,6 +66,7 @@ class Watch:
     reread_labels: list[str] = field(default_factory=list)
     reread_alerted: bool = False
     loop_alerted: bool = False
+    loop_checked: bool = False  # the loop window (loop_turns turns) has passed
     failures: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -111,7 +112,7 @@ def on_compaction(watch: Watch, *, compaction_id: int, dropped: dict[str, str], 
 
 def is_idle(watch: Watch) -> bool:
     """Nothing left to watch: a turn can skip reading its items."""
-    return watch.compaction_id is None or (watch.turns_left <= 0 and watch.loop_alerted)
+    return watch.compaction_id is None or (watch.turns_left <= 0 and (watch.loop_alerted or watch.loop_checked))
 
 
 def on_turn(watch: Watch, *, items: list[Item], item_tokens: list[int], tokens_in_window: int,
@@ -131,6 +132,8 @@ def on_turn(watch: Watch, *, items: list[Item], item_tokens: list[int], tokens_i
                     f"turn(s) after compaction #{watch.compaction_id}",
             detail={"tokens": tokens_in_window, "limit": limit, "turns": watch.turns_since},
         ))
+    if watch.turns_since >= thresholds.loop_turns:
+        watch.loop_checked = True
     if watch.turns_left > 0 and watch.dropped:
         outputs = {i.get("call_id"): n for i, n in zip(items, item_tokens, strict=False)
                    if i.get("type") in TOOL_OUTPUT_KINDS}

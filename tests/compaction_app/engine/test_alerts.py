@@ -9,6 +9,7 @@ from compaction_app.engine.alerts import (
     Thresholds,
     Watch,
     dropped_fetches,
+    is_idle,
     on_attempt,
     on_compaction,
     on_turn,
@@ -77,3 +78,12 @@ def test_a_storm_is_more_than_n_compactions_in_the_window():
     assert storm(compaction_ids=[1, 2, 3], count=3, minutes=10) is None
     alert = storm(compaction_ids=[1, 2, 3, 4], count=3, minutes=10, fleet=True)
     assert alert.kind is AlertKind.FLEET_STORM and alert.compaction_ids == (1, 2, 3, 4)
+
+
+def test_the_watch_goes_idle_once_both_windows_have_passed():
+    watch = on_compaction(Watch(), compaction_id=1, dropped=dropped_fetches(read("a", "src/x.py")), thresholds=T)
+    assert not is_idle(watch)
+    for _ in range(3):  # reread_turns = 3 > loop_turns = 2
+        watch, _ = on_turn(watch, items=[], item_tokens=[], tokens_in_window=1, limit=900, thresholds=T)
+    assert is_idle(watch)
+    assert is_idle(Watch())
