@@ -8,7 +8,10 @@ def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "compactweb.settings")
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    try:
+        execute_from_command_line(sys.argv)
+    except KeyboardInterrupt:  # Ctrl-C: stop quietly, as a shell command would
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -409,6 +409,7 @@ class AuditEntry(models.Model):
         REPLAY = "replay", "replay"
         POLICY_CHANGE = "policy_change", "policy change"
         PROVIDER_CHANGE = "provider_change", "provider change"
+        FAULT_INJECTION = "fault_injection", "fault injection"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

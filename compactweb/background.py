@@ -7,6 +7,7 @@ worker can take it. Callers name a registered Celery task; its function is what 
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,6 +32,8 @@ def _executor() -> ThreadPoolExecutor:
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="compactweb-bg")
+            # On exit, queued jobs are dropped (a manual compaction not started leaves the history as it was).
+            atexit.register(_pool.shutdown, wait=False, cancel_futures=True)
         return _pool
 
 

@@ -8,7 +8,6 @@ import functools
 from collections.abc import Callable
 
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
 OPERATOR = "operator"
@@ -88,8 +87,20 @@ class ReadOperatorWriteAdmin(BasePermission):
         return has_role(request.user, ADMIN)
 
 
+FORBIDDEN_TITLE = "You cannot open this page"
+
+
+def forbidden_page(request, *, reason: str):
+    """The styled 403 page (templates/error.html) saying `reason`, with the navigation the user's role allows."""
+    from django.shortcuts import render
+
+    context = {"status": 403, "title": FORBIDDEN_TITLE, "reason": reason, "role": role_of(request.user), "nav": ""}
+    return render(request, "error.html", context, status=403)
+
+
 def role_required(role: str) -> Callable:
-    """Decorator for page views: anonymous users go to the login page, users without `role` get 403."""
+    """Decorator for page views: anonymous users go to the login page, users without `role` get the styled 403
+    page."""
     _check_role(role)
 
     def decorator(view):
@@ -98,7 +109,8 @@ def role_required(role: str) -> Callable:
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
             if not has_role(request.user, role):
-                raise PermissionDenied(f"This page needs the {role} role.")
+                # An answer, not an exception: a refused role is expected, so no traceback is logged for it.
+                return forbidden_page(request, reason=f"This page needs the {role} role.")
             return view(request, *args, **kwargs)
 
         return wrapped

@@ -1,11 +1,18 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic.base import RedirectView
 
 from compactweb.health import healthz
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("favicon.ico", RedirectView.as_view(url="/static/favicon.svg", permanent=True)),
     path("admin/", admin.site.urls),
     path("api/v1/", include("compactweb.api_urls")),
     path("", include("sessions_app.web.urls")),
 ]
+
+# Styled error pages with the navigation (compactweb.error_pages).
+handler403 = "compactweb.error_pages.permission_denied"
+handler404 = "compactweb.error_pages.page_not_found"
+handler500 = "compactweb.error_pages.server_error"

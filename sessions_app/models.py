@@ -381,3 +381,30 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} job #{self.pk} ({self.status})"
+
+
+class QueuedCompaction(models.Model):
+    """A manual compaction asked for while a turn (a simulator step, an API turn) held the session: it runs as soon
+    as that turn releases the session, and simulator steps wait for it (sessions_app.compactions.queue)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        STARTED = "started", "started"
+        EXPIRED = "expired", "expired"
+
+    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="queued_compactions")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    strategy = models.CharField(max_length=16, blank=True)
+    instructions = models.TextField(blank=True)
+    behind = models.CharField(max_length=32, blank=True, help_text="What held the session when it was queued.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "status"])]
+
+    def __str__(self) -> str:
+        return f"queued compaction #{self.pk} of session #{self.session_id} ({self.status})"

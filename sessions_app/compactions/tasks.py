@@ -9,6 +9,7 @@ from celery import shared_task
 from django.contrib.auth import get_user_model
 
 from compactweb import background
+from sessions_app.compactions.queue_runner import run_queued
 from sessions_app.compactions.services import (
     CompactionFailed,
     CompactionInterrupted,
@@ -54,3 +55,10 @@ def start_compaction(
         run_compaction_task, session_id=session_id, actor_id=actor_id, strategy=strategy,
         instructions=instructions, request_id=uuid.uuid4().hex,
     )
+
+
+@shared_task(name="sessions_app.compactions.tasks.run_queued_compaction_task")
+def run_queued_compaction_task(*, queued_id: int) -> int | None:
+    """Run a manual compaction that was queued behind a turn, once the turn releases the session
+    (sessions_app.compactions.queue_runner.run_queued); returns the Compaction id or None."""
+    return run_queued(queued_id=queued_id)

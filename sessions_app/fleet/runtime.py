@@ -212,7 +212,19 @@ def _transition(action: str, run_id: int | None, now: float | None) -> int:
             updates["next_step_at"] = _dt(now)  # a resumed run is due at once
         changed = SimulatorRun.objects.filter(session_id__in=session_ids, status__in=allowed).update(**updates)
         Session.objects.filter(pk__in=session_ids).update(state=session_state)
+    _announce(action, session_ids)
     return changed
+
+
+def _announce(action: str, session_ids: list[int]) -> None:
+    """Tell every page watching these sessions that their run changed (no rollout line records it): the fleet
+    board re-reads the rows and the session pages their run card, at once."""
+    from sessions_app.rollout.events import publish_transient
+
+    seqs = dict(Session.objects.filter(pk__in=session_ids).values_list("pk", "last_seq"))
+    for session_id in session_ids:
+        publish_transient(session_id=session_id, after_seq=seqs.get(session_id, 0), kind=f"run.{PAST[action]}",
+                          detail={"action": action})
 
 
 def _run_id(run: SimulatorRun | int | None) -> int | None:
@@ -386,6 +398,11 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
 
     A turn that fails (provider down, a compaction failing) is recorded in the rollout and in `last_error`, and the
     script moves on; an unexpected error marks the run failed. `client` replaces the provider client (tests)."""
+    from sessions_app.compactions.queue import has_queued
+
+    if await sync_to_async(has_queued)(session_id=session_id):  # an operator's compaction waits: it goes first
+        await sync_to_async(_busy)(session_id, clock())
+        return StepResult(session_id, "busy")
     try:
         # One trip to the database thread takes the lease and reads the step (run, session, provider, policy).
         lease, prepared = await sync_to_async(_acquire_and_prepare)(session_id, clock())

@@ -18,6 +18,7 @@ again at once (they may have been lost with the broker) instead of waiting out t
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import threading
@@ -200,6 +201,9 @@ class Scheduler:
         return self.steps_started
 
 
+SHUTDOWN_SECONDS = 10.0  # how long a stopping dashboard waits for the simulator's steps in flight
+
+
 class SchedulerThread(threading.Thread):
     """The scheduler on its own event loop in a daemon thread (the embedded dashboard's simulator)."""
 
@@ -220,6 +224,18 @@ class SchedulerThread(threading.Thread):
         self.join(timeout)
 
 
+def _stop_at_exit(thread: SchedulerThread) -> None:
+    """Ctrl-C / TERM: stop the scheduler (its step in flight finishes) before the interpreter shuts the thread
+    pools down, so a stopped dashboard prints no traceback from a half-run step and fails no run. Threading's
+    exit hooks run before those pools close (and in reverse order, so this one first); plain atexit runs too late.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # pragma: no cover - every CPython since 3.9 has it
+        atexit.register(thread.stop, SHUTDOWN_SECONDS)
+        return
+    register(thread.stop, SHUTDOWN_SECONDS)
+
+
 _started: SchedulerThread | None = None
 _start_lock = threading.Lock()
 
@@ -236,5 +252,6 @@ def start_from_environment(environ: dict | None = None) -> SchedulerThread | Non
                 concurrency=int(environ.get("COMPACTWEB_SIMULATOR_CONCURRENCY", DEFAULT_CONCURRENCY))
             )
             _started.start()
+            _stop_at_exit(_started)
             logger.info("simulator scheduler started (%s)", "in-process" if not background.uses_broker() else "Celery")
         return _started

@@ -17,6 +17,7 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from compaction_app.models import CompactionPolicy, Provider
+from sessions_app.compactions.queue import EXPIRED_EVENT, queued_for
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.live import selectors as ls
 from sessions_app.live.token_chart import chart_geometry
@@ -57,6 +58,9 @@ def session_context(*, session: Session) -> dict[str, Any]:
         "chart": chart_for(session=session, summary=summary),
         "timeline": ls.timeline(session=session),
         "attempt": ls.latest_attempt(session_id=session.pk),
+        "queued": queued_for(session_id=session.pk),
+        "run": ls.simulator_run(session_id=session.pk),
+        "faults": session.fault_injection or {},
         "progress": None,
     }
 
@@ -64,7 +68,7 @@ def session_context(*, session: Session) -> dict[str, Any]:
 def session_region(*, session: Session) -> str:
     """The whole live region as out-of-band fragments: the HTTP re-sync answer."""
     context = {**session_context(session=session), "oob": True}
-    names = ("marker", "session_head", "chart", "history", "compaction_status", "timeline")
+    names = ("marker", "session_head", "chart", "history", "compaction_status", "timeline", "run_controls")
     return "".join(_partial(SESSION_PAGE, n, context) for n in names)
 
 
@@ -181,23 +185,53 @@ def _render_batch(*, session: Session, summary: Mapping[str, Any], after_seq: in
         parts.append(_partial(SESSION_PAGE, "history", {**context, "entries": entries}))
     elif appended:
         parts.append(_partial(SESSION_PAGE, "history_append", {**context, "entries": appended}))
+        parts.append(_partial(SESSION_PAGE, "history_count", context))
 
     if any(_is_usage(ln) or ln.kind in p.HISTORY_INSTALLING_KINDS for ln in lines):
         parts.append(_partial(SESSION_PAGE, "chart", {**context, "chart": chart_for(session=session, summary=summary)}))
     if any(_changes_compaction_state(ln) for ln in lines):
         parts.append(
-            _partial(SESSION_PAGE, "compaction_status", {**context, "attempt": ls.latest_attempt(session_id=session_id)})
+            _partial(SESSION_PAGE, "compaction_status", {**context, "attempt": ls.latest_attempt(session_id=session_id),
+                                                         "queued": queued_for(session_id=session_id)})
         )
         parts.append(_partial(SESSION_PAGE, "timeline", {**context, "timeline": ls.timeline(session=session)}))
     return "".join(parts)
 
 
+RUN_EVENT_PREFIX = "run."  # a simulated run paused, resumed or stopped (sessions_app.fleet)
+
+
+def run_controls(*, session_id: int, oob: bool = False, notice: str | None = None) -> str:
+    """The session page's simulated-run card (state, pause / resume / stop)."""
+    context = {"s": {"id": session_id}, "run": ls.simulator_run(session_id=session_id), "oob": oob, "notice": notice}
+    return _partial(SESSION_PAGE, "run_controls", context)
+
+
+def fleet_row(*, session_id: int, notice: str | None = None) -> str:
+    """One fleet row as it is now (the answer to a control clicked on the board, so it shows at once)."""
+    session = selectors.get_session(session_id=session_id)
+    context = {"s": selectors.session_summary(session=session), "attempt": ls.latest_attempt(session_id=session_id),
+               "names": names(), "oob": False, "notice": notice}
+    return _partial(FLEET_PAGE, "fleet_row", context)
+
+
 def session_transient(*, session_id: int, event: Mapping[str, Any]) -> str:
-    """Progress that is not a rollout line (a compaction attempt in flight, a retry): the compaction status box."""
+    """Progress that is not a rollout line (a compaction attempt in flight, a retry): the compaction status box.
+    A run control (pause, resume, stop) re-renders the session's head and its run card instead."""
+    if str(event.get("kind", "")).startswith(RUN_EVENT_PREFIX):
+        session = selectors.get_session(session_id=session_id)
+        summary = selectors.session_summary(session=session)
+        after = int(event.get("after_seq") or 0)
+        return (marker(seq=after, after_seq=after, kind="transient")
+                + _partial(SESSION_PAGE, "session_head", {"s": summary, "seq": summary["last_seq"], "oob": True})
+                + run_controls(session_id=session_id, oob=True))
+    detail = event.get("detail") or {}
     context = {
         "oob": True,
         "attempt": ls.latest_attempt(session_id=session_id),
-        "progress": {"kind": event.get("kind", ""), "detail": event.get("detail") or {}},
+        "queued": queued_for(session_id=session_id),
+        "progress": {"kind": event.get("kind", ""), "detail": detail},
+        "expired": detail.get("message") if event.get("kind") == EXPIRED_EVENT else None,
         "s": {"id": session_id},
     }
     after = int(event.get("after_seq") or 0)

@@ -13,7 +13,7 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 from compaction_app.models import Compaction, CompactionAttempt
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.live.token_chart import Point
-from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
+from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session, SimulatorRun
 from sessions_app.rollout import projection as p
 
 CHART_POINTS = 600  # readings kept on the chart: enough for hours of turns, bounded per render
@@ -79,6 +79,7 @@ def token_points(*, session: Session, limit: int = CHART_POINTS) -> list[Point]:
 
     Usage readings are the `token_count` lines' totals (what the server counted); a replacement's value is the
     installed history's stored tokens plus the base instructions (spec §3.2: the meter restarts from the estimate).
+    A compaction's drop carries the meter value it fired at (its tokens before) as its peak.
     """
     rows = (
         RolloutLine.objects.filter(session=session)
@@ -86,15 +87,20 @@ def token_points(*, session: Session, limit: int = CHART_POINTS) -> list[Point]:
         .order_by("-seq")
         .values_list("seq", "kind", "payload", "tokens")[:limit]
     )
+    rows = list(rows)
+    drop_seqs = [seq for seq, kind, _, _ in rows if kind != p.EVENT_MSG]
+    peaks = dict(
+        Compaction.objects.filter(session=session, rollout_seq__in=drop_seqs).values_list("rollout_seq", "tokens_before")
+    ) if drop_seqs else {}
     points = []
-    for seq, kind, payload, tokens in reversed(list(rows)):
+    for seq, kind, payload, tokens in reversed(rows):
         if kind == p.EVENT_MSG:
             usage = (payload.get("info") or {}).get("last_token_usage") or {}
             total = int(usage.get("total_tokens") or 0)
             if total:
                 points.append(Point(seq=seq, tokens=total))
         else:
-            points.append(Point(seq=seq, tokens=int(tokens) + session.meter_base_tokens, drop=True))
+            points.append(Point(seq=seq, tokens=int(tokens) + session.meter_base_tokens, drop=True, peak=peaks.get(seq)))
     return points
 
 
@@ -160,3 +166,11 @@ def compaction_at(*, session_id: int, rollout_seq: int) -> Compaction | None:
 
 def recent_compactions(*, session: Session, limit: int = 20) -> list[Compaction]:
     return list(Compaction.objects.filter(session=session).order_by("-rollout_seq")[:limit])
+
+
+def simulator_run(*, session_id: int) -> dict[str, Any] | None:
+    """What the session page shows of the simulated run driving the session (None: not simulated)."""
+    return (
+        SimulatorRun.objects.filter(session_id=session_id)
+        .values("id", "status", "scenario", "steps_done", "turns_per_minute", "loop", "last_error").first()
+    )

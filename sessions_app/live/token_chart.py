@@ -13,11 +13,13 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Point:
     """One reading of the window's active tokens at rollout line `seq`; `drop` marks a history replacement
-    (compaction, rollback, redo) rather than a model response's usage."""
+    (compaction, rollback, redo) rather than a model response's usage. `peak` is the value a compaction fired at
+    (its tokens before): the meter counted items after the last usage reading, so the peak can be above it."""
 
     seq: int
     tokens: int
     drop: bool = False
+    peak: int | None = None
 
 
 @dataclass(frozen=True)
@@ -75,10 +77,12 @@ def chart_geometry(
 ) -> Chart:
     """Lay `points` out left to right (evenly, one step per reading) on a y axis from 0 to the context window.
 
-    A drop is drawn as a vertical segment from the previous reading down to the value after the replacement, so the
-    saw-tooth of compactions shows as it happened.
+    A drop is drawn as a vertical segment from the previous reading (or from the drop's `peak`, the value the
+    compaction fired at, when it has one) down to the value after the replacement, so the saw-tooth of compactions
+    shows as it happened and each peak reaches the value that triggered it.
     """
-    ceiling = max([context_window, *(p.tokens for p in points)] or [1]) or 1
+    values = [v for p in points for v in (p.tokens, p.peak) if v is not None]
+    ceiling = max([context_window, *values] or [1]) or 1
     plot_w = width - left - 6
     plot_h = height - top - bottom
 
@@ -92,6 +96,8 @@ def chart_geometry(
     for i, point in enumerate(points):
         x = round(left + i * step, 1)
         y = y_of(point.tokens)
+        if point.drop and point.peak is not None:
+            previous_y = y_of(point.peak)
         if point.drop and previous_y is not None:
             coords.append((x, previous_y))
             drops.append(Marker(x=x, y_from=previous_y, y_to=y, seq=point.seq))
@@ -107,5 +113,5 @@ def chart_geometry(
         width=width, height=height, left=left, plot_right=left + plot_w, plot_top=top, plot_bottom=base,
         line=line, area=area, limit_y=y_of(limit) if limit else None, window_y=y_of(context_window),
         drops=tuple(drops), ticks=ticks, empty=not points,
-        last_tokens=points[-1].tokens if points else 0, peak_tokens=max((p.tokens for p in points), default=0),
+        last_tokens=points[-1].tokens if points else 0, peak_tokens=max(values, default=0),
     )

@@ -13,6 +13,7 @@ from typing import Any
 from django import template
 
 from compaction_app.engine import items as it
+from compaction_app.engine.vocabulary import IMPLEMENTATIONS, Strategy
 from sessions_app.live.token_chart import short_tokens
 
 register = template.Library()
@@ -161,6 +162,45 @@ def saved(compaction: Any) -> int:
 def label(value: Any) -> str:
     """snake_case choice values as words (pre_turn -> pre turn)."""
     return str(value or "").replace("_", " ")
+
+
+# The plain words the pages use for a compaction method, whichever value names it: the strategy (local, remote_v1,
+# ...) or the implementation Codex records (responses, responses_compact, ...). The only place these labels live.
+STRATEGY_LABELS = {
+    Strategy.LOCAL: "local summarisation",
+    Strategy.REMOTE_V1: "remote compaction v1",
+    Strategy.REMOTE_V2: "remote compaction v2",
+    Strategy.TOKEN_BUDGET: "new window (token budget)",
+    Strategy.MASKING: "observation masking (no model call)",
+}
+METHOD_LABELS = {
+    **{strategy.value: text for strategy, text in STRATEGY_LABELS.items()},
+    **{IMPLEMENTATIONS[strategy].value: text for strategy, text in STRATEGY_LABELS.items() if strategy in IMPLEMENTATIONS},
+}
+
+
+@register.filter
+def method(value: Any) -> str:
+    """A compaction method in plain words: `responses` and `local` -> 'local summarisation'."""
+    return METHOD_LABELS.get(str(value or ""), label(value))
+
+
+@register.filter
+def not_reducing(attempt: Any) -> bool:
+    """Whether a finished compaction left the window at least as full as before (flagged, not a plain success)."""
+    def field(name: str):
+        return attempt.get(name) if isinstance(attempt, dict) else getattr(attempt, name, None)
+
+    before, after = field("tokens_before"), field("tokens_after")
+    return before is not None and after is not None and int(after) >= int(before)
+
+
+@register.filter
+def stuck(attempt: Any) -> str | None:
+    """Why a session cannot go on, from its newest compaction attempt (compaction_app.engine.stuck), or None."""
+    from compaction_app.engine.stuck import stuck_reason
+
+    return stuck_reason(attempt if isinstance(attempt, dict) else None)
 
 
 @register.filter

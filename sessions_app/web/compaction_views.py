@@ -37,6 +37,16 @@ def _rollback_url(request, compaction: Compaction) -> str | None:
         return None
 
 
+def _redo_url(request, compaction: Compaction) -> str | None:
+    """The redo form's URL for support users when the compaction is rolled back, else None."""
+    if not compaction.rolled_back or not has_role(request.user, SUPPORT):
+        return None
+    try:
+        return reverse("compaction_redo", args=[compaction.pk])
+    except NoReverseMatch:
+        return None
+
+
 def _marked(items: list, counts: list, marks: dict[int, str]) -> list[dict[str, Any]]:
     return [
         {"item": item, "tokens": tokens, "seq": None, "mark": marks.get(i, "")}
@@ -60,6 +70,7 @@ def compaction_detail(request, pk: int):
     before_total = sum(detail["before_tokens"])
     context = {
         "role": role_of(request.user),
+        "nav": "fleet",
         "c": detail,
         "compaction": compaction,
         "session": compaction.session,
@@ -70,6 +81,7 @@ def compaction_detail(request, pk: int):
         "saved_pct": round(100 * detail["tokens_saved"] / detail["tokens_before"]) if detail["tokens_before"] else 0,
         "left": [{"item": k["item"], "tokens": k["tokens"], "seq": None, "mark": "left"} for k in change["left"]],
         "rollback_url": _rollback_url(request, compaction),
+        "redo_url": _redo_url(request, compaction),
     }
     return render(request, "compaction_app/compaction_detail.html", context)
 

@@ -27,3 +27,11 @@ urlpatterns += [
     path("import/", views_support.import_rollout, name="import_rollout"),
     path("sessions/<int:pk>/replays/", views_support.replay_compare, name="replay_compare"),
 ]
+
+# The operator's controls where the operator is (issue 17): fault injection per session, recovery of stuck sessions.
+from sessions_app.web import views_operator  # noqa: E402
+
+urlpatterns += [
+    path("sessions/<int:pk>/faults/", views_operator.session_faults, name="session_faults"),
+    path("sessions/<int:pk>/recover/", views_operator.recover_session, name="recover_session"),
+]

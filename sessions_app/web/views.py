@@ -13,21 +13,20 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from compaction_app.engine.vocabulary import Strategy, label
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, role_of, role_required
 from sessions_app.compactions.alerts import recent_alerts
 from sessions_app.compactions.retention import session_pins
-from sessions_app.compactions.tasks import start_compaction
 from sessions_app.fleet import runtime as fleet_runtime
 from sessions_app.fleet.filter import STATES, FleetFilter
 from sessions_app.live import render as live_render
 from sessions_app.models import Session, SimulatorRun
 from sessions_app.rollout import selectors
-from sessions_app.rollout.lease import SessionBusy
 from sessions_app.simulator.scenarios import list_scenarios
+from sessions_app.templatetags.live_ui import STRATEGY_LABELS
+from sessions_app.web.operator_forms import FaultInjectionForm
 
-STRATEGIES = (("", "policy default"), *((strategy.value, label(strategy)) for strategy in Strategy))
+STRATEGIES = (("", "policy default"), *((s.value, text) for s, text in STRATEGY_LABELS.items()))
 MAX_INSTRUCTIONS = 4000
 MAX_FLEET = 50
 MIN_WINDOW = 2000  # smaller windows cannot hold a scenario's initial context and one turn
@@ -79,7 +78,7 @@ def session_detail(request, pk: int):
     session = _session_or_404(pk)
     context = live_render.session_context(session=session)
     context.update(role=role_of(request.user), nav="fleet", strategies=STRATEGIES,
-                   pins=session_pins(session_id=session.pk))
+                   pins=session_pins(session_id=session.pk), fault_form=FaultInjectionForm())
     return render(request, "sessions_app/session_detail.html", context)
 
 
@@ -93,25 +92,27 @@ def session_live(request, pk: int):
 @require_POST
 @role_required(OPERATOR)
 def compact_now(request, pk: int):
-    """Queue a manual compaction; progress and the result arrive over the session's websocket."""
+    """Start a manual compaction, or queue it behind the running step; progress and the result arrive over the
+    session's websocket. A refusal is answered with the form and its reason (htmx swaps 4xx, see base.html)."""
+    from sessions_app.compactions.queue import CompactionRequestRefused, request_manual_compaction
+
     session = _session_or_404(pk)
     strategy = request.POST.get("strategy", "")
     instructions = request.POST.get("instructions", "").strip()
-    error, status = None, 200
+    error, status, notice = None, 200, None
     if strategy not in dict(STRATEGIES):
-        error = f"Unknown strategy {strategy!r}."
+        error, status = f"Unknown strategy {strategy!r}.", 400
     elif len(instructions) > MAX_INSTRUCTIONS:
-        error = f"Extra instructions are limited to {MAX_INSTRUCTIONS} characters."
+        error, status = f"Extra instructions are limited to {MAX_INSTRUCTIONS} characters.", 400
     else:
         try:
-            start_compaction(
-                session_id=session.pk, actor_id=request.user.pk, strategy=strategy or None, instructions=instructions
+            outcome = request_manual_compaction(
+                session_id=session.pk, actor=request.user, strategy=strategy or None, instructions=instructions
             )
-        except SessionBusy as exc:
-            error, status = str(exc), 409
-    if error and status == 200:
-        status = 400
-    notice = None if error else "Compaction queued: progress appears below."
+        except CompactionRequestRefused as exc:
+            error, status = str(exc), exc.status
+        else:
+            notice = outcome.message
     if request.htmx:
         context = {"s": {"id": session.pk}, "strategies": STRATEGIES, "notice": notice, "error": error,
                    "chosen": strategy, "instructions": "" if notice else instructions}
@@ -157,19 +158,28 @@ def fleet_start(request):
 @require_POST
 @role_required(OPERATOR)
 def run_action(request, pk: int, action: str):
-    """Pause, resume or stop the simulated run driving a session."""
+    """Pause, resume or stop the simulated run driving a session. With htmx the answer is the control's new state
+    at once (the fleet row, or the session page's run card); a refusal says why where the user clicked."""
     if action not in RUN_ACTIONS:
         raise Http404("no such action")
     session = _session_or_404(pk)
     run = SimulatorRun.objects.filter(session=session).first()
+    error = None
     if run is None:
-        messages.error(request, f"Session {pk} is not driven by the simulator.")
+        error = f"Session {pk} is not driven by the simulator."
     else:
         service = getattr(fleet_runtime, f"do_{action}_run")
         try:
             service(run=run, actor=request.user)
         except ValueError as exc:
-            messages.error(request, str(exc))
+            error = str(exc)
     if request.htmx:
-        return HttpResponse(status=204)
+        if error:
+            return HttpResponse(error, status=409, content_type="text/plain; charset=utf-8",
+                                headers={"HX-Reswap": "none"})
+        if request.htmx.target == "run-controls":
+            return HttpResponse(live_render.run_controls(session_id=session.pk))
+        return HttpResponse(live_render.fleet_row(session_id=session.pk))
+    if error:
+        messages.error(request, error)
     return redirect(_back(request, reverse("fleet")))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -102,7 +102,7 @@ def compaction_rollback(request, pk: int):
     compaction = _compaction_or_404(pk)
     if request.method == "GET":
         return render(request, "sessions_app/rollback_confirm.html", _context(
-            request, "audit", compaction=compaction, preview=rollback.rollback_preview(compaction),
+            request, "fleet", compaction=compaction, preview=rollback.rollback_preview(compaction),
             next=_safe_next(request, ""),
         ))
     reason = (request.POST.get("reason") or "").strip()[:2000]
@@ -125,9 +125,14 @@ def compaction_redo(request, pk: int):
     try:
         result = rollback.do_redo_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
     except (SessionBusy, rollback.RollbackRefused) as exc:
+        if request.htmx:  # the inspector's Redo button: the reason shows beside it
+            return HttpResponse(str(exc), status=409, content_type="text/plain; charset=utf-8",
+                                headers={"HX-Reswap": "none"})
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Compaction #{compaction.pk} redone (rollout line {result.line.seq}).")
+        if request.htmx:
+            return HttpResponse(status=204, headers={"HX-Redirect": _after_rollback(request, compaction)})
     return HttpResponseRedirect(_after_rollback(request, compaction))
 
 

@@ -100,6 +100,59 @@
     resync("unknown-target");
   });
 
+
+  // Nothing refused in silence: a refused or failed request shows its reason where the user clicked. A fragment
+  // answer (a form re-rendered with its error) is swapped as usual (htmx-config in base.html swaps 4xx/5xx); an
+  // answer that cannot be swapped there (a whole error page, plain text, HX-Reswap: none, an hx-swap="none"
+  // control) becomes a note inside the form or control that sent it.
+  function reasonOf(xhr) {
+    var type = xhr.getResponseHeader("Content-Type") || "";
+    var body = xhr.responseText || "";
+    if (type.indexOf("application/json") === 0) {
+      try { var parsed = JSON.parse(body); if (parsed.error && parsed.error.message) { return parsed.error.message; } }
+      catch (e) { /* fall through */ }
+    }
+    if (type.indexOf("text/plain") === 0 && body.trim()) { return body.trim().slice(0, 600); }
+    var t = document.createElement("template");
+    t.innerHTML = body;
+    var reason = t.content.querySelector("[data-reason]");
+    if (reason && reason.textContent.trim()) { return reason.textContent.trim(); }
+    return "The server answered HTTP " + xhr.status + "; nothing changed.";
+  }
+  function hostOf(elt) { return (elt && elt.closest && (elt.closest("form") || elt)) || document.body; }
+  function showRefusal(elt, text) {
+    var host = hostOf(elt);
+    var note = host.querySelector(".refusal");
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "note note--error refusal";
+      note.setAttribute("role", "alert");
+      host.appendChild(note);
+    }
+    note.textContent = text;
+  }
+  function swapStyle(elt) {
+    var el = elt && elt.closest ? elt.closest("[hx-swap]") : null;
+    return el ? el.getAttribute("hx-swap") : "";
+  }
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    hostOf(evt.detail.elt).querySelectorAll(".refusal").forEach(function (n) { n.remove(); });
+  });
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var xhr = evt.detail.xhr;
+    if (!xhr || xhr.status < 400) { return; }
+    var type = xhr.getResponseHeader("Content-Type") || "";
+    var wholePage = /<html[\s>]/i.test(xhr.responseText || "");
+    var noSwap = (xhr.getResponseHeader("HX-Reswap") || "") === "none" || swapStyle(evt.detail.elt) === "none";
+    if (wholePage || noSwap || type.indexOf("text/html") !== 0) {
+      evt.detail.shouldSwap = false;
+      showRefusal(evt.detail.elt, reasonOf(xhr));
+    }
+  });
+  document.addEventListener("htmx:sendError", function (evt) {
+    showRefusal(evt.detail.elt, "Could not reach the server; nothing changed. Check the connection and try again.");
+  });
+
   var opened = false;
   // 4013 "try again later" (the server's channel layer is down; Daphne cannot send 1013 itself): reconnect with
   // a growing, jittered delay, as the ws extension does on its own for 1006/1011/1012/1013.

@@ -15,6 +15,7 @@ from django.core.management import call_command  # noqa: E402
 
 from compaction_app.models import CompactionPolicy, Provider  # noqa: E402
 from compactweb.api_tokens import issue_token  # noqa: E402
+from sessions_app.management.commands.setup_demo import seed_examples  # noqa: E402
 from sessions_app.rollout.services import do_create_session  # noqa: E402
 
 PASSWORD = "browser-test-password"
@@ -38,6 +39,7 @@ provider = Provider.objects.create(
     remote_compaction=Provider.RemoteCompaction.V2,
 )
 policy = CompactionPolicy.objects.create(name="default")
+seed_examples()  # the example prompt and disabled hook setup_demo gives admins
 
 turns = []
 for n, (ask, answer) in enumerate([
@@ -48,9 +50,22 @@ for n, (ask, answer) in enumerate([
     turns += [message("user", f"{ask} " + "context " * 60 * (n + 1)), message("assistant", answer)]
 slow = do_create_session(title="Parser fix (manual compaction)", provider=provider, policy=policy, items=turns,
                          fault_injection={"fault": "slow=2"})
+# Turns that take a few seconds (each model request waits 3 s): a manual compaction asked for during one is queued.
+busy = do_create_session(title="Queue behind a turn", provider=provider, policy=policy, items=turns[:2],
+                         fault_injection={"fault": "slow=3"})
+# A history the model's window (2,500 tokens for this session) cannot take: remote compaction fails with
+# context_window_exceeded, so the session is stuck until an operator recovers it.
+logs = []
+for n in range(5):
+    logs += [message("user", f"Read log part {n} and say what failed."),
+             message("assistant", f"Part {n}: " + "timeout retry backoff worker restart " * 180)]
+stuck = do_create_session(title="Stuck over its window", provider=provider, policy=policy, items=logs,
+                          fault_injection={"context_window": 2500})
 print(json.dumps({
     "provider": provider.pk,
     "policy": policy.pk,
     "slow_session": slow.pk,
+    "busy_session": busy.pk,
+    "stuck_session": stuck.pk,
     "users": {role or "none": user(role or "norole", role) for role in ("operator", "support", "admin", None)},
 }))

@@ -139,22 +139,22 @@ def test_the_resync_answer_carries_the_pages_fragments_out_of_band(operator_user
 
 
 @pytest.mark.django_db
-def test_compact_now_queues_a_compaction_with_the_chosen_strategy(operator_user, session, monkeypatch):
+def test_compact_now_starts_a_compaction_with_the_chosen_strategy(operator_user, session, monkeypatch):
     calls = []
-    monkeypatch.setattr("sessions_app.web.views.start_compaction", lambda **kw: calls.append(kw))
+    monkeypatch.setattr("sessions_app.compactions.queue.start_compaction", lambda **kw: calls.append(kw))
     response = login(operator_user).post(
-        f"/sessions/{session.pk}/compact/", {"strategy": "remote_v1", "instructions": " keep names "},
+        f"/sessions/{session.pk}/compact/", {"strategy": "local", "instructions": " keep names "},
         HTTP_HX_REQUEST="true",
     )
-    assert response.status_code == 200 and b"Compaction queued" in response.content
-    assert calls == [{"session_id": session.pk, "actor_id": operator_user.pk, "strategy": "remote_v1",
+    assert response.status_code == 200 and b"Compaction started" in response.content
+    assert calls == [{"session_id": session.pk, "actor_id": operator_user.pk, "strategy": "local",
                       "instructions": "keep names"}]
 
 
 @pytest.mark.django_db
 def test_compact_now_with_the_policy_default_passes_no_strategy(operator_user, session, monkeypatch):
     calls = []
-    monkeypatch.setattr("sessions_app.web.views.start_compaction", lambda **kw: calls.append(kw))
+    monkeypatch.setattr("sessions_app.compactions.queue.start_compaction", lambda **kw: calls.append(kw))
     response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": ""})
     assert response.status_code == 302 and calls[0]["strategy"] is None
 
@@ -164,7 +164,7 @@ def test_compact_now_says_so_when_the_session_is_busy(operator_user, session, mo
     def busy(**kwargs):
         raise SessionBusy(session_id=session.pk, purpose="compaction")
 
-    monkeypatch.setattr("sessions_app.web.views.start_compaction", busy)
+    monkeypatch.setattr("sessions_app.compactions.queue.start_compaction", busy)
     response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": ""}, HTTP_HX_REQUEST="true")
     assert response.status_code == 409 and b"is busy" in response.content
 
@@ -172,7 +172,7 @@ def test_compact_now_says_so_when_the_session_is_busy(operator_user, session, mo
 @pytest.mark.django_db
 def test_compact_now_refuses_an_unknown_strategy_and_queues_nothing(operator_user, session, monkeypatch):
     calls = []
-    monkeypatch.setattr("sessions_app.web.views.start_compaction", lambda **kw: calls.append(kw))
+    monkeypatch.setattr("sessions_app.compactions.queue.start_compaction", lambda **kw: calls.append(kw))
     response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": "magic"},
                                          HTTP_HX_REQUEST="true")
     assert response.status_code == 400 and b"Unknown strategy" in response.content and calls == []
@@ -189,7 +189,7 @@ def test_the_inspector_shows_before_and_after_what_left_and_the_attempts(operato
     assert f"{compaction.tokens_before:,}" in body and f"{compaction.tokens_after:,}" in body
     attempt = CompactionAttempt.objects.get(compaction=compaction)
     attempts = body[body.index('id="attempts"'):]
-    assert "completed" in attempts and attempt.implementation.replace("_", " ") in attempts
+    assert "completed" in attempts and attempt.implementation == "responses" and "local summarisation" in attempts
 
 
 @pytest.mark.django_db
@@ -278,7 +278,8 @@ def test_pause_resume_and_stop_drive_the_simulated_run(operator_user, provider, 
     (run,) = do_start_fleet(scenario="many-short-turns", count=1, provider=provider, policy=policy)
     client = login(operator_user)
     for action, state in (("pause", "paused"), ("resume", "running"), ("stop", "stopped")):
-        assert client.post(f"/sessions/{run.session_id}/run/{action}/", HTTP_HX_REQUEST="true").status_code == 204
+        response = client.post(f"/sessions/{run.session_id}/run/{action}/", HTTP_HX_REQUEST="true")
+        assert response.status_code == 200 and f"state--{state}" in response.content.decode()
         assert Session.objects.get(pk=run.session_id).state == state
 
 

@@ -33,3 +33,15 @@ def test_no_readings_give_an_empty_chart():
 
 def test_short_token_labels():
     assert [short_tokens(n) for n in (950, 12_345, 272_000, 1_500_000)] == ["950", "12.3k", "272k", "1.5M"]
+
+
+def test_a_drop_starts_at_the_value_its_compaction_fired_at_even_above_the_last_reading():
+    # The meter counted tool output after the last usage reading: the compaction fired at 30,500, over the limit.
+    chart = chart_geometry(
+        [Point(1, 10_000), Point(2, 27_000), Point(3, 4_000, drop=True, peak=30_500)],
+        context_window=32_000, limit=28_800, height=190, top=8, bottom=18,
+    )
+    (drop,) = chart.drops
+    assert drop.y_from < chart.limit_y  # the peak is drawn above the limit line, where the meter was
+    assert drop.y_from == round(8 + 164 * (1 - 30_500 / 32_000), 1)
+    assert chart.peak_tokens == 30_500

@@ -132,6 +132,8 @@ async def run_local(ctx: StrategyContext) -> StrategyResult:
         summary_text=suffix,
         output_items=output_items,
         retries=total_retries,
+        # The summariser's output tokens (Codex fills this for v2 only; the attempts table shows it for both).
+        compaction_summary_tokens=usage.output_tokens if usage is not None else None,
         reference_context_set=ctx.injection is Injection.BEFORE_LAST_USER_MESSAGE,
         trimmed_items=trimmed,
         call_tokens=usage.total_tokens if usage is not None else 0,

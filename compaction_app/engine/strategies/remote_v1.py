@@ -59,6 +59,7 @@ async def run_remote_v1(ctx: StrategyContext) -> StrategyResult:
         message="",
         output_items=list(output),
         tokens_before=prepared.tokens_before,
+        compaction_summary_tokens=response.usage.output_tokens if response.usage is not None else None,
         reference_context_set=ctx.injection is Injection.BEFORE_LAST_USER_MESSAGE,
         rewritten_outputs=prepared.rewritten_outputs,
         call_tokens=response.usage.total_tokens if response.usage is not None else 0,

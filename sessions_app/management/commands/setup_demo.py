@@ -1,4 +1,5 @@
-"""Prepare the embedded default for a first look: the simulated provider, a default policy and a demo admin.
+"""Prepare the embedded default for a first look: the simulated provider, a default policy, a demo admin, an example
+summarisation prompt and a disabled example hook (so an admin sees what each can be), and the demo fleet.
 
 Idempotent: run it again and the provider and policy stay as they are; the admin gets a fresh password, printed
 once (it is stored only as a hash).
@@ -10,7 +11,8 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils.crypto import get_random_string
 
-from compaction_app.models import CompactionPolicy, Provider
+from compaction_app.engine.prompts import SUMMARIZATION_PROMPT
+from compaction_app.models import CompactionPolicy, Hook, Prompt, Provider
 from compactweb.roles import ADMIN
 from sessions_app.fleet.runtime import DEMO_FLEET, seed_demo_fleet
 
@@ -22,6 +24,24 @@ DEMO_PROVIDER = {
     "remote_compaction": Provider.RemoteCompaction.V2,
     "encoding": Provider.Encoding.O200K,
 }
+
+
+EXAMPLE_PROMPT = "example: keep file paths and failing tests"
+EXAMPLE_HOOK = "example: log each compaction"
+
+
+def seed_examples() -> tuple[Prompt, Hook]:
+    """An example stored summarisation prompt (Codex's own, with one line added) and a disabled PreCompact hook.
+    Created once: an admin's edits are kept on the next run."""
+    prompt, _ = Prompt.objects.get_or_create(name=EXAMPLE_PROMPT, defaults={
+        "text": SUMMARIZATION_PROMPT.rstrip() + "\n\nAlways keep the exact file paths touched and the names of "
+                                                  "failing tests.\n",
+    })
+    hook, _ = Hook.objects.get_or_create(name=EXAMPLE_HOOK, defaults={
+        "event": Hook.Event.PRE_COMPACT, "kind": Hook.Kind.CALLABLE, "target": "compaction_app.example_hooks.log_compaction",
+        "matcher": Hook.Matcher.ANY, "enabled": False,
+    })
+    return prompt, hook
 
 
 class Command(BaseCommand):
@@ -45,10 +65,12 @@ class Command(BaseCommand):
             user.save()
             user.groups.add(Group.objects.get(name=ADMIN))
             policy = CompactionPolicy.objects.get(name="default")
+            prompt, hook = seed_examples()
             # The demo fleet the embedded simulator drives (seeded once; sessions_app.fleet.runtime.seed_demo_fleet).
             fleet_runs = [] if no_fleet else seed_demo_fleet(provider=provider, policy=policy, actor=user)
         self.stdout.write(f"embedded provider: {provider.name} (model {provider.model}, window {provider.context_window})")
         if fleet_runs:
             self.stdout.write(f"demo fleet: {len(fleet_runs)} simulated sessions ({', '.join(DEMO_FLEET)})")
+        self.stdout.write(f"examples for admins: prompt {prompt.name!r}, hook {hook.name!r} (disabled)")
         self.stdout.write(f"dashboard: {url}")
         self.stdout.write(f"login: {username} / {password}")

@@ -175,7 +175,7 @@ def test_successful_local_compaction_advances_the_window_and_measures_tokens():
         "window_number": 4, "first_window_id": "w0", "previous_window_id": "w3", "window_id": "window-1"}
 
 
-def test_local_analytics_record():
+def test_local_analytics_record_counts_the_summarisers_output_tokens_as_summary_tokens():
     outcome = run(snapshot=make_snapshot(), settings=make_settings(), request=MANUAL,
                   client=FakeClient(streams=[ok_stream()]))
     (record,) = outcome.attempts
@@ -184,7 +184,7 @@ def test_local_analytics_record():
         "implementation": "responses", "phase": "standalone_turn", "strategy": "memento", "status": "completed",
         "error_kind": None, "http_status": None, "error_message": None, "active_context_tokens_before": 5_000,
         "active_context_tokens_after": outcome.tokens_after, "retained_image_count": None,
-        "compaction_summary_tokens": None, "cached_input_tokens": None, "started_at": 1_000.0,
+        "compaction_summary_tokens": 40, "cached_input_tokens": None, "started_at": 1_000.0,
         "completed_at": 1_000.0, "duration_ms": None, "retries": 0, "model": "gpt-test", "model_fallback": False}
     assert record.duration_ms == 500
 

@@ -1,0 +1,100 @@
+"""Manual compactions the operator asks for, started at once or queued behind the turn that holds the session.
+
+`request_manual_compaction` is the one entry point for the UI (and the API can share it): when the session is free
+the compaction starts in the background at once; when a turn holds it (a simulator step, an API turn), the request
+is stored as a QueuedCompaction and a background job starts it as soon as that turn releases the session. Meanwhile
+simulator steps of the session wait (`has_queued`), so the queued compaction cannot be starved by the next step.
+Live events say what happens: `compaction.queued` (transient), then the compaction's own progress and result.
+A second compaction is never queued beside a running or queued one: that request is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from compactweb import background
+from sessions_app.compactions.queue_runner import COMPACTION_PURPOSE, EXPIRED_EVENT, QUEUED_EVENT
+from sessions_app.compactions.services import lease_is_free
+from sessions_app.compactions.tasks import run_queued_compaction_task, start_compaction
+from sessions_app.models import QueuedCompaction, Session
+from sessions_app.rollout.events import publish_transient
+from sessions_app.rollout.lease import SessionBusy
+
+logger = logging.getLogger(__name__)
+
+LOCAL_ONLY_MESSAGE = (
+    "Extra instructions apply to local summarisation only: remote and new-window compaction send no prompt."
+)
+
+
+class CompactionRequestRefused(ValueError):
+    """The request cannot be started or queued; nothing changed. `status` is the HTTP status that fits."""
+
+    def __init__(self, message: str, *, status: int = 409) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class CompactionRequestOutcome:
+    queued: bool
+    message: str
+    queued_id: int | None = None
+
+
+def has_queued(*, session_id: int) -> bool:
+    return QueuedCompaction.objects.filter(session_id=session_id, status=QueuedCompaction.Status.QUEUED).exists()
+
+
+def queued_for(*, session_id: int) -> dict | None:
+    """The session's waiting compaction request, for the status box (None when there is none)."""
+    row = (
+        QueuedCompaction.objects.filter(session_id=session_id, status=QueuedCompaction.Status.QUEUED)
+        .order_by("pk").values("id", "strategy", "behind", "created_at").first()
+    )
+    return row
+
+
+def request_manual_compaction(
+    *, session_id: int, actor, strategy: str | None = None, instructions: str = ""
+) -> CompactionRequestOutcome:
+    """Start a manual compaction now, or queue it behind the turn holding the session.
+
+    Refused (CompactionRequestRefused, nothing changed) when extra instructions come with a method that sends no
+    prompt, when another compaction runs or waits already, or when the session does not exist."""
+
+    strategy = strategy or None
+    if instructions.strip() and strategy not in (None, "local"):
+        raise CompactionRequestRefused(LOCAL_ONLY_MESSAGE, status=400)
+    if has_queued(session_id=session_id):
+        raise CompactionRequestRefused("A manual compaction is already queued for this session; it runs when the "
+                                       "current step ends.")
+    actor_id = getattr(actor, "pk", None)
+    try:
+        lease_is_free(session_id=session_id)
+    except Session.DoesNotExist:
+        raise CompactionRequestRefused(f"Session {session_id} does not exist.", status=404) from None
+    except SessionBusy as exc:
+        if exc.purpose == COMPACTION_PURPOSE:
+            raise CompactionRequestRefused("A compaction of this session is running already; wait for its result."
+                                           ) from None
+        queued = QueuedCompaction.objects.create(
+            session_id=session_id, requested_by_id=actor_id, strategy=strategy or "", instructions=instructions,
+            behind=exc.purpose,
+        )
+        after_seq = Session.objects.filter(pk=session_id).values_list("last_seq", flat=True).first() or 0
+        publish_transient(session_id=session_id, after_seq=after_seq, kind=QUEUED_EVENT,
+                          detail={"queued_id": queued.pk, "behind": exc.purpose})
+        background.submit(run_queued_compaction_task, queued_id=queued.pk)
+        return CompactionRequestOutcome(True, f"Queued behind the running {exc.purpose}: it starts when that ends.",
+                                        queued.pk)
+    try:
+        start_compaction(session_id=session_id, actor_id=actor_id, strategy=strategy, instructions=instructions)
+    except SessionBusy as exc:  # taken between the check and the start: say so rather than guess
+        raise CompactionRequestRefused(str(exc)) from None
+    return CompactionRequestOutcome(False, "Compaction started: progress appears below.")
+
+
+__all__ = ["EXPIRED_EVENT", "QUEUED_EVENT", "CompactionRequestRefused", "CompactionRequestOutcome", "has_queued",
+           "queued_for", "request_manual_compaction"]
