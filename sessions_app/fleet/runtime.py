@@ -398,11 +398,6 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
 
     A turn that fails (provider down, a compaction failing) is recorded in the rollout and in `last_error`, and the
     script moves on; an unexpected error marks the run failed. `client` replaces the provider client (tests)."""
-    from sessions_app.compactions.queue import has_queued
-
-    if await sync_to_async(has_queued)(session_id=session_id):  # an operator's compaction waits: it goes first
-        await sync_to_async(_busy)(session_id, clock())
-        return StepResult(session_id, "busy")
     try:
         # One trip to the database thread takes the lease and reads the step (run, session, provider, policy).
         lease, prepared = await sync_to_async(_acquire_and_prepare)(session_id, clock())
@@ -443,6 +438,10 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
 
 
 def _acquire_and_prepare(session_id: int, now: float) -> tuple[locks.Lease, tuple | None]:
+    from sessions_app.compactions.queue import has_queued
+
+    if has_queued(session_id=session_id):  # an operator's compaction waits for the session: it goes first
+        raise locks.SessionBusy(session_id=session_id, purpose="queued compaction")
     lease = locks.acquire(session_id=session_id, purpose=STEP_LEASE_PURPOSE)
     try:
         return lease, _prepare_step(session_id, now)
