@@ -205,12 +205,22 @@ def _final_text(items: list[dict[str, Any]], user_text: str, turn: list[dict[str
         if output is not None:
             raw = output.get("output")
             text = raw if isinstance(raw, str) else json.dumps(raw)
-            result = (text.strip().splitlines() or ["(empty)"])[0][:160]
+            result = _first_telling_line(text)
         lines.append(f"- {call.get('name')} {call.get('arguments')}: {result}")
     remembered = remembered_digest(items, compaction_positions)
     if remembered is not None and remembered.goals:
         lines.append("Continuing the earlier work on: " + "; ".join(g[:80] for g in remembered.goals[-3:]))
     return "\n".join(lines)
+
+
+# Codex frames a command's output with bookkeeping lines; the model reports the first line that says something.
+_FRAME_PREFIXES = ("Chunk ID:", "Wall time:", "Original token count:", "Output:")
+
+
+def _first_telling_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    telling = [line for line in lines if not line.startswith(_FRAME_PREFIXES)]
+    return ((telling or lines or ["(empty)"])[0])[:160]
 
 
 def summary_reply(body: dict[str, Any]) -> list[dict[str, Any]]:

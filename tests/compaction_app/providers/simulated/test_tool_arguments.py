@@ -67,3 +67,20 @@ def test_a_tool_that_cannot_be_satisfied_is_never_called():
     for n in range(40):
         out = turn_reply({"input": [_user(f"please fix parser bug {n}")], "tools": only_stdin})
         assert [i["type"] for i in out] == ["message"]
+
+
+def test_the_answer_reports_what_a_codex_command_did_not_its_bookkeeping_lines():
+    text = next(t for t in (f"please fix parser bug {n}" for n in range(200))
+                if turn_reply({"input": [_user(t)], "tools": CODEX_TOOLS})[-1]["type"] == "function_call")
+    items = [_user(text)]
+    for _ in range(6):
+        out = turn_reply({"input": items, "tools": CODEX_TOOLS})
+        items += out
+        calls = [i for i in out if i["type"] == "function_call"]
+        if not calls:
+            break
+        items += [{"type": "function_call_output", "call_id": c["call_id"],
+                   "output": "Chunk ID: 1a2b\nWall time: 0.01 seconds\nProcess exited with code 0\nOutput:\nok\n"}
+                  for c in calls]
+    answer = items[-1]["content"][0]["text"]
+    assert "Process exited with code 0" in answer and "Chunk ID" not in answer
