@@ -119,9 +119,11 @@ def _session(items: int, title: str):
         rollout_appended.receivers = receivers
     from django.db import connection
 
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:  # a dashboard that grew turn by turn checkpoints as it goes
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":  # a dashboard that grew turn by turn checkpoints as it goes
             cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        else:  # and its autovacuum has analysed the grown table
+            cursor.execute("ANALYZE sessions_app_rolloutline")
     return session
 
 

@@ -50,6 +50,7 @@ from sessions_app.turns.loop import (
 
 logger = logging.getLogger(__name__)
 MAX_INPUT_CHARS = 1_000_000
+RECENT_LINES = 2_000  # how far back the previous turn's context is looked for first
 
 
 class TurnInputError(ValueError):
@@ -124,9 +125,11 @@ def previous_turn_context(session: Session) -> dict[str, Any] | None:
     window. A compaction's own `turn_context` (mid-turn) repeats the turn's model without its window, so it is
     skipped; the turn's line before it names the same model."""
     lines = RolloutLine.objects.filter(session_id=session.pk, kind=TURN_CONTEXT).order_by("-seq")
-    # The newest few first, checked here: a JSON key test in the query made PostgreSQL scan the whole rollout of a
-    # long session (50 ms at 100k lines); the line wanted is nearly always the newest or the one before it.
-    for payload in lines.values_list("payload", flat=True)[:8]:
+    # The newest few of the last lines first, checked here: a filter on the kind or a JSON key alone let
+    # PostgreSQL scan a long session's whole rollout (40-50 ms at 100k lines); a seq range keeps it on the
+    # (session, seq) index. The line wanted is nearly always the previous turn's, among the last lines.
+    recent = lines.filter(seq__gt=max(0, session.last_seq - RECENT_LINES))
+    for payload in recent.values_list("payload", flat=True)[:8]:
         if isinstance(payload, dict) and "context_window" in payload:
             return payload
     return lines.filter(payload__has_key="context_window").values_list("payload", flat=True).first()
