@@ -32,6 +32,11 @@ class Session(models.Model):
     initial_context = models.JSONField(
         default=list, blank=True, help_text="Items injected as the turn's full context (spec §5.3)."
     )
+    tools = models.JSONField(
+        default=list, blank=True,
+        help_text="The request's tool specs (Responses `tools`), sent by every turn and remote compaction (§13).",
+    )
+    parallel_tool_calls = models.BooleanField(default=False, help_text="Sent with the tools (§13).")
     state = models.CharField(max_length=16, choices=State.choices, default=State.IDLE)
     thread_id = models.UUIDField(unique=True, help_text="A UUIDv7, as Codex's thread id.")
     model = models.CharField(max_length=200, help_text="Model used by the latest turn (previous-model check, §2.4).")

@@ -174,6 +174,8 @@ def _plan(
             settings = compaction_settings(
                 provider=provider, policy=policy, model=model, thread_id=thread_id,
                 base_instructions=session.base_instructions,
+                # spec §4.2 step 3, §13, §16: remote requests carry the tools a normal turn's request carries.
+                tools=tuple(session.tools or ()), parallel_tool_calls=session.parallel_tool_calls,
             )
             chosen = _validate(settings, request, instructions)
             client_config = provider_config(

@@ -150,6 +150,7 @@ def compaction_settings(
     thread_id: str = "",
     base_instructions: str = "",
     tools: tuple[dict[str, Any], ...] = (),
+    parallel_tool_calls: bool | None = None,
 ) -> CompactionSettings:
     """CompactionSettings for one compaction (spec §12): window and remote support from the provider, limit,
     scope, counter, strategy, switches, prompt, budgets and retries from the policy (its overrides win).
@@ -172,7 +173,7 @@ def compaction_settings(
         request_max_retries=request_max_retries(provider=provider, policy=policy),
         base_instructions=base_instructions,
         tools=tools,
-        parallel_tool_calls=bool(tools),
+        parallel_tool_calls=bool(tools) if parallel_tool_calls is None else parallel_tool_calls,
         reasoning=dict(DEFAULT_REASONING) if provider.supports_reasoning else None,
         prompt_cache_key=thread_id or None,
         thread_id=thread_id,

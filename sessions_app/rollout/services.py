@@ -26,7 +26,7 @@ from sessions_app.rollout import projection as p
 from sessions_app.rollout import selectors
 from sessions_app.rollout.lease import refuse_if_followed
 from sessions_app.rollout.signals import rollout_appended
-from sessions_app.rollout.validation import validate_item, validate_items
+from sessions_app.rollout.validation import validate_item, validate_items, validate_tools
 
 ORIGINATOR = "compactweb"
 
@@ -286,6 +286,8 @@ def do_create_session(
     initial_context: Sequence[Item] = (),
     items: Sequence[Item] = (),
     fault_injection: dict[str, Any] | None = None,
+    tools: Sequence[dict[str, Any]] = (),
+    parallel_tool_calls: bool = False,
     actor=None,
 ) -> Session:
     """Create a session: a `session_meta` line opening window 0 and the given items. Invalid items raise before
@@ -297,12 +299,14 @@ def do_create_session(
     import) the context is written first, then a `turn_context` marking it installed, then the items."""
     context = validate_items(_as_list(initial_context), "initial_context")
     body = validate_items(_as_list(items), "items")
+    tool_specs = validate_tools(_as_list(tools), "tools")
     with transaction.atomic():
         thread_id = uuid.UUID(int=uuid7().int)
         window_id = new_window_id()
         session = Session.objects.create(
             title=title, provider=provider, policy=policy, base_instructions=base_instructions,
             initial_context=context, thread_id=thread_id, model=provider.model, fault_injection=fault_injection or {},
+            tools=tool_specs, parallel_tool_calls=bool(parallel_tool_calls),
         )
         lines = [
             NewLine(

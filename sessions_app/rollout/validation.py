@@ -215,3 +215,19 @@ def privileged_item_paths(items: list[Item]) -> list[str]:
         if kind in ("compaction", "context_compaction") or (kind == "message" and item.get("role") in PRIVILEGED_MESSAGE_ROLES):
             paths.append(f"items[{index}]")
     return paths
+
+
+def validate_tools(tools: Any, field: str = "tools") -> list[dict[str, Any]]:
+    """A Responses `tools` array: objects with a string `type`; a `function` tool needs a string `name`."""
+    if not isinstance(tools, list):
+        raise ItemValidationError(field, "must be a list of tool specs")
+    for i, tool in enumerate(tools):
+        path = f"{field}[{i}]"
+        if not isinstance(tool, dict):
+            raise ItemValidationError(path, "must be an object")
+        if not isinstance(tool.get("type"), str) or not tool["type"]:
+            raise ItemValidationError(f"{path}.type", "is required and must be a string")
+        if tool["type"] == "function" and not isinstance(tool.get("name"), str):
+            raise ItemValidationError(f"{path}.name", "a function tool needs a name string")
+        _no_nul(tool, path)
+    return tools

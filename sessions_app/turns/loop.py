@@ -144,6 +144,9 @@ class TurnConfig:
     reasoning: dict[str, Any] | None = None
     max_sampling_requests: int = DEFAULT_MAX_SAMPLING_REQUESTS
     turn_context: dict[str, Any] = field(default_factory=dict)
+    # Tool specs to send when no simulated tools run (API sessions declare their own), and parallel_tool_calls.
+    request_tools: list[dict[str, Any]] = field(default_factory=list)
+    parallel_tool_calls: bool = False
 
 
 @dataclass(frozen=True)
@@ -199,8 +202,16 @@ def _window_correlation(state: TurnState) -> dict[str, str]:
 
 
 
+def user_input_message(user_input: str | Sequence[dict[str, Any]]) -> Item:
+    """The turn's user message: one `input_text` part for a string, or the given content items (text, images)."""
+    if isinstance(user_input, str):
+        return user_message(user_input)
+    return {"type": "message", "role": "user", "content": [dict(part) for part in user_input]}
+
+
 async def run_turn_loop(
-    *, port: TurnPort, client: ModelClient, user_input: str, turn_id: str, config: TurnConfig
+    *, port: TurnPort, client: ModelClient, user_input: str | Sequence[dict[str, Any]], turn_id: str,
+    config: TurnConfig,
 ) -> TurnResult:
     """Run one regular turn (spec §2.4) through `port` with `client`; never raises for a provider or compaction
     failure (those end the turn with an error line and `status="failed"`)."""
@@ -250,13 +261,13 @@ async def run_turn_loop(
     if not state.reference_context_set:
         pending.extend(await port.initial_context(state))
     pending.append(Marker(TURN_CONTEXT, _turn_context_payload(turn_id, state.current, config.turn_context)))
-    pending.append(user_message(user_input))
+    pending.append(user_input_message(user_input))
     await port.record(pending)
     pending = []
     result.user_input_recorded = True
 
     # 3-4. sampling loop with the mid-turn check.
-    specs = tool_specs(config.tools) if config.tools else []
+    specs = tool_specs(config.tools) if config.tools else list(config.request_tools)
     new_window_requested = False
     while True:
         if result.sampling_requests >= config.max_sampling_requests:
@@ -269,7 +280,7 @@ async def run_turn_loop(
             input=list(await port.history()),
             instructions=config.base_instructions,
             tools=specs,
-            parallel_tool_calls=False,
+            parallel_tool_calls=config.parallel_tool_calls if specs else False,
             reasoning=config.reasoning,
             prompt_cache_key=state.thread_id,
             client_metadata=_window_correlation(state),

@@ -36,6 +36,7 @@ from sessions_app.rollout import events, selectors
 from sessions_app.rollout import lease as locks
 from sessions_app.rollout.projection import EVENT_MSG, RESPONSE_ITEM, TURN_CONTEXT
 from sessions_app.rollout.services import NewLine, append_rollout_lines, usage_line
+from sessions_app.rollout.validation import ItemValidationError, validate_item
 from sessions_app.turns.loop import (
     Marker,
     Record,
@@ -57,9 +58,30 @@ class TurnInputError(ValueError):
     """The turn's user input is not acceptable; nothing was recorded."""
 
 
-def validate_user_input(user_input: Any) -> str:
+USER_INPUT_PART_TYPES = ("input_text", "input_image")
+
+
+def validate_user_input(user_input: Any) -> str | list[dict[str, Any]]:
+    """The turn's user input: a non-empty string, or a Codex-shaped list of content items (`input_text` and
+    `input_image` parts, at least one of them carrying text or an image)."""
+    if isinstance(user_input, list):
+        if not user_input:
+            raise TurnInputError("input: must be a non-empty string or a non-empty list of content items")
+        try:
+            validate_item({"type": "message", "role": "user", "content": user_input}, "input")
+        except ItemValidationError as exc:
+            raise TurnInputError(str(exc).replace("input.content", "input", 1)) from None
+        for i, part in enumerate(user_input):
+            if part.get("type") not in USER_INPUT_PART_TYPES:
+                raise TurnInputError(f"input[{i}].type: must be one of {', '.join(USER_INPUT_PART_TYPES)}")
+        size = sum(len(p.get("text") or "") + len(p.get("image_url") or "") for p in user_input)
+        if size > MAX_INPUT_CHARS:
+            raise TurnInputError(f"input: at most {MAX_INPUT_CHARS} characters, got {size}")
+        if not any((p.get("text") or "").strip() or p.get("type") == "input_image" for p in user_input):
+            raise TurnInputError("input: the content items carry no text and no image")
+        return user_input
     if not isinstance(user_input, str) or not user_input.strip():
-        raise TurnInputError("input: must be a non-empty string")
+        raise TurnInputError("input: must be a non-empty string or a non-empty list of content items")
     if len(user_input) > MAX_INPUT_CHARS:
         raise TurnInputError(f"input: at most {MAX_INPUT_CHARS} characters, got {len(user_input)}")
     return user_input
@@ -337,6 +359,8 @@ def _turn_config(session: Session, **overrides: Any) -> TurnConfig:
         base_instructions=session.base_instructions,
         stream_max_retries=settings_builder.stream_max_retries(provider=session.provider, policy=session.policy),
         reasoning=dict(settings_builder.DEFAULT_REASONING) if session.provider.supports_reasoning else None,
+        request_tools=list(session.tools or []),
+        parallel_tool_calls=session.parallel_tool_calls,
     )
     for key, value in overrides.items():
         if value is not None:
@@ -347,7 +371,7 @@ def _turn_config(session: Session, **overrides: Any) -> TurnConfig:
 async def arun_turn(
     *,
     session_id: int,
-    user_input: str,
+    user_input: str | list[dict[str, Any]],
     tools: Mapping[str, Any] | None = None,
     tool_rng: Callable[[str], random.Random] | None = None,
     turn_id: str | None = None,

@@ -11,9 +11,17 @@ class SessionCreateSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=200)
     provider = serializers.PrimaryKeyRelatedField(queryset=Provider.objects.all())
     policy = serializers.PrimaryKeyRelatedField(queryset=CompactionPolicy.objects.all())
-    base_instructions = serializers.CharField(required=False, allow_blank=True, default="")
+    base_instructions = serializers.CharField(
+        required=False, allow_blank=True, default="", trim_whitespace=False,
+        help_text="Stored and sent byte for byte (a trailing newline included).",
+    )
     initial_context = serializers.JSONField(required=False, default=list, help_text="Responses items.")
     items = serializers.JSONField(required=False, default=list, help_text="Responses items.")
+    tools = serializers.JSONField(
+        required=False, default=list,
+        help_text="Tool specs (Responses `tools`) sent by every turn and remote compaction of the session.",
+    )
+    parallel_tool_calls = serializers.BooleanField(required=False, default=False)
 
 
 class AppendItemsSerializer(serializers.Serializer):

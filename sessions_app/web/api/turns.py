@@ -31,9 +31,20 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class TurnInputField(serializers.JSONField):
+    """The user input: a string, or a list of Codex content items (checked by the turn service)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            return StrictCharField(max_length=MAX_INPUT_CHARS, trim_whitespace=False).run_validation(data)
+        if not isinstance(data, list):
+            self.fail("invalid")
+        return data
+
+
 class TurnRequestSerializer(serializers.Serializer):
-    input = StrictCharField(max_length=MAX_INPUT_CHARS, trim_whitespace=False,
-                            help_text="The user message of the turn.")
+    input = TurnInputField(help_text="The user message of the turn: a string, or a list of content items "
+                                     "(`input_text` {text}, `input_image` {image_url, detail?}).")
 
 
 class TurnErrorSerializer(serializers.Serializer):
