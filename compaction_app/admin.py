@@ -50,7 +50,7 @@ class ProviderAdmin(AuditedAdminMixin, admin.ModelAdmin):
             "description": "Codex: model_providers.&lt;id&gt; and model. Use the literal base URL "
                            "<code>embedded</code> for the built-in simulated model. The API key is never stored: "
                            "name the environment variable that holds it.",
-            "fields": ("name", "base_url", "wire_api", "model", "fallback_model", "api_key_env"),
+            "fields": ("name", "base_url", "wire_api", "model", "fallback_model", "api_key_env", "header_envs"),
         }),
         ("Context window", {
             "description": "Codex model metadata (spec §2.2): the usable window is the context window times the "

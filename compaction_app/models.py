@@ -13,7 +13,7 @@ from django.db import models
 from compaction_app.choices import text_choices
 from compaction_app.engine import vocabulary as v
 from compaction_app.engine.alerts import AlertKind
-from compaction_app.validators import validate_provider_base_url, validate_secret_env_name
+from compaction_app.validators import validate_header_envs, validate_provider_base_url, validate_secret_env_name
 
 
 class Provider(models.Model):
@@ -63,6 +63,12 @@ class Provider(models.Model):
         "Only names the deployment allows: starting with COMPACTWEB_SECRET_ENV_PREFIX (default COMPACTWEB_KEY_) "
         "or listed in COMPACTWEB_SECRET_ENV_NAMES.",
         validators=[validate_secret_env_name],
+    )
+    header_envs = models.JSONField(
+        default=dict, blank=True, validators=[validate_header_envs],
+        help_text="Extra request headers whose VALUES come from environment variables, as {header: variable "
+        "name}, e.g. {\"chatgpt-account-id\": \"COMPACTWEB_KEY_ACCOUNT\"}. Values are read when a request is "
+        "built and never stored; the names follow the api_key_env rule. An unset variable sends no header.",
     )
     encoding = models.CharField(
         max_length=32, choices=Encoding.choices, default=Encoding.O200K,

@@ -51,3 +51,31 @@ def validate_provider_base_url(value: str) -> None:
     if value == EMBEDDED:
         return
     validate_outbound_url(value)
+
+
+# Headers compactweb writes itself; an environment-valued header may not replace them (issue 19).
+RESERVED_HEADERS = frozenset({"authorization", "content-type", "accept", "content-length", "host"})
+_HEADER_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def header_env_problem(header: object, env_name: object) -> str | None:
+    """Why one `header name → environment variable name` entry is refused, or None. The variable's name goes
+    through the same rule as api_key_env (its value is sent to the provider)."""
+    if not isinstance(header, str) or not header or not set(header) <= _HEADER_NAME_CHARS:
+        return f"{header!r} is not an HTTP header name"
+    if header.lower() in RESERVED_HEADERS:
+        return f"{header} is set by compactweb itself"
+    if not isinstance(env_name, str) or not env_name:
+        return f"{header}: the value must name an environment variable"
+    return secret_env_problem(env_name, **secret_env_rule())
+
+
+def validate_header_envs(value: object) -> None:
+    """Refuse a provider's `header_envs` that is not `{header name: allowed environment variable name}`."""
+    if not isinstance(value, dict):
+        raise ValidationError("must be an object mapping header names to environment variable names",
+                              code="invalid")
+    for header, env_name in value.items():
+        problem = header_env_problem(header, env_name)
+        if problem:
+            raise ValidationError(problem, code="secret_env_not_allowed")

@@ -34,6 +34,8 @@ class ProviderConfig:
     stream_max_retries: int = 5
     request_max_retries: int = 4
     extra_headers: dict[str, str] = field(default_factory=dict)
+    # Headers whose values are read from environment variables when a client is built: {header: variable name}.
+    header_envs: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         problems = []
@@ -71,6 +73,10 @@ class ProviderConfig:
         if not self.api_key_env:
             return None
         return os.environ.get(self.api_key_env) or None
+
+    def env_headers(self) -> dict[str, str]:
+        """The `header_envs` headers whose variables are set (non-empty) now; an unset variable sends none."""
+        return {header: value for header, name in self.header_envs.items() if (value := os.environ.get(name))}
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any]) -> ProviderConfig:

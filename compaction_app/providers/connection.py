@@ -48,6 +48,7 @@ class Connection:
         self.config = config
         self.base_url = EMBEDDED_BASE_URL if config.is_embedded else config.base_url.rstrip("/")
         self._key = _Secret(config.api_key())
+        self._env_headers = {name: _Secret(value) for name, value in config.env_headers().items()}
         timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
         self._in_process = isinstance(transport, InProcessTransport)
@@ -57,6 +58,7 @@ class Connection:
 
     def headers(self, *, accept: str) -> dict[str, str]:
         headers = {"Accept": accept, **self.config.extra_headers}
+        headers.update({name: value.reveal() or "" for name, value in self._env_headers.items()})
         key = self._key.reveal()
         if key:
             headers["Authorization"] = f"Bearer {key}"

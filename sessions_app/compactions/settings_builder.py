@@ -22,7 +22,7 @@ from compaction_app.providers.simulated.faults import (
     REASONING_INCLUDED_HEADER,
     parse_faults,
 )
-from compaction_app.validators import secret_env_allowed
+from compaction_app.validators import header_env_problem, secret_env_allowed
 from sessions_app.simulator.initial_context import ContextWindowIds, context_window_message
 
 # Reasoning settings sent when the provider's models reason (Codex's defaults: medium effort, auto summary).
@@ -49,6 +49,19 @@ def allowed_api_key_env(*, provider: Provider) -> str:
                        provider.name, name)
         return ""
     return name
+
+
+def allowed_header_envs(*, provider: Provider) -> dict[str, str]:
+    """The provider's `header_envs` entries the deployment allows now (the api_key_env rule); others are dropped
+    with a warning, so no variable outside the rule is ever read into a request."""
+    allowed = {}
+    for header, name in dict(provider.header_envs or {}).items():
+        problem = header_env_problem(header, name)
+        if problem:
+            logger.warning("provider %s: header %r not sent: %s", provider.name, header, problem)
+            continue
+        allowed[header] = name
+    return allowed
 
 
 class FaultInjectionError(ValueError):
@@ -138,6 +151,7 @@ def provider_config(
         connect_timeout=provider.connect_timeout,
         read_timeout=provider.read_timeout,
         extra_headers=fault_headers(fault_injection),
+        header_envs=allowed_header_envs(provider=provider),
         **retries,
     )
 
