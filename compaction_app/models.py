@@ -13,7 +13,11 @@ from django.db import models
 from compaction_app.choices import text_choices
 from compaction_app.engine import vocabulary as v
 from compaction_app.engine.alerts import AlertKind
-from compaction_app.validators import validate_header_envs, validate_provider_base_url, validate_secret_env_name
+from compaction_app.validators import (
+    validate_header_envs,
+    validate_provider_base_url,
+    validate_secret_env_name,
+)
 
 
 class Provider(models.Model):

@@ -23,6 +23,7 @@ tests), and the model is any `ModelClient`. One turn:
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +62,8 @@ class TurnState:
     previous: ModelLimits | None
     reference_context_set: bool
     last_seq: int = 0
+    # The previous turn's settings (cwd, approval_policy, sandbox_policy, model) as its turn_context recorded them.
+    previous_settings: Mapping[str, Any] = field(default_factory=dict)
 
     def token_status(self) -> TokenStatus:
         """The limit check with the current model (spec §2.3)."""
@@ -147,6 +150,8 @@ class TurnConfig:
     # Tool specs to send when no simulated tools run (API sessions declare their own), and parallel_tool_calls.
     request_tools: list[dict[str, Any]] = field(default_factory=list)
     parallel_tool_calls: bool = False
+    # A settings change the turn carries (spec §5.3): any of cwd, approval_policy, sandbox_policy, model.
+    settings_change: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -200,6 +205,56 @@ def _window_correlation(state: TurnState) -> dict[str, str]:
     return {"x-codex-window-id": f"{state.thread_id}:{state.window_number}"}
 
 
+
+
+SETTINGS_KEYS = ("cwd", "approval_policy", "sandbox_policy", "model")
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def turn_settings(previous: Mapping[str, Any], change: Mapping[str, Any]) -> dict[str, Any]:
+    """The turn's settings: the previous turn's, with the change applied."""
+    merged = {k: previous[k] for k in SETTINGS_KEYS if previous.get(k) is not None}
+    merged.update({k: v for k, v in change.items() if k in SETTINGS_KEYS and v is not None})
+    return merged
+
+
+def context_update_items(previous: Mapping[str, Any], current: Mapping[str, Any]) -> list[Item]:
+    """The context-update messages for what changed between two turns' settings (spec §5.3 diffing, as Codex's
+    per-turn context update): a permissions developer message when the approval or sandbox policy changed, a
+    `<model_switch>` developer message when the model changed, and an `<environment_context>` user message with
+    the new cwd. Nothing when nothing changed."""
+    def changed(key: str) -> bool:
+        return key in current and current.get(key) != previous.get(key)
+
+    items: list[Item] = []
+    if changed("approval_policy") or changed("sandbox_policy"):
+        lines = []
+        if current.get("approval_policy") is not None:
+            lines.append(f"Approval policy: {_escape(_render(current['approval_policy']))}")
+        if current.get("sandbox_policy") is not None:
+            lines.append(f"Sandbox policy: {_escape(_render(current['sandbox_policy']))}")
+        items.append(_developer("<permissions instructions>\n" + "\n".join(lines) + "\n</permissions instructions>"))
+    if changed("model") and previous.get("model"):
+        items.append(_developer(
+            f"<model_switch>\nThe user switched the model from {_escape(str(previous['model']))} to "
+            f"{_escape(str(current['model']))}.\n</model_switch>"))
+    if changed("cwd"):
+        items.append(user_message(
+            f"<environment_context>\n  <cwd>{_escape(str(current['cwd']))}</cwd>\n</environment_context>"))
+    return items
+
+
+def _developer(text: str) -> Item:
+    return {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": text}]}
 
 
 def user_input_message(user_input: str | Sequence[dict[str, Any]]) -> Item:
@@ -257,10 +312,27 @@ async def run_turn_loop(
             return result
         state = await port.state()
 
-    # 2. context injection (spec §5.3), the turn's baseline, then the user message.
+    # 2. context injection (spec §5.3): the full initial context when there is no baseline, else the update for
+    # what the turn's settings change (diffed against the previous turn's); then the turn's baseline and the user
+    # message.
+    settings = turn_settings(state.previous_settings, config.settings_change)
+    if config.settings_change.get("model") and "model" not in state.previous_settings:
+        # A first model switch: the previous model is the one the session ran so far.
+        previous = {**state.previous_settings, "model": state.current.slug}
+    else:
+        previous = state.previous_settings
     if not state.reference_context_set:
         pending.extend(await port.initial_context(state))
-    pending.append(Marker(TURN_CONTEXT, _turn_context_payload(turn_id, state.current, config.turn_context)))
+        if config.settings_change:
+            pending.extend(context_update_items(previous, settings))
+    else:
+        pending.extend(context_update_items(previous, settings))
+    model_slug = str(settings.get("model") or state.current.slug)
+    pending.append(Marker(TURN_CONTEXT, {
+        **_turn_context_payload(turn_id, state.current, config.turn_context),
+        **{k: v for k, v in settings.items() if k != "model"},
+        "model": model_slug,
+    }))
     pending.append(user_input_message(user_input))
     await port.record(pending)
     pending = []
@@ -276,7 +348,7 @@ async def run_turn_loop(
             return result
         state = await port.state()
         request = ResponsesRequest(
-            model=state.current.slug,
+            model=model_slug,
             input=list(await port.history()),
             instructions=config.base_instructions,
             tools=specs,

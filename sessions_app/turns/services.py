@@ -38,6 +38,7 @@ from sessions_app.rollout.projection import EVENT_MSG, RESPONSE_ITEM, TURN_CONTE
 from sessions_app.rollout.services import NewLine, append_rollout_lines, usage_line
 from sessions_app.rollout.validation import ItemValidationError, validate_item
 from sessions_app.turns.loop import (
+    SETTINGS_KEYS,
     Marker,
     Record,
     TurnCompactionFailed,
@@ -190,7 +191,26 @@ def _turn_state(session: Session, previous: dict[str, Any] | None) -> TurnState:
         previous=previous_model_from_turn_context(previous, configured_limit=session.policy.auto_compact_token_limit),
         reference_context_set=session.reference_context_set,
         last_seq=session.last_seq,
+        previous_settings={k: previous[k] for k in SETTINGS_KEYS if previous and previous.get(k) is not None},
     )
+
+
+def validate_settings_change(settings: Any) -> dict[str, Any]:
+    """A turn's settings change: an object with any of cwd, approval_policy (strings), sandbox_policy (a string
+    or an object) and model (a string). Anything else is refused before anything is recorded."""
+    if settings is None:
+        return {}
+    if not isinstance(settings, dict):
+        raise TurnInputError("settings: must be an object")
+    unknown = sorted(set(settings) - set(SETTINGS_KEYS))
+    if unknown:
+        raise TurnInputError(f"settings.{unknown[0]}: unknown setting; choose from {', '.join(SETTINGS_KEYS)}")
+    for key, value in settings.items():
+        ok = isinstance(value, str) and value.strip() or (key == "sandbox_policy" and isinstance(value, dict))
+        if not ok:
+            raise TurnInputError(f"settings.{key}: must be a non-empty string"
+                                 + (" or an object" if key == "sandbox_policy" else ""))
+    return dict(settings)
 
 
 class SessionTurnPort:
@@ -381,6 +401,7 @@ async def arun_turn(
     fault_injection: Mapping[str, Any] | None = None,
     initial_context: Callable[[Session, TurnState], list[Item]] | None = None,
     turn_context: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
     sleep: Callable[[float], Awaitable[None]] | None = None,
     session: Session | None = None,
 ) -> TurnResult:
@@ -394,6 +415,7 @@ async def arun_turn(
     the session (provider and policy loaded) the lease holder already read, so the turn does not read it again.
     """
     validate_user_input(user_input)
+    settings_change = validate_settings_change(settings)
     turn_id = turn_id or str(uuid7())
     own_lease = lease is None
     if own_lease:
@@ -406,6 +428,7 @@ async def arun_turn(
         config = _turn_config(
             session, tools=dict(tools) if tools else None, tool_rng=tool_rng, sleep=sleep,
             turn_context=dict(turn_context) if turn_context else None,
+            settings_change=settings_change or None,
         )
         port = SessionTurnPort(session_id=session_id, turn_id=turn_id, lease=lease, actor=actor,
                                initial_context=initial_context, session=session,

@@ -45,6 +45,11 @@ class TurnInputField(serializers.JSONField):
 class TurnRequestSerializer(serializers.Serializer):
     input = TurnInputField(help_text="The user message of the turn: a string, or a list of content items "
                                      "(`input_text` {text}, `input_image` {image_url, detail?}).")
+    settings = serializers.JSONField(
+        required=False, default=None,
+        help_text="A settings change the turn carries: any of cwd, approval_policy, sandbox_policy, model. "
+                  "Recorded as Codex does: a context-update message for what changed, then the turn_context.",
+    )
 
 
 class TurnErrorSerializer(serializers.Serializer):
@@ -82,7 +87,8 @@ class SessionTurns(APIView):
         data = TurnRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            result = run_turn(session_id=pk, user_input=data.validated_data["input"], actor=request.user)
+            result = run_turn(session_id=pk, user_input=data.validated_data["input"], actor=request.user,
+                              settings=data.validated_data.get("settings"))
         except Session.DoesNotExist:
             raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist") from None
         except SessionBusy as exc:
