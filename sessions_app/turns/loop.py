@@ -208,6 +208,18 @@ def _window_correlation(state: TurnState) -> dict[str, str]:
 
 
 SETTINGS_KEYS = ("cwd", "approval_policy", "sandbox_policy", "model")
+MODEL_OVERRIDE_KEY = "model_override"
+
+
+def previous_settings_from_turn_context(payload: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The settings a previous turn_context carries forward: cwd and policies, and the model only when a client
+    chose it (the recorded `model` alone is the provider's model of that turn)."""
+    if not payload:
+        return {}
+    settings = {k: payload[k] for k in SETTINGS_KEYS[:3] if payload.get(k) is not None}
+    if payload.get(MODEL_OVERRIDE_KEY):
+        settings["model"] = payload[MODEL_OVERRIDE_KEY]
+    return settings
 
 
 def _render(value: Any) -> str:
@@ -328,9 +340,14 @@ async def run_turn_loop(
     else:
         pending.extend(context_update_items(previous, settings))
     model_slug = str(settings.get("model") or state.current.slug)
+    recorded = {k: v for k, v in settings.items() if k != "model"}
+    if settings.get("model"):
+        # A model the client chose stays the session's model for later turns (MODEL_OVERRIDE_KEY carries it);
+        # without one, each turn runs the provider's model.
+        recorded[MODEL_OVERRIDE_KEY] = model_slug
     pending.append(Marker(TURN_CONTEXT, {
         **_turn_context_payload(turn_id, state.current, config.turn_context),
-        **{k: v for k, v in settings.items() if k != "model"},
+        **recorded,
         "model": model_slug,
     }))
     pending.append(user_input_message(user_input))

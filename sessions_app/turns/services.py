@@ -47,6 +47,7 @@ from sessions_app.turns.loop import (
     TurnState,
     UsageRecord,
     previous_model_from_turn_context,
+    previous_settings_from_turn_context,
     run_turn_loop,
 )
 
@@ -191,7 +192,7 @@ def _turn_state(session: Session, previous: dict[str, Any] | None) -> TurnState:
         previous=previous_model_from_turn_context(previous, configured_limit=session.policy.auto_compact_token_limit),
         reference_context_set=session.reference_context_set,
         last_seq=session.last_seq,
-        previous_settings={k: previous[k] for k in SETTINGS_KEYS if previous and previous.get(k) is not None},
+        previous_settings=previous_settings_from_turn_context(previous),
     )
 
 
