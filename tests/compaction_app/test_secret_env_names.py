@@ -70,7 +70,10 @@ def test_the_admin_form_refuses_a_server_variable(client, admin_user_role):
     admin_user_role.save()
     client.force_login(admin_user_role)
     form = client.get("/admin/compaction_app/provider/add/").context["adminform"].form
-    data = {name: field.initial for name, field in form.fields.items() if field.initial not in (None, False)}
+    # A callable initial (a JSONField's default=dict) is rendered as its value, as a browser would post it.
+    initial = {name: field.initial() if callable(field.initial) else field.initial
+               for name, field in form.fields.items()}
+    data = {name: value for name, value in initial.items() if value not in (None, False)}
     data.update(name="exfil", base_url="https://collector.example.invalid/v1", model="m",
                 api_key_env="DJANGO_SECRET_KEY")
     response = client.post("/admin/compaction_app/provider/add/", data)
