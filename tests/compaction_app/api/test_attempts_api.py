@@ -128,5 +128,6 @@ def test_the_analytics_page_and_the_inspector_name_method_and_codex_strategy_apa
 
     assert "By method (compactweb)" in analytics and "By Codex strategy (analytics)" in analytics
     assert "memento" in analytics
-    assert ">Method</dt><dd>remote v2<" in inspector and ">Codex strategy</dt><dd>memento<" in inspector
+    assert ">Method</dt><dd>remote compaction v2<" in inspector  # the method's label (h17's wording)
+    assert ">Codex strategy</dt><dd>memento<" in inspector
     assert ">Injection</dt><dd>do not inject<" in inspector
