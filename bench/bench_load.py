@@ -56,7 +56,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_port(port: int, process: subprocess.Popen, timeout: float = 60) -> None:
+def _wait_port(port: int, process: subprocess.Popen, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -94,6 +94,7 @@ class Watcher:
         self.dropped = 0
         self.connect_ms: list[float] = []
         self.reconnected_at: float | None = None
+        self.hello_again_at: float | None = None
         self.live_again_at: float | None = None
 
     def take(self, html: str, now: float) -> None:
@@ -102,6 +103,8 @@ class Watcher:
             return
         kind, seq, start = found.group(1), int(found.group(2)), found.group(3)
         if kind == "hello":
+            if self.reconnected_at is not None and self.hello_again_at is None:
+                self.hello_again_at = now
             if self.first_seq is None:
                 self.first_seq = self.last_seq = seq
             elif seq > self.last_seq:  # a reconnect behind the writers: the page re-syncs over HTTP
@@ -338,12 +341,14 @@ def main() -> None:
           f"p50 {connects[49]:.0f} ms, p99 {connects[98]:.0f} ms, max {connects[-1]:.0f} ms")
     if killed_at is not None:
         moved = [w for w in watchers if w.reconnected_at is not None]
-        recovered = [w.live_again_at - killed_at for w in moved if w.live_again_at is not None]
+        back = [w.hello_again_at - killed_at for w in moved if w.hello_again_at is not None]
+        live = [w.live_again_at - killed_at for w in moved if w.live_again_at is not None]
         lag = _quantiles(after_failover)
         print(f"failover: web process 1 of {args.web} SIGKILLed at {args.kill_web_after:g} s; {len(moved)} watchers "
-              f"moved, {len(recovered)} live again, time to recover "
-              f"{max(recovered) if recovered else float('nan'):.1f} s; events lost {dropped}; "
-              f"live latency after the kill p50 {lag[49]:.0f} ms, p99 {lag[98]:.0f} ms")
+              f"reconnected, {len(back)} re-synced (hello) on another web process, time to recover (kill to the "
+              f"last hello) {max(back) if back else float('nan'):.1f} s; {len(live)} got a live batch again, the "
+              f"last {max(live) if live else float('nan'):.1f} s after the kill; events lost {dropped}; live "
+              f"latency after the kill p50 {lag[49]:.0f} ms, p99 {lag[98]:.0f} ms")
     growth = figures["growth"] / figures["all_steps"] * 1000 / 1e6 if figures["all_steps"] else float("nan")
     print(f"database growth: {figures['growth'] / 1e6:.1f} MB, {growth:.2f} MB per 1,000 turns")
 
@@ -353,7 +358,7 @@ def _quantiles(values: list[float]) -> list[float]:
     values = sorted(values)
     if len(values) < 2:
         return [float("nan")] * 100
-    return [*statistics.quantiles(values, n=100), values[-1]]
+    return [*statistics.quantiles(values, n=100, method="inclusive"), values[-1]]
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ backoff) when the channel layer (Redis) does not answer, at the handshake or lat
 consumers only decide what to render and when.
 
 Bounded work per connection: a connect is one role check, one group join and one small read (the session's thread
-id and newest seq); rendering batches and fleet rows runs on a pool of its own (RENDER_THREADS), so connects and
-the auth middleware's reads never queue behind other pages' renders on Django's one sync thread. Group membership
+id and newest seq), on a pool of its own (CONNECT_THREADS); rendering batches and fleet rows runs on another
+(RENDER_THREADS). Neither queues on Django's one sync thread, where every connect used to wait behind every
+page's renders and every other connect's reads; only the auth middleware's lookups still run there. Group membership
 is refreshed every third of the layer's group expiry, so a live page stays subscribed while the channels of a dead
 web process fall out of every group within the expiry (compactweb/settings.py).
 """
@@ -24,7 +25,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from compactweb.roles import OPERATOR, ascope_has_role
+from compactweb.roles import OPERATOR, scope_has_role
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.live import render as live_render
 from sessions_app.live import selectors as live_selectors
@@ -41,17 +42,25 @@ CLOSE_NOT_FOUND = 4404
 # (a server may close only with 1000 or 3000-4999); static/js/live.js reconnects on it with backoff.
 CLOSE_TRY_AGAIN = 4013
 RENDER_THREADS = 4
+CONNECT_THREADS = 2
 # Line kinds (and event_msg types) after which the fleet row's "last compaction" cell is re-read.
 COMPACTION_LINE_KINDS = frozenset({"compacted", "rollback", "redo", "window_opened"})
 COMPACTION_EVENT_TYPES = frozenset({"error", "compaction_interrupted"})
 
 
 _render_pool = ThreadPoolExecutor(max_workers=RENDER_THREADS, thread_name_prefix="live-render")
+# Connects read on a pool of their own too: a burst of pages connecting at once never waits behind renders, nor
+# behind each other on Django's one sync thread (which then serves only the auth middleware's lookups).
+_connect_pool = ThreadPoolExecutor(max_workers=CONNECT_THREADS, thread_name_prefix="live-connect")
 
 
 def in_render_pool(function):
     """`function` as a coroutine run on the render pool, closing its database connection like a request."""
     return database_sync_to_async(function, thread_sensitive=False, executor=_render_pool)
+
+
+def in_connect_pool(function):
+    return database_sync_to_async(function, thread_sensitive=False, executor=_connect_pool)
 
 
 _batches_in_flight: dict[tuple[str, int], asyncio.Future] = {}
@@ -137,7 +146,7 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.refuse(CLOSE_ANONYMOUS)
             return
-        if not await ascope_has_role(self.scope, self.role):
+        if not await in_connect_pool(scope_has_role)(self.scope, self.role):
             await self.refuse(CLOSE_FORBIDDEN)
             return
         await self.start()
@@ -195,7 +204,7 @@ class SessionConsumer(RoleCheckedConsumer):
         # Join first, then read the session (its thread id and newest seq, one query): an event published in
         # between is either covered by the hello or arrives later with a higher seq; none falls in a gap.
         await self.join(session_group(self.session_id))
-        found = await database_sync_to_async(live_render.hello)(session_id=self.session_id)
+        found = await in_connect_pool(live_render.hello)(session_id=self.session_id)
         if found is None:
             await self.leave_all()
             await self.refuse(CLOSE_NOT_FOUND)
@@ -241,7 +250,7 @@ class FleetConsumer(RoleCheckedConsumer):
         self.pending: set[int] = set()
         self.stale_attempts: set[int] = set()
         self.flusher: asyncio.Task | None = None
-        self.names = await database_sync_to_async(live_render.names)()
+        self.names = await in_connect_pool(live_render.names)()
         await self.join(FLEET_GROUP)
         await self.accept()
 
