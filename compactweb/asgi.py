@@ -7,17 +7,17 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "compactweb.settings")
 django_asgi = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from compactweb.routing import http_router, sim_websocket_router, websocket_urlpatterns  # noqa: E402
+from compactweb.ws_auth import PooledAuthMiddlewareStack  # noqa: E402
 from compactweb.ws_origin import ExactOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": http_router(django_asgi),
         "websocket": sim_websocket_router(
-            ExactOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+            ExactOriginValidator(PooledAuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

@@ -1,6 +1,6 @@
 """Websocket consumers of the live pages: one session (`ws/sessions/<id>/`) and the fleet (`ws/fleet/`).
 
-Both authenticate from the session cookie (AuthMiddlewareStack in compactweb.asgi) and always accept and then
+Both authenticate from the session cookie (compactweb.ws_auth, wired in compactweb.asgi) and always accept and then
 close a refused connection, so the browser sees why: 4401 for an anonymous user, 4403 for a user without the
 operator role, 4404 for an unknown session, and 4013 ("try again later", like 1013; the page reconnects with
 backoff) when the channel layer (Redis) does not answer, at the handshake or later. Rendering lives in sessions_app.live.render; the
