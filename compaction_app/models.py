@@ -13,8 +13,10 @@ from django.db import models
 from compaction_app.choices import text_choices
 from compaction_app.engine import vocabulary as v
 from compaction_app.engine.alerts import AlertKind
+from compaction_app.engine.hooks import MAX_HOOK_TIMEOUT, callable_allowed
 from compaction_app.validators import (
     validate_header_envs,
+    validate_outbound_url,
     validate_provider_base_url,
     validate_secret_env_name,
 )
@@ -152,7 +154,8 @@ class Hook(models.Model):
         help_text="Which compaction triggers the hook matches (Codex hook matcher: manual / auto).",
     )
     timeout_seconds = models.FloatField(
-        default=10.0, validators=[MinValueValidator(0.1)], help_text="The hook is failed after this many seconds."
+        default=10.0, validators=[MinValueValidator(0.1), MaxValueValidator(MAX_HOOK_TIMEOUT)],
+        help_text=f"The hook is failed after this many seconds (at most {MAX_HOOK_TIMEOUT:g}).",
     )
     enabled = models.BooleanField(default=True, help_text="Disabled hooks never run.")
     created = models.DateTimeField(auto_now_add=True)
@@ -163,6 +166,19 @@ class Hook(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.event})"
+
+    def clean(self) -> None:
+        # Issue 14: checked when written, so a bad target is a form error instead of a failed hook at run time.
+        if self.kind == self.Kind.WEBHOOK:
+            try:
+                validate_outbound_url(self.target)
+            except ValidationError as exc:
+                raise ValidationError({"target": exc.messages}) from None
+        elif self.kind == self.Kind.CALLABLE:
+            prefixes = tuple(settings.COMPACTWEB_HOOK_CALLABLE_PREFIXES)
+            if not callable_allowed(self.target, prefixes):
+                raise ValidationError({"target": f"callable hooks must live under {', '.join(prefixes) or '(none)'}"
+                                       " (COMPACTWEB_HOOK_CALLABLE_PREFIXES)"})
 
 
 class CompactionPolicy(models.Model):

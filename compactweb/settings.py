@@ -238,6 +238,14 @@ AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
 AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
 
+# Hooks (compaction_app.engine.hooks): callable hooks only from these module prefixes; every hook's timeout capped;
+# a webhook answer larger than the cap fails the hook and is not stored.
+COMPACTWEB_HOOK_CALLABLE_PREFIXES = [
+    p.strip() for p in os.environ.get("COMPACTWEB_HOOK_CALLABLE_PREFIXES", "compactweb_hooks.").split(",") if p.strip()
+]
+COMPACTWEB_HOOK_MAX_TIMEOUT = float(os.environ.get("COMPACTWEB_HOOK_MAX_TIMEOUT", "60"))
+COMPACTWEB_HOOK_MAX_RESPONSE_BYTES = int(os.environ.get("COMPACTWEB_HOOK_MAX_RESPONSE_BYTES", "65536"))
+
 # Request bodies (compactweb.body_limit): larger ones answer 413 before they are read.
 COMPACTWEB_MAX_REQUEST_BYTES = int(os.environ.get("COMPACTWEB_MAX_REQUEST_BYTES", str(8 * 1024 * 1024)))
 COMPACTWEB_MAX_IMPORT_BYTES = int(os.environ.get("COMPACTWEB_MAX_IMPORT_BYTES", str(64 * 1024 * 1024)))

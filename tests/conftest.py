@@ -46,6 +46,12 @@ def _fast_password_hashing(settings):
 
 
 @pytest.fixture(autouse=True)
+def _test_hook_modules(settings):
+    """Tests define their callable hooks in test modules: allow `tests.` next to the deployment's prefixes."""
+    settings.COMPACTWEB_HOOK_CALLABLE_PREFIXES = [*settings.COMPACTWEB_HOOK_CALLABLE_PREFIXES, "tests."]
+
+
+@pytest.fixture(autouse=True)
 def _empty_cache():
     """API throttling counts requests in Django's cache, keyed by user id or address: start every test at zero."""
     from django.core.cache import cache

@@ -22,6 +22,17 @@ from compaction_app.engine.events import Emit, HookCompleted, HookStarted
 from compaction_app.engine.vocabulary import HookEvent, HookKind, HookMatcher, HookStatus
 
 DEFAULT_HOOK_TIMEOUT = 10.0
+# Limits (issue 14): no hook holds a compaction longer than MAX_HOOK_TIMEOUT, and no webhook answer larger than
+# DEFAULT_MAX_RESPONSE_BYTES is read or stored.
+MAX_HOOK_TIMEOUT = 60.0
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024
+
+
+def callable_allowed(path: str, prefixes: tuple[str, ...] | None) -> bool:
+    """Whether a callable hook's dotted path starts with one of `prefixes` (None = no restriction)."""
+    if prefixes is None:
+        return True
+    return any(path.startswith(prefix) for prefix in prefixes if prefix)
 
 
 
@@ -143,8 +154,16 @@ class HookRunner:
         transport: httpx.AsyncBaseTransport | None = None,
         resolver: Callable[[str], Callable[..., Any]] = resolve_callable,
         monotonic: Callable[[], float] = time.monotonic,
+        callable_prefixes: tuple[str, ...] | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_timeout: float = MAX_HOOK_TIMEOUT,
     ) -> None:
+        """`callable_prefixes`: the module prefixes a callable hook's path must start with (None = any);
+        `max_response_bytes`: a larger webhook answer fails the hook; `max_timeout` caps every hook's timeout."""
         self.specs = tuple(specs)
+        self.callable_prefixes = callable_prefixes
+        self.max_response_bytes = max_response_bytes
+        self.max_timeout = max_timeout
         self._transport = transport
         self._resolve = resolver
         self._monotonic = monotonic
@@ -182,7 +201,13 @@ class HookRunner:
         status = HookStatus.STOPPED if stop else HookStatus.COMPLETED
         return HookRunRecord(spec.name, spec.event, status, reason, self._ms(start), output=output)
 
+    def _timeout(self, spec: HookSpec) -> float:
+        return min(spec.timeout, self.max_timeout)
+
     async def _call(self, spec: HookSpec, request: dict[str, Any]) -> Any:
+        if not callable_allowed(spec.target, self.callable_prefixes):
+            raise PermissionError(f"{spec.target!r} is outside the allowed hook modules "
+                                  f"({', '.join(self.callable_prefixes or ()) or 'none allowed'})")
         func = self._resolve(spec.target)
         # A copy, so a hook cannot change what later hooks (or the engine) see.
         payload = json.loads(json.dumps(request))
@@ -192,20 +217,33 @@ class HookRunner:
         # turns, live pages) keeps running while it works, and one that overruns is failed as timed out.
         result = await asyncio.wait_for(_in_thread(func, payload), timeout=spec.timeout)
         if inspect.isawaitable(result):
-            result = await asyncio.wait_for(result, timeout=spec.timeout)
+            result = await asyncio.wait_for(result, timeout=self._timeout(spec))
         return result
 
     async def _post(self, spec: HookSpec, request: dict[str, Any]) -> Any:
-        async with httpx.AsyncClient(transport=self._transport, timeout=spec.timeout) as client:
-            response = await client.post(spec.target, json=request)
-        if response.status_code >= 400:
-            raise RuntimeError(f"webhook answered HTTP {response.status_code}")
-        if not response.content:
+        timeout = self._timeout(spec)
+        async with httpx.AsyncClient(transport=self._transport, timeout=timeout) as client:
+            # The whole exchange is bounded by the timeout, not only each read: a server trickling bytes cannot
+            # hold the compaction longer.
+            content = await asyncio.wait_for(self._read_capped(client, spec.target, request), timeout=timeout)
+        if not content:
             return None
         try:
-            return response.json()
+            return json.loads(content)
         except ValueError:
-            return response.text
+            return content.decode("utf-8", errors="replace")
+
+    async def _read_capped(self, client: httpx.AsyncClient, url: str, request: dict[str, Any]) -> bytes:
+        async with client.stream("POST", url, json=request) as response:
+            if response.status_code >= 400:
+                raise RuntimeError(f"webhook answered HTTP {response.status_code}")
+            chunks, size = [], 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > self.max_response_bytes:
+                    raise RuntimeError(f"webhook answer larger than {self.max_response_bytes} bytes")
+                chunks.append(chunk)
+        return b"".join(chunks)
 
     def _ms(self, start: float) -> int:
         return max(0, int(round((self._monotonic() - start) * 1000)))

@@ -36,7 +36,7 @@ from compaction_app.limits import auto_compact_limit
 from compaction_app.models import Alert, AlertSettings, Compaction, CompactionAttempt, Hook, SessionWatch
 from compaction_app.validators import validate_outbound_url
 from compactweb import background
-from sessions_app.compactions.settings_builder import hook_specs
+from sessions_app.compactions.settings_builder import hook_runner_limits, hook_specs
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout.projection import RESPONSE_ITEM
 
@@ -184,7 +184,7 @@ def _notify(payload: dict[str, Any]) -> None:
 
 def send_alert(payload: dict[str, Any]) -> list:
     """Run the alert hooks (failures are recorded by the runner and logged, never raised)."""
-    runner = HookRunner(allowed_alert_hooks())
+    runner = HookRunner(allowed_alert_hooks(), **hook_runner_limits())
     result = async_to_sync(runner.run)(HookEvent.ALERT, {**payload, "trigger": "auto"}, EventLog(None))
     for record in result.records:
         if record.error:

@@ -55,6 +55,7 @@ from sessions_app.compactions.retention import retention_fields, session_pins
 from sessions_app.compactions.settings_builder import (
     FaultInjectionError,
     compaction_settings,
+    hook_runner_limits,
     hook_specs,
     provider_config,
     render_initial_context,
@@ -278,7 +279,8 @@ async def _run_engine(plan: _Plan, lease: Lease) -> CompactionOutcome:
         async with keep_renewed(lease):
             return await run_compaction(
                 snapshot=plan.snapshot, settings=plan.settings, request=plan.request, client=client,
-                hooks=HookRunner(plan.hooks), emit=events.emit, fallback_settings=plan.fallback_settings,
+                hooks=HookRunner(plan.hooks, **hook_runner_limits()), emit=events.emit,
+                fallback_settings=plan.fallback_settings,
                 sleep=engine_sleep, new_id=lambda: plan.new_window_id, new_item_id=lambda: plan.item_id,
             )
     finally:

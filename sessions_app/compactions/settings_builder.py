@@ -210,6 +210,17 @@ def switched_model_settings(
     return replace(settings, model=model, context_window=context_window)
 
 
+def hook_runner_limits() -> dict[str, Any]:
+    """The deployment's hook limits as HookRunner keyword arguments (issue 14, docs/security.md)."""
+    from django.conf import settings
+
+    return {
+        "callable_prefixes": tuple(settings.COMPACTWEB_HOOK_CALLABLE_PREFIXES),
+        "max_response_bytes": settings.COMPACTWEB_HOOK_MAX_RESPONSE_BYTES,
+        "max_timeout": settings.COMPACTWEB_HOOK_MAX_TIMEOUT,
+    }
+
+
 def hook_specs(*, hooks: list[Hook]) -> list[HookSpec]:
     """HookSpecs of the enabled hooks, in a stable order (by name, as the admin lists them; spec §7)."""
     return [
