@@ -68,9 +68,14 @@ def browser():
 
 @pytest.fixture
 def page(browser):
+    """A fresh page; the test fails if the dashboard's own pages break their Content-Security-Policy."""
     context = browser.new_context(viewport={"width": 1440, "height": 900})
-    yield context.new_page()
+    page = context.new_page()
+    violations: list[str] = []
+    page.on("console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None)
+    yield page
     context.close()
+    assert not violations, f"CSP violations: {violations}"
 
 
 def _free_port() -> int:
