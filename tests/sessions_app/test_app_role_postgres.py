@@ -45,8 +45,9 @@ def scratch(tmp_path):
     url = os.environ.get("DATABASE_URL", "")
     postgres_url = require_service("PostgreSQL", url if url.startswith("postgres") else DEFAULT_POSTGRES_URL, 5432)
     parts = urlsplit(postgres_url)
-    name = f"test_{parts.path.lstrip('/') or 'compactweb'}_approle"
-    role = os.environ.get("COMPACTWEB_TEST_ROLE_PREFIX", "compactweb_test_") + "app_" + secrets.token_hex(4)
+    suffix = secrets.token_hex(4)  # runs in parallel (several checkouts, one server) never share a database
+    name = f"test_{parts.path.lstrip('/') or 'compactweb'}_approle_{suffix}"[:63]
+    role = os.environ.get("COMPACTWEB_TEST_ROLE_PREFIX", "compactweb_test_") + "app_" + suffix
     admin_url = parts._replace(path="/postgres").geturl()
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
