@@ -212,10 +212,10 @@ class HookRunner:
         # A copy, so a hook cannot change what later hooks (or the engine) see.
         payload = json.loads(json.dumps(request))
         if inspect.iscoroutinefunction(func):
-            return await asyncio.wait_for(func(payload), timeout=spec.timeout)
+            return await asyncio.wait_for(func(payload), timeout=self._timeout(spec))
         # A synchronous hook runs on a thread of its own under the same timeout: the event loop (other sessions'
         # turns, live pages) keeps running while it works, and one that overruns is failed as timed out.
-        result = await asyncio.wait_for(_in_thread(func, payload), timeout=spec.timeout)
+        result = await asyncio.wait_for(_in_thread(func, payload), timeout=self._timeout(spec))
         if inspect.isawaitable(result):
             result = await asyncio.wait_for(result, timeout=self._timeout(spec))
         return result
