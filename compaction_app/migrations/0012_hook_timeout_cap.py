@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('compaction_app', '0010_audit_fault_injection'),
+        ('compaction_app', '0011_provider_header_envs'),
     ]
 
     operations = [
