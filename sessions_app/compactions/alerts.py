@@ -199,6 +199,6 @@ def send_alert_task(*, payload: dict) -> int:
 
 
 def recent_alerts(*, limit: int = 10) -> list[Alert]:
-    """The newest alerts with their sessions and compaction ids (three queries)."""
-    return list(Alert.objects.select_related("session").prefetch_related("compactions").order_by("-created_at",
-                                                                                              "-pk")[:limit])
+    """The newest alerts with their sessions, compactions and attempts (four queries)."""
+    return list(Alert.objects.select_related("session").prefetch_related("compactions", "attempts")
+                .order_by("-created_at", "-pk")[:limit])

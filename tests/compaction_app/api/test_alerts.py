@@ -72,13 +72,19 @@ def test_a_storm_in_one_session_is_alerted_once_with_its_compactions(operator_ap
 
 
 @pytest.mark.django_db
-def test_a_streak_of_failed_attempts_is_alerted_with_the_attempts(operator_api, reader):
+def test_a_streak_of_failed_attempts_is_alerted_with_the_attempts(operator_api, operator_user, reader):
     settings(failure_streak=2)
     Session.objects.filter(pk=reader.pk).update(fault_injection={"fault": "overloaded"})
     first, second = compact(operator_api, reader), compact(operator_api, reader)
     (alert,) = Alert.objects.filter(kind="failure_streak")
     assert set(alert.attempts.values_list("pk", flat=True)) == {first["error"]["attempt_id"],
                                                                 second["error"]["attempt_id"]}
+    from django.test import Client
+
+    client = Client()
+    client.force_login(operator_user)
+    board = client.get("/").content.decode()
+    assert f"attempt #{first['error']['attempt_id']} (server_overloaded)" in board
 
 
 @pytest.mark.django_db
