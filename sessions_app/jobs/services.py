@@ -1,7 +1,7 @@
 """Heavy API work off the request: compactions, replays and imports as jobs a worker runs and a caller polls.
 
 With a broker (CELERY_BROKER_URL) `POST /sessions/<id>/compact`, `/replay` and `/sessions/import` answer 202 with a
-job (`GET /api/v1/jobs/<id>` to poll it) and a Celery worker runs it (`sessions_app.fleet.tasks.run_job`); a caller that
+job (`GET /api/v1/jobs/<id>` to poll it) and a Celery worker runs it (`sessions_app.jobs.tasks.run_job`); a caller that
 asks to wait (`?wait=true`) gets the finished answer instead, as long as it comes within WAIT_SECONDS. Without a
 broker (the embedded default) the API runs the work in the request as it always did, and `?wait=false` runs it on
 the in-process pool (compactweb.background) with the same job to poll.

@@ -20,7 +20,7 @@ from tests.scale_out.test_redis_restart import start_redis
 from tests.scale_out.test_worker_event_reaches_other_daphne import MARKER, covered_seqs, session_cookie
 
 DEADLINE_SECONDS = 60
-JOB_TASK = "sessions_app.fleet.tasks.run_job"
+JOB_TASK = "sessions_app.jobs.tasks.run_job"
 
 
 def api(base: str, token: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict, dict]:
