@@ -31,6 +31,7 @@ from django.db import transaction
 from django.utils import timezone
 from uuid6 import uuid7
 
+from compaction_app.audit import record_audit
 from compaction_app.engine.analytics import AttemptRecord
 from compaction_app.engine.compactor import (
     CompactionOutcome,
@@ -370,8 +371,8 @@ def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Co
         _record_hook_runs(plan.attempt_id, outcome.hook_runs, plan.hook_ids)
         alerts.record_compaction(compaction=compaction, before=plan.snapshot.items,
                                  after=compacted["replacement_history"])
-        AuditEntry.objects.create(
-            actor=_actor(actor), action=AuditEntry.Action.COMPACTION, session=session, compaction=compaction,
+        record_audit(
+            actor=actor, action=AuditEntry.Action.COMPACTION, session=session, compaction=compaction,
             reason=plan.instructions or str(outcome.trigger),
             detail={
                 "attempt_id": plan.attempt_id, "strategy": outcome.strategy.value,
@@ -418,8 +419,8 @@ def _record_failure(
             lines.append(NewLine(p.EVENT_MSG, {"type": "error", **detail, "codex_error_info": kind,
                                                "http_status": http_status}))
         append_rollout_lines(session=session, lines=lines, actor=_actor(actor))
-        AuditEntry.objects.create(
-            actor=_actor(actor), action=AuditEntry.Action.COMPACTION_FAILED, session=session,
+        record_audit(
+            actor=actor, action=AuditEntry.Action.COMPACTION_FAILED, session=session,
             reason=plan.instructions or str(plan.request.trigger),
             detail={"attempt_id": plan.attempt_id, "status": "interrupted" if interrupted else "failed",
                     "error_kind": kind, "message": message, "http_status": http_status,
