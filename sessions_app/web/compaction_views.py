@@ -8,15 +8,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.http import Http404
-from django.shortcuts import render
-from django.urls import NoReverseMatch, reverse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from compaction_app.models import Compaction, CompactionPolicy, Provider
-from compactweb.roles import OPERATOR, SUPPORT, has_role, role_of, role_required
+from compactweb.roles import OPERATOR, SUPPORT, has_role, role_required
 from sessions_app.compactions import retention, selectors
+from sessions_app.web.forms import AnalyticsFilterForm
 
 ROLLBACK_URL_NAME = "compaction_rollback"  # the support-only confirmation form (sessions_app.compactions.rollback)
 PERIODS = (("1", "last 24 hours"), ("7", "last 7 days"), ("30", "last 30 days"), ("", "all time"))
@@ -28,23 +28,17 @@ DIMENSION_LABELS = {d: d for d in DIMENSIONS} | {"method": "method (compactweb)"
 
 
 def _rollback_url(request, compaction: Compaction) -> str | None:
-    """The rollback form's URL for support users, or None (operators, or while the rollback view is absent)."""
+    """The rollback form's URL for support users; None for operators and for a compaction already rolled back."""
     if compaction.rolled_back or not has_role(request.user, SUPPORT):
         return None
-    try:
-        return reverse(ROLLBACK_URL_NAME, args=[compaction.pk])
-    except NoReverseMatch:
-        return None
+    return reverse(ROLLBACK_URL_NAME, args=[compaction.pk])
 
 
 def _redo_url(request, compaction: Compaction) -> str | None:
     """The redo form's URL for support users when the compaction is rolled back, else None."""
     if not compaction.rolled_back or not has_role(request.user, SUPPORT):
         return None
-    try:
-        return reverse("compaction_redo", args=[compaction.pk])
-    except NoReverseMatch:
-        return None
+    return reverse("compaction_redo", args=[compaction.pk])
 
 
 def _marked(items: list, counts: list, marks: dict[int, str]) -> list[dict[str, Any]]:
@@ -57,10 +51,7 @@ def _marked(items: list, counts: list, marks: dict[int, str]) -> list[dict[str, 
 @require_GET
 @role_required(OPERATOR)
 def compaction_detail(request, pk: int):
-    try:
-        compaction = selectors.get_compaction(compaction_id=pk)
-    except Compaction.DoesNotExist:
-        raise Http404(f"compaction {pk} does not exist") from None
+    compaction = get_object_or_404(Compaction.objects.select_related("session"), pk=pk)
     detail = selectors.compaction_detail(compaction=compaction)
     change = detail["window_change"]
     before_marks = {k["before_index"]: "kept" for k in change["kept"]} | {
@@ -69,7 +60,6 @@ def compaction_detail(request, pk: int):
     after_marks = {k["after_index"]: "kept" for k in change["kept"]} | {k["after_index"]: "new" for k in change["new"]}
     before_total = sum(detail["before_tokens"])
     context = {
-        "role": role_of(request.user),
         "nav": "fleet",
         "c": detail,
         "compaction": compaction,
@@ -84,14 +74,6 @@ def compaction_detail(request, pk: int):
         "redo_url": _redo_url(request, compaction),
     }
     return render(request, "compaction_app/compaction_detail.html", context)
-
-
-def _int_or_none(value: str | None) -> int | None:
-    try:
-        number = int(value or "")
-    except ValueError:
-        return None
-    return number if number > 0 else None
 
 
 STATUS_COLOURS = {"running": 0, "completed": 1, "failed": 4, "interrupted": 6}  # indexes of the CSS palette
@@ -127,8 +109,7 @@ def _bars(per_day: dict[str, dict[str, dict[str, int]]], dimension: str) -> tupl
 @require_GET
 @role_required(OPERATOR)
 def analytics(request):
-    policy_id = _int_or_none(request.GET.get("policy"))
-    provider_id = _int_or_none(request.GET.get("provider"))
+    policy_id, provider_id = AnalyticsFilterForm(request.GET).ids()
     period = request.GET.get("period", "30")
     if period not in dict(PERIODS):
         period = "30"
@@ -142,7 +123,6 @@ def analytics(request):
         d: sorted(data["totals"].get(d, {}).items(), key=lambda kv: (-kv[1], kv[0])) for d in DIMENSIONS
     }
     context = {
-        "role": role_of(request.user),
         "nav": "analytics",
         "a": data,
         "totals": totals,

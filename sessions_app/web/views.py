@@ -9,40 +9,32 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from compaction_app.models import CompactionPolicy, Provider
-from compactweb.roles import OPERATOR, role_of, role_required
+from compactweb.roles import OPERATOR, role_required
 from sessions_app.compactions.alerts import recent_alerts
 from sessions_app.compactions.retention import session_pins
 from sessions_app.fleet import runtime as fleet_runtime
 from sessions_app.fleet.filter import STATES, FleetFilter
 from sessions_app.live import render as live_render
 from sessions_app.models import Session, SimulatorRun
-from sessions_app.rollout import selectors
 from sessions_app.simulator.scenarios import list_scenarios
 from sessions_app.templatetags.live_ui import STRATEGY_LABELS
+from sessions_app.web.forms import FleetStartForm
 from sessions_app.web.operator_forms import FaultInjectionForm
+from sessions_app.web.shortcuts import safe_next
 
 STRATEGIES = (("", "policy default"), *((s.value, text) for s, text in STRATEGY_LABELS.items()))
 MAX_INSTRUCTIONS = 4000
-MAX_FLEET = 50
-MIN_WINDOW = 2000  # smaller windows cannot hold a scenario's initial context and one turn
+MAX_FLEET = FleetStartForm.MAX_FLEET
 RUN_ACTIONS = ("pause", "resume", "stop")
 
 
 def _session_or_404(pk: int) -> Session:
-    try:
-        return selectors.get_session(session_id=pk)
-    except Session.DoesNotExist:
-        raise Http404(f"session {pk} does not exist") from None
-
-
-def _back(request, fallback: str) -> str:
-    target = request.POST.get("next") or ""
-    return target if target.startswith("/") and not target.startswith("//") else fallback
+    return get_object_or_404(Session.objects.select_related("provider", "policy"), pk=pk)
 
 
 @require_GET
@@ -52,7 +44,6 @@ def fleet(request):
     context = live_render.fleet_context(fleet_filter=fleet_filter)
     query = fleet_filter.as_query()
     context.update(
-        role=role_of(request.user),
         nav="fleet",
         states=STATES,
         providers=Provider.objects.order_by("name"),
@@ -77,7 +68,7 @@ def fleet_rows(request):
 def session_detail(request, pk: int):
     session = _session_or_404(pk)
     context = live_render.session_context(session=session)
-    context.update(role=role_of(request.user), nav="fleet", strategies=STRATEGIES,
+    context.update(nav="fleet", strategies=STRATEGIES,
                    pins=session_pins(session_id=session.pk), fault_form=FaultInjectionForm())
     return render(request, "sessions_app/session_detail.html", context)
 
@@ -126,33 +117,23 @@ def compact_now(request, pk: int):
 def fleet_start(request):
     """Start simulated sessions: scenario, count, provider, policy, pacing, and optionally a context window (blank:
     the window the scenario suggests)."""
-    form = request.POST
-    try:
-        count = int(form.get("count", "1"))
-        speed = float(form["turns_per_minute"]) if form.get("turns_per_minute", "").strip() else None
-        window = int(form["context_window"]) if form.get("context_window", "").strip() else None
-        provider = Provider.objects.get(pk=int(form.get("provider", "0")))
-        policy = CompactionPolicy.objects.get(pk=int(form.get("policy", "0")))
-    except (ValueError, Provider.DoesNotExist, CompactionPolicy.DoesNotExist):
-        messages.error(request, "Choose a provider, a policy, whole numbers of sessions and tokens, a numeric speed.")
+    form = FleetStartForm(request.POST, scenarios=list_scenarios())
+    if not form.is_valid():
+        messages.error(request, form.first_error())
         return redirect("fleet")
-    scenario = form.get("scenario", "")
-    if scenario not in list_scenarios() or not 1 <= count <= MAX_FLEET or (speed is not None and speed <= 0):
-        messages.error(request, f"Choose a known scenario, 1 to {MAX_FLEET} sessions and a positive speed.")
-        return redirect("fleet")
-    if window is not None and window < MIN_WINDOW:
-        messages.error(request, f"A context window needs at least {MIN_WINDOW:,} tokens.")
-        return redirect("fleet")
+    data = form.cleaned_data
+    scenario, count = data["scenario"], data["count"]
     try:
         fleet_runtime.do_start_fleet(
-            scenario=scenario, count=count, provider=provider, policy=policy, turns_per_minute=speed,
-            loop=form.get("loop") == "on", context_window=window, actor=request.user,
+            scenario=scenario, count=count, provider=data["provider"], policy=data["policy"],
+            turns_per_minute=data["turns_per_minute"], loop=data["loop"], context_window=data["context_window"],
+            actor=request.user,
         )
     except ValueError as exc:
         messages.error(request, str(exc))
         return redirect("fleet")
     messages.success(request, f"Started {count} × {scenario}.")
-    return redirect(_back(request, reverse("fleet")))
+    return redirect(safe_next(request, reverse("fleet")))
 
 
 @require_POST
@@ -182,4 +163,4 @@ def run_action(request, pk: int, action: str):
         return HttpResponse(live_render.fleet_row(session_id=session.pk))
     if error:
         messages.error(request, error)
-    return redirect(_back(request, reverse("fleet")))
+    return redirect(safe_next(request, reverse("fleet")))

@@ -6,62 +6,26 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse, HttpResponseRedirect
-from django.shortcuts import render
-from django.urls import NoReverseMatch, reverse
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.http import HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
-from compactweb.roles import OPERATOR, SUPPORT, role_of, role_required
+from compactweb.roles import OPERATOR, SUPPORT, role_required
 from sessions_app.codex_rollout import RolloutImportError
 from sessions_app.compactions import rollback
 from sessions_app.models import Session
 from sessions_app.rollout.lease import SessionBusy
 from sessions_app.transfer import services as transfer
+from sessions_app.web.forms import AuditFilterForm, ImportRolloutForm, ReasonForm, ReplayForm
+from sessions_app.web.shortcuts import safe_next
 
 AUDIT_PAGE_SIZE = 50
 
 
 def _context(request, nav: str, **extra):
-    return {"role": role_of(request.user), "nav": nav, **extra}
-
-
-def _int(value) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _safe_next(request, fallback: str) -> str:
-    target = request.POST.get("next") or request.GET.get("next") or ""
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                                  require_https=request.is_secure()):
-        return target
-    return fallback
-
-
-def _url(name: str, *args, default: str = "/") -> str:
-    """Reverse a page that another part of the UI may or may not provide yet."""
-    try:
-        return reverse(name, args=args)
-    except NoReverseMatch:
-        return default
-
-
-def _compaction_or_404(pk: int) -> Compaction:
-    try:
-        return Compaction.objects.select_related("session").get(pk=pk)
-    except Compaction.DoesNotExist:
-        raise Http404(f"compaction {pk} does not exist") from None
-
-
-def _session_or_404(pk: int) -> Session:
-    try:
-        return Session.objects.select_related("provider", "policy", "origin").get(pk=pk)
-    except Session.DoesNotExist:
-        raise Http404(f"session {pk} does not exist") from None
+    return {"nav": nav, **extra}
 
 
 # --- audit log -----------------------------------------------------------------------------------------------------
@@ -71,12 +35,10 @@ def _session_or_404(pk: int) -> Session:
 def audit_log(request):
     """Every compaction, rollback, redo, thread rollback, import, replay and configuration change: who, when, why."""
     entries = AuditEntry.objects.select_related("actor", "session", "compaction")
-    action = request.GET.get("action") or ""
-    if action in AuditEntry.Action.values:
+    filters = AuditFilterForm(request.GET).filters()
+    action, session_id = filters["action"], filters["session"]
+    if action:
         entries = entries.filter(action=action)
-    else:
-        action = ""
-    session_id = _int(request.GET.get("session"))
     if session_id is not None:
         entries = entries.filter(session_id=session_id)
     page = Paginator(entries, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
@@ -91,21 +53,25 @@ def audit_log(request):
 
 
 def _after_rollback(request, compaction: Compaction) -> str:
-    fallback = _url("compaction_detail", compaction.pk, default=_url("session_detail", compaction.session_id))
-    return _safe_next(request, fallback)
+    return safe_next(request, reverse("compaction_detail", args=[compaction.pk]))
+
+
+def _reason(request) -> str:
+    form = ReasonForm(request.POST)
+    return form.cleaned_data["reason"] if form.is_valid() else ""
 
 
 @role_required(SUPPORT)
 @require_http_methods(["GET", "POST"])
 def compaction_rollback(request, pk: int):
     """GET: confirm, showing the later compactions the rollback also undoes. POST: roll back, with a reason."""
-    compaction = _compaction_or_404(pk)
+    compaction = get_object_or_404(Compaction.objects.select_related("session"), pk=pk)
     if request.method == "GET":
         return render(request, "sessions_app/rollback_confirm.html", _context(
             request, "fleet", compaction=compaction, preview=rollback.rollback_preview(compaction),
-            next=_safe_next(request, ""),
+            next=safe_next(request, ""),
         ))
-    reason = (request.POST.get("reason") or "").strip()[:2000]
+    reason = _reason(request)
     try:
         result = rollback.do_rollback_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
     except (SessionBusy, rollback.RollbackRefused) as exc:
@@ -120,8 +86,8 @@ def compaction_rollback(request, pk: int):
 @role_required(SUPPORT)
 @require_POST
 def compaction_redo(request, pk: int):
-    compaction = _compaction_or_404(pk)
-    reason = (request.POST.get("reason") or "").strip()[:2000]
+    compaction = get_object_or_404(Compaction.objects.select_related("session"), pk=pk)
+    reason = _reason(request)
     try:
         result = rollback.do_redo_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
     except (SessionBusy, rollback.RollbackRefused) as exc:
@@ -149,18 +115,18 @@ def import_rollout(request):
     )
     if request.method == "GET":
         return render(request, "sessions_app/import.html", context)
-    upload = request.FILES.get("file")
-    if upload is None:
-        context["errors"] = {"message": "Choose a rollout file (.jsonl) to import.", "lines": []}
+    form = ImportRolloutForm(request.POST, request.FILES)
+    if not form.is_valid():
+        first = next(iter(form.errors.values()))[0]
+        context["errors"] = {"message": first, "lines": []}
         return render(request, "sessions_app/import.html", context, status=400)
-    provider = Provider.objects.filter(pk=_int(request.POST.get("provider"))).first()
-    policy = CompactionPolicy.objects.filter(pk=_int(request.POST.get("policy"))).first()
+    data = form.cleaned_data
+    upload = data["file"]
     try:
         result = transfer.do_import_rollout(
             lines=upload.read().splitlines(keepends=True), source_name=upload.name or "upload",
-            title=(request.POST.get("title") or "").strip() or None, provider=provider, policy=policy,
-            new_thread_id=bool(request.POST.get("new_thread_id")), actor=request.user,
-            strict=bool(request.POST.get("strict")),
+            title=data["title"] or None, provider=data["provider"], policy=data["policy"],
+            new_thread_id=data["new_thread_id"], actor=request.user, strict=data["strict"],
         )
     except RolloutImportError as exc:
         context["errors"] = {"message": str(exc), "lines": exc.errors[:50], "more": max(0, len(exc.errors) - 50)}
@@ -176,7 +142,7 @@ def import_rollout(request):
                     f"(first: line {first.line_no}, {first.reason})")
     messages.success(request, f"Imported {upload.name} as session #{result.session.pk}: {result.lines_imported} "
                      f"rollout lines, {result.compactions} compaction(s){skipped}.")
-    return HttpResponseRedirect(_url("session_detail", result.session.pk, default=reverse("import_rollout")))
+    return HttpResponseRedirect(reverse("session_detail", args=[result.session.pk]))
 
 
 # --- replay and comparison -----------------------------------------------------------------------------------------
@@ -187,13 +153,13 @@ def import_rollout(request):
 def replay_compare(request, pk: int):
     """A session's replays under other policies next to it (or, for a replay, next to its original), and a form to
     start another replay."""
-    session = _session_or_404(pk)
+    session = get_object_or_404(Session.objects.select_related("provider", "policy", "origin"), pk=pk)
     if request.method == "POST":
-        policy = CompactionPolicy.objects.filter(pk=_int(request.POST.get("policy"))).first()
-        provider = Provider.objects.filter(pk=_int(request.POST.get("provider"))).first()
-        if policy is None:
+        form = ReplayForm(request.POST)
+        if not form.is_valid():
             messages.error(request, "Choose the policy to replay under.")
             return HttpResponseRedirect(reverse("replay_compare", args=[session.pk]))
+        policy, provider = form.cleaned_data["policy"], form.cleaned_data["provider"]
         result = transfer.do_replay_session(session_id=session.pk, policy=policy, provider=provider,
                                             actor=request.user)
         failed = f"; {len(result.failures)} compaction(s) failed" if result.failures else ""
@@ -208,5 +174,5 @@ def replay_compare(request, pk: int):
     return render(request, "sessions_app/replay_compare.html", _context(
         request, "fleet", session=session, comparisons=comparisons,
         policies=CompactionPolicy.objects.order_by("name"), providers=Provider.objects.order_by("name"),
-        session_url=_url("session_detail", session.pk, default=""),
+        session_url=reverse("session_detail", args=[session.pk]),
     ))
