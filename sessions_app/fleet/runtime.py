@@ -31,8 +31,10 @@ from django.db.models import F
 
 from compaction_app.config_services import derived_provider
 from compaction_app.models import CompactionPolicy, Provider
+from sessions_app.compactions.queue import has_queued
 from sessions_app.models import Session, SimulatorRun
 from sessions_app.rollout import lease as locks
+from sessions_app.rollout.events import publish_transient
 from sessions_app.rollout.services import do_create_session
 from sessions_app.simulator import (
     ContextWindowIds,
@@ -219,8 +221,6 @@ def _transition(action: str, run_id: int | None, now: float | None) -> int:
 def _announce(action: str, session_ids: list[int]) -> None:
     """Tell every page watching these sessions that their run changed (no rollout line records it): the fleet
     board re-reads the rows and the session pages their run card, at once."""
-    from sessions_app.rollout.events import publish_transient
-
     seqs = dict(Session.objects.filter(pk__in=session_ids).values_list("pk", "last_seq"))
     for session_id in session_ids:
         publish_transient(session_id=session_id, after_seq=seqs.get(session_id, 0), kind=f"run.{PAST[action]}",
@@ -438,8 +438,6 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
 
 
 def _acquire_and_prepare(session_id: int, now: float) -> tuple[locks.Lease, tuple | None]:
-    from sessions_app.compactions.queue import has_queued
-
     if has_queued(session_id=session_id):  # an operator's compaction waits for the session: it goes first
         raise locks.SessionBusy(session_id=session_id, purpose="queued compaction")
     lease = locks.acquire(session_id=session_id, purpose=STEP_LEASE_PURPOSE)

@@ -13,6 +13,7 @@ from typing import Any
 from django import template
 
 from compaction_app.engine import items as it
+from compaction_app.engine.stuck import stuck_reason
 from compaction_app.engine.vocabulary import IMPLEMENTATIONS, Strategy
 from sessions_app.live.token_chart import short_tokens
 
@@ -198,8 +199,6 @@ def not_reducing(attempt: Any) -> bool:
 @register.filter
 def stuck(attempt: Any) -> str | None:
     """Why a session cannot go on, from its newest compaction attempt (compaction_app.engine.stuck), or None."""
-    from compaction_app.engine.stuck import stuck_reason
-
     return stuck_reason(attempt if isinstance(attempt, dict) else None)
 
 

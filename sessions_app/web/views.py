@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.compactions.alerts import recent_alerts
+from sessions_app.compactions.queue import CompactionRequestRefused, request_manual_compaction
 from sessions_app.compactions.retention import session_pins
 from sessions_app.fleet import runtime as fleet_runtime
 from sessions_app.fleet.filter import STATES, FleetFilter
@@ -85,8 +86,6 @@ def session_live(request, pk: int):
 def compact_now(request, pk: int):
     """Start a manual compaction, or queue it behind the running step; progress and the result arrive over the
     session's websocket. A refusal is answered with the form and its reason (htmx swaps 4xx, see base.html)."""
-    from sessions_app.compactions.queue import CompactionRequestRefused, request_manual_compaction
-
     session = _session_or_404(pk)
     strategy = request.POST.get("strategy", "")
     instructions = request.POST.get("instructions", "").strip()
