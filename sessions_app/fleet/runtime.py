@@ -33,8 +33,8 @@ from compaction_app.config_services import derived_provider
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.compactions.queue import has_queued
 from sessions_app.models import Session, SimulatorRun
+from sessions_app.rollout import events
 from sessions_app.rollout import lease as locks
-from sessions_app.rollout.events import publish_transient
 from sessions_app.rollout.services import do_create_session
 from sessions_app.simulator import (
     ContextWindowIds,
@@ -223,7 +223,7 @@ def _announce(action: str, session_ids: list[int]) -> None:
     board re-reads the rows and the session pages their run card, at once."""
     seqs = dict(Session.objects.filter(pk__in=session_ids).values_list("pk", "last_seq"))
     for session_id in session_ids:
-        publish_transient(session_id=session_id, after_seq=seqs.get(session_id, 0), kind=f"run.{PAST[action]}",
+        events.publish_transient(session_id=session_id, after_seq=seqs.get(session_id, 0), kind=f"run.{PAST[action]}",
                           detail={"action": action})
 
 
