@@ -228,6 +228,28 @@ class RolloutLine(models.Model):
         }
 
 
+class StagedRolloutLine(models.Model):
+    """A rollout line of an import still in progress (issue 13, item 5). A big import writes its lines here in short
+    batch transactions, then installs them into the append-only rollout with one INSERT ... SELECT and deletes them;
+    a failed import deletes its staged lines, so it never leaves a rollout line behind. Not append-only."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    seq = models.PositiveBigIntegerField()
+    timestamp = models.DateTimeField()
+    kind = models.CharField(max_length=32)
+    payload = models.JSONField()
+    tokens = models.PositiveBigIntegerField(default=0)
+    item_tokens = models.JSONField(null=True, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="stagedrolloutline_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq} {self.kind} (staged)"
+
+
 class ContextWindow(models.Model):
     """A context window of a session (spec §9): opened at start, and by every line that changes the window id."""
 

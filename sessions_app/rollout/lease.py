@@ -62,11 +62,13 @@ class SessionReadOnly(SessionBusy):
 
 
 FOLLOWED_SOURCE = "followed"
+IMPORTING_SOURCE = "importing"  # a Codex rollout still importing (sessions_app.transfer): nothing else writes to it
+READ_ONLY_SOURCES = (FOLLOWED_SOURCE, IMPORTING_SOURCE)
 
 
 def refuse_if_followed(*, session_id: int) -> None:
-    """Raise SessionReadOnly for a followed session."""
-    if Session.objects.filter(pk=session_id, source=FOLLOWED_SOURCE).exists():
+    """Raise SessionReadOnly for a followed session (or one still importing)."""
+    if Session.objects.filter(pk=session_id, source__in=READ_ONLY_SOURCES).exists():
         raise SessionReadOnly(session_id=session_id)
 
 
@@ -103,7 +105,7 @@ def acquire(*, session_id: int, purpose: str, ttl: timedelta | None = None) -> L
     now = timezone.now()
     holder = uuid.uuid4().hex
     lease_fields = {"lease_holder": holder, "lease_purpose": purpose, "lease_expires_at": now + ttl}
-    sessions = Session.objects.exclude(source=FOLLOWED_SOURCE)
+    sessions = Session.objects.exclude(source__in=READ_ONLY_SOURCES)
     with transaction.atomic():
         # The common case, a free session, is one conditional UPDATE; only a held lease is checked for expiry.
         taken = sessions.filter(pk=session_id, lease_holder="").update(**lease_fields)

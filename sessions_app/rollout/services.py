@@ -21,7 +21,7 @@ from compaction_app.engine.items import Item, is_model_generated
 from compaction_app.engine.tokens import TokenCounter, counter
 from compaction_app.engine.windows import new_window_id
 from compaction_app.models import CompactionPolicy, Provider
-from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
+from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session, StagedRolloutLine
 from sessions_app.rollout import projection as p
 from sessions_app.rollout import selectors
 from sessions_app.rollout.lease import refuse_if_followed
@@ -129,6 +129,9 @@ class _AppendStatements:
         self.line_fields = [RolloutLine._meta.get_field(n) for n in
                             ("session", "seq", "timestamp", "kind", "payload", "tokens", "item_tokens", "actor")]
         self.insert_line = self._insert(RolloutLine, self.line_fields, quote)
+        self.stage_fields = [StagedRolloutLine._meta.get_field(n) for n in
+                             ("session", "seq", "timestamp", "kind", "payload", "tokens", "item_tokens", "actor")]
+        self.insert_stage = self._insert(StagedRolloutLine, self.stage_fields, quote)
         self.live_fields = [LiveItem._meta.get_field(n) for n in
                             ("session", "position", "item", "tokens", "source_seq", "model_generated")]
         self.insert_live = self._insert(LiveItem, self.live_fields, quote)
@@ -177,7 +180,8 @@ def _append_statements(connection) -> _AppendStatements:
 
 @transaction.atomic
 def append_rollout_lines(
-    *, session: Session, lines: Sequence[NewLine], actor=None, release_lease: str | None = None
+    *, session: Session, lines: Sequence[NewLine], actor=None, release_lease: str | None = None,
+    staged: bool = False, publish: bool = True,
 ) -> list[RolloutLine]:
     """Append lines to a session's rollout and update the cached projection, in one transaction.
 
@@ -185,7 +189,9 @@ def append_rollout_lines(
     next window (spec §9). Cost is O(lines) plus O(replacement) for lines that install a history, never O(history).
     `session` is refreshed with the new live state. The provider and policy are the ones `session` carries (loaded
     once by the caller, e.g. once per turn). `release_lease`: a lease holder whose lease this same write releases
-    (the last write of a turn), if it still holds it.
+    (the last write of a turn), if it still holds it. `staged`: the lines go to the import's staging table
+    (StagedRolloutLine, installed later by `install_staged_lines`), not the rollout; `publish=False`: no live
+    event (an import publishes its own bounded events).
     """
     connection = transaction.get_connection()
     sql = _append_statements(connection)
@@ -235,7 +241,7 @@ def append_rollout_lines(
             )
         header = next_header
     actor_id = getattr(actor, "pk", actor)
-    sql.insert(cursor, sql.insert_line, sql.line_fields, [
+    sql.insert(cursor, *((sql.insert_stage, sql.stage_fields) if staged else (sql.insert_line, sql.line_fields)), [
         (session.pk, r.seq, r.timestamp, r.kind, r.payload, r.tokens, r.item_tokens, actor_id) for r in rows])
     if replaced:
         LiveItem.objects.filter(session=session).delete()
@@ -253,6 +259,8 @@ def append_rollout_lines(
         session.lease_holder, session.lease_purpose, session.lease_expires_at = "", "", None
     sql.write_header(cursor, session.pk, changes)
     cursor.close()
+    if not publish:
+        return rows
     described = [(r.seq, r.kind, r.payload.get("type") if r.kind == p.EVENT_MSG else None) for r in rows]
     # The summary is taken now, from the columns this transaction locked and wrote, so publishing reads nothing back.
     summary = selectors.session_summary(session=session)
@@ -261,6 +269,22 @@ def append_rollout_lines(
         sender=Session, session_id=session_id, seqs=seqs, lines=described, summary=summary,
     ))
     return rows
+
+
+def install_staged_lines(*, session_id: int) -> int:
+    """Move an import's staged lines into the append-only rollout with one INSERT ... SELECT and delete them from
+    the stage, in the caller's transaction. Returns how many lines were installed."""
+    connection = transaction.get_connection()
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(RolloutLine._meta.get_field(n).column) for n in
+                        ("session", "seq", "timestamp", "kind", "payload", "tokens", "item_tokens", "actor"))
+    stage, rollout = quote(StagedRolloutLine._meta.db_table), quote(RolloutLine._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {rollout} ({columns}) SELECT {columns} FROM {stage} "
+                       f"WHERE {quote('session_id')} = %s ORDER BY {quote('seq')}", [session_id])
+        installed = cursor.rowcount
+        cursor.execute(f"DELETE FROM {stage} WHERE {quote('session_id')} = %s", [session_id])
+    return installed
 
 
 def append_rollout_line(*, session: Session, kind: str, payload: dict[str, Any], actor=None) -> RolloutLine:

@@ -93,10 +93,10 @@ def _import_new(path: Path, key: str, provider, policy) -> SyncResult:
         return SyncResult(key, "waiting", detail="no complete first line yet")
     new = read_new_lines(path, 0)
     try:
-        with transaction.atomic():
-            result = transfer.do_import_rollout(lines=new.lines, source_name=path.name, provider=provider,
-                                                policy=policy, follow_path=key)
-            CodexSource.objects.filter(session=result.session).update(offset=new.offset, head=head_digest(head))
+        # Committed in batches; the offset and head land with the import's last transaction.
+        result = transfer.do_import_rollout(lines=new.lines, source_name=path.name, provider=provider,
+                                            policy=policy, follow_path=key, follow_offset=new.offset,
+                                            follow_head=head_digest(head))
     except transfer.AlreadyImported as exc:
         return SyncResult(key, "refused", exc.session_id, detail=str(exc))
     except (RolloutImportError, transfer.TransferRefused) as exc:

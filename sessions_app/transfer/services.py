@@ -57,16 +57,34 @@ from sessions_app.compactions.services import (
     CompactionRefused,
     do_compact_session,
 )
-from sessions_app.models import CodexSource, RolloutLine, Session
+from sessions_app.models import (
+    CodexSource,
+    CodexSourceLine,
+    ContextWindow,
+    LiveItem,
+    RolloutLine,
+    Session,
+    StagedRolloutLine,
+)
 from sessions_app.rollout import projection as p
-from sessions_app.rollout.lease import LeaseLost, SessionBusy
+from sessions_app.rollout import selectors as rollout_selectors
+from sessions_app.rollout.events import publish_transient
+from sessions_app.rollout.lease import IMPORTING_SOURCE, LeaseLost, SessionBusy
 from sessions_app.rollout.selectors import rollout_line_dicts
-from sessions_app.rollout.services import NewLine, append_rollout_lines, do_append_items, do_create_session
+from sessions_app.rollout.services import (
+    NewLine,
+    append_rollout_lines,
+    do_append_items,
+    do_create_session,
+    install_staged_lines,
+)
+from sessions_app.rollout.signals import rollout_appended
 from sessions_app.rollout.validation import ItemValidationError, validate_item, validate_items
 from sessions_app.transfer import codex_sources
 
 IMPORTED = "imported"
 FOLLOWED = "followed"
+IMPORTING = IMPORTING_SOURCE  # an import in progress: read-only, replaced by IMPORTED/FOLLOWED when it lands
 REPLAY = "replay"
 # Kinds a `compactweb_line` marker event restores on import (see sessions_app.codex_rollout.export).
 _RESTORABLE_WITH_HISTORY = frozenset({p.ROLLBACK, p.REDO})
@@ -499,6 +517,8 @@ def do_import_rollout(
     actor=None,
     strict: bool = False,
     follow_path: str = "",
+    follow_offset: int = 0,
+    follow_head: str = "",
 ) -> ImportResult:
     """Import one Codex rollout as a new session (source "imported", or "followed" with `follow_path`), all or
     nothing in the database (spec §15, §8.2; issue 13).
@@ -510,7 +530,15 @@ def do_import_rollout(
     Compactions are labelled from the rollout (sessions_app.codex_rollout.labels) and the session gets the
     context window Codex reported. Raises AlreadyImported when a session with the rollout's thread id exists
     (unless `new_thread_id`, which imports under a fresh id and keeps the original as `forked_from_id`),
-    TransferRefused when no provider or policy is configured.
+    TransferRefused when no provider or policy is configured. A followed file's byte offset and head
+    (`follow_offset`, `follow_head`) are stored in the import's last transaction.
+
+    Big files (issue 13, item 5): the file is read and written IMPORT_CHUNK_LINES lines at a time, each batch in
+    its own short transaction, into a staging table (StagedRolloutLine; the session is read-only, source
+    "importing", meanwhile), so other writers get the database between batches. The last short transaction
+    installs the staged lines into the append-only rollout with one INSERT ... SELECT, with the compactions and
+    the audit entry; a failure anywhere removes the session and everything staged (`discard_import`), so an
+    import lands whole or leaves nothing. Live events: one progress event per batch and one lines event.
     """
     chunks = _chunks(lines, IMPORT_CHUNK_LINES)
     first_chunk = next(chunks, [])
@@ -543,34 +571,53 @@ def do_import_rollout(
     if new_thread_id:
         meta_payload["forked_from_id"] = str(original_id)
     state = _ImportStream(strict=strict, source_name=source_name)
+    final_source = FOLLOWED if follow_path else IMPORTED
     try:
+        # Short transaction 1: the session (read-only while it imports: source "importing"), its first line staged.
         with transaction.atomic():
             session = Session.objects.create(
                 title=_title(parsed, title), provider=provider, policy=policy,
-                base_instructions=_base_text(meta), thread_id=thread_id, model=provider.model,
-                source=FOLLOWED if follow_path else IMPORTED,
+                base_instructions=_base_text(meta), thread_id=thread_id, model=provider.model, source=IMPORTING,
             )
             meta_rows = append_rollout_lines(
-                session=session, lines=[NewLine(p.SESSION_META, meta_payload, meta_time)], actor=actor)
+                session=session, lines=[NewLine(p.SESSION_META, meta_payload, meta_time)], actor=actor,
+                staged=True, publish=False)
             source = codex_sources.store_source(
                 session=session, name=_file_name(source_name), raw=[], seq_by_line={}, problems=[],
                 path=follow_path,
             )
-            state.seq_by_line[meta_line_no] = meta_rows[0].seq
+    except IntegrityError:
+        # Another import of the same thread won the race for the unique thread id.
+        existing = Session.objects.filter(thread_id=thread_id).values_list("pk", flat=True).first()
+        if existing is None:
+            raise
+        raise AlreadyImported(thread_id=str(thread_id), session_id=existing) from None
+    try:
+        state.seq_by_line[meta_line_no] = meta_rows[0].seq
+        # One short transaction per batch of lines, staged (not yet in the append-only rollout): other writers get
+        # the database between batches.
+        with transaction.atomic():
             state.feed(session=session, source=source, raw=raw, parsed=parsed, actor=actor)
-            next_no = len(raw) + 1
-            for chunk in chunks:
-                raw = split_raw_lines(chunk)
+        import_batch_committed(session_id=session.pk, lines_read=state.source_lines)
+        next_no = len(raw) + 1
+        for chunk in chunks:
+            raw = split_raw_lines(chunk)
+            with transaction.atomic():
                 parsed = state.parse(raw, first_line_no=next_no)
                 state.feed(session=session, source=source, raw=raw, parsed=parsed, actor=actor)
-                next_no += len(raw)
+            import_batch_committed(session_id=session.pk, lines_read=state.source_lines)
+            next_no += len(raw)
+        # The last short transaction: install the staged lines into the rollout, then the compactions and labels.
+        with transaction.atomic():
             state.finish(session=session, actor=actor)
             if state.errors:
                 raise _StrictRefusal(RolloutImportError(state.errors, source_name=source_name))
+            install_staged_lines(session_id=session.pk)
             window = state.labeler.window
             CodexSource.objects.filter(pk=source.pk).update(
-                context_window=window, problems=[x.as_dict() for x in sorted(state.problems, key=_line_of)])
-            updates = {"provider": provider_for_window(provider, window)}
+                context_window=window, problems=[x.as_dict() for x in sorted(state.problems, key=_line_of)],
+                **({"offset": follow_offset, "head": follow_head} if follow_path else {}))
+            updates = {"provider": provider_for_window(provider, window), "source": final_source}
             if not title and session.title.startswith(UNTITLED_PREFIX) and state.title:
                 updates["title"] = state.title
             Session.objects.filter(pk=session.pk).update(**updates)
@@ -594,23 +641,57 @@ def do_import_rollout(
                 reason=f"imported {source_name or 'a rollout'}",
                 detail={k: v for k, v in result.as_dict().items() if k not in ("session", "problems")},
             )
-    except _StrictRefusal as refusal:
-        raise refusal.error from None
-    except (p.ProjectionError, ValueError) as exc:
-        # Lines that parse but cannot be folded (e.g. an edited compactweb_line marker); the transaction rolled back.
-        raise TransferRefused(f"the rollout cannot be imported: {exc}", code="invalid_rollout") from None
-    except IntegrityError:
-        # Another import of the same thread won the race for the unique thread id.
-        existing = Session.objects.filter(thread_id=thread_id).values_list("pk", flat=True).first()
-        if existing is None:
-            raise
-        raise AlreadyImported(thread_id=str(thread_id), session_id=existing) from None
+            session.refresh_from_db()
+            _publish_imported(session)
+    except BaseException as exc:
+        discard_import(session_id=session.pk)
+        if isinstance(exc, _StrictRefusal):
+            raise exc.error from None
+        if isinstance(exc, (p.ProjectionError, ValueError)):
+            # Lines that parse but cannot be folded (e.g. an edited compactweb_line marker).
+            raise TransferRefused(f"the rollout cannot be imported: {exc}", code="invalid_rollout") from None
+        raise
     session.refresh_from_db()
     return result
 
 
-# A big file is read, converted and written this many lines at a time (constant memory; issue 13, item 5).
+# A big file is read, converted and written this many lines at a time, each batch in its own short transaction
+# (constant memory, other writers get in between; issue 13, item 5).
 IMPORT_CHUNK_LINES = 5000
+IMPORT_PROGRESS = "import_progress"
+
+
+def import_batch_committed(*, session_id: int, lines_read: int) -> None:
+    """A batch of an import is committed (staged): one live progress event per batch, never one per line."""
+    publish_transient(session_id=session_id, after_seq=0, kind=IMPORT_PROGRESS, detail={"lines_read": lines_read})
+
+
+def _publish_imported(session: Session) -> None:
+    """One live event for the whole import once it is installed: the new session's summary, its first and last line
+    (a page renders everything up to the summary's last seq)."""
+    summary = rollout_selectors.session_summary(session=session)
+    lines = RolloutLine.objects.filter(session=session).values_list("seq", "kind", "payload")
+    ends = {x[0]: x for x in (lines.order_by("seq").first(), lines.order_by("-seq").first()) if x is not None}
+    described = [(seq, kind, payload.get("type") if kind == p.EVENT_MSG else None)
+                 for seq, kind, payload in (ends[k] for k in sorted(ends))]
+    session_id = session.pk
+    transaction.on_commit(lambda: rollout_appended.send(
+        sender=Session, session_id=session_id, seqs=[x[0] for x in described], lines=described, summary=summary))
+
+
+def discard_import(*, session_id: int) -> None:
+    """Remove everything a failed import staged: its session, staged lines, live items, windows and source file
+    lines. The append-only rollout holds nothing of it (lines are installed only in the import's last
+    transaction, which rolled back)."""
+    with transaction.atomic():
+        if RolloutLine.objects.filter(session_id=session_id).exists():
+            return  # installed: never delete rollout lines (cannot happen: install and success share one commit)
+        CodexSourceLine.objects.filter(source__session_id=session_id).delete()
+        CodexSource.objects.filter(session_id=session_id).delete()
+        StagedRolloutLine.objects.filter(session_id=session_id).delete()
+        LiveItem.objects.filter(session_id=session_id).delete()
+        ContextWindow.objects.filter(session_id=session_id).delete()
+        Session.objects.filter(pk=session_id).delete()
 
 
 class _StrictRefusal(Exception):
@@ -722,7 +803,7 @@ class _ImportStream:
         self.problems.extend(problems)
         if self.errors or not new_lines:
             return  # strict and refused: the transaction rolls back at the end; nothing more to write
-        rows = append_rollout_lines(session=session, lines=new_lines, actor=actor)
+        rows = append_rollout_lines(session=session, lines=new_lines, actor=actor, staged=True, publish=False)
         self.rows += len(rows)
         self.seq_by_line.update(zip(numbers, (r.seq for r in rows), strict=True))
         self.compaction_rows += [r for r in rows if r.kind in (p.COMPACTED, p.ROLLBACK, p.REDO)]

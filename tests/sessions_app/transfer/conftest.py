@@ -25,9 +25,20 @@ def rollout_bytes() -> Callable[[str], bytes]:
 def row_counts() -> Callable[[], dict]:
     """Every table an import writes to, counted."""
     from compaction_app.models import AuditEntry, Compaction
-    from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
+    from sessions_app.models import (
+        CodexSource,
+        CodexSourceLine,
+        ContextWindow,
+        LiveItem,
+        RolloutLine,
+        Session,
+        StagedRolloutLine,
+    )
+
+    tables = (Session, RolloutLine, StagedRolloutLine, LiveItem, ContextWindow, Compaction, AuditEntry, CodexSource,
+              CodexSourceLine)
 
     def counts() -> dict:
-        return {m.__name__: m.objects.count() for m in (Session, RolloutLine, LiveItem, ContextWindow, Compaction, AuditEntry)}
+        return {m.__name__: m.objects.count() for m in tables}
 
     return counts
