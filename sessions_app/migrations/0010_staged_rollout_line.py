@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0008_queued_compaction'),
+        ('sessions_app', '0009_session_tools'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
