@@ -80,7 +80,12 @@ async def test_a_live_page_stays_in_its_group_past_the_group_expiry(ws_for, oper
     await comm.disconnect()
 
 
-async def test_a_closed_page_leaves_its_groups(ws_for, operator_user, session, layer):
+async def test_a_closed_page_leaves_its_groups(ws_for, operator_user, session, settings):
+    # Group membership is read from the in-memory layer's own table; tests/scale_out covers the same on Redis
+    # (a killed web process's channels leave the groups within the expiry).
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.clear()
+    layer = get_channel_layer()
     pages = [await ws_for(operator_user, f"/ws/sessions/{session.pk}/"), await ws_for(operator_user, "/ws/fleet/")]
     for page in pages:
         ok, _ = await page.connect()
