@@ -32,7 +32,7 @@ from django.db.models import F
 from compaction_app.config_services import derived_provider
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.compactions.queue import has_queued
-from sessions_app.models import Session, SimulatorRun
+from sessions_app.models import RolloutLine, Session, SimulatorRun
 from sessions_app.rollout import events
 from sessions_app.rollout import lease as locks
 from sessions_app.rollout.services import do_create_session
@@ -58,6 +58,7 @@ CLAIM_SECONDS = 120.0
 # A step that found its session busy (a manual compaction, an API turn) tries again after this.
 BUSY_RETRY_SECONDS = 1.0
 STEP_LEASE_PURPOSE = "turn"
+STEP_LOOKBACK_LINES = 2_000  # how far back a started step's turn_context is looked for (an indexed seq range)
 DEMO_FLEET = ("many-short-turns", "fix-failing-test", "model-downshift", "token-budget-long-task")
 
 Status = SimulatorRun.Status
@@ -358,12 +359,31 @@ def _prepare_step(session_id: int, now: float) -> tuple[SimulatorRun, Session, S
         return run, run.session, None, None, {}  # type: ignore[return-value]
     script = ScenarioRun.from_state(run.state)
     step = script.peek()
+    if step is not None and _step_started(run.session, step.number):
+        # The worker that ran this step died after its turn began and before the step was saved (SIGKILL, a lost
+        # ack): a scenario step never runs a second turn, so it counts as done and the next one runs instead.
+        script.advance(now=now)
+        script.turn_finished(now)
+        SimulatorRun.objects.filter(pk=run.pk).update(state={**run.state, **script.state()},
+                                                      steps_done=F("steps_done") + 1)
+        step = script.peek()
     if step is None:
         _finish(run, script, now)
         return run, run.session, script, None, {}
     session, state = _apply_events(run, run.session, step)
     script.advance(now=now)
     return run, session, script, step, state
+
+
+def _step_started(session: Session, number: int) -> bool:
+    """Whether the rollout already holds the turn of scenario step `number`: the newest step-numbered
+    `turn_context` among the session's last lines names it (or a later step)."""
+    recent = RolloutLine.objects.filter(session_id=session.pk, kind="turn_context",
+                                        seq__gt=max(0, session.last_seq - STEP_LOOKBACK_LINES)).order_by("-seq")
+    for payload in recent.values_list("payload", flat=True)[:8]:
+        if isinstance(payload, dict) and isinstance(payload.get("step"), int):
+            return payload["step"] >= number
+    return False
 
 
 def _finish(run: SimulatorRun, script: ScenarioRun, now: float) -> None:

@@ -135,6 +135,21 @@ def test_a_non_looping_run_finishes_after_its_last_turn(provider, policy):
     assert fleet.do_run_step(session_id=run.session_id).status == "skipped"
 
 
+def test_a_step_whose_worker_died_before_saving_it_is_never_run_a_second_time(provider, policy):
+    run = start(provider, policy)[0]
+    saved_before = SimulatorRun.objects.get(pk=run.pk).state
+    assert fleet.do_run_step(session_id=run.session_id).status == "ran"
+    # The worker died after the turn was written and before the step was saved: the run's state is the old one.
+    SimulatorRun.objects.filter(pk=run.pk).update(state=saved_before, steps_done=0)
+
+    assert fleet.do_run_step(session_id=run.session_id).step == 1
+
+    steps = [line.payload["step"] for line in RolloutLine.objects.filter(
+        session_id=run.session_id, kind="turn_context", payload__has_key="step").order_by("seq")]
+    assert steps == [0, 1]
+    assert SimulatorRun.objects.get(pk=run.pk).steps_done == 2
+
+
 def test_a_step_finds_its_session_busy_and_retries_shortly(provider, policy):
     run = start(provider, policy)[0]
     lease = locks.acquire(session_id=run.session_id, purpose="compaction")
