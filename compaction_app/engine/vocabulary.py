@@ -149,10 +149,10 @@ class PinMode(StrEnum):
 # `Strategy.TOKEN_BUDGET` with `Implementation.TOKEN_BUDGET`.
 _STRATEGY_LABELS = {
     "local": "local summarisation",
-    "remote_v1": "remote v1 (/responses/compact)",
-    "remote_v2": "remote v2 (compaction_trigger)",
-    "token_budget": "token budget (new context window)",
-    "masking": "observation masking (compactweb; no model call)",
+    "remote_v1": "remote compaction v1",
+    "remote_v2": "remote compaction v2",
+    "token_budget": "new window (token budget)",
+    "masking": "observation masking (no model call)",
 }
 LABELS: dict[type[StrEnum], dict[str, str]] = {
     Trigger: {"manual": "manual", "auto": "auto"},
@@ -163,13 +163,8 @@ LABELS: dict[type[StrEnum], dict[str, str]] = {
     Phase: {"standalone_turn": "standalone turn", "pre_turn": "pre-turn", "mid_turn": "mid-turn"},
     Strategy: _STRATEGY_LABELS,
     StrategyPreference: {"auto": "auto (select per provider, §2.5)", **_STRATEGY_LABELS},
-    Implementation: {
-        "responses": "responses (local)",
-        "responses_compact": "responses_compact (remote v1)",
-        "responses_compaction_v2": "responses_compaction_v2 (remote v2)",
-        "token_budget": "token budget (new window)",
-        "observation_masking": "observation masking (compactweb)",
-    },
+    # An implementation reads as the method it implements (h17: "local summarisation", not "responses").
+    Implementation: {IMPLEMENTATIONS[Strategy(value)].value: text for value, text in _STRATEGY_LABELS.items()},
     AttemptStatus: {"running": "running", "completed": "completed", "failed": "failed", "interrupted": "interrupted"},
     Scope: {"total": "total", "body_after_prefix": "body after prefix"},
     RemoteSupport: {
@@ -194,3 +189,9 @@ LABELS: dict[type[StrEnum], dict[str, str]] = {
 def label(member: StrEnum) -> str:
     """The human label of one vocabulary member."""
     return LABELS[type(member)][member.value]
+
+
+def method_label(value: str) -> str | None:
+    """The plain words for a compaction method, whichever value names it: a strategy (`local`) or the implementation
+    Codex records (`responses`); None for a value that names no method."""
+    return LABELS[Strategy].get(value) or LABELS[Implementation].get(value)

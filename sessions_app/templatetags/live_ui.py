@@ -14,7 +14,7 @@ from django import template
 
 from compaction_app.engine import items as it
 from compaction_app.engine.stuck import stuck_reason
-from compaction_app.engine.vocabulary import IMPLEMENTATIONS, Strategy
+from compaction_app.engine.vocabulary import method_label
 from sessions_app.live.token_chart import short_tokens
 
 register = template.Library()
@@ -165,25 +165,10 @@ def label(value: Any) -> str:
     return str(value or "").replace("_", " ")
 
 
-# The plain words the pages use for a compaction method, whichever value names it: the strategy (local, remote_v1,
-# ...) or the implementation Codex records (responses, responses_compact, ...). The only place these labels live.
-STRATEGY_LABELS = {
-    Strategy.LOCAL: "local summarisation",
-    Strategy.REMOTE_V1: "remote compaction v1",
-    Strategy.REMOTE_V2: "remote compaction v2",
-    Strategy.TOKEN_BUDGET: "new window (token budget)",
-    Strategy.MASKING: "observation masking (no model call)",
-}
-METHOD_LABELS = {
-    **{strategy.value: text for strategy, text in STRATEGY_LABELS.items()},
-    **{IMPLEMENTATIONS[strategy].value: text for strategy, text in STRATEGY_LABELS.items() if strategy in IMPLEMENTATIONS},
-}
-
-
 @register.filter
 def method(value: Any) -> str:
     """A compaction method in plain words: `responses` and `local` -> 'local summarisation'."""
-    return METHOD_LABELS.get(str(value or ""), label(value))
+    return method_label(str(value or "")) or label(value)
 
 
 @register.filter

@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from compaction_app.engine.vocabulary import Strategy, label
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.compactions.alerts import recent_alerts
@@ -23,12 +24,11 @@ from sessions_app.fleet.filter import STATES, FleetFilter
 from sessions_app.live import render as live_render
 from sessions_app.models import Session, SimulatorRun
 from sessions_app.simulator.scenarios import list_scenarios
-from sessions_app.templatetags.live_ui import STRATEGY_LABELS
 from sessions_app.web.forms import FleetStartForm
 from sessions_app.web.operator_forms import FaultInjectionForm
 from sessions_app.web.shortcuts import safe_next
 
-STRATEGIES = (("", "policy default"), *((s.value, text) for s, text in STRATEGY_LABELS.items()))
+STRATEGIES = (("", "policy default"), *((s.value, label(s)) for s in Strategy))
 MAX_INSTRUCTIONS = 4000
 MAX_FLEET = FleetStartForm.MAX_FLEET
 RUN_ACTIONS = ("pause", "resume", "stop")
