@@ -1,23 +1,16 @@
-"""Codex rollout export and import, and replay of a session under another policy (spec §8.2, §15; design user
-story 7).
+"""Codex rollout import (spec §8.2, §15; design user story 7).
 
 Import is all or nothing: the file is parsed and every line validated before anything is written (a bad line is
 reported with its 1-based number and nothing is stored), then the session, its rollout and its Compaction rows are
-written in one transaction. Export writes the rollout as Codex rollout JSON Lines; compactweb-only lines (rollback,
-redo, window_opened) travel as a `compacted` line plus an inert `compactweb_line` event, and this importer turns
-such a pair back into the original line, so export then import gives the same live history and the same
-rolled-back compactions.
-
-Replay re-appends the original's response items in order to a new session under another policy and lets the
-pre-turn auto compaction of that policy run between turns (spec §2.4 step 1b), without calling the model for the
-turns themselves: "what would have happened with threshold X or strategy Y".
-"""
+written. A `compacted` line plus a `compactweb_line` marker event (how the export writes compactweb-only lines)
+is turned back into the original line, so export then import gives the same live history and the same
+rolled-back compactions."""
 
 from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -27,18 +20,13 @@ from uuid6 import uuid7
 
 from compaction_app.audit import record_audit
 from compaction_app.config_services import derived_provider
-from compaction_app.engine import meter as m
-from compaction_app.engine.items import SUMMARY_PREFIX, is_message, is_real_user_message, message_text
-from compaction_app.engine.pins import PIN_EVENTS
-from compaction_app.engine.thresholds import token_status
-from compaction_app.engine.vocabulary import Phase, Reason, Trigger
+from compaction_app.engine.items import is_real_user_message, message_text
 from compaction_app.engine.windows import new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
 from sessions_app.codex_rollout import (
     ImportedLine,
     ParsedRollout,
     RolloutImportError,
-    export_lines,
     parse_rollout,
 )
 from sessions_app.codex_rollout.convert import convert_lines
@@ -46,16 +34,8 @@ from sessions_app.codex_rollout.export import COMPACTWEB_EVENT
 from sessions_app.codex_rollout.labels import Labeler, Labels, implementation_of
 from sessions_app.codex_rollout.parse import REPAIRED, SKIPPED, LineProblem, RawLine, split_raw_lines
 from sessions_app.compactions.rollback import (
-    RollbackRefused,
     compaction_key,
     fold_compaction_states,
-    thread_rollback_line,
-)
-from sessions_app.compactions.services import (
-    CompactionFailed,
-    CompactionInterrupted,
-    CompactionRefused,
-    do_compact_session,
 )
 from sessions_app.models import (
     CodexSource,
@@ -69,54 +49,27 @@ from sessions_app.models import (
 from sessions_app.rollout import projection as p
 from sessions_app.rollout import selectors as rollout_selectors
 from sessions_app.rollout.events import publish_transient
-from sessions_app.rollout.lease import IMPORTING_SOURCE, LeaseLost, SessionBusy
-from sessions_app.rollout.selectors import rollout_line_dicts
+from sessions_app.rollout.lease import IMPORTING_SOURCE
 from sessions_app.rollout.services import (
     NewLine,
     append_rollout_lines,
-    do_append_items,
-    do_create_session,
     install_staged_lines,
 )
 from sessions_app.rollout.signals import rollout_appended
 from sessions_app.rollout.validation import ItemValidationError, validate_item, validate_items
 from sessions_app.transfer import codex_sources
+from sessions_app.transfer.figures import measure_rollout
+from sessions_app.transfer.lines import THREAD_ROLLBACK_SOURCES, fold_lines, strip_summary_prefix
+from sessions_app.transfer.refusals import AlreadyImported, TransferRefused
 
 IMPORTED = "imported"
 FOLLOWED = "followed"
 IMPORTING = IMPORTING_SOURCE  # an import in progress: read-only, replaced by IMPORTED/FOLLOWED when it lands
-REPLAY = "replay"
+
+
 # Kinds a `compactweb_line` marker event restores on import (see sessions_app.codex_rollout.export).
 _RESTORABLE_WITH_HISTORY = frozenset({p.ROLLBACK, p.REDO})
 _RESTORABLE_ALONE = frozenset({p.WINDOW_OPENED})
-THREAD_ROLLBACK_SOURCES = frozenset({"thread_rollback", "codex_thread_rolled_back"})
-TURN_STARTED_EVENTS = frozenset({"turn_started", "task_started"})
-
-
-class TransferRefused(Exception):
-    """An import or replay that cannot run as asked; nothing was stored. `status` is the HTTP status to answer."""
-
-    status = 400
-    code = "invalid"
-
-    def __init__(self, message: str, *, status: int | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        if status:
-            self.status = status
-        if code:
-            self.code = code
-
-
-class AlreadyImported(TransferRefused):
-    status = 409
-    code = "already_imported"
-
-    def __init__(self, *, thread_id: str, session_id: int) -> None:
-        self.session_id = session_id
-        super().__init__(f"thread {thread_id} is already imported as session {session_id}")
-
-
-# --- plain data ----------------------------------------------------------------------------------------------------
 
 
 def restore_compactweb_kinds(lines: list[ImportedLine]) -> list[ImportedLine]:
@@ -154,149 +107,11 @@ def _marker(line: ImportedLine | None) -> dict[str, Any] | None:
     return line.payload
 
 
-@dataclass(frozen=True)
-class CompactionFigures:
-    """One compacted line measured by the fold: active tokens (the meter, spec §3.2) and the history estimate
-    (base instructions + every item's stored count) right before and right after it."""
-
-    seq: int
-    active_before: int
-    active_after: int
-    estimate_before: int
-    estimate_after: int
-
-
-@dataclass
-class RolloutFigures:
-    """A whole rollout measured: its compactions, the peak of the history estimate, the final state."""
-
-    compactions: list[CompactionFigures] = field(default_factory=list)
-    peak_estimate: int = 0
-    peak_active: int = 0
-    final_estimate: int = 0
-    final_items: int = 0
-
-    @property
-    def tokens_saved(self) -> int:
-        return sum(max(0, c.estimate_before - c.estimate_after) for c in self.compactions)
-
-    def as_dict(self) -> dict[str, int]:
-        return {
-            "compactions": len(self.compactions),
-            "peak_tokens": self.peak_estimate,
-            "tokens_saved": self.tokens_saved,
-            "final_tokens": self.final_estimate,
-            "final_items": self.final_items,
-            "peak_active_tokens": self.peak_active,
-        }
-
-
-def _estimate(header: p.Header) -> int:
-    return header.meter.base_tokens + header.meter.history_tokens
-
-
-def measure_rollout(lines: Iterable[p.Line]) -> RolloutFigures:
-    """Fold a rollout and measure it. Peaks and savings use the history estimate so that a session with server
-    usage (an imported Codex rollout) and its replay (estimates only) compare like with like."""
-    projection = p.Projection()
-    figures = RolloutFigures()
-    for line in lines:
-        before = projection.header
-        projection.apply(line)
-        after = projection.header
-        if line.kind == p.COMPACTED:
-            figures.compactions.append(
-                CompactionFigures(
-                    seq=line.seq, active_before=m.active_total(before.meter), active_after=m.active_total(after.meter),
-                    estimate_before=_estimate(before), estimate_after=_estimate(after),
-                )
-            )
-        figures.peak_estimate = max(figures.peak_estimate, _estimate(after))
-        figures.peak_active = max(figures.peak_active, m.active_total(after.meter))
-    figures.final_estimate = _estimate(projection.header)
-    figures.final_items = len(projection.entries)
-    return figures
-
-
-def _strip_prefix(message: str) -> str:
-    head = SUMMARY_PREFIX + "\n"
-    return message[len(head):] if message.startswith(head) else message
-
-
 def infer_compaction_kind(payload: dict[str, Any]) -> tuple[str, str]:
     """(implementation, strategy) of an imported compacted line, from what the line holds (see
     sessions_app.codex_rollout.labels, which also uses the lines around it)."""
     kind, _ = implementation_of(payload)
     return kind
-
-
-# --- reads of a session's rollout ----------------------------------------------------------------------------------
-
-
-def _fold_lines(session_id: int) -> Iterator[p.Line]:
-    rows = (
-        RolloutLine.objects.filter(session_id=session_id)
-        .order_by("seq")
-        .values_list("seq", "kind", "payload", "tokens", "item_tokens")
-    )
-    for seq, kind, payload, tokens, item_tokens in rows.iterator(chunk_size=2000):
-        yield p.Line(seq=seq, kind=kind, payload=payload, tokens=tokens, item_tokens=item_tokens)
-
-
-def session_figures(*, session: Session) -> dict[str, int]:
-    """Compactions, peak tokens, tokens saved and the final state of one session, from its rollout."""
-    figures = measure_rollout(_fold_lines(session.pk)).as_dict()
-    figures["failed_compactions"] = session.compaction_attempts.filter(status="failed").count()
-    return figures
-
-
-def replay_comparison(*, replay: Session) -> dict[str, Any]:
-    """The replay next to its original: the figures of both and the differences (replay minus original)."""
-    if replay.origin_id is None:
-        raise TransferRefused(f"session {replay.pk} is not a replay of another session", code="not_a_replay")
-    original = Session.objects.select_related("provider", "policy").get(pk=replay.origin_id)
-    ours, theirs = session_figures(session=replay), session_figures(session=original)
-    return {
-        "original": {"session": original.pk, "title": original.title, "policy": original.policy.name,
-                     "provider": original.provider.name, **theirs},
-        "replay": {"session": replay.pk, "title": replay.title, "policy": replay.policy.name,
-                   "provider": replay.provider.name, **ours},
-        "difference": {k: ours[k] - theirs[k] for k in ("compactions", "peak_tokens", "tokens_saved",
-                                                        "final_tokens")},
-    }
-
-
-# --- export --------------------------------------------------------------------------------------------------------
-
-
-def export_filename(session: Session) -> str:
-    """Codex's file name pattern: rollout-<YYYY-MM-DDTHH-MM-SS>-<thread id>.jsonl (spec §15). An imported or
-    followed session keeps its file's name; otherwise the time is the session's start (its session_meta)."""
-    return codex_sources.export_filename(session=session)
-
-
-def _session_meta(session: Session) -> dict[str, Any]:
-    first = RolloutLine.objects.filter(session=session, kind=p.SESSION_META).order_by("seq").first()
-    meta = dict(first.payload) if first is not None else {}
-    return {
-        **{k: meta[k] for k in ("cwd", "cli_version", "source", "model_provider") if meta.get(k) is not None},
-        "id": str(session.thread_id),
-        "timestamp": meta.get("timestamp") or (first.timestamp if first is not None else session.created_at),
-        "base_instructions": meta.get("base_instructions") or {"text": session.base_instructions},
-    }
-
-
-def export_rollout(*, session: Session, chunk_size: int = 1000) -> Iterator[str]:
-    """The session's rollout as Codex rollout JSON Lines, session_meta first, read from the database in chunks
-    (spec §15). An imported or followed session gives back its file's lines exactly as they came in, then what
-    compactweb added after (sessions_app.transfer.codex_sources). Raises RolloutExportError for a line Codex's format
-    cannot hold."""
-    if codex_sources.has_source(session=session):
-        return codex_sources.export_with_source(session=session, chunk_size=chunk_size)
-    return export_lines(rollout_line_dicts(session_id=session.pk, chunk_size=chunk_size), session_meta=_session_meta(session))
-
-
-# --- import --------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -468,7 +283,7 @@ def _create_compactions(session: Session, rows: list[RolloutLine], labels: dict[
     if not compacted:
         return 0
     labels = labels or {}
-    figures = {c.seq: c for c in measure_rollout(_fold_lines(session.pk)).compactions}
+    figures = {c.seq: c for c in measure_rollout(fold_lines(session.pk)).compactions}
     states = fold_compaction_states((r.seq, r.kind, r.payload) for r in rows)
     created = []
     for row in compacted:
@@ -482,7 +297,7 @@ def _create_compactions(session: Session, rows: list[RolloutLine], labels: dict[
         created.append(Compaction(
             session=session, rollout_seq=row.seq, trigger=label.trigger, reason=label.reason, phase=label.phase,
             implementation=label.implementation, strategy=label.strategy,
-            summary=_strip_prefix(payload.get("message") or ""),
+            summary=strip_summary_prefix(payload.get("message") or ""),
             tokens_before=fig.active_before, tokens_after=fig.active_after,
             window_number=int(payload.get("window_number") or 0), window_id=payload.get("window_id") or "",
             previous_window_id=payload.get("previous_window_id") or "",
@@ -816,160 +631,3 @@ class _ImportStream:
 
 def _file_name(source_name: str) -> str:
     return (source_name.replace("\\", "/").rsplit("/", 1)[-1] or "rollout.jsonl")[:255]
-
-
-# --- replay --------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ReplayResult:
-    replay: Session
-    original: Session
-    compactions: int = 0
-    failures: list[str] = field(default_factory=list)
-    turns: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "replay": self.replay.pk,
-            "original": self.original.pk,
-            "turns": self.turns,
-            "compactions": self.compactions,
-            "failures": self.failures,
-            "comparison": replay_comparison(replay=self.replay),
-        }
-
-
-def limit_reached(session: Session) -> bool:
-    """The pre-turn limit check with the session's provider and policy (spec §2.3, §2.4 step 1b)."""
-    provider, policy = session.provider, session.policy
-    status = token_status(
-        active_tokens=session.tokens_in_window,
-        context_window=provider.context_window,
-        effective_percent=provider.effective_context_window_percent,
-        configured_limit=policy.auto_compact_token_limit,
-        scope=policy.auto_compact_scope,
-        prefill=session.meter_prefill,
-    )
-    return status.token_limit_reached
-
-
-def _drop_summariser_output(pending: list[Any], message: str) -> None:
-    """Codex streams a local compaction's summary into the rollout as an assistant message right before the
-    `compacted` line (spec §8.1); it is the old policy's work, not a turn's output, so a replay drops it."""
-    summary = _strip_prefix(message).strip()
-    while summary and pending and is_message(pending[-1], "assistant") and message_text(pending[-1]).strip() == summary:
-        pending.pop()
-
-
-class _Replayer:
-    def __init__(self, *, result: ReplayResult, actor, compact: Callable[..., Any]) -> None:
-        self.result, self.actor, self.compact = result, actor, compact
-        self.pending: list[Any] = []
-        self.turn_open = False
-        self.compaction_refused = False
-
-    @property
-    def session(self) -> Session:
-        return self.result.replay
-
-    def flush(self) -> None:
-        if self.pending:
-            do_append_items(session=self.session, items=self.pending, actor=self.actor)
-            self.pending = []
-
-    def start_turn(self) -> None:
-        """A new turn begins: record what came before, then the pre-turn check (spec §2.4 step 1b)."""
-        self.flush()
-        self.result.turns += 1
-        session = Session.objects.select_related("provider", "policy").get(pk=self.session.pk)
-        if self.compaction_refused or not limit_reached(session):
-            return
-        try:
-            self.compact(session_id=session.pk, actor=self.actor, trigger=Trigger.AUTO, reason=Reason.CONTEXT_LIMIT,
-                         phase=Phase.PRE_TURN)
-            self.result.compactions += 1
-        except CompactionRefused as exc:
-            self.compaction_refused = True  # a configuration problem: every later attempt would be refused too
-            self.result.failures.append(f"turn {self.result.turns}: refused: {exc}")
-        except (CompactionFailed, CompactionInterrupted, SessionBusy, LeaseLost) as exc:
-            self.result.failures.append(f"turn {self.result.turns}: {exc}")
-        self.session.refresh_from_db()
-
-    def feed(self, line: p.Line) -> None:
-        kind, payload = line.kind, line.payload
-        if kind == p.RESPONSE_ITEM:
-            if is_real_user_message(payload) and not self.turn_open:
-                self.start_turn()
-            self.turn_open = False
-            self.pending.append(payload)
-        elif kind == p.EVENT_MSG and payload.get("type") in TURN_STARTED_EVENTS:
-            self.start_turn()
-            self.turn_open = True
-        elif kind == p.TURN_CONTEXT:
-            self.flush()
-            append_rollout_lines(session=self.session, lines=[NewLine(p.TURN_CONTEXT, payload)], actor=self.actor)
-        elif kind == p.COMPACTED:
-            _drop_summariser_output(self.pending, payload.get("message") or "")
-        elif kind == p.EVENT_MSG and payload.get("type") in PIN_EVENTS:
-            # Pinned context belongs to the conversation, not to the original's policy: the replay keeps it, so its
-            # own compactions re-inject and check the same pins.
-            self.flush()
-            append_rollout_lines(session=self.session, lines=[NewLine(p.EVENT_MSG, payload)], actor=self.actor)
-        elif kind == p.ROLLBACK and payload.get("source") in THREAD_ROLLBACK_SOURCES:
-            self.flush()
-            history = list(self.session.live_items.order_by("position").values_list("item", flat=True))
-            try:
-                new, _ = thread_rollback_line(history=history, num_turns=int(payload.get("num_turns") or 0),
-                                              actor=self.actor, reason="replayed thread rollback")
-            except (RollbackRefused, ValueError):
-                return  # nothing to cut in the replay's history
-            append_rollout_lines(session=self.session, lines=[new], actor=self.actor)
-        # Everything else is the original policy's or operator's work (its compactions, compaction rollbacks and
-        # redos, server usage of a different context) and is not replayed.
-
-
-def do_replay_session(
-    *,
-    session_id: int,
-    policy: CompactionPolicy,
-    provider: Provider | None = None,
-    title: str | None = None,
-    actor=None,
-    compact: Callable[..., Any] | None = None,
-) -> ReplayResult:
-    """Replay a session under another policy (and optionally provider) as a new session (source "replay",
-    origin = the original): its response items in order, its turn contexts and thread rollbacks, with the new
-    policy's pre-turn auto compaction between turns (spec §2.4 step 1b). Compaction failures are recorded on the
-    replay and listed; the replay goes on. `compact` defaults to sessions_app.compactions.services.do_compact_session."""
-    if compact is None:
-        compact = do_compact_session
-    original = Session.objects.select_related("provider", "policy").get(pk=session_id)
-    provider = provider or original.provider
-    replay = do_create_session(
-        title=(title or f"{original.title} · replay under {policy.name}")[:200], provider=provider, policy=policy,
-        base_instructions=original.base_instructions, actor=actor,
-    )
-    # The original's initial context is in its rollout and is replayed with the rest; kept on the row so the
-    # replay's compactions re-inject it like the original's would.
-    Session.objects.filter(pk=replay.pk).update(origin=original, source=REPLAY, initial_context=original.initial_context)
-    replay.refresh_from_db()
-    result = ReplayResult(replay=replay, original=original)
-    replayer = _Replayer(result=result, actor=actor, compact=compact)
-    try:
-        for line in _fold_lines(original.pk):
-            if line.kind != p.SESSION_META:
-                replayer.feed(line)
-        replayer.flush()
-    except Exception:
-        Session.objects.filter(pk=replay.pk).update(state=Session.State.FAILED)
-        raise
-    replay.refresh_from_db()
-    record_audit(
-        action=AuditEntry.Action.REPLAY, actor=actor, session=replay,
-        reason=f"replay of session {original.pk} under policy {policy.name}",
-        detail={"original": original.pk, "policy": policy.pk, "provider": provider.pk, "turns": result.turns,
-                "compactions": result.compactions, "failures": result.failures},
-    )
-    return result
-

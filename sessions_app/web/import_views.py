@@ -1,0 +1,56 @@
+"""The rollout import upload (operator): a Codex rollout .jsonl file becomes a session. Thin: parse the form,
+check the role, call the importer (sessions_app.transfer), render the refusal or redirect to the new session."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from compaction_app.models import CompactionPolicy, Provider
+from compactweb.roles import OPERATOR, role_required
+from sessions_app.codex_rollout import RolloutImportError
+from sessions_app.transfer import services as transfer
+from sessions_app.web.forms import ImportRolloutForm
+
+
+@role_required(OPERATOR)
+@require_http_methods(["GET", "POST"])
+def import_rollout(request):
+    """Upload a Codex rollout .jsonl file; a bad file is refused whole with its bad lines listed."""
+    context = dict(
+        nav="import", providers=Provider.objects.order_by("name"), policies=CompactionPolicy.objects.order_by("name"),
+        errors=None, result=None, form=request.POST,
+    )
+    if request.method == "GET":
+        return render(request, "sessions_app/import.html", context)
+    form = ImportRolloutForm(request.POST, request.FILES)
+    if not form.is_valid():
+        first = next(iter(form.errors.values()))[0]
+        context["errors"] = {"message": first, "lines": []}
+        return render(request, "sessions_app/import.html", context, status=400)
+    data = form.cleaned_data
+    upload = data["file"]
+    try:
+        result = transfer.do_import_rollout(
+            lines=upload.read().splitlines(keepends=True), source_name=upload.name or "upload",
+            title=data["title"] or None, provider=data["provider"], policy=data["policy"],
+            new_thread_id=data["new_thread_id"], actor=request.user, strict=data["strict"],
+        )
+    except RolloutImportError as exc:
+        context["errors"] = {"message": str(exc), "lines": exc.errors[:50], "more": max(0, len(exc.errors) - 50)}
+        return render(request, "sessions_app/import.html", context, status=400)
+    except transfer.TransferRefused as exc:
+        context["errors"] = {"message": str(exc), "lines": [],
+                             "session": getattr(exc, "session_id", None)}
+        return render(request, "sessions_app/import.html", context, status=exc.status)
+    skipped = f"; {result.skipped_count} line(s) of unknown kinds skipped" if result.skipped_count else ""
+    if result.problems:
+        first = result.problems[0]
+        skipped += (f"; {result.skipped_lines} line(s) skipped and {result.repaired_lines} repaired "
+                    f"(first: line {first.line_no}, {first.reason})")
+    messages.success(request, f"Imported {upload.name} as session #{result.session.pk}: {result.lines_imported} "
+                     f"rollout lines, {result.compactions} compaction(s){skipped}.")
+    return HttpResponseRedirect(reverse("session_detail", args=[result.session.pk]))
