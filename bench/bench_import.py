@@ -163,7 +163,7 @@ def run_floor(path: Path, db: Path) -> float:
 
 def run_import(path: Path, db: Path) -> float:
     _setup_django(db)
-    from sessions_app.transfer.services import do_import_rollout
+    from sessions_app.transfer.importer import do_import_rollout
 
     provider, policy = _defaults()
     start = time.perf_counter()

@@ -28,7 +28,9 @@ from sessions_app.compactions import services
 from sessions_app.models import Job, Session
 from sessions_app.rollout.events import publish_transient
 from sessions_app.rollout.lease import LeaseLost, SessionBusy
-from sessions_app.transfer import services as transfer
+from sessions_app.transfer.importer import do_import_rollout
+from sessions_app.transfer.refusals import TransferRefused
+from sessions_app.transfer.replay import do_replay_session
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +77,7 @@ def replay_outcome(*, session_id: int, actor, policy: int, provider: int | None 
                    title: str | None = None) -> Outcome:
 
     try:
-        result = transfer.do_replay_session(
+        result = do_replay_session(
             session_id=session_id, policy=CompactionPolicy.objects.get(pk=policy),
             provider=Provider.objects.get(pk=provider) if provider is not None else None, title=title, actor=actor,
         )
@@ -83,7 +85,7 @@ def replay_outcome(*, session_id: int, actor, policy: int, provider: int | None 
         return error(404, "not_found", f"session {session_id} does not exist")
     except (CompactionPolicy.DoesNotExist, Provider.DoesNotExist) as exc:
         return error(400, "invalid", str(exc))
-    except transfer.TransferRefused as exc:
+    except TransferRefused as exc:
         return error(exc.status, exc.code, str(exc))
     return 201, result.as_dict()
 
@@ -92,7 +94,7 @@ def import_outcome(*, actor, lines: list, source_name: str, title: str | None = 
                    policy: int | None = None, new_thread_id: bool = False, strict: bool = False) -> Outcome:
 
     try:
-        result = transfer.do_import_rollout(
+        result = do_import_rollout(
             lines=lines, source_name=source_name, title=title,
             provider=Provider.objects.get(pk=provider) if provider is not None else None,
             policy=CompactionPolicy.objects.get(pk=policy) if policy is not None else None,
@@ -102,7 +104,7 @@ def import_outcome(*, actor, lines: list, source_name: str, title: str | None = 
         return error(400, "invalid_rollout", str(exc), lines=[{"line": no, "message": msg} for no, msg in exc.errors])
     except (CompactionPolicy.DoesNotExist, Provider.DoesNotExist) as exc:
         return error(400, "invalid", str(exc))
-    except transfer.TransferRefused as exc:
+    except TransferRefused as exc:
         return error(exc.status, exc.code, str(exc))
     return 201, result.as_dict()
 

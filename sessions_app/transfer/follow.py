@@ -41,8 +41,8 @@ from sessions_app.codex_rollout.tail import (
 from sessions_app.models import CodexSource, CodexSourceLine, LiveItem, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import append_rollout_lines
-from sessions_app.transfer import codex_sources
-from sessions_app.transfer import services as transfer
+from sessions_app.transfer import codex_sources, importer
+from sessions_app.transfer.refusals import AlreadyImported, TransferRefused
 
 logger = logging.getLogger(__name__)
 
@@ -94,12 +94,12 @@ def _import_new(path: Path, key: str, provider, policy) -> SyncResult:
     new = read_new_lines(path, 0)
     try:
         # Committed in batches; the offset and head land with the import's last transaction.
-        result = transfer.do_import_rollout(lines=new.lines, source_name=path.name, provider=provider,
+        result = importer.do_import_rollout(lines=new.lines, source_name=path.name, provider=provider,
                                             policy=policy, follow_path=key, follow_offset=new.offset,
                                             follow_head=head_digest(head))
-    except transfer.AlreadyImported as exc:
+    except AlreadyImported as exc:
         return SyncResult(key, "refused", exc.session_id, detail=str(exc))
-    except (RolloutImportError, transfer.TransferRefused) as exc:
+    except (RolloutImportError, TransferRefused) as exc:
         return SyncResult(key, "refused", detail=str(exc))
     logger.info("follow: imported %s as session %s (%s lines)", key, result.session.pk, len(new.lines))
     return SyncResult(key, "imported", result.session.pk, len(new.lines))
@@ -139,7 +139,7 @@ def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
     parsed = _renumbered(parsed, first_number - 1)
     history = list(LiveItem.objects.filter(session=session).order_by("position").values_list("item", flat=True))
     converted = [x for x in to_compactweb_lines(parsed, history=history) if x.kind != p.SESSION_META]
-    new_lines, numbers, _, problems = transfer._validated(converted, strict=False)
+    new_lines, numbers, _, problems = importer.validated_lines(converted, strict=False)
     rows = append_rollout_lines(session=session, lines=new_lines) if new_lines else []
     seq_by_line = dict(zip(numbers, (r.seq for r in rows), strict=True))
     codex_sources.append_source_lines(source=source, raw=raw, seq_by_line=seq_by_line, first_number=first_number)
@@ -149,17 +149,17 @@ def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
             problems=[*source.problems, *(x.as_dict() for x in all_problems)])
     if any(r.kind == p.COMPACTED for r in rows):
         labels = _labels_with_context(source, parsed, first_number)
-        transfer._create_compactions(session, rows, {seq_by_line[n]: lab for n, lab in labels.items()
+        importer.create_compactions(session, rows, {seq_by_line[n]: lab for n, lab in labels.items()
                                                      if n in seq_by_line})
     window = latest_context_window(parsed.lines)
     if window and window != source.context_window:
         # The window Codex reports reaches the meters as soon as it appears (a new file has none yet).
         CodexSource.objects.filter(pk=source.pk).update(context_window=window)
-        provider = transfer.provider_for_window(session.provider, window)
+        provider = importer.provider_for_window(session.provider, window)
         if provider.pk != session.provider_id:
             Session.objects.filter(pk=session.pk).update(provider=provider)
-    if session.title.startswith(transfer.UNTITLED_PREFIX):
-        title = transfer.title_from_lines(parsed.lines)
+    if session.title.startswith(importer.UNTITLED_PREFIX):
+        title = importer.title_from_lines(parsed.lines)
         if title:
             Session.objects.filter(pk=session.pk).update(title=title)
     return len(raw)

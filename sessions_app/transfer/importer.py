@@ -166,7 +166,7 @@ def _parse_time(value: str) -> datetime:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def _validated(lines: list[ImportedLine], *, strict: bool = True
+def validated_lines(lines: list[ImportedLine], *, strict: bool = True
                ) -> tuple[list[NewLine], list[int], list[tuple[int, str]], list[LineProblem]]:
     """Validate every item with compactweb's item rules and parse every timestamp.
 
@@ -276,7 +276,7 @@ def _title(parsed: ParsedRollout, given: str | None) -> str:
     return title_from_lines(parsed.lines) or f"{UNTITLED_PREFIX} {parsed.source_name or ''}".strip()[:200]
 
 
-def _create_compactions(session: Session, rows: list[RolloutLine], labels: dict[int, Labels] | None = None) -> int:
+def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[int, Labels] | None = None) -> int:
     """Compaction rows for the `compacted` lines among `rows`, labelled as Codex ran them (`labels` by seq,
     inferred from the rollout; sessions_app.codex_rollout.labels)."""
     compacted = [r for r in rows if r.kind == p.COMPACTED]
@@ -437,7 +437,7 @@ def do_import_rollout(
                 updates["title"] = state.title
             Session.objects.filter(pk=session.pk).update(**updates)
             labels = {state.seq_by_line[no]: label for no, label in state.labels.items() if no in state.seq_by_line}
-            compactions = _create_compactions(session, state.compaction_rows, labels)
+            compactions = create_compactions(session, state.compaction_rows, labels)
             result = ImportResult(
                 session=session,
                 source_name=source_name,
@@ -613,7 +613,7 @@ class _ImportStream:
         self.legacy_rebuilt += sum(1 for x in restored if x.payload.get("legacy_rebuilt"))
         self.thread_rollbacks += sum(1 for x in restored if x.kind == p.ROLLBACK
                                      and x.payload.get("source") in THREAD_ROLLBACK_SOURCES)
-        new_lines, numbers, errors, problems = _validated(restored, strict=self.strict)
+        new_lines, numbers, errors, problems = validated_lines(restored, strict=self.strict)
         self.errors.extend(errors)
         self.problems.extend(problems)
         if self.errors or not new_lines:

@@ -1,6 +1,6 @@
 """Pages: the compaction inspector (before and after side by side, attempts, hook runs) and the analytics page.
 
-Thin: check the role, read through sessions_app.compactions.selectors, shape rows for the templates.
+Thin: check the role, read through sessions_app.compactions (presentation, analytics), shape rows for the templates.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from django.views.decorators.http import require_GET
 
 from compaction_app.models import Compaction, CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, SUPPORT, has_role, role_required
-from sessions_app.compactions import retention, selectors
+from sessions_app.compactions import presentation, retention
+from sessions_app.compactions.analytics import compaction_analytics
 from sessions_app.web.forms import AnalyticsFilterForm
 
 ROLLBACK_URL_NAME = "compaction_rollback"  # the support-only confirmation form (sessions_app.compactions.rollback)
@@ -52,7 +53,7 @@ def _marked(items: list, counts: list, marks: dict[int, str]) -> list[dict[str, 
 @role_required(OPERATOR)
 def compaction_detail(request, pk: int):
     compaction = get_object_or_404(Compaction.objects.select_related("session"), pk=pk)
-    detail = selectors.compaction_detail(compaction=compaction)
+    detail = presentation.compaction_detail(compaction=compaction)
     change = detail["window_change"]
     before_marks = {k["before_index"]: "kept" for k in change["kept"]} | {
         k["before_index"]: "left" for k in change["left"]
@@ -117,7 +118,7 @@ def analytics(request):
     if dimension not in DIMENSIONS:
         dimension = "status"
     since = timezone.now() - timedelta(days=int(period)) if period else None
-    data = selectors.compaction_analytics(policy_id=policy_id, provider_id=provider_id, since=since)
+    data = compaction_analytics(policy_id=policy_id, provider_id=provider_id, since=since)
     days, values = _bars(data["per_day"], dimension)
     totals = {
         d: sorted(data["totals"].get(d, {}).items(), key=lambda kv: (-kv[1], kv[0])) for d in DIMENSIONS

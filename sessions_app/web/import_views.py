@@ -12,7 +12,8 @@ from django.views.decorators.http import require_http_methods
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.codex_rollout import RolloutImportError
-from sessions_app.transfer import services as transfer
+from sessions_app.transfer.importer import do_import_rollout
+from sessions_app.transfer.refusals import TransferRefused
 from sessions_app.web.forms import ImportRolloutForm
 
 
@@ -34,7 +35,7 @@ def import_rollout(request):
     data = form.cleaned_data
     upload = data["file"]
     try:
-        result = transfer.do_import_rollout(
+        result = do_import_rollout(
             lines=upload.read().splitlines(keepends=True), source_name=upload.name or "upload",
             title=data["title"] or None, provider=data["provider"], policy=data["policy"],
             new_thread_id=data["new_thread_id"], actor=request.user, strict=data["strict"],
@@ -42,7 +43,7 @@ def import_rollout(request):
     except RolloutImportError as exc:
         context["errors"] = {"message": str(exc), "lines": exc.errors[:50], "more": max(0, len(exc.errors) - 50)}
         return render(request, "sessions_app/import.html", context, status=400)
-    except transfer.TransferRefused as exc:
+    except TransferRefused as exc:
         context["errors"] = {"message": str(exc), "lines": [],
                              "session": getattr(exc, "session_id", None)}
         return render(request, "sessions_app/import.html", context, status=exc.status)

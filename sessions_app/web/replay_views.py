@@ -12,7 +12,7 @@ from django.views.decorators.http import require_http_methods
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.models import Session
-from sessions_app.transfer import services as transfer
+from sessions_app.transfer.replay import do_replay_session, replay_comparison
 from sessions_app.web.forms import ReplayForm
 
 
@@ -28,7 +28,7 @@ def replay_compare(request, pk: int):
             messages.error(request, "Choose the policy to replay under.")
             return HttpResponseRedirect(reverse("replay_compare", args=[session.pk]))
         policy, provider = form.cleaned_data["policy"], form.cleaned_data["provider"]
-        result = transfer.do_replay_session(session_id=session.pk, policy=policy, provider=provider,
+        result = do_replay_session(session_id=session.pk, policy=policy, provider=provider,
                                             actor=request.user)
         failed = f"; {len(result.failures)} compaction(s) failed" if result.failures else ""
         messages.success(request, f"Replayed as session #{result.replay.pk}: {result.turns} turns, "
@@ -36,9 +36,9 @@ def replay_compare(request, pk: int):
         return HttpResponseRedirect(reverse("replay_compare", args=[result.replay.pk]))
     comparisons = []
     if session.origin_id is not None:
-        comparisons.append(transfer.replay_comparison(replay=session))
+        comparisons.append(replay_comparison(replay=session))
     for replay in session.replays.select_related("provider", "policy").order_by("-pk")[:20]:
-        comparisons.append(transfer.replay_comparison(replay=replay))
+        comparisons.append(replay_comparison(replay=replay))
     return render(request, "sessions_app/replay_compare.html", dict(
         nav="fleet", session=session, comparisons=comparisons,
         policies=CompactionPolicy.objects.order_by("name"), providers=Provider.objects.order_by("name"),

@@ -1,7 +1,15 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from sessions_app.web import compaction_views, pin_views, views, views_support
+from sessions_app.web import (
+    audit_views,
+    compaction_views,
+    import_views,
+    pin_views,
+    replay_views,
+    rollback_views,
+    views,
+)
 
 urlpatterns = [
     path("", views.fleet, name="fleet"),
@@ -21,11 +29,11 @@ urlpatterns = [
 
 # Audit log, rollback / redo forms, rollout import and replay comparison (issue 7).
 urlpatterns += [
-    path("audit/", views_support.audit_log, name="audit_log"),
-    path("compactions/<int:pk>/rollback/", views_support.compaction_rollback, name="compaction_rollback"),
-    path("compactions/<int:pk>/redo/", views_support.compaction_redo, name="compaction_redo"),
-    path("import/", views_support.import_rollout, name="import_rollout"),
-    path("sessions/<int:pk>/replays/", views_support.replay_compare, name="replay_compare"),
+    path("audit/", audit_views.audit_log, name="audit_log"),
+    path("compactions/<int:pk>/rollback/", rollback_views.compaction_rollback, name="compaction_rollback"),
+    path("compactions/<int:pk>/redo/", rollback_views.compaction_redo, name="compaction_redo"),
+    path("import/", import_views.import_rollout, name="import_rollout"),
+    path("sessions/<int:pk>/replays/", replay_views.replay_compare, name="replay_compare"),
 ]
 
 # The operator's controls where the operator is (issue 17): fault injection per session, recovery of stuck sessions.

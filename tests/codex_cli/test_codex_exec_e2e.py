@@ -32,7 +32,7 @@ from compaction_app.providers.simulated.recording import read_requests
 from sessions_app.models import CodexSource, RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import do_append_items
-from sessions_app.transfer import services as transfer
+from sessions_app.transfer import exporter, importer
 from sessions_app.transfer.follow import Follower
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -254,12 +254,12 @@ def test_codex_with_the_openai_provider_compacts_remotely_v2_and_resumes_compact
 
     # compactweb's export, with a line compactweb added after an import, resumes in a fresh Codex home.
     (path,) = run.rollout_files()
-    imported = transfer.do_import_rollout(lines=path.read_bytes().splitlines(keepends=True),
+    imported = importer.do_import_rollout(lines=path.read_bytes().splitlines(keepends=True),
                                           source_name=path.name, new_thread_id=True).session
     note = {"type": "message", "role": "user",
             "content": [{"type": "input_text", "text": "remember the word pineapple"}]}
     do_append_items(session=imported, items=[note])
-    exported = "".join(transfer.export_rollout(session=imported))
+    exported = "".join(exporter.export_rollout(session=imported))
     assert exported.startswith(path.read_text())
     fresh = _codex(tmp_path, base_url, token, custom_provider=False, name="resumed")
     target = fresh.home / "sessions" / path.relative_to(run.home / "sessions")

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from sessions_app.codex_rollout import RolloutExportError
 from sessions_app.models import Session
-from sessions_app.transfer.services import export_filename, export_rollout
+from sessions_app.transfer.exporter import export_filename, export_rollout
 
 
 class Command(BaseCommand):

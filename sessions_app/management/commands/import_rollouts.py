@@ -15,7 +15,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.codex_rollout import RolloutImportError
-from sessions_app.transfer.services import AlreadyImported, TransferRefused, do_import_rollout
+from sessions_app.transfer.importer import do_import_rollout
+from sessions_app.transfer.refusals import AlreadyImported, TransferRefused
 
 PATTERNS = ("*.jsonl", "*.ndjson")
 

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from compaction_app.models import Compaction, CompactionAttempt
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
-from sessions_app.compactions import selectors
+from sessions_app.compactions import presentation, selectors
 from sessions_app.jobs import services as jobs
 from sessions_app.jobs.tasks import do_submit_job
 from sessions_app.models import Job, Session
@@ -36,7 +36,7 @@ ERROR_RESPONSES = {
 def _answer(status_code: int, result: dict) -> Response:
     """The compaction's outcome as the API answers it: 201 with the compaction's detail, or the error body."""
     if status_code == status.HTTP_201_CREATED:
-        detail = selectors.compaction_detail(compaction=selectors.get_compaction(compaction_id=result["compaction"]))
+        detail = presentation.compaction_detail(compaction=selectors.get_compaction(compaction_id=result["compaction"]))
         return Response(detail, status=status.HTTP_201_CREATED)
     return Response(result, status=status_code)
 
@@ -79,7 +79,7 @@ class SessionCompactions(APIView):
     def get(self, request, pk: int):
         if not Session.objects.filter(pk=pk).exists():
             raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist")
-        return Response([selectors.compaction_listing(compaction=c) for c in selectors.list_compactions(session_id=pk)])
+        return Response([presentation.compaction_listing(compaction=c) for c in selectors.list_compactions(session_id=pk)])
 
 
 class CompactionDetail(APIView):
@@ -91,7 +91,7 @@ class CompactionDetail(APIView):
             compaction = selectors.get_compaction(compaction_id=pk)
         except Compaction.DoesNotExist:
             raise ApiError(status_code=404, code="not_found", message=f"compaction {pk} does not exist") from None
-        return Response(selectors.compaction_detail(compaction=compaction))
+        return Response(presentation.compaction_detail(compaction=compaction))
 
 
 class SessionAttempts(APIView):
@@ -109,7 +109,7 @@ class SessionAttempts(APIView):
             raise ApiError(status_code=400, code="invalid", message=(
                 f"status: must be one of {', '.join(CompactionAttempt.Status.values)}, got {wanted!r}"))
         attempts = selectors.attempts_for(session_id=pk, status=wanted).prefetch_related("hook_runs")
-        return Response([selectors.attempt_dict(a) for a in attempts])
+        return Response([presentation.attempt_dict(a) for a in attempts])
 
 
 class AttemptDetail(APIView):
@@ -121,4 +121,4 @@ class AttemptDetail(APIView):
             attempt = selectors.get_attempt(attempt_id=pk)
         except CompactionAttempt.DoesNotExist:
             raise ApiError(status_code=404, code="not_found", message=f"attempt {pk} does not exist") from None
-        return Response(selectors.attempt_dict(attempt))
+        return Response(presentation.attempt_dict(attempt))

@@ -1,5 +1,5 @@
 """JSON API for Codex rollout export and import and for replays (operator role): thin wrappers around
-sessions_app.transfer.services."""
+sessions_app.transfer's importer, exporter and replay."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ from sessions_app.jobs import services as jobs
 from sessions_app.jobs.tasks import do_submit_job
 from sessions_app.models import Job, Session
 from sessions_app.rollout import selectors
-from sessions_app.transfer import services as transfer
+from sessions_app.transfer import exporter
+from sessions_app.transfer.refusals import TransferRefused
+from sessions_app.transfer.replay import replay_comparison
 from sessions_app.web.api.jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, answer_job, wants_wait
 
 EXPORT_LINES_PER_CHUNK = 200
@@ -129,7 +131,7 @@ def _row(model, pk, name: str):
         raise ApiError(status_code=400, code="invalid", message=f"{name}: {name} {pk} does not exist") from None
 
 
-def refused(exc: transfer.TransferRefused) -> ApiError:
+def refused(exc: TransferRefused) -> ApiError:
     return ApiError(status_code=exc.status, code=exc.code, message=str(exc))
 
 
@@ -208,7 +210,7 @@ class SessionExport(APIView):
     )
     def get(self, request, pk: int):
         session = _session_or_404(pk)
-        lines = transfer.export_rollout(session=session)
+        lines = exporter.export_rollout(session=session)
         try:
             first = next(lines)  # the session_meta line: fails early, before the response starts
         except RolloutExportError as exc:
@@ -225,7 +227,7 @@ class SessionExport(APIView):
 
         body = async_body() if isinstance(request._request, ASGIRequest) else sync_body()
         response = StreamingHttpResponse(body, content_type="application/x-ndjson")
-        response["Content-Disposition"] = f'attachment; filename="{transfer.export_filename(session)}"'
+        response["Content-Disposition"] = f'attachment; filename="{exporter.export_filename(session)}"'
         return response
 
 
@@ -266,6 +268,6 @@ class SessionComparison(APIView):
     @extend_schema(responses=ComparisonSerializer)
     def get(self, request, pk: int):
         try:
-            return Response(transfer.replay_comparison(replay=_session_or_404(pk)))
-        except transfer.TransferRefused as exc:
+            return Response(replay_comparison(replay=_session_or_404(pk)))
+        except TransferRefused as exc:
             raise refused(exc) from None

@@ -104,7 +104,7 @@ def test_method_and_its_old_name_must_agree(scripted_sessions):
 
 
 def test_analytics_counts_by_method_and_by_codex_strategy(scripted_sessions):
-    from sessions_app.compactions.selectors import compaction_analytics
+    from sessions_app.compactions.analytics import compaction_analytics
 
     api, script = scripted_sessions.api, scripted_sessions.script
     session = scripted_sessions.create(items=ITEMS)

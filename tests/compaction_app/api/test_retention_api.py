@@ -114,7 +114,7 @@ def test_bad_pins_are_refused_in_the_error_shape(operator_api, api_client_for, h
 @pytest.mark.django_db
 def test_pins_survive_rollback_export_and_replay(operator_api, support_api, history_session, policy):
     from sessions_app.compactions.retention import session_pins
-    from sessions_app.transfer.services import do_replay_session
+    from sessions_app.transfer.replay import do_replay_session
 
     url = f"/api/v1/sessions/{history_session.pk}/pins"
     operator_api.post(url, {"kind": "decision", "text": "Keep the public API unchanged"}, format="json")

@@ -9,7 +9,7 @@ import pytest
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import CompactionAttempt
-from sessions_app.compactions import selectors
+from sessions_app.compactions import analytics, presentation, selectors
 from sessions_app.compactions.services import CompactionFailed, do_compact_session
 from sessions_app.compactions.tasks import start_compaction
 from sessions_app.models import LiveItem, Session
@@ -28,9 +28,9 @@ def test_detail_has_the_history_before_and_what_left_and_stayed(make_session):
     history_before_second = list(
         LiveItem.objects.filter(session=session).order_by("position").values_list("item", "tokens"))
     second = do_compact_session(session_id=session.pk, strategy="remote_v1")
-    detail = selectors.compaction_detail(compaction=second)
+    detail = presentation.compaction_detail(compaction=second)
     assert list(zip(detail["before_history"], detail["before_tokens"], strict=True)) == history_before_second
-    first_detail = selectors.compaction_detail(compaction=first)
+    first_detail = presentation.compaction_detail(compaction=first)
     assert first_detail["before_history"] == [U1, assistant("Renamed."), U2, assistant("Imports updated.")]
     change = first_detail["window_change"]
     assert [k["item"] for k in change["kept"]] == [U1, U2]
@@ -54,7 +54,7 @@ def test_analytics_counts_by_dimension_and_reports_failure_rate_and_latency(make
         do_compact_session(session_id=session.pk, strategy="remote_v2")
     CompactionAttempt.objects.filter(session=session).update(duration_ms=100)
     CompactionAttempt.objects.filter(session=session, strategy="remote_v2").update(duration_ms=900)
-    stats = selectors.compaction_analytics(policy_id=policy.pk, provider_id=provider.pk)
+    stats = analytics.compaction_analytics(policy_id=policy.pk, provider_id=provider.pk)
     assert stats["attempts"] == 3
     assert stats["totals"]["status"] == {"completed": 2, "failed": 1}
     assert stats["totals"]["implementation"] == {"responses": 1, "token_budget": 1, "responses_compaction_v2": 1}
@@ -64,7 +64,7 @@ def test_analytics_counts_by_dimension_and_reports_failure_rate_and_latency(make
     assert day["trigger"] == {"manual": 3}
     completed = CompactionAttempt.objects.filter(session=session, status="completed")
     assert stats["tokens_saved"] == sum(a.tokens_before - a.tokens_after for a in completed)
-    assert selectors.compaction_analytics(policy_id=policy.pk + 1000)["attempts"] == 0
+    assert analytics.compaction_analytics(policy_id=policy.pk + 1000)["attempts"] == 0
 
 
 @pytest.mark.django_db(transaction=True)

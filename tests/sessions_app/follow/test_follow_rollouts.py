@@ -16,7 +16,7 @@ from compaction_app.models import Compaction
 from sessions_app.models import CodexSource, RolloutLine, Session
 from sessions_app.rollout import selectors
 from sessions_app.rollout.services import verify_projection
-from sessions_app.transfer import services as transfer
+from sessions_app.transfer import exporter, importer
 from sessions_app.transfer.follow import Follower, sync_file
 
 ROLLOUTS = Path(__file__).resolve().parents[2] / "fixtures" / "rollouts"
@@ -38,7 +38,7 @@ def _write(path: Path, data: bytes, mode="ab"):
 
 
 def _whole_import_history(data: bytes):
-    result = transfer.do_import_rollout(lines=data.splitlines(keepends=True), new_thread_id=True)
+    result = importer.do_import_rollout(lines=data.splitlines(keepends=True), new_thread_id=True)
     return selectors.live_items(session=result.session)
 
 
@@ -64,7 +64,7 @@ def test_a_file_written_piece_by_piece_ends_as_the_whole_file_imported(rollout_p
     assert verify_projection(session=session) == []
     (compaction,) = Compaction.objects.filter(session=session)
     assert (compaction.implementation, compaction.phase) == ("responses", "pre_turn")
-    exported = b"".join(line.encode() for line in transfer.export_rollout(session=session))
+    exported = b"".join(line.encode() for line in exporter.export_rollout(session=session))
     assert exported == LOCAL
 
 

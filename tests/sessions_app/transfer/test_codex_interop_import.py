@@ -12,6 +12,7 @@ from compaction_app.models import Compaction
 from sessions_app.models import CodexSource, Session
 from sessions_app.rollout import selectors
 from sessions_app.rollout.services import verify_projection
+from sessions_app.transfer import importer
 
 LOCAL = "codex_0169_local_compaction.jsonl"
 REMOTE = "codex_0169_remote_v2_compaction.jsonl"
@@ -162,11 +163,9 @@ def test_the_inspector_says_which_labels_were_inferred(operator_api, client, ope
 
 
 def test_a_file_read_in_small_chunks_imports_as_it_does_whole(operator_api, rollout_bytes, provider, policy, monkeypatch):
-    from sessions_app.transfer import services as transfer
-
     data = rollout_bytes(LOCAL)
     whole = _import(operator_api, LOCAL, data).json()
-    monkeypatch.setattr(transfer, "IMPORT_CHUNK_LINES", 7)
+    monkeypatch.setattr(importer, "IMPORT_CHUNK_LINES", 7)
     chunked = _import(operator_api, LOCAL, data, new_thread_id="true").json()
     a, b = (Session.objects.get(pk=x["session"]) for x in (whole, chunked))
     assert selectors.live_items(session=a) == selectors.live_items(session=b)
@@ -178,9 +177,7 @@ def test_a_file_read_in_small_chunks_imports_as_it_does_whole(operator_api, roll
 
 
 def test_strict_mode_names_bad_lines_in_every_chunk(operator_api, rollout_bytes, provider, policy, row_counts, monkeypatch):
-    from sessions_app.transfer import services as transfer
-
-    monkeypatch.setattr(transfer, "IMPORT_CHUNK_LINES", 10)
+    monkeypatch.setattr(importer, "IMPORT_CHUNK_LINES", 10)
     lines = _lines(rollout_bytes(LOCAL))
     lines[4], lines[99] = b"{broken\n", b"also broken\n"
     before = row_counts()

@@ -15,7 +15,7 @@ from sessions_app.models import RolloutLine, Session, StagedRolloutLine
 from sessions_app.rollout import events
 from sessions_app.rollout.lease import SessionReadOnly
 from sessions_app.rollout.services import do_append_items, do_create_session, verify_projection
-from sessions_app.transfer import services as transfer
+from sessions_app.transfer import importer
 
 LOCAL = "codex_0169_local_compaction.jsonl"  # 155 lines, one local compaction
 BATCH = 10
@@ -32,7 +32,7 @@ def _user_item(text):
 def test_a_strict_error_late_in_the_file_leaves_no_session_no_rollout_and_no_staged_lines(
     operator_api, rollout_bytes, provider, policy, row_counts, monkeypatch
 ):
-    monkeypatch.setattr(transfer, "IMPORT_CHUNK_LINES", BATCH)
+    monkeypatch.setattr(importer, "IMPORT_CHUNK_LINES", BATCH)
     lines = rollout_bytes(LOCAL).splitlines(keepends=True)
     lines[150] = b"{cut short\n"  # in the 16th batch: fifteen batches were already staged and committed
     before = row_counts()
@@ -44,7 +44,7 @@ def test_a_strict_error_late_in_the_file_leaves_no_session_no_rollout_and_no_sta
 
 def test_a_failure_after_several_committed_batches_leaves_nothing(rollout_bytes, provider, policy, row_counts,
                                                                   monkeypatch):
-    monkeypatch.setattr(transfer, "IMPORT_CHUNK_LINES", BATCH)
+    monkeypatch.setattr(importer, "IMPORT_CHUNK_LINES", BATCH)
     committed = []
 
     def fail_in_the_tenth_batch(*, session_id, lines_read):
@@ -52,10 +52,10 @@ def test_a_failure_after_several_committed_batches_leaves_nothing(rollout_bytes,
         if len(committed) == 10:
             raise RuntimeError("disk full")
 
-    monkeypatch.setattr(transfer, "import_batch_committed", fail_in_the_tenth_batch)
+    monkeypatch.setattr(importer, "import_batch_committed", fail_in_the_tenth_batch)
     before = row_counts()
     with pytest.raises(RuntimeError, match="disk full"):
-        transfer.do_import_rollout(lines=rollout_bytes(LOCAL).splitlines(keepends=True), source_name=LOCAL,
+        importer.do_import_rollout(lines=rollout_bytes(LOCAL).splitlines(keepends=True), source_name=LOCAL,
                                    provider=provider, policy=policy)
     assert committed[-1] > 0  # lines were staged before the failure ...
     assert row_counts() == before  # ... and removed with everything else
@@ -66,9 +66,9 @@ def test_another_writer_commits_between_batches_of_a_long_import(rollout_bytes, 
     """The hook between two batches writes from another connection (another thread): a new session and its first
     item commit while the import is still staging. With one transaction for the whole import, that write would
     wait on the database lock (SQLite: "database is locked")."""
-    monkeypatch.setattr(transfer, "IMPORT_CHUNK_LINES", BATCH)
+    monkeypatch.setattr(importer, "IMPORT_CHUNK_LINES", BATCH)
     seen: dict = {}
-    hook = transfer.import_batch_committed
+    hook = importer.import_batch_committed
 
     def other_writer(importing_id):
         try:
@@ -93,15 +93,15 @@ def test_another_writer_commits_between_batches_of_a_long_import(rollout_bytes, 
             thread.start()
             thread.join()
 
-    monkeypatch.setattr(transfer, "import_batch_committed", between_batches)
-    result = transfer.do_import_rollout(lines=rollout_bytes(LOCAL).splitlines(keepends=True), source_name=LOCAL,
+    monkeypatch.setattr(importer, "import_batch_committed", between_batches)
+    result = importer.do_import_rollout(lines=rollout_bytes(LOCAL).splitlines(keepends=True), source_name=LOCAL,
                                         provider=provider, policy=policy)
     assert "error" not in seen, seen["error"]
     assert RolloutLine.objects.filter(session_id=seen["other"]).count() == 2  # session_meta + the item, committed
     assert seen["staged"] > 0 and seen["installed"] == 0  # visible to the other connection: the batches committed
     assert seen["read_only"] is True  # nothing else writes into a session that is still importing
     session = Session.objects.get(pk=result.session.pk)
-    assert session.source == transfer.IMPORTED
+    assert session.source == importer.IMPORTED
     assert RolloutLine.objects.filter(session=session).count() == result.lines_imported
     assert StagedRolloutLine.objects.filter(session=session).count() == 0
     assert verify_projection(session=session) == []
@@ -110,7 +110,7 @@ def test_another_writer_commits_between_batches_of_a_long_import(rollout_bytes, 
 def test_an_import_publishes_one_progress_event_per_batch_and_one_lines_event(
     operator_api, rollout_bytes, provider, policy, monkeypatch, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setattr(transfer, "IMPORT_CHUNK_LINES", BATCH)
+    monkeypatch.setattr(importer, "IMPORT_CHUNK_LINES", BATCH)
     sent = []
     monkeypatch.setattr(events, "_send", lambda groups, message: sent.append(message))
     data = rollout_bytes(LOCAL)
@@ -119,7 +119,7 @@ def test_an_import_publishes_one_progress_event_per_batch_and_one_lines_event(
     assert response.status_code == 201, response.content
     body = response.json()
     mine = [m for m in sent if m["session_id"] == body["session"]]
-    progress = [m for m in mine if m["kind"] == transfer.IMPORT_PROGRESS]
+    progress = [m for m in mine if m["kind"] == importer.IMPORT_PROGRESS]
     lines = [m for m in mine if m["kind"] == events.LINES_KIND]
     assert len(progress) == math.ceil(len(data.splitlines()) / BATCH)
     assert progress[-1]["detail"]["lines_read"] == len(data.splitlines())

@@ -9,7 +9,7 @@ from compaction_app.models import AuditEntry, CompactionPolicy
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import selectors
 from sessions_app.rollout.services import verify_projection
-from sessions_app.transfer.services import do_replay_session, limit_reached
+from sessions_app.transfer.replay import do_replay_session, limit_reached
 
 
 @pytest.fixture
