@@ -1,6 +1,7 @@
 """Manual compactions the operator asks for, started at once or queued behind the turn that holds the session.
 
-`request_manual_compaction` is the one entry point for the UI (and the API can share it): when the session is free
+`request_manual_compaction` is the UI's entry point (the API's is sessions_app.jobs.tasks.do_queue_compaction_job,
+which queues the same way and runs the request as a job to poll): when the session is free
 the compaction starts in the background at once; when a turn holds it (a simulator step, an API turn), the request
 is stored as a QueuedCompaction and a background job starts it as soon as that turn releases the session. Meanwhile
 simulator steps of the session wait (`has_queued`), so the queued compaction cannot be starved by the next step.
@@ -56,6 +57,39 @@ def queued_for(*, session_id: int) -> dict | None:
     return row
 
 
+def holder_to_queue_behind(*, session_id: int) -> str | None:
+    """What a manual compaction asked for now waits behind: None when the session is free, else the purpose of the
+    turn (a simulator step, an API turn, a rollback) holding it. Refused (CompactionRequestRefused) when the session
+    does not exist, or when another compaction runs or waits already: a second one is never queued beside it."""
+    if has_queued(session_id=session_id):
+        raise CompactionRequestRefused("A manual compaction is already queued for this session; it runs when the "
+                                       "current step ends.")
+    try:
+        lease_is_free(session_id=session_id)
+    except Session.DoesNotExist:
+        raise CompactionRequestRefused(f"Session {session_id} does not exist.", status=404) from None
+    except SessionBusy as exc:
+        if exc.purpose == COMPACTION_PURPOSE:
+            raise CompactionRequestRefused("A compaction of this session is running already; wait for its result."
+                                           ) from None
+        return exc.purpose
+    return None
+
+
+def queue_behind(*, session_id: int, actor, behind: str, strategy: str | None = None,
+                 instructions: str = "") -> QueuedCompaction:
+    """Store the request (simulator steps of the session wait for it from now on) and say so live. The caller
+    starts whatever runs it: the UI's queued job, or an API job."""
+    queued = QueuedCompaction.objects.create(
+        session_id=session_id, requested_by_id=getattr(actor, "pk", None), strategy=strategy or "",
+        instructions=instructions, behind=behind,
+    )
+    after_seq = Session.objects.filter(pk=session_id).values_list("last_seq", flat=True).first() or 0
+    publish_transient(session_id=session_id, after_seq=after_seq, kind=QUEUED_EVENT,
+                      detail={"queued_id": queued.pk, "behind": behind})
+    return queued
+
+
 def request_manual_compaction(
     *, session_id: int, actor, strategy: str | None = None, instructions: str = ""
 ) -> CompactionRequestOutcome:
@@ -67,34 +101,20 @@ def request_manual_compaction(
     strategy = strategy or None
     if instructions.strip() and strategy not in (None, "local"):
         raise CompactionRequestRefused(LOCAL_ONLY_MESSAGE, status=400)
-    if has_queued(session_id=session_id):
-        raise CompactionRequestRefused("A manual compaction is already queued for this session; it runs when the "
-                                       "current step ends.")
-    actor_id = getattr(actor, "pk", None)
-    try:
-        lease_is_free(session_id=session_id)
-    except Session.DoesNotExist:
-        raise CompactionRequestRefused(f"Session {session_id} does not exist.", status=404) from None
-    except SessionBusy as exc:
-        if exc.purpose == COMPACTION_PURPOSE:
-            raise CompactionRequestRefused("A compaction of this session is running already; wait for its result."
-                                           ) from None
-        queued = QueuedCompaction.objects.create(
-            session_id=session_id, requested_by_id=actor_id, strategy=strategy or "", instructions=instructions,
-            behind=exc.purpose,
-        )
-        after_seq = Session.objects.filter(pk=session_id).values_list("last_seq", flat=True).first() or 0
-        publish_transient(session_id=session_id, after_seq=after_seq, kind=QUEUED_EVENT,
-                          detail={"queued_id": queued.pk, "behind": exc.purpose})
+    behind = holder_to_queue_behind(session_id=session_id)
+    if behind is not None:
+        queued = queue_behind(session_id=session_id, actor=actor, behind=behind, strategy=strategy,
+                              instructions=instructions)
         background.submit(run_queued_compaction_task, queued_id=queued.pk)
-        return CompactionRequestOutcome(True, f"Queued behind the running {exc.purpose}: it starts when that ends.",
+        return CompactionRequestOutcome(True, f"Queued behind the running {behind}: it starts when that ends.",
                                         queued.pk)
     try:
-        start_compaction(session_id=session_id, actor_id=actor_id, strategy=strategy, instructions=instructions)
+        start_compaction(session_id=session_id, actor_id=getattr(actor, "pk", None), strategy=strategy,
+                         instructions=instructions)
     except SessionBusy as exc:  # taken between the check and the start: say so rather than guess
         raise CompactionRequestRefused(str(exc)) from None
     return CompactionRequestOutcome(False, "Compaction started: progress appears below.")
 
 
 __all__ = ["EXPIRED_EVENT", "QUEUED_EVENT", "CompactionRequestRefused", "CompactionRequestOutcome", "has_queued",
-           "queued_for", "request_manual_compaction"]
+           "holder_to_queue_behind", "queue_behind", "queued_for", "request_manual_compaction"]

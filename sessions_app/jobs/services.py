@@ -24,10 +24,10 @@ from django.utils import timezone
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb import background
 from sessions_app.codex_rollout import RolloutImportError
-from sessions_app.compactions import services
+from sessions_app.compactions import queue_runner, services
 from sessions_app.models import Job, Session
 from sessions_app.rollout.events import publish_transient
-from sessions_app.rollout.lease import LeaseLost, SessionBusy
+from sessions_app.rollout.lease import Lease, LeaseLost, SessionBusy, release
 from sessions_app.transfer.importer import do_import_rollout
 from sessions_app.transfer.refusals import TransferRefused
 from sessions_app.transfer.replay import do_replay_session
@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 WAIT_SECONDS = 120.0  # a waiting caller gets 202 and the job after this long
 POLL_SECONDS = 0.2
+QUEUED_PARAM = "queued_id"  # a compaction job's QueuedCompaction, when it was queued behind a turn
 
 Outcome = tuple[int, dict[str, Any]]
 
@@ -47,13 +48,14 @@ def error(status: int, code: str, message: str, **extra: Any) -> Outcome:
 # --- what each kind of job runs (also the synchronous API's path) -------------------------------------------------
 
 def compaction_outcome(*, session_id: int, actor, trigger: str = "manual", phase: str | None = None,
-                       strategy: str | None = None, instructions: str = "") -> Outcome:
-    """Compact the session; (201, {"compaction": id}) or the API's error answer."""
+                       strategy: str | None = None, instructions: str = "", lease: Lease | None = None) -> Outcome:
+    """Compact the session (under `lease` when the caller took it already); (201, {"compaction": id}) or the API's
+    error answer."""
 
     try:
         compaction = services.do_compact_session(
             session_id=session_id, actor=actor, trigger=trigger, phase=phase, strategy=strategy,
-            instructions=instructions,
+            instructions=instructions, lease=lease,
         )
     except Session.DoesNotExist:
         return error(404, "not_found", f"session {session_id} does not exist")
@@ -109,10 +111,11 @@ def import_outcome(*, actor, lines: list, source_name: str, title: str | None = 
     return 201, result.as_dict()
 
 
-def _run_kind(job: Job) -> Outcome:
+def _run_kind(job: Job, *, lease: Lease | None = None) -> Outcome:
     actor = get_user_model().objects.filter(pk=job.actor_id).first() if job.actor_id else None
     if job.kind == Job.Kind.COMPACTION:
-        return compaction_outcome(session_id=job.session_id, actor=actor, **job.params)
+        params = {k: v for k, v in job.params.items() if k != QUEUED_PARAM}
+        return compaction_outcome(session_id=job.session_id, actor=actor, lease=lease, **params)
     if job.kind == Job.Kind.REPLAY:
         return replay_outcome(session_id=job.session_id, actor=actor, **job.params)
     if job.kind == Job.Kind.IMPORT:
@@ -135,21 +138,51 @@ def publish_job_event(job: Job, kind: str) -> None:
         logger.exception("could not publish %s of job %s", kind, job.pk)
 
 
-def run_job(*, job_id: int) -> Job | None:
-    """Run a queued job once and store its outcome; None when it was already taken (a redelivered task)."""
-    taken = Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(
-        status=Job.Status.RUNNING, started_at=timezone.now()
-    )
-    if not taken:
-        logger.info("job %s was already taken", job_id)
-        return None
-    job = Job.objects.get(pk=job_id)
-    publish_job_event(job, "job.running")
+def run_job(*, job_id: int, **waiting: Any) -> Job | None:
+    """Run a queued job once and store its outcome; None when it was already taken (a redelivered task).
+
+    A compaction queued behind a turn (`do_queue_compaction_job`) first waits for that turn to release the
+    session (`waiting`: queue_runner.wait_for_lease's pacing); the job stays `queued` meanwhile and turns `running`
+    once it holds the session."""
+    job = Job.objects.filter(pk=job_id).first()
+    queued_id = (job.params or {}).get(QUEUED_PARAM) if job is not None else None
+    lease = None
+    if queued_id is not None:
+        lease = queue_runner.wait_for_lease(queued_id=queued_id, **waiting)
+        if lease is None:  # the session stayed busy (or the request left the queue): the API's busy answer
+            if not _take(job_id):
+                return None
+            return _finish(job_id, error(409, "busy", f"session {job.session_id} stayed busy: the compaction queued "
+                                                      "behind its turn was dropped; ask again"))
     try:
-        status, result = _run_kind(job)
-    except Exception as exc:  # an outcome nobody foresaw: still an answer, never a job left running
-        logger.exception("job %s failed", job_id)
-        status, result = error(500, "internal_error", f"{type(exc).__name__}: the job failed")
+        if not _take(job_id):
+            logger.info("job %s was already taken", job_id)
+            return None
+        if queued_id is not None:
+            queue_runner.mark_started(queued_id=queued_id)
+        job = Job.objects.get(pk=job_id)
+        publish_job_event(job, "job.running")
+        try:
+            outcome = _run_kind(job, lease=lease)
+        except Exception as exc:  # an outcome nobody foresaw: still an answer, never a job left running
+            logger.exception("job %s failed", job_id)
+            outcome = error(500, "internal_error", f"{type(exc).__name__}: the job failed")
+    finally:
+        if lease is not None:
+            release(lease)
+    return _finish(job_id, outcome)
+
+
+def _take(job_id: int) -> bool:
+    """Take a queued job (a conditional update: a job runs at most once)."""
+    return bool(Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(
+        status=Job.Status.RUNNING, started_at=timezone.now()
+    ))
+
+
+def _finish(job_id: int, outcome: Outcome) -> Job:
+    status, result = outcome
+    job = Job.objects.get(pk=job_id)
     session_id = job.session_id
     if job.kind == Job.Kind.IMPORT and status < 400:
         session_id = result.get("session")

@@ -87,20 +87,22 @@ def test_with_workers_a_caller_that_waits_gets_the_compaction(operator_api, api_
     assert Job.objects.get().status == "succeeded"
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_job_that_finds_the_session_busy_fails_with_the_apis_409(operator_api, api_session, with_workers):
-    lease = acquire(session_id=api_session.pk, purpose="turn")
-    try:
-        waited = compact(operator_api, api_session, query="?wait=1")
+@pytest.mark.django_db
+def test_a_job_that_finds_the_session_busy_fails_with_the_apis_409(operator_api, api_session, with_workers,
+                                                                    django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as handed_over:
         queued = compact(operator_api, api_session)
+    lease = acquire(session_id=api_session.pk, purpose="compaction")  # taken before a worker runs the job
+    try:
+        for callback in handed_over:
+            callback()
     finally:
         release(lease)
 
-    assert waited.status_code == 409 and waited.json()["error"]["code"] == "busy"
     polled = operator_api.get(queued.json()["job"]["url"]).json()
     assert (polled["status"], polled["http_status"]) == ("failed", 409)
-    assert polled["result"]["error"]["message"] == f"session {api_session.pk} is busy: a turn is running; " \
-                                                   "try again when it ends"
+    assert polled["result"]["error"] == {
+        "code": "busy", "message": f"session {api_session.pk} is busy: a compaction is running; try again when it ends"}
     assert not Compaction.objects.exists()
 
 

@@ -12,22 +12,28 @@ from compaction_app.models import Compaction, CompactionAttempt
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
 from sessions_app.compactions import presentation, selectors
+from sessions_app.compactions.queue import CompactionRequestRefused
 from sessions_app.jobs import services as jobs
-from sessions_app.jobs.tasks import do_submit_job
-from sessions_app.models import Job, Session
+from sessions_app.jobs.tasks import do_queue_compaction_job, do_submit_job
+from sessions_app.models import Job, QueuedCompaction, Session
 from sessions_app.web.api.compaction_serializers import (
     AttemptSerializer,
     CompactionDetailSerializer,
     CompactionListItemSerializer,
     CompactRequestSerializer,
 )
-from sessions_app.web.api.jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, accepted, wants_wait
+from sessions_app.web.api.jobs import (
+    WAIT_PARAMETER_HELP,
+    JobAcceptedSerializer,
+    accepted,
+    wants_wait,
+)
 
 ERROR_RESPONSES = {
     400: OpenApiResponse(description="invalid body, or a strategy this session's provider/policy cannot run"),
     404: OpenApiResponse(description="no such session"),
-    409: OpenApiResponse(description="busy (another compaction, turn or rollback holds the session), or a "
-                                     "PreCompact hook stopped the compaction (code interrupted)"),
+    409: OpenApiResponse(description="busy (another compaction runs or is queued already), or a PreCompact hook "
+                                     "stopped the compaction (code interrupted)"),
     502: OpenApiResponse(description="the provider or the engine failed; error.code is the error kind and "
                                      "error.attempt_id the failed attempt; the history is unchanged"),
 }
@@ -43,7 +49,11 @@ def _answer(status_code: int, result: dict) -> Response:
 
 class SessionCompact(APIView):
     """Compact a session now. With workers (a broker) the compaction runs on one and the answer is 202 with a job
-    to poll (`GET /jobs/<id>`), unless the caller asks to wait; without, it runs in the request."""
+    to poll (`GET /jobs/<id>`), unless the caller asks to wait; without, it runs in the request.
+
+    While a turn (a simulator step, an API turn, a rollback) holds the session the compaction is queued behind it,
+    as the dashboard's "Compact now" is: 202 with the job (`queued` until the turn ends, then `running`, then
+    `succeeded` with the compaction or `failed` with the error) and `queued` saying what it waits behind."""
 
     permission_classes = [IsOperator]
 
@@ -59,17 +69,35 @@ class SessionCompact(APIView):
         wait = wants_wait(request)
         params = {"trigger": body["trigger"], "phase": body["phase"], "strategy": body["method"],
                   "instructions": body["instructions"]}
-        if wait and not jobs.runs_on_workers():
-            return _answer(*jobs.compaction_outcome(session_id=pk, actor=request.user, **params))
         if not Session.objects.filter(pk=pk).exists():
             raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist")
+        try:
+            queued_job = do_queue_compaction_job(session_id=pk, actor=request.user, params=params)
+        except CompactionRequestRefused as exc:
+            raise ApiError(status_code=exc.status, code="not_found" if exc.status == 404 else "busy",
+                           message=str(exc)) from None
+        if queued_job is not None:  # answered at once unless the caller asked to wait for the outcome
+            return _job_answer(queued_job, wait=wants_wait(request, default=False), queued=_queued_view(queued_job))
+        if wait and not jobs.runs_on_workers():
+            return _answer(*jobs.compaction_outcome(session_id=pk, actor=request.user, **params))
         job = do_submit_job(kind=Job.Kind.COMPACTION, session_id=pk, actor=request.user, params=params)
-        if not wait:
-            return accepted(job)
-        job = jobs.wait_for_job(job_id=job.pk)
-        if job.http_status is None:
-            return accepted(job)  # still running after the wait limit: poll it
-        return _answer(job.http_status, job.result)
+        return _job_answer(job, wait=wait)
+
+
+def _job_answer(job: Job, *, wait: bool, queued: dict | None = None) -> Response:
+    """202 with the job to poll, or (when the caller waits) the compaction's outcome once the job finished."""
+    if not wait:
+        return accepted(job, queued=queued)
+    job = jobs.wait_for_job(job_id=job.pk)
+    if job.http_status is None:
+        return accepted(job, queued=queued)  # still running after the wait limit: poll it
+    return _answer(job.http_status, job.result)
+
+
+def _queued_view(job: Job) -> dict:
+    queued = QueuedCompaction.objects.get(pk=job.params[jobs.QUEUED_PARAM])
+    return {"id": queued.pk, "behind": queued.behind,
+            "message": f"queued behind the running {queued.behind}: it starts when that ends"}
 
 
 class SessionCompactions(APIView):

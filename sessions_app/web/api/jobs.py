@@ -27,8 +27,17 @@ class JobSerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
 
 
+class QueuedBehindSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="The queued request (the session page shows it as queued).")
+    behind = serializers.CharField(help_text="What held the session when the compaction was asked for (a turn, ...).")
+    message = serializers.CharField()
+
+
 class JobAcceptedSerializer(serializers.Serializer):
     job = JobSerializer()
+    queued = QueuedBehindSerializer(
+        required=False, help_text="Only for a compaction queued behind the turn holding the session: the job stays "
+                                  "`queued` until that turn ends, then turns `running`, then `succeeded` or `failed`.")
 
 
 WAIT_PARAMETER_HELP = (
@@ -37,13 +46,14 @@ WAIT_PARAMETER_HELP = (
 )
 
 
-def wants_wait(request) -> bool:
-    """The caller's `wait` (query parameter or body field); by default, wait only when there are no workers."""
+def wants_wait(request, *, default: bool | None = None) -> bool:
+    """The caller's `wait` (query parameter or body field); by default `default`, or (None) wait only when there
+    are no workers."""
     raw = request.query_params.get("wait")
     if raw is None and hasattr(request.data, "get"):
         raw = request.data.get("wait")
     if raw is None or raw == "":
-        return not jobs.runs_on_workers()
+        return not jobs.runs_on_workers() if default is None else default
     if isinstance(raw, bool):
         return raw
     value = str(raw).strip().lower()
@@ -54,8 +64,11 @@ def wants_wait(request) -> bool:
     raise ApiError(status_code=400, code="invalid", message="wait: give true or false")
 
 
-def accepted(job: Job) -> Response:
-    response = Response({"job": JobSerializer(jobs.job_view(job)).data}, status=202)
+def accepted(job: Job, *, queued: dict | None = None) -> Response:
+    body = {"job": JobSerializer(jobs.job_view(job)).data}
+    if queued is not None:
+        body["queued"] = QueuedBehindSerializer(queued).data
+    response = Response(body, status=202)
     response["Location"] = jobs.job_view(job)["url"]
     return response
 

@@ -61,15 +61,16 @@ def test_list_and_detail_return_compacted_items_with_attempts(operator_api, api_
 
 
 @pytest.mark.django_db
-def test_compact_while_busy_is_409_with_a_clear_message(operator_api, api_session):
-    lease = acquire(session_id=api_session.pk, purpose="turn")
+def test_compact_while_another_compaction_runs_is_409_with_a_clear_message(operator_api, api_session):
+    # (while a turn holds the session the compaction is queued instead: tests/sessions_app/test_api_compaction_queue.py)
+    lease = acquire(session_id=api_session.pk, purpose="compaction")
     try:
         response = operator_api.post(f"/api/v1/sessions/{api_session.pk}/compact", {}, format="json")
     finally:
         release(lease)
     assert response.status_code == 409
     assert error_of(response) == {
-        "code": "busy", "message": f"session {api_session.pk} is busy: a turn is running; try again when it ends"}
+        "code": "busy", "message": "A compaction of this session is running already; wait for its result."}
 
 
 @pytest.mark.django_db
