@@ -21,10 +21,10 @@ from asgiref.sync import async_to_sync
 from celery import shared_task
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
 from django.dispatch import Signal
 from django.utils import timezone
 
+from compaction_app import records
 from compaction_app.engine import alerts as rules
 from compaction_app.engine.events import EventLog
 from compaction_app.engine.hooks import HookRunner
@@ -128,8 +128,7 @@ def record_turn(*, session_id: int, first_seq: int, last_seq: int) -> list[Alert
         )
         _save(row, watch)
         if watch.reread_tokens != before_tax and watch.compaction_id:
-            Compaction.objects.filter(pk=watch.compaction_id).update(
-                reread_tokens=F("reread_tokens") + (watch.reread_tokens - before_tax))
+            records.add_reread_tokens(compaction_id=watch.compaction_id, tokens=watch.reread_tokens - before_tax)
         return _raise(found, session_id=session_id, limits=limits)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db import transaction
 
+from compaction_app import records
 from compaction_app.audit import record_audit
 from compaction_app.models import AuditEntry, Compaction
 from sessions_app.codex_rollout import plan_thread_rollback
@@ -269,7 +270,7 @@ def do_rollback_compaction(*, compaction_id: int, actor=None, reason: str = "") 
             "reason": reason,
         }
         (line,) = append_rollout_lines(session=session, lines=[NewLine(p.ROLLBACK, payload)], actor=actor)
-        Compaction.objects.filter(pk__in=[compaction.pk, *(c.pk for c in undoes)]).update(rolled_back=True)
+        records.set_rolled_back(compaction_ids=[compaction.pk, *(c.pk for c in undoes)], rolled_back=True)
         record_audit(
             action=AuditEntry.Action.ROLLBACK, actor=actor, session=session, compaction=compaction, reason=reason,
             detail={"rollout_seq": line.seq, "undoes": [c.pk for c in undoes], "items": len(before.entries)},
@@ -334,7 +335,7 @@ def do_redo_compaction(*, compaction_id: int, actor=None, reason: str = "") -> R
             "reason": reason,
         }
         (line,) = append_rollout_lines(session=session, lines=[NewLine(p.REDO, payload)], actor=actor)
-        Compaction.objects.filter(pk=compaction.pk).update(rolled_back=False)
+        records.set_rolled_back(compaction_ids=[compaction.pk], rolled_back=False)
         record_audit(
             action=AuditEntry.Action.REDO, actor=actor, session=session, compaction=compaction, reason=reason,
             detail={"rollout_seq": line.seq, "rollback_seq": rollback_line.seq},

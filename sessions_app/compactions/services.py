@@ -23,7 +23,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -31,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 from uuid6 import uuid7
 
+from compaction_app import records
 from compaction_app.audit import record_audit
 from compaction_app.engine.analytics import AttemptRecord
 from compaction_app.engine.compactor import (
@@ -42,13 +42,13 @@ from compaction_app.engine.compactor import (
 )
 from compaction_app.engine.errors import CompactionConfigError
 from compaction_app.engine.events import Event, Warning
-from compaction_app.engine.hooks import HookRunner, HookRunRecord, HookSpec
+from compaction_app.engine.hooks import HookRunner, HookSpec
 from compaction_app.engine.prompts import remote_error_text
 from compaction_app.engine.select import select_strategy
 from compaction_app.engine.settings import CompactionSettings
 from compaction_app.engine.vocabulary import IMPLEMENTATIONS, MODEL_SWITCH_REASONS, Strategy
 from compaction_app.engine.windows import WindowState, new_window_id
-from compaction_app.models import AuditEntry, Compaction, CompactionAttempt, HookRun
+from compaction_app.models import AuditEntry, Compaction, CompactionAttempt
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.factory import build_client
 from sessions_app.compactions import alerts
@@ -72,7 +72,6 @@ from sessions_app.rollout.validation import ItemValidationError
 logger = logging.getLogger(__name__)
 
 LEASE_PURPOSE = "compaction"
-CANCELLED_MESSAGE = "the compaction was cancelled before it finished"
 LEASE_LOST_KIND = "lease_lost"
 INTERNAL_ERROR_KIND = "internal_error"
 BAD_OUTPUT_KIND = "bad_response"
@@ -218,11 +217,10 @@ def _plan(
             transcript_path=f"/api/v1/sessions/{session_id}/rollout",
         )
         item_id = str(uuid7())
-        attempt = CompactionAttempt.objects.create(
+        attempt = records.start_attempt(
             session=session, item_id=item_id, turn_id=snapshot.turn_id, trigger=str(request.trigger),
             reason=str(request.reason), implementation=_implementation(chosen), phase=str(request.phase),
-            strategy=chosen.value, status=CompactionAttempt.Status.RUNNING,
-            tokens_before=snapshot.active_tokens, started_at=timezone.now(),
+            strategy=chosen.value, tokens_before=snapshot.active_tokens,
         )
     return _Plan(
         session_id=session_id, snapshot=snapshot, snapshot_seq=session.last_seq, settings=settings,
@@ -290,41 +288,6 @@ async def _run_engine(plan: _Plan, lease: Lease) -> CompactionOutcome:
             await client.aclose()
 
 
-def _when(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, tz=UTC)
-
-
-def _finish_attempt(attempt_id: int, record: AttemptRecord, *, compaction: Compaction | None = None) -> None:
-    CompactionAttempt.objects.filter(pk=attempt_id).update(
-        compaction=compaction,
-        implementation=str(record.implementation),
-        status=str(record.status),
-        error_kind=record.error_kind or "",
-        error_http_status=record.http_status,
-        error_message=record.error_message or "",
-        tokens_before=record.active_context_tokens_before,
-        tokens_after=record.active_context_tokens_after,
-        compaction_summary_tokens=record.compaction_summary_tokens,
-        cached_input_tokens=record.cached_input_tokens,
-        retained_image_count=record.retained_image_count,
-        retries=record.retries,
-        started_at=_when(record.started_at),
-        completed_at=_when(record.completed_at),
-        duration_ms=record.duration_ms,
-    )
-
-
-def _record_hook_runs(attempt_id: int, runs: list[HookRunRecord], hook_ids: dict[str, int]) -> None:
-    HookRun.objects.bulk_create(
-        HookRun(
-            attempt_id=attempt_id, hook_id=hook_ids.get(run.name), hook_name=run.name, event=str(run.event),
-            status=str(run.status), stop_reason=run.stop_reason or "", duration_ms=run.duration_ms,
-            output={"response": run.output, "error": run.error},
-        )
-        for run in runs
-    )
-
-
 def _attempt_records(outcome: CompactionOutcome) -> list[AttemptRecord]:
     # The engine reports one record per compaction (docs/compaction.md); the first updates the running row.
     return outcome.attempts
@@ -357,7 +320,7 @@ def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Co
                   for e in outcome.events if isinstance(e, Warning)]
         rows = append_rollout_lines(session=session, lines=lines, actor=_actor(actor))
         session.refresh_from_db()
-        compaction = Compaction.objects.create(
+        compaction = records.create_compaction(
             session=session, rollout_seq=rows[0].seq, trigger=str(outcome.trigger), reason=str(outcome.reason),
             phase=str(outcome.phase), implementation=str(outcome.implementation), strategy=outcome.strategy.value,
             summary=outcome.summary_text or "", tokens_before=outcome.tokens_before,
@@ -367,8 +330,8 @@ def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Co
             injection=str(outcome.injection),
             **retention_fields(outcome, flag_below=plan.flag_below),
         )
-        _finish_attempt(plan.attempt_id, _attempt_records(outcome)[0], compaction=compaction)
-        _record_hook_runs(plan.attempt_id, outcome.hook_runs, plan.hook_ids)
+        records.finish_attempt(attempt_id=plan.attempt_id, record=_attempt_records(outcome)[0], compaction=compaction)
+        records.record_hook_runs(attempt_id=plan.attempt_id, runs=outcome.hook_runs, hook_ids=plan.hook_ids)
         alerts.record_compaction(compaction=compaction, before=plan.snapshot.items,
                                  after=compacted["replacement_history"])
         record_audit(
@@ -396,9 +359,8 @@ def _record_failure(
         session = Session.objects.select_related("provider").get(pk=plan.session_id)
         lines = []
         if outcome is not None:
-            record = _attempt_records(outcome)[0]
-            _finish_attempt(plan.attempt_id, record)
-            _record_hook_runs(plan.attempt_id, outcome.hook_runs, plan.hook_ids)
+            records.finish_attempt(attempt_id=plan.attempt_id, record=_attempt_records(outcome)[0])
+            records.record_hook_runs(attempt_id=plan.attempt_id, runs=outcome.hook_runs, hook_ids=plan.hook_ids)
             pinned = outcome.error.active_tokens_after if outcome.error is not None else None
             if pinned is not None:
                 # spec §3.2 / §6.1: context window exceeded with one item left pins the last usage to the window.
@@ -408,10 +370,7 @@ def _record_failure(
                              "model_context_window": plan.settings.usable_window},
                 }))
         else:
-            CompactionAttempt.objects.filter(pk=plan.attempt_id).update(
-                status=CompactionAttempt.Status.FAILED, error_kind=kind, error_http_status=http_status,
-                error_message=message, completed_at=timezone.now(),
-            )
+            records.fail_attempt(attempt_id=plan.attempt_id, kind=kind, message=message, http_status=http_status)
         detail = {"attempt_id": plan.attempt_id, "item_id": plan.item_id, "message": message}
         if interrupted:
             lines.append(NewLine(p.EVENT_MSG, {"type": "compaction_interrupted", **detail}))
@@ -436,17 +395,6 @@ def _actor(actor):
     if actor is None or not getattr(actor, "is_authenticated", False):
         return None
     return actor
-
-
-def _delete_attempt(attempt_id: int) -> None:
-    CompactionAttempt.objects.filter(pk=attempt_id).delete()
-
-
-def _record_cancelled(attempt_id: int) -> None:
-    CompactionAttempt.objects.filter(pk=attempt_id, status=CompactionAttempt.Status.RUNNING).update(
-        status=CompactionAttempt.Status.INTERRUPTED, error_kind="interrupted", error_message=CANCELLED_MESSAGE,
-        completed_at=timezone.now(),
-    )
 
 
 async def acompact_session(
@@ -477,10 +425,10 @@ async def acompact_session(
         try:
             outcome = await _run_engine(plan, lease)
         except asyncio.CancelledError:  # the caller (e.g. a stopped turn) gave up; nothing was installed
-            await asyncio.shield(sync_to_async(_record_cancelled)(plan.attempt_id))
+            await asyncio.shield(sync_to_async(records.cancel_attempt)(attempt_id=plan.attempt_id))
             raise
         except CompactionConfigError as exc:  # the engine's own up-front checks; nothing ran
-            await sync_to_async(_delete_attempt)(plan.attempt_id)
+            await sync_to_async(records.discard_attempt)(attempt_id=plan.attempt_id)
             raise CompactionRefused(str(exc)) from None
         except Exception as exc:
             logger.exception("compaction of session %s crashed", session_id)

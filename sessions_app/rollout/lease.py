@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from compaction_app.stale_attempts import mark_stale_attempts
+from compaction_app.records import mark_stale_attempts
 from sessions_app.models import Session
 
 logger = logging.getLogger(__name__)

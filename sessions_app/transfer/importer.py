@@ -18,6 +18,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from uuid6 import uuid7
 
+from compaction_app import records
 from compaction_app.audit import record_audit
 from compaction_app.config_services import derived_provider
 from compaction_app.engine.items import is_real_user_message, message_text
@@ -305,8 +306,7 @@ def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[i
             rolled_back=states[key].rolled_back if key in states else False,
             inferred=dict(label.inferred),
         ))
-    Compaction.objects.bulk_create(created)
-    return len(created)
+    return records.record_imported_compactions(compactions=created)
 
 
 def provider_for_window(provider: Provider, window: int | None) -> Provider:

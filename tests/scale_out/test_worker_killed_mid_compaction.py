@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction, CompactionAttempt
-from compaction_app.stale_attempts import STALE_ATTEMPT_MESSAGE
+from compaction_app.records import STALE_ATTEMPT_MESSAGE
 from sessions_app.compactions.services import do_compact_session
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.rollout.lease import SessionBusy

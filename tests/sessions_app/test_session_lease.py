@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from compaction_app.models import CompactionAttempt
-from compaction_app.stale_attempts import STALE_ATTEMPT_MESSAGE
+from compaction_app.records import STALE_ATTEMPT_MESSAGE
 from sessions_app.models import Session
 from sessions_app.rollout.lease import (
     LeaseLost,

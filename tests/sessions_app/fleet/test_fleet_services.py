@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from compaction_app.models import AuditEntry, Compaction, CompactionAttempt, CompactionPolicy, Provider
-from compaction_app.stale_attempts import STALE_ATTEMPT_MESSAGE
+from compaction_app.records import STALE_ATTEMPT_MESSAGE
 from sessions_app.fleet import runtime as fleet
 from sessions_app.models import RolloutLine, Session, SimulatorRun
 from sessions_app.rollout import lease as locks

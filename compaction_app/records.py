@@ -1,0 +1,145 @@
+"""The one writer of the compaction records: Compaction, CompactionAttempt and HookRun rows, and every transition
+they go through (tests/compaction_app/test_one_records_writer.py keeps it so).
+
+An attempt is created `running` before the engine runs, so a crash stays visible, and then ends exactly once:
+
+    running -> completed     the compaction was installed (`finish_attempt` with the installed Compaction)
+    running -> failed        the provider or the engine failed, or the install was refused (`finish_attempt` with
+                             the engine's record, or `fail_attempt` when the engine gave none)
+    running -> interrupted   a PreCompact hook stopped it (`finish_attempt`), its caller cancelled it
+                             (`cancel_attempt`), or its worker died (`mark_stale_attempts`, called by the lease
+                             when it takes an expired lease over: an attempt runs only under its session's lease)
+    running -> (deleted)     the engine refused the request before anything ran (`discard_attempt`)
+
+A Compaction row is written when its `compacted` line is installed (`create_compaction`) or imported
+(`record_imported_compactions`). Its `rolled_back` flag is a cache of what the rollout says
+(sessions_app.compactions.rollback folds the lines); `set_rolled_back` is the one place that changes it. The re-read
+tax the alert rules measure after a compaction is added with `add_reread_tokens`.
+
+The callers own the transactions: each function here writes inside whatever transaction the caller holds, so a
+compaction's rows land in the same commit as its rollout lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db.models import F
+from django.utils import timezone
+
+from compaction_app.engine.analytics import AttemptRecord
+from compaction_app.engine.hooks import HookRunRecord
+from compaction_app.models import Compaction, CompactionAttempt, HookRun
+
+STALE_ATTEMPT_MESSAGE = "the worker running this compaction stopped before it finished"
+CANCELLED_MESSAGE = "the compaction was cancelled before it finished"
+INTERRUPTED_KIND = "interrupted"
+
+
+def _when(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, tz=UTC)
+
+
+# --- attempts ------------------------------------------------------------------------------------------------------
+
+
+def start_attempt(
+    *, session, item_id: str, turn_id: str, trigger: str, reason: str, implementation: str, phase: str,
+    strategy: str, tokens_before: int,
+) -> CompactionAttempt:
+    """The `running` attempt of a compaction about to run."""
+    return CompactionAttempt.objects.create(
+        session=session, item_id=item_id, turn_id=turn_id, trigger=trigger, reason=reason,
+        implementation=implementation, phase=phase, strategy=strategy, status=CompactionAttempt.Status.RUNNING,
+        tokens_before=tokens_before, started_at=timezone.now(),
+    )
+
+
+def finish_attempt(*, attempt_id: int, record: AttemptRecord, compaction: Compaction | None = None) -> None:
+    """End an attempt as the engine recorded it (spec §10): completed with the installed `compaction`, or failed
+    or interrupted with the engine's error."""
+    CompactionAttempt.objects.filter(pk=attempt_id).update(
+        compaction=compaction,
+        implementation=str(record.implementation),
+        status=str(record.status),
+        error_kind=record.error_kind or "",
+        error_http_status=record.http_status,
+        error_message=record.error_message or "",
+        tokens_before=record.active_context_tokens_before,
+        tokens_after=record.active_context_tokens_after,
+        compaction_summary_tokens=record.compaction_summary_tokens,
+        cached_input_tokens=record.cached_input_tokens,
+        retained_image_count=record.retained_image_count,
+        retries=record.retries,
+        started_at=_when(record.started_at),
+        completed_at=_when(record.completed_at),
+        duration_ms=record.duration_ms,
+    )
+
+
+def fail_attempt(*, attempt_id: int, kind: str, message: str, http_status: int | None = None) -> None:
+    """End an attempt as failed when the engine gave no record (it crashed, or the install was refused)."""
+    CompactionAttempt.objects.filter(pk=attempt_id).update(
+        status=CompactionAttempt.Status.FAILED, error_kind=kind, error_http_status=http_status,
+        error_message=message, completed_at=timezone.now(),
+    )
+
+
+def cancel_attempt(*, attempt_id: int) -> None:
+    """End a still-running attempt as interrupted: its caller (e.g. a stopped turn) gave up on it."""
+    CompactionAttempt.objects.filter(pk=attempt_id, status=CompactionAttempt.Status.RUNNING).update(
+        status=CompactionAttempt.Status.INTERRUPTED, error_kind=INTERRUPTED_KIND, error_message=CANCELLED_MESSAGE,
+        completed_at=timezone.now(),
+    )
+
+
+def discard_attempt(*, attempt_id: int) -> None:
+    """Remove the attempt of a request the engine refused before anything ran (nothing happened to record)."""
+    CompactionAttempt.objects.filter(pk=attempt_id).delete()
+
+
+def mark_stale_attempts(*, session_id: int) -> int:
+    """Finish the session's `running` attempts as interrupted (spec §6.5: a killed compaction leaves the history
+    unchanged); returns how many there were. Called by the lease when it takes an expired lease over."""
+    return CompactionAttempt.objects.filter(session_id=session_id, status=CompactionAttempt.Status.RUNNING).update(
+        status=CompactionAttempt.Status.INTERRUPTED, error_kind=INTERRUPTED_KIND, error_message=STALE_ATTEMPT_MESSAGE,
+        completed_at=timezone.now(),
+    )
+
+
+def record_hook_runs(*, attempt_id: int, runs: Iterable[HookRunRecord], hook_ids: dict[str, int]) -> None:
+    """The hook runs of an attempt (spec §7), with the configured hook they ran when it still exists."""
+    HookRun.objects.bulk_create(
+        HookRun(
+            attempt_id=attempt_id, hook_id=hook_ids.get(run.name), hook_name=run.name, event=str(run.event),
+            status=str(run.status), stop_reason=run.stop_reason or "", duration_ms=run.duration_ms,
+            output={"response": run.output, "error": run.error},
+        )
+        for run in runs
+    )
+
+
+# --- compactions ---------------------------------------------------------------------------------------------------
+
+
+def create_compaction(**fields: Any) -> Compaction:
+    """The row of a compaction whose `compacted` line was just installed."""
+    return Compaction.objects.create(**fields)
+
+
+def record_imported_compactions(*, compactions: list[Compaction]) -> int:
+    """The rows of the `compacted` lines of an imported rollout, labelled by the importer; returns how many."""
+    Compaction.objects.bulk_create(compactions)
+    return len(compactions)
+
+
+def set_rolled_back(*, compaction_ids: Iterable[int], rolled_back: bool) -> None:
+    """Cache what a rollback (True) or a redo (False) line just said about these compactions."""
+    Compaction.objects.filter(pk__in=list(compaction_ids)).update(rolled_back=rolled_back)
+
+
+def add_reread_tokens(*, compaction_id: int, tokens: int) -> None:
+    """Add to the re-read tax measured after a compaction (the alert rules' cost of what it dropped)."""
+    Compaction.objects.filter(pk=compaction_id).update(reread_tokens=F("reread_tokens") + tokens)
