@@ -207,6 +207,15 @@ def run_controls(*, session_id: int, oob: bool = False, notice: str | None = Non
     return _partial(SESSION_PAGE, "run_controls", context)
 
 
+def compaction_status(*, session_id: int, notice: str | None = None) -> str:
+    """The session page's compaction status (with a stuck session's recoveries) as it is now: the answer to a
+    recovery clicked there, so it shows at once; progress follows over the websocket."""
+    session = selectors.get_session(session_id=session_id)
+    context = {"s": selectors.session_summary(session=session), "attempt": ls.latest_attempt(session_id=session_id),
+               "queued": queued_for(session_id=session_id), "progress": None, "oob": False, "notice": notice}
+    return _partial(SESSION_PAGE, "compaction_status", context)
+
+
 def fleet_row(*, session_id: int, notice: str | None = None) -> str:
     """One fleet row as it is now (the answer to a control clicked on the board, so it shows at once)."""
     session = selectors.get_session(session_id=session_id)
@@ -232,7 +241,8 @@ def session_transient(*, session_id: int, event: Mapping[str, Any]) -> str:
         "queued": queued_for(session_id=session_id),
         "progress": {"kind": event.get("kind", ""), "detail": detail},
         "expired": detail.get("message") if event.get("kind") == EXPIRED_EVENT else None,
-        "s": {"id": session_id},
+        # the live numbers too: whether the session is stuck depends on them (compaction_app.engine.stuck)
+        "s": selectors.session_summary(session=selectors.get_session(session_id=session_id)),
     }
     after = int(event.get("after_seq") or 0)
     return marker(seq=after, after_seq=after, kind="transient") + _partial(SESSION_PAGE, "compaction_status", context)

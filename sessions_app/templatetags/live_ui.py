@@ -13,7 +13,7 @@ from typing import Any
 from django import template
 
 from compaction_app.engine import items as it
-from compaction_app.engine.stuck import stuck_reason
+from compaction_app.engine.stuck import RECOVERIES, Stuck, stuck_state
 from compaction_app.engine.vocabulary import method_label
 from sessions_app.live.token_chart import short_tokens
 
@@ -182,9 +182,16 @@ def not_reducing(attempt: Any) -> bool:
 
 
 @register.filter
-def stuck(attempt: Any) -> str | None:
-    """Why a session cannot go on, from its newest compaction attempt (compaction_app.engine.stuck), or None."""
-    return stuck_reason(attempt if isinstance(attempt, dict) else None)
+def stuck(attempt: Any, summary: Any = None) -> Stuck | None:
+    """Whether a session cannot go on, why, and its recoveries (compaction_app.engine.stuck), from its newest
+    compaction attempt and its live numbers (`attempt|stuck:s`); None when it can go on."""
+    return stuck_state(attempt if isinstance(attempt, dict) else None, summary if isinstance(summary, dict) else None)
+
+
+@register.filter
+def recovery_title(method: Any) -> str:
+    """What a one-click recovery does, in words (compaction_app.engine.stuck.RECOVERIES)."""
+    return RECOVERIES.get(str(method), "")
 
 
 @register.filter

@@ -1,5 +1,5 @@
 """The operator's controls where the operator is: fault injection on the session page, and one-click recovery of a
-stuck session on the fleet board. Thin: parse a Django form, check the role, call a service, answer with the
+stuck session on the fleet board and the session page. Thin: parse a Django form, check the role, call a service, answer with the
 fragment that changed (htmx) or redirect with a message (no JavaScript). A refusal answers with its reason."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import time
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from compaction_app.engine.stuck import RECOVERIES
@@ -18,6 +19,7 @@ from sessions_app.fleet.faults import FaultInjectionError, do_set_session_faults
 from sessions_app.live import render as live_render
 from sessions_app.models import Session
 from sessions_app.web.operator_forms import FaultInjectionForm, RecoverForm
+from sessions_app.web.shortcuts import safe_next
 
 FAULTS_PARTIAL = "sessions_app/session_detail.html#fault_form"
 
@@ -57,15 +59,17 @@ def session_faults(request, pk: int):
 @role_required(OPERATOR)
 def recover_session(request, pk: int):
     """One-click recovery of a stuck session: a manual compaction by local summarisation (which trims the oldest
-    items until the prompt fits) or a new window; queued behind a running step like any manual compaction."""
+    items until the prompt fits) or a new window; queued behind a running step like any manual compaction. The
+    answer is what changed where the user clicked: the fleet row, or the session page's compaction status."""
     session = get_object_or_404(Session, pk=pk)
     form = RecoverForm(request.POST)
+    back = safe_next(request, reverse("fleet"))
     if not form.is_valid():
         message = f"Choose a recovery: {', '.join(RECOVERIES)}."
         if request.htmx:
             return refusal(message, status=400)
         messages.error(request, message)
-        return redirect("fleet")
+        return redirect(back)
     method = form.cleaned_data["method"]
     try:
         outcome = request_manual_compaction(session_id=session.pk, actor=request.user, strategy=method)
@@ -73,9 +77,11 @@ def recover_session(request, pk: int):
         if request.htmx:
             return refusal(str(exc), status=exc.status)
         messages.error(request, str(exc))
-        return redirect("fleet")
+        return redirect(back)
     notice = f"Recovery {'queued' if outcome.queued else 'started'}: {RECOVERIES[method].lower()}."
+    if request.htmx and request.htmx.target == "compaction-status":
+        return HttpResponse(live_render.compaction_status(session_id=session.pk, notice=notice))
     if request.htmx:
         return HttpResponse(live_render.fleet_row(session_id=session.pk, notice=notice))
     messages.success(request, notice)
-    return redirect("fleet")
+    return redirect(back)
