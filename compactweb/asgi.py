@@ -10,14 +10,14 @@ django_asgi = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from compactweb.routing import http_router, sim_websocket_router, websocket_urlpatterns  # noqa: E402
-from compactweb.ws_auth import PooledAuthMiddlewareStack  # noqa: E402
+from compactweb.ws_auth import DeferredAuthMiddlewareStack  # noqa: E402
 from compactweb.ws_origin import ExactOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": http_router(django_asgi),
         "websocket": sim_websocket_router(
-            ExactOriginValidator(PooledAuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+            ExactOriginValidator(DeferredAuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

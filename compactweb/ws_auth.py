@@ -1,29 +1,43 @@
-"""Websocket authentication off Django's one sync thread.
+"""Websocket authentication resolved inside the consumer's one connect read.
 
-Channels' AuthMiddleware loads the session's user with `database_sync_to_async`, which runs every lookup of every
-connecting page, one after another, on the single thread Django keeps for sync code in an ASGI process; a burst of
-pages connecting at once then queues there (behind each other and anything else running there). This stack does
-the same lookup (channels.auth.get_user, unchanged) on a small pool of its own, so connects proceed in parallel.
+Channels' AuthMiddleware loads the session's user with its own `database_sync_to_async` call before the consumer
+runs. Every such call is a thread hop and, with PostgreSQL (CONN_MAX_AGE 0), a database connection opened and
+closed; with the consumer's own role check and first read that made three of each per connect, and a burst of
+pages connecting at once queued every stage of every connect behind the others on two small pools, so the whole
+burst finished together (docs/benchmarks.md, "Websocket connect bursts"). Here the middleware only puts a lazy
+user in the scope; the consumer resolves it (`resolve_user`, channels.auth.get_user unchanged) in the same call that
+checks the role and reads the session, so a connect costs one hop and one connection.
+
+A consumer that reads `scope["user"]` without resolving it first fails loudly (channels' UserLazyObject raises
+"Accessing scope user before it is ready"), so no route can skip the check by accident.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 from channels.auth import AuthMiddleware, get_user
-from channels.db import database_sync_to_async
 from channels.sessions import CookieMiddleware, SessionMiddleware
 
-AUTH_THREADS = 2
 
-_pool = ThreadPoolExecutor(max_workers=AUTH_THREADS, thread_name_prefix="ws-auth")
-_get_user = database_sync_to_async(get_user.func, thread_sensitive=False, executor=_pool)
+class DeferredAuthMiddleware(AuthMiddleware):
+    """channels' AuthMiddleware without the lookup: scope["user"] is resolved by `resolve_user`."""
 
-
-class PooledAuthMiddleware(AuthMiddleware):
     async def resolve_scope(self, scope):
-        scope["user"]._wrapped = await _get_user(scope)
+        return None
 
 
-def PooledAuthMiddlewareStack(inner):  # noqa: N802 - named like channels' AuthMiddlewareStack
-    return CookieMiddleware(SessionMiddleware(PooledAuthMiddleware(inner)))
+def DeferredAuthMiddlewareStack(inner):  # noqa: N802 - named like channels' AuthMiddlewareStack
+    return CookieMiddleware(SessionMiddleware(DeferredAuthMiddleware(inner)))
+
+
+def has_session_cookie(scope: dict) -> bool:
+    """Whether the connection brought a session key at all (no database): without one the user is anonymous."""
+    session = scope.get("session")
+    return session is not None and session.session_key is not None
+
+
+def resolve_user(scope: dict):
+    """Load the connection's user from its session and settle scope["user"]; synchronous (call it on a database
+    thread). AnonymousUser when the session holds no valid login."""
+    user = get_user.func(scope)
+    scope["user"]._wrapped = user
+    return user

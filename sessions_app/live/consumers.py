@@ -6,29 +6,32 @@ operator role, 4404 for an unknown session, and 4013 ("try again later", like 10
 backoff) when the channel layer (Redis) does not answer, at the handshake or later. Rendering lives in sessions_app.live.render; the
 consumers only decide what to render and when.
 
-Bounded work per connection: a connect is one role check, one group join and one small read (the session's thread
-id and newest seq), on a pool of its own (CONNECT_THREADS); rendering batches and fleet rows runs on another
-(RENDER_THREADS). Neither queues on Django's one sync thread, where every connect used to wait behind every
-page's renders and every other connect's reads; only the auth middleware's lookups still run there. Group membership
-is refreshed every third of the layer's group expiry, so a live page stays subscribed while the channels of a dead
-web process fall out of every group within the expiry (compactweb/settings.py).
+Bounded work per connection: a connect is one group join and then one read on the connect pool
+(CONNECT_THREADS) that loads the user from the session, checks the role and reads what the first message needs
+(the session's thread id and newest seq; the fleet's provider and policy names), whatever the session's length:
+one thread hop and one database connection (compactweb.ws_auth explains why the user lookup moved here). A page
+without a session cookie is refused before any of it. Rendering batches and fleet rows runs on another pool
+(RENDER_THREADS). Neither queues on Django's one sync thread, and both keep their threads' database connections
+while calls are waiting (sessions_app.live.pools). Group membership is refreshed every third of the
+layer's group expiry, so a live page stays subscribed while the channels of a dead web process fall out of every
+group within the expiry (compactweb/settings.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from compactweb.roles import OPERATOR, scope_has_role
+from compactweb import ws_auth
+from compactweb.roles import OPERATOR, has_role
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.live import render as live_render
 from sessions_app.live import selectors as live_selectors
+from sessions_app.live.pools import DatabaseThreads
 from sessions_app.models import Session
 from sessions_app.rollout import selectors
 from sessions_app.rollout.events import FLEET_GROUP, session_group
@@ -48,19 +51,19 @@ COMPACTION_LINE_KINDS = frozenset({"compacted", "rollback", "redo", "window_open
 COMPACTION_EVENT_TYPES = frozenset({"error", "compaction_interrupted"})
 
 
-_render_pool = ThreadPoolExecutor(max_workers=RENDER_THREADS, thread_name_prefix="live-render")
-# Connects read on a pool of their own too: a burst of pages connecting at once never waits behind renders, nor
-# behind each other on Django's one sync thread (which then serves only the auth middleware's lookups).
-_connect_pool = ThreadPoolExecutor(max_workers=CONNECT_THREADS, thread_name_prefix="live-connect")
+# Renders and connects each have a pool of their own (sessions_app.live.pools: connections kept while busy): a
+# burst of pages connecting at once never waits behind renders, nor on Django's one sync thread.
+_render_pool = DatabaseThreads(threads=RENDER_THREADS, name="live-render")
+_connect_pool = DatabaseThreads(threads=CONNECT_THREADS, name="live-connect")
 
 
 def in_render_pool(function):
-    """`function` as a coroutine run on the render pool, closing its database connection like a request."""
-    return database_sync_to_async(function, thread_sensitive=False, executor=_render_pool)
+    """`function` as a coroutine run on the render pool."""
+    return _render_pool.run(function)
 
 
 def in_connect_pool(function):
-    return database_sync_to_async(function, thread_sensitive=False, executor=_connect_pool)
+    return _connect_pool.run(function)
 
 
 _batches_in_flight: dict[tuple[str, int], asyncio.Future] = {}
@@ -92,12 +95,14 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
     connection with 4013 instead of crashing it (an HTTP 500 at the handshake)."""
 
     role = OPERATOR
+    serving = False  # accepted after the role check; a refused connection's handlers do nothing
 
     async def __call__(self, scope, receive, send):
         self.joined: list[str] = []
         self.layer_down = False
         self.connected = False
         self.refresher: asyncio.Task | None = None
+        self.serving = False
         await super().__call__(scope, receive, send)
 
     # channels' AsyncConsumer assigns its layer receive to `channel_receive` and polls it; this property keeps that
@@ -142,14 +147,40 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
             await self.refuse(CLOSE_TRY_AGAIN)
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
+        if not ws_auth.has_session_cookie(self.scope):
             await self.refuse(CLOSE_ANONYMOUS)
             return
-        if not await in_connect_pool(scope_has_role)(self.scope, self.role):
-            await self.refuse(CLOSE_FORBIDDEN)
+        # Join before the read: an event published in between is either covered by what the read sees or arrives
+        # later with a higher seq; none falls in a gap. Nothing is sent before the role check below, and a refused
+        # connection leaves the groups at once (`serving` keeps its handlers quiet meanwhile).
+        for group in self.groups_to_join():
+            await self.join(group)
+        refused, first = await in_connect_pool(self._admit_and_read)()
+        if refused is None and first is None:
+            refused = CLOSE_NOT_FOUND
+        if refused is not None:
+            await self.leave_all()
+            await self.refuse(refused)
             return
-        await self.start()
+        self.serving = True
+        await self.start(first)
+
+    def _admit_and_read(self) -> tuple[int | None, Any]:
+        """On the connect pool: the user, the role check and the first read, in one hop. Returns (close code or
+        None, what `start` needs or None when the page's object does not exist)."""
+        user = ws_auth.resolve_user(self.scope)
+        if not user.is_authenticated:
+            return CLOSE_ANONYMOUS, None
+        if not has_role(user, self.role):
+            return CLOSE_FORBIDDEN, None
+        return None, self.read_first()
+
+    def groups_to_join(self) -> list[str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def read_first(self) -> Any:  # pragma: no cover - abstract
+        """Synchronous, on the connect pool: what `start` sends first; None when the object does not exist."""
+        raise NotImplementedError
 
     async def accept(self, subprotocol=None, headers=None) -> None:
         if not self.connected:
@@ -189,7 +220,8 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         await self.leave_all()
 
-    async def start(self) -> None:  # pragma: no cover - abstract
+    async def start(self, first: Any) -> None:  # pragma: no cover - abstract
+        """Accept and send the first state (`read_first`'s result)."""
         raise NotImplementedError
 
     async def receive(self, text_data=None, bytes_data=None) -> None:
@@ -199,21 +231,21 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
 class SessionConsumer(RoleCheckedConsumer):
     """Streams one session: every rollout line after the page's seq, batched, plus transient compaction progress."""
 
-    async def start(self) -> None:
+    def groups_to_join(self) -> list[str]:
         self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
-        # Join first, then read the session (its thread id and newest seq, one query): an event published in
-        # between is either covered by the hello or arrives later with a higher seq; none falls in a gap.
-        await self.join(session_group(self.session_id))
-        found = await in_connect_pool(live_render.hello)(session_id=self.session_id)
-        if found is None:
-            await self.leave_all()
-            await self.refuse(CLOSE_NOT_FOUND)
-            return
-        html, self.last_sent, self.thread_id = found
+        return [session_group(self.session_id)]
+
+    def read_first(self) -> tuple[str, int, str] | None:
+        return live_render.hello(session_id=self.session_id)
+
+    async def start(self, first: tuple[str, int, str]) -> None:
+        html, self.last_sent, self.thread_id = first
         await self.accept()
         await self.send(text_data=html)
 
     async def session_event(self, event: dict[str, Any]) -> None:
+        if not self.serving:
+            return
         if event.get("seq") is None:
             html = await in_render_pool(live_render.session_transient)(session_id=self.session_id, event=event)
             await self.send(text_data=html)
@@ -242,7 +274,13 @@ class FleetConsumer(RoleCheckedConsumer):
 
     flush_seconds = 0.1
 
-    async def start(self) -> None:
+    def groups_to_join(self) -> list[str]:
+        return [FLEET_GROUP]
+
+    def read_first(self) -> dict:
+        return live_render.names()
+
+    async def start(self, first: dict) -> None:
         query = {k: v[-1] for k, v in parse_qs(self.scope.get("query_string", b"").decode()).items()}
         self.fleet_filter = FleetFilter.from_query(query)
         self.summaries: dict[int, dict[str, Any]] = {}
@@ -250,8 +288,7 @@ class FleetConsumer(RoleCheckedConsumer):
         self.pending: set[int] = set()
         self.stale_attempts: set[int] = set()
         self.flusher: asyncio.Task | None = None
-        self.names = await in_connect_pool(live_render.names)()
-        await self.join(FLEET_GROUP)
+        self.names = first
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
@@ -261,6 +298,8 @@ class FleetConsumer(RoleCheckedConsumer):
         await self.leave_all()
 
     async def session_event(self, event: dict[str, Any]) -> None:
+        if not self.serving:
+            return
         session_id = int(event["session_id"])
         summary = event.get("summary")
         if summary is not None:

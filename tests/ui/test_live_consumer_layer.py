@@ -97,3 +97,50 @@ async def test_a_closed_page_leaves_its_groups(ws_for, operator_user, session, s
         await page.disconnect()
 
     assert not layer.groups.get(session_group(session.pk)) and not layer.groups.get(FLEET_GROUP)
+
+
+@pytest.mark.parametrize("path", ["/ws/fleet/", "/ws/sessions/{id}/"])
+async def test_a_connection_refused_for_its_role_leaves_no_membership_behind(ws_for, norole_user, session, settings,
+                                                                             path):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.clear()
+    layer = get_channel_layer()
+    comm = await ws_for(norole_user, path.format(id=session.pk))
+    ok, _ = await comm.connect()
+    assert ok
+    assert await comm.receive_output(10) == {"type": "websocket.close", "code": 4403}
+
+    assert not layer.groups.get(session_group(session.pk)) and not layer.groups.get(FLEET_GROUP)
+    await comm.disconnect()
+
+
+@pytest.mark.parametrize("path", ["/ws/fleet/", "/ws/sessions/{id}/"])
+async def test_a_connect_is_one_read_on_the_connect_pool(ws_for, operator_user, session, monkeypatch, path):
+    # The user lookup, the role check and the first read share one hop (one database connection): a burst of
+    # connects no longer queues three hops each behind one another (docs/benchmarks.md, connect bursts).
+    from sessions_app.live import consumers
+
+    hops = []
+    submit = consumers._connect_pool.executor.submit
+    monkeypatch.setattr(consumers._connect_pool.executor, "submit", lambda fn, *a, **k: hops.append(fn) or submit(fn, *a, **k))
+    comm = await ws_for(operator_user, path.format(id=session.pk))
+    ok, _ = await comm.connect()
+    assert ok
+    if "sessions" in path:
+        assert "hello" in (await comm.receive_output(10))["text"]
+
+    assert len(hops) == 1
+    await comm.disconnect()
+
+
+async def test_a_forged_session_cookie_is_closed_as_anonymous(session, settings):
+    from channels.testing import WebsocketCommunicator
+
+    from compactweb.asgi import application
+    from tests.ui.conftest import HOST, ORIGIN
+
+    comm = WebsocketCommunicator(application, f"/ws/sessions/{session.pk}/",
+                                 headers=[ORIGIN, HOST, (b"cookie", b"sessionid=0123456789abcdefghijklmnopqrstuv")])
+    ok, _ = await comm.connect()
+    assert ok
+    assert await comm.receive_output(10) == {"type": "websocket.close", "code": 4401}

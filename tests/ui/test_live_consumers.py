@@ -195,6 +195,7 @@ async def test_the_fleet_rereads_the_last_compaction_when_any_line_of_an_event_i
     from sessions_app.rollout.events import lines_event
 
     consumer = FleetConsumer()
+    consumer.serving = True  # admitted: connected with the operator role
     consumer.summaries, consumer.pending, consumer.stale_attempts, consumer.flusher = {}, set(), set(), None
     consumer._flush_soon = lambda: _noop()  # the flush is not under test here
 
