@@ -402,6 +402,10 @@ class Job(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="Renewed by the process running the job; a running job without one for a lease TTL has died.",
+    )
 
     class Meta:
         indexes = [models.Index(fields=["status", "created_at"])]

@@ -10,7 +10,8 @@ dashboard (same variable) or on its own with `manage.py simulate --scheduler`. C
 two schedulers never hand out the same step.
 
 Between ticks the scheduler also keeps house (every HOUSEKEEPING_SECONDS): it frees expired session leases and
-finishes their dead holders' compaction attempts as interrupted (`locks.reap_expired`), and, with a broker, it
+finishes their dead holders' compaction attempts as interrupted (`locks.reap_expired`), tells the rooms above
+(`housekeeping_done`: API jobs whose worker died end as interrupted), and, with a broker, it
 watches the broker: when the broker comes back after an outage, the steps it sent that have not run yet are offered
 again at once (they may have been lost with the broker) instead of waiting out their claim (fleet.CLAIM_SECONDS).
 """
@@ -27,6 +28,7 @@ from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
+from django.dispatch import Signal
 
 from compactweb import background, health
 from sessions_app.fleet import runtime as fleet
@@ -41,6 +43,9 @@ DEFAULT_CONCURRENCY = 4
 DEFAULT_POLL_SECONDS = 0.5
 HOUSEKEEPING_SECONDS = 2.0
 LEASE_REAPED = "lease.reaped"
+# Sent after each housekeeping round (a synchronous receiver, on a worker thread): the rooms above the fleet
+# finish what a dead process left behind, e.g. sessions_app.jobs.liveness.reap_dead_jobs (wired in apps.py).
+housekeeping_done = Signal()
 
 
 def reap_expired_leases() -> list[int]:
@@ -132,6 +137,7 @@ class Scheduler:
             return
         self._housekept_at = now
         await sync_to_async(reap_expired_leases)()
+        await sync_to_async(self._send_housekeeping_done)()
         if self.inline:
             return
         self.sent_claims.forget_lapsed(now=now)
@@ -143,6 +149,11 @@ class Scheduler:
             self.broker_down = True
             return
         await self._broker_answered()
+
+    def _send_housekeeping_done(self) -> None:
+        for receiver, outcome in housekeeping_done.send_robust(sender=Scheduler):
+            if isinstance(outcome, Exception):
+                logger.error("housekeeping receiver %r failed", receiver, exc_info=outcome)
 
     async def _run(self, session_id: int) -> None:
         try:

@@ -10,6 +10,7 @@ from django.db import transaction
 
 from compactweb import background
 from sessions_app.compactions import queue
+from sessions_app.jobs import liveness
 from sessions_app.jobs import services as jobs
 from sessions_app.models import Job
 
@@ -18,8 +19,10 @@ from sessions_app.models import Job
 def run_job_task(*, job_id: int) -> str | None:
     """Run one API job (a compaction, a replay, an import: sessions_app.jobs); returns its final status.
 
-    Never retried by the queue: a redelivered message finds the job taken and does nothing."""
-    job = jobs.run_job(job_id=job_id)
+    Never retried by the queue: a redelivered message finds the job taken and does nothing. It beats while it runs,
+    so a job whose process dies ends within the lease TTL (sessions_app.jobs.liveness)."""
+    with liveness.heartbeat(job_id=job_id):
+        job = jobs.run_job(job_id=job_id)
     return None if job is None else job.status
 
 

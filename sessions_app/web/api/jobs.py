@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
+from sessions_app.jobs import liveness
 from sessions_app.jobs import services as jobs
 from sessions_app.models import Job
 
@@ -88,6 +89,7 @@ class JobDetail(APIView):
 
     @extend_schema(responses={200: JobSerializer, 404: OpenApiResponse(description="no such job")})
     def get(self, request, pk: int):
+        liveness.reap_dead_jobs(job_id=pk)  # a job whose worker died ends here too, scheduler or not
         try:
             job = jobs.get_job(job_id=pk)
         except Job.DoesNotExist:
