@@ -4,7 +4,7 @@ check the role, call the importer (sessions_app.transfer), render the refusal or
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpResponseRedirect
+from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
@@ -27,11 +27,13 @@ def import_rollout(request):
     )
     if request.method == "GET":
         return render(request, "sessions_app/import.html", context)
+    # with htmx only the form answers (its refusal inside it); without, the whole page
+    template = "sessions_app/import.html#import_form" if request.htmx else "sessions_app/import.html"
     form = ImportRolloutForm(request.POST, request.FILES)
     if not form.is_valid():
         first = next(iter(form.errors.values()))[0]
         context["errors"] = {"message": first, "lines": []}
-        return render(request, "sessions_app/import.html", context, status=400)
+        return render(request, template, context, status=400)
     data = form.cleaned_data
     upload = data["file"]
     try:
@@ -42,11 +44,11 @@ def import_rollout(request):
         )
     except RolloutImportError as exc:
         context["errors"] = {"message": str(exc), "lines": exc.errors[:50], "more": max(0, len(exc.errors) - 50)}
-        return render(request, "sessions_app/import.html", context, status=400)
+        return render(request, template, context, status=400)
     except TransferRefused as exc:
         context["errors"] = {"message": str(exc), "lines": [],
                              "session": getattr(exc, "session_id", None)}
-        return render(request, "sessions_app/import.html", context, status=exc.status)
+        return render(request, template, context, status=exc.status)
     skipped = f"; {result.skipped_count} line(s) of unknown kinds skipped" if result.skipped_count else ""
     if result.problems:
         first = result.problems[0]
@@ -54,4 +56,7 @@ def import_rollout(request):
                     f"(first: line {first.line_no}, {first.reason})")
     messages.success(request, f"Imported {upload.name} as session #{result.session.pk}: {result.lines_imported} "
                      f"rollout lines, {result.compactions} compaction(s){skipped}.")
-    return HttpResponseRedirect(reverse("session_detail", args=[result.session.pk]))
+    new_session = reverse("session_detail", args=[result.session.pk])
+    if request.htmx:
+        return HttpResponse(status=204, headers={"HX-Redirect": new_session})
+    return HttpResponseRedirect(new_session)

@@ -29,22 +29,26 @@ def _reason(request) -> str:
 @role_required(SUPPORT)
 @require_http_methods(["GET", "POST"])
 def compaction_rollback(request, pk: int):
-    """GET: confirm, showing the later compactions the rollback also undoes. POST: roll back, with a reason."""
+    """GET: confirm, showing the later compactions the rollback also undoes. POST: roll back, with a reason; a
+    refusal is shown in the form (with htmx the form partial alone, without it the whole page)."""
     compaction = get_object_or_404(Compaction.objects.select_related("session"), pk=pk)
+    context = dict(nav="fleet", compaction=compaction, next=safe_next(request, ""))
     if request.method == "GET":
-        return render(request, "sessions_app/rollback_confirm.html", dict(
-            nav="fleet", compaction=compaction, preview=rollback.rollback_preview(compaction),
-            next=safe_next(request, ""),
-        ))
+        return render(request, "sessions_app/rollback_confirm.html",
+                      {**context, "preview": rollback.rollback_preview(compaction)})
     reason = _reason(request)
     try:
         result = rollback.do_rollback_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
     except (SessionBusy, rollback.RollbackRefused) as exc:
-        messages.error(request, str(exc))
-        return HttpResponseRedirect(_after_rollback(request, compaction))
+        context.update(preview=rollback.rollback_preview(compaction), reason=reason, error=str(exc))
+        if request.htmx:
+            return render(request, "sessions_app/rollback_confirm.html#rollback_form", context, status=409)
+        return render(request, "sessions_app/rollback_confirm.html", context, status=409)
     undone = ", ".join(f"#{c.pk}" for c in result.undoes)
     messages.success(request, f"Compaction #{compaction.pk} rolled back (rollout line {result.line.seq})"
                      + (f"; also undid compactions {undone}." if undone else "."))
+    if request.htmx:
+        return HttpResponse(status=204, headers={"HX-Redirect": _after_rollback(request, compaction)})
     return HttpResponseRedirect(_after_rollback(request, compaction))
 
 

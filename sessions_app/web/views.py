@@ -38,23 +38,31 @@ def _session_or_404(pk: int) -> Session:
     return get_object_or_404(Session.objects.select_related("provider", "policy"), pk=pk)
 
 
-@require_GET
-@role_required(OPERATOR)
-def fleet(request):
+def _start_form_context() -> dict:
+    """What the start-fleet form offers (its named partial renders alone for an htmx answer)."""
+    return {"scenarios": list_scenarios(), "providers": Provider.objects.order_by("name"),
+            "policies": CompactionPolicy.objects.order_by("name"), "max_fleet": MAX_FLEET}
+
+
+def _fleet_page(request, **extra):
     fleet_filter = FleetFilter.from_query(request.GET)
     context = live_render.fleet_context(fleet_filter=fleet_filter)
     query = fleet_filter.as_query()
     context.update(
         nav="fleet",
         states=STATES,
-        providers=Provider.objects.order_by("name"),
-        policies=CompactionPolicy.objects.order_by("name"),
-        scenarios=list_scenarios(),
         ws_query="&".join(f"{k}={v}" for k, v in query.items()),
-        max_fleet=MAX_FLEET,
         recent_alerts=recent_alerts(),
+        **_start_form_context(),
+        **extra,
     )
-    return render(request, "sessions_app/fleet.html", context)
+    return context
+
+
+@require_GET
+@role_required(OPERATOR)
+def fleet(request):
+    return render(request, "sessions_app/fleet.html", _fleet_page(request))
 
 
 @require_GET
@@ -115,23 +123,32 @@ def compact_now(request, pk: int):
 @role_required(OPERATOR)
 def fleet_start(request):
     """Start simulated sessions: scenario, count, provider, policy, pacing, and optionally a context window (blank:
-    the window the scenario suggests)."""
+    the window the scenario suggests). A refusal is shown in the form, with what was typed kept: with htmx the form
+    partial alone (the new rows arrive over the fleet's websocket), without it the whole board."""
     form = FleetStartForm(request.POST, scenarios=list_scenarios())
+    error = None
     if not form.is_valid():
-        messages.error(request, form.first_error())
-        return redirect("fleet")
-    data = form.cleaned_data
-    scenario, count = data["scenario"], data["count"]
-    try:
-        fleet_runtime.do_start_fleet(
-            scenario=scenario, count=count, provider=data["provider"], policy=data["policy"],
-            turns_per_minute=data["turns_per_minute"], loop=data["loop"], context_window=data["context_window"],
-            actor=request.user,
-        )
-    except ValueError as exc:
-        messages.error(request, str(exc))
-        return redirect("fleet")
-    messages.success(request, f"Started {count} × {scenario}.")
+        error = form.first_error()
+    else:
+        data = form.cleaned_data
+        try:
+            fleet_runtime.do_start_fleet(
+                scenario=data["scenario"], count=data["count"], provider=data["provider"], policy=data["policy"],
+                turns_per_minute=data["turns_per_minute"], loop=data["loop"],
+                context_window=data["context_window"], actor=request.user,
+            )
+        except ValueError as exc:
+            error = str(exc)
+    if error:
+        if request.htmx:
+            context = {**_start_form_context(), "start": request.POST, "start_error": error}
+            return render(request, "sessions_app/fleet.html#start_form", context, status=400)
+        return render(request, "sessions_app/fleet.html",
+                      _fleet_page(request, start=request.POST, start_error=error), status=400)
+    notice = f"Started {data['count']} × {data['scenario']}."
+    if request.htmx:
+        return render(request, "sessions_app/fleet.html#start_form", {**_start_form_context(), "start_notice": notice})
+    messages.success(request, notice)
     return redirect(safe_next(request, reverse("fleet")))
 
 

@@ -259,16 +259,33 @@ def test_a_fleet_can_start_on_a_smaller_context_window(operator_user, provider, 
 
 
 @pytest.mark.django_db
-def test_a_bad_fleet_request_starts_nothing(operator_user, provider, policy):
-    response = login(operator_user).post("/fleet/start/", {
+def test_a_bad_fleet_request_starts_nothing_and_says_why_in_the_form(operator_user, provider, policy):
+    client = login(operator_user)
+    response = client.post("/fleet/start/", {
         "scenario": "no-such-scenario", "count": "2", "provider": provider.pk, "policy": policy.pk,
     })
-    assert response.status_code == 302 and not SimulatorRun.objects.exists()
-    response = login(operator_user).post("/fleet/start/", {
+    body = response.content.decode()
+    form = body[body.index('id="start-form"'):body.index("</form>", body.index('id="start-form"'))]
+    assert response.status_code == 400 and not SimulatorRun.objects.exists()
+    assert "Choose a known scenario." in form and 'class="flash' not in body  # beside the form, not at the top
+    assert '<details class="start-fleet" open>' in body and 'value="2"' in form  # still open, what was typed kept
+
+    response = client.post("/fleet/start/", {
         "scenario": "many-short-turns", "count": "1", "provider": provider.pk, "policy": policy.pk,
         "context_window": "100",
-    })
-    assert response.status_code == 302 and not SimulatorRun.objects.exists()
+    }, HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert response.status_code == 400 and not SimulatorRun.objects.exists()
+    assert body.lstrip().startswith('<form id="start-form"') and "at least 2,000 tokens" in body
+
+
+@pytest.mark.django_db
+def test_a_fleet_started_with_htmx_answers_with_the_form_and_a_notice(operator_user, provider, policy):
+    response = login(operator_user).post("/fleet/start/", {
+        "scenario": "many-short-turns", "count": "1", "provider": provider.pk, "policy": policy.pk,
+    }, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and "Started 1 × many-short-turns." in response.content.decode()
+    assert SimulatorRun.objects.count() == 1
 
 
 @pytest.mark.django_db

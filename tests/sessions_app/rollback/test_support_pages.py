@@ -119,3 +119,39 @@ def test_policy_and_provider_changes_through_the_api_are_audited(admin_api, admi
     assert provider_entry.actor == admin_user_role
     assert provider_entry.detail["changes"]["context_window"] == {"new": 64000, "old": 32000}
     assert Provider.objects.get(pk=provider.pk).context_window == 64000
+
+
+def test_a_refused_rollback_says_why_inside_the_form_and_keeps_the_reason(support_client, make_session, add_turn,
+                                                                          compact):
+    from sessions_app.rollout.lease import acquire, release
+
+    session = make_session()
+    add_turn(session, 1)
+    compaction = compact(session)
+    lines = RolloutLine.objects.count()
+    lease = acquire(session_id=session.pk, purpose="turn")  # a turn holds the session: the rollback is refused
+    try:
+        page = support_client.post(f"/compactions/{compaction.pk}/rollback/", {"reason": "lost the plan"})
+        fragment = support_client.post(f"/compactions/{compaction.pk}/rollback/", {"reason": "lost the plan"},
+                                       HTTP_HX_REQUEST="true")
+    finally:
+        release(lease)
+
+    body = page.content.decode()
+    form = body[body.index('id="rollback-form"'):body.index("</form>", body.index('id="rollback-form"'))]
+    assert page.status_code == 409 and "Not rolled back: session" in form and "a turn is running" in form
+    assert ">lost the plan</textarea>" in form and 'class="flash' not in body
+    html = fragment.content.decode()
+    assert fragment.status_code == 409 and html.lstrip().startswith('<form id="rollback-form"')
+    assert "a turn is running" in html and RolloutLine.objects.count() == lines
+    assert Compaction.objects.get(pk=compaction.pk).rolled_back is False
+
+
+def test_a_rollback_with_htmx_goes_back_to_where_it_came_from(support_client, make_session, add_turn, compact):
+    session = make_session()
+    add_turn(session, 1)
+    compaction = compact(session)
+    response = support_client.post(f"/compactions/{compaction.pk}/rollback/",
+                                   {"reason": "r", "next": f"/sessions/{session.pk}/"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 204 and response["HX-Redirect"] == f"/sessions/{session.pk}/"
+    assert Compaction.objects.get(pk=compaction.pk).rolled_back is True

@@ -53,3 +53,27 @@ def test_the_replay_page_starts_a_replay_and_shows_the_comparison(operator_clien
     page = operator_client.get(f"/sessions/{original.pk}/replays/").content.decode()
     assert f'id="comparison-{replay.pk}"' in page and "Tokens saved" in page
     assert operator_client.get(f"/sessions/{replay.pk}/replays/").status_code == 200
+
+
+def test_an_import_refusal_is_shown_inside_the_form_with_or_without_htmx(operator_client, rollout_bytes, row_counts):
+    before = row_counts()
+    upload = {"file": SimpleUploadedFile("bad.jsonl", rollout_bytes("malformed_bad_json.jsonl")), "strict": "1"}
+    page = operator_client.post("/import/", upload).content.decode()
+    form = page[page.index('id="import-form"'):page.index("</form>", page.index('id="import-form"'))]
+    assert 'id="import-errors"' in form and "Nothing was imported." in form
+
+    upload["file"] = SimpleUploadedFile("bad.jsonl", rollout_bytes("malformed_bad_json.jsonl"))
+    response = operator_client.post("/import/", upload, HTTP_HX_REQUEST="true")
+    fragment = response.content.decode()
+    assert response.status_code == 400 and fragment.lstrip().startswith('<form id="import-form"')
+    assert 'id="import-errors"' in fragment and "<html" not in fragment
+    assert row_counts() == before
+
+
+def test_an_import_with_htmx_goes_to_the_new_session(operator_client, rollout_bytes, provider, policy):
+    response = operator_client.post("/import/", {
+        "file": SimpleUploadedFile("rollout.jsonl", rollout_bytes("compactions.jsonl")),
+        "provider": provider.pk, "policy": policy.pk,
+    }, HTTP_HX_REQUEST="true")
+    session = Session.objects.get(source="imported")
+    assert response.status_code == 204 and response["HX-Redirect"] == f"/sessions/{session.pk}/"
