@@ -13,22 +13,19 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from compaction_app.engine.vocabulary import Strategy, label
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.compactions.alerts import recent_alerts
 from sessions_app.compactions.queue import CompactionRequestRefused, request_manual_compaction
-from sessions_app.compactions.retention import session_pins
 from sessions_app.fleet import runtime as fleet_runtime
 from sessions_app.fleet.filter import STATES, FleetFilter
 from sessions_app.live import render as live_render
 from sessions_app.models import Session, SimulatorRun
 from sessions_app.simulator.scenarios import list_scenarios
 from sessions_app.web.forms import FleetStartForm
-from sessions_app.web.operator_forms import FaultInjectionForm
+from sessions_app.web.pages import STRATEGIES, session_page
 from sessions_app.web.shortcuts import safe_next
 
-STRATEGIES = (("", "policy default"), *((s.value, label(s)) for s in Strategy))
 MAX_INSTRUCTIONS = 4000
 MAX_FLEET = FleetStartForm.MAX_FLEET
 RUN_ACTIONS = ("pause", "resume", "stop")
@@ -75,11 +72,7 @@ def fleet_rows(request):
 @require_GET
 @role_required(OPERATOR)
 def session_detail(request, pk: int):
-    session = _session_or_404(pk)
-    context = live_render.session_context(session=session)
-    context.update(nav="fleet", strategies=STRATEGIES,
-                   pins=session_pins(session_id=session.pk), fault_form=FaultInjectionForm())
-    return render(request, "sessions_app/session_detail.html", context)
+    return render(request, "sessions_app/session_detail.html", session_page(session=_session_or_404(pk)))
 
 
 @require_GET

@@ -107,3 +107,20 @@ def test_pinning_needs_the_operator_role_and_csrf(make_user, make_session):
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(make_user("operator"))
     assert strict.post(f"/sessions/{session.pk}/pins/", {"text": "x"}).status_code == 403
+
+
+@pytest.mark.django_db
+def test_a_refused_pin_says_why_inside_the_pins_card(operator_user, make_session):
+    session = make_session(items=[user_message("hi")])
+    client = Client()
+    client.force_login(operator_user)
+    fragment = client.post(f"/sessions/{session.pk}/pins/", {"kind": "wish", "text": "keep it"},
+                           HTTP_HX_REQUEST="true")
+    html = fragment.content.decode()
+    assert fragment.status_code == 400 and html.lstrip().startswith('<section class="card" id="pins">')
+    assert "Not pinned: kind" in html and 'value="keep it"' in html
+    page = client.post(f"/sessions/{session.pk}/pins/", {"kind": "wish", "text": "keep it"}).content.decode()
+    card = page[page.index('id="pins"'):page.index("</section>", page.index('id="pins"'))]
+    assert "Not pinned: kind" in card and 'class="flash' not in page
+    added = client.post(f"/sessions/{session.pk}/pins/", {"kind": "fact", "text": "ok"}, HTTP_HX_REQUEST="true")
+    assert added.status_code == 200 and 'id="pin-list"' in added.content.decode() and "Pinned:" in added.content.decode()

@@ -77,3 +77,13 @@ def test_an_import_with_htmx_goes_to_the_new_session(operator_client, rollout_by
     }, HTTP_HX_REQUEST="true")
     session = Session.objects.get(source="imported")
     assert response.status_code == 204 and response["HX-Redirect"] == f"/sessions/{session.pk}/"
+
+
+def test_a_replay_without_a_policy_says_why_inside_the_replay_form(operator_client, make_session, add_turn):
+    original = make_session()
+    add_turn(original, 0)
+    response = operator_client.post(f"/sessions/{original.pk}/replays/", {"policy": "9999"})
+    page = response.content.decode()
+    form = page[page.index('id="replay-form"'):page.index("</form>", page.index('id="replay-form"'))]
+    assert response.status_code == 400 and "Not replayed: Choose the policy to replay under." in form
+    assert not Session.objects.filter(source="replay").exists()

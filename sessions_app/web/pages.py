@@ -1,0 +1,21 @@
+"""The session page's whole context, for the page itself and for a form that answers a refusal without JavaScript
+by rendering the page again with its error in place (pins, ...): the views import this, never each other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compaction_app.engine.vocabulary import Strategy, label
+from sessions_app.compactions.retention import session_pins
+from sessions_app.live import render as live_render
+from sessions_app.models import Session
+from sessions_app.web.operator_forms import FaultInjectionForm
+
+STRATEGIES = (("", "policy default"), *((s.value, label(s)) for s in Strategy))
+
+
+def session_page(*, session: Session, **extra: Any) -> dict[str, Any]:
+    context = live_render.session_context(session=session)
+    context.update(nav="fleet", strategies=STRATEGIES, pins=session_pins(session_id=session.pk),
+                   fault_form=FaultInjectionForm(), **extra)
+    return context
