@@ -143,14 +143,16 @@ class _AppendStatements:
 
     @staticmethod
     def _prep(connection, fields, values) -> list[Any]:
-        return [f.get_db_prep_save(v, connection) for f, v in zip(fields, values, strict=True)]
+        return [v if type(v) in _PLAIN.get(f.get_internal_type(), ()) else f.get_db_prep_save(v, connection)
+                for f, v in zip(fields, values, strict=True)]
 
     def read_header(self, cursor, session_id: int) -> dict[str, Any]:
         cursor.execute(self.lock, [session_id])
         row = cursor.fetchone()
         if row is None:
             raise Session.DoesNotExist(f"no session {session_id}")
-        return {f.attname: f.to_python(v) for f, v in zip(self.lock_fields, row, strict=True)}
+        return {f.attname: v if type(v) in _PLAIN.get(f.get_internal_type(), ()) else f.to_python(v)
+                for f, v in zip(self.lock_fields, row, strict=True)}
 
     def insert(self, cursor, sql: str, fields, rows: list[tuple]) -> None:
         if rows:
@@ -169,6 +171,16 @@ class _AppendStatements:
 
 
 _statements: dict[str, _AppendStatements] = {}  # by database vendor
+
+# Values every backend takes as they are for these column types (`get_db_prep_save` would only return them again):
+# skipping the call for them is most of the cost of adapting an append's values. Booleans, JSON, datetimes, UUIDs
+# and anything of another type still go through the field. `type(v)`, not isinstance: a bool is not a plain int.
+_INTEGER_TYPES = ("AutoField", "BigAutoField", "IntegerField", "BigIntegerField", "PositiveIntegerField",
+                  "PositiveBigIntegerField", "SmallIntegerField", "PositiveSmallIntegerField", "ForeignKey")
+_PLAIN: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(_INTEGER_TYPES, (int, type(None))),
+    "CharField": (str, type(None)), "TextField": (str, type(None)),
+}
 
 
 def _append_statements(connection) -> _AppendStatements:
@@ -202,31 +214,29 @@ def append_rollout_lines(
     for name, value in fresh.items():
         setattr(session, name, value)
     tokens_of = counter_for(session)
+    session_field = RolloutLine._meta.get_field("session")
     header = session.header
     now = timezone.now()
     rows: list[RolloutLine] = []
     windows: list[ContextWindow] = []
-    pending_live: list[LiveItem] = []
+    pending_live: list[tuple] = []  # LiveItem rows as the INSERT's values (no model instances: none is returned)
     replaced = False
     for new in lines:
         payload, tokens, item_tokens = _prepare(new, header, tokens_of)
         line = p.Line(seq=header.last_seq + 1, kind=new.kind, payload=payload, tokens=tokens, item_tokens=item_tokens)
         next_header, change = p.apply_line(header, line)
-        rows.append(
-            RolloutLine(
-                session=session, seq=line.seq, timestamp=new.timestamp or now, kind=line.kind, payload=payload,
-                tokens=tokens, item_tokens=item_tokens, actor=actor,
-            )
+        row = RolloutLine(
+            session_id=session.pk, seq=line.seq, timestamp=new.timestamp or now, kind=line.kind, payload=payload,
+            tokens=tokens, item_tokens=item_tokens, actor=actor,
         )
+        session_field.set_cached_value(row, session)  # as `session=session` does, without the descriptor's checks
+        rows.append(row)
         if isinstance(change, p.Replaced):
             replaced, pending_live = True, []
         if change is not None:
             start = 0 if isinstance(change, p.Replaced) else header.item_count
             pending_live.extend(
-                LiveItem(
-                    session=session, position=start + i, item=e.item, tokens=e.tokens,
-                    source_seq=e.source_seq, model_generated=e.model_generated,
-                )
+                (session.pk, start + i, e.item, e.tokens, e.source_seq, e.model_generated)
                 for i, e in enumerate(change.entries)
             )
         if next_header.window_id != header.window_id:
@@ -245,13 +255,13 @@ def append_rollout_lines(
         (session.pk, r.seq, r.timestamp, r.kind, r.payload, r.tokens, r.item_tokens, actor_id) for r in rows])
     if replaced:
         LiveItem.objects.filter(session=session).delete()
-    sql.insert(cursor, sql.insert_live, sql.live_fields, [
-        (session.pk, e.position, e.item, e.tokens, e.source_seq, e.model_generated) for e in pending_live])
+    sql.insert(cursor, sql.insert_live, sql.live_fields, pending_live)
     if windows:
         ContextWindow.objects.bulk_create(windows)
     session.set_header(header)
     session.updated_at = now
-    changes = {name: getattr(session, name) for name in Session.HEADER_FIELDS}
+    # Only the header columns this append changed (the lock read the others as they are), and the time.
+    changes = {name: value for name in Session.HEADER_FIELDS if (value := getattr(session, name)) != fresh[name]}
     changes["updated_at"] = now
     if release_lease and fresh["lease_holder"] == release_lease:
         # The row is locked by this transaction and the lease is ours: release it in the same UPDATE.

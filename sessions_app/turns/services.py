@@ -132,6 +132,55 @@ class HistoryCache:
 history_cache = HistoryCache()
 
 
+class TurnContextCache:
+    """The previous turn's context (`previous_turn_context`) of recently active sessions, each valid for exactly one
+    `last_seq`, as `HistoryCache`: a turn's own appends carry it forward (or replace it with the turn's own
+    `turn_context`), so the next turn of a session this process ran reads no rollout line for it; a line appended by
+    anyone else moves `last_seq` and the next turn looks it up again."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._entries: OrderedDict[int, tuple[int, dict[str, Any] | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, session_id: int, last_seq: int) -> tuple[bool, dict[str, Any] | None]:
+        with self._lock:
+            entry = self._entries.get(session_id)
+            if entry is None or entry[0] != last_seq:
+                return False, None
+            self._entries.move_to_end(session_id)
+            return True, entry[1]
+
+    def put(self, session_id: int, last_seq: int, payload: dict[str, Any] | None) -> None:
+        with self._lock:
+            self._entries[session_id] = (last_seq, payload)
+            self._entries.move_to_end(session_id)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def appended(self, session_id: int, *, before_seq: int, after_seq: int, rows: Sequence[RolloutLine]) -> None:
+        """Lines `before_seq`+1..`after_seq` (`rows`) were appended: follow along, or forget the entry."""
+        with self._lock:
+            entry = self._entries.get(session_id)
+            if entry is None:
+                return
+            if entry[0] != before_seq:
+                del self._entries[session_id]
+                return
+            payload = entry[1]
+            for row in rows:
+                if row.kind == TURN_CONTEXT and isinstance(row.payload, dict) and "context_window" in row.payload:
+                    payload = row.payload
+            self._entries[session_id] = (after_seq, payload)
+
+    def forget(self, session_id: int) -> None:
+        with self._lock:
+            self._entries.pop(session_id, None)
+
+
+turn_context_cache = TurnContextCache()
+
+
 def model_limits(session: Session) -> ModelLimits:
     """The current model as the threshold checks see it: the session's provider row and policy (spec §2.2)."""
     provider = session.provider
@@ -251,12 +300,20 @@ class SessionTurnPort:
         self._session = selectors.get_session(session_id=self.session_id)
         return self._session
 
+    def _cached_previous(self) -> bool:
+        if self._session is not None and not self._previous_loaded:
+            found, previous = turn_context_cache.get(self._session.pk, self._session.last_seq)
+            if found:
+                self._previous, self._previous_loaded = previous, True
+        return self._previous_loaded
+
     def _state(self) -> TurnState:
         session = self._session or self._load()
-        if not self._previous_loaded:
+        if not self._cached_previous():
             # Read once per turn: the previous-model check runs only at the turn's start.
             self._previous = previous_turn_context(session)
             self._previous_loaded = True
+            turn_context_cache.put(session.pk, session.last_seq, self._previous)
         return _turn_state(session, self._previous)
 
     def _history(self) -> list[Item]:
@@ -288,6 +345,7 @@ class SessionTurnPort:
             session.pk, before_seq=before, after_seq=session.last_seq,
             items=[normalize_kind(r.payload) for r in rows if r.kind == RESPONSE_ITEM],
         )
+        turn_context_cache.appended(session.pk, before_seq=before, after_seq=session.last_seq, rows=rows)
         return published
 
     @property
@@ -297,7 +355,7 @@ class SessionTurnPort:
     # --- the port ---
 
     async def state(self) -> TurnState:
-        if self._session is not None and self._previous_loaded:
+        if self._session is not None and self._cached_previous():
             return _turn_state(self._session, self._previous)
         return await sync_to_async(self._state)()
 
@@ -336,6 +394,7 @@ class SessionTurnPort:
         finally:
             # The compaction replaced the history (or may have) and wrote the session: reload both.
             history_cache.forget(self.session_id)
+            turn_context_cache.forget(self.session_id)
             self._session = None
 
     async def heartbeat(self) -> None:
@@ -493,6 +552,7 @@ def new_turn_id() -> str:
 
 
 __all__ = [
-    "HistoryCache", "SessionTurnPort", "TurnInputError", "arun_turn", "history_cache", "model_limits",
-    "new_turn_id", "previous_turn_context", "run_turn", "turn_items", "validate_user_input",
+    "HistoryCache", "SessionTurnPort", "TurnContextCache", "TurnInputError", "arun_turn", "history_cache",
+    "model_limits", "new_turn_id", "previous_turn_context", "run_turn", "turn_context_cache", "turn_items",
+    "validate_user_input",
 ]
