@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
@@ -31,100 +30,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def _setup_django(tmp: Path) -> str | None:
-    """Point Django at a throwaway database; returns the PostgreSQL database to drop afterwards, if any."""
-    for name in ("REDIS_URL", "CELERY_BROKER_URL", "COMPACTWEB_RUN_SIMULATOR"):
-        os.environ.pop(name, None)
-    throwaway = None
-    url = os.environ.get("DATABASE_URL")
-    if url:
-        import psycopg
-
-        base, _, name = url.rpartition("/")
-        throwaway = f"{name.split('?')[0]}_bench_{os.getpid()}"
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{throwaway}"')
-        os.environ["DATABASE_URL"] = f"{base}/{throwaway}"
-    os.environ["SQLITE_PATH"] = str(tmp / "bench.sqlite3")
-    os.environ["COMPACTWEB_VAR_DIR"] = str(tmp)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "compactweb.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-    return throwaway
-
-
-def _drop(throwaway: str | None) -> None:
-    if not throwaway:
-        return
-    import psycopg
-    from django.db import connections
-
-    connections.close_all()
-    base = os.environ["DATABASE_URL"].rpartition("/")[0]
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{throwaway}" WITH (FORCE)')
-
-
-class ConstantClient:
-    """A model that answers every request at once with the same short message (no work per input item)."""
-
-    model = "constant"
-
-    async def stream_response(self, request):
-        from compaction_app.engine.port import StreamEvent, Usage
-
-        yield StreamEvent(type="response.created", response_id="r")
-        yield StreamEvent(type="response.output_item.done", item={
-            "type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]})
-        yield StreamEvent(type="response.completed", usage=Usage(input_tokens=1_000, output_tokens=3,
-                                                                 total_tokens=1_003))
-
-    async def compact(self, request):  # pragma: no cover
-        raise NotImplementedError("the constant-time benchmark client does not compact (the window is 100M)")
-
-
-def _item(i: int) -> dict:
-    if i % 3 == 0:
-        return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": f"step {i}: run it"}]}
-    if i % 3 == 1:
-        return {"type": "function_call", "call_id": f"c{i}", "name": "shell", "arguments": '{"cmd": "pytest -q"}'}
-    return {"type": "function_call_output", "call_id": f"c{i - 1}", "output": f"{i} passed in 0.{i % 97}s"}
+from bench.turn_setup import ConstantClient, drop_throwaway, grown_session, provider_and_policy, setup_django  # noqa: E402
 
 
 def _session(items: int, title: str):
-    from compaction_app.models import CompactionPolicy, Provider
-    from sessions_app.rollout.services import NewLine, append_rollout_lines, do_create_session
-    from sessions_app.rollout.signals import rollout_appended
-
-    provider, _ = Provider.objects.get_or_create(
-        name="bench-floor", defaults={"base_url": Provider.EMBEDDED, "model": "sim-1", "context_window": 100_000_000})
-    policy, _ = CompactionPolicy.objects.get_or_create(name="bench-floor")
-    session = do_create_session(title=title, provider=provider, policy=policy)
-    # Growing the history is set-up: no live event per grown line.
-    receivers = rollout_appended.receivers
-    rollout_appended.receivers = []
-    try:
-        done = 0
-        while done < items:
-            n = min(5_000, items - done)
-            append_rollout_lines(session=session, lines=[NewLine("response_item", _item(done + i)) for i in range(n)])
-            done += n
-    finally:
-        rollout_appended.receivers = receivers
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":  # a dashboard that grew turn by turn checkpoints as it goes
-            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        else:  # and its autovacuum has analysed the grown table
-            cursor.execute("ANALYZE sessions_app_rolloutline")
-    return session
+    provider, policy = provider_and_policy(name="bench-floor", window=100_000_000)
+    return grown_session(items=items, title=title, provider=provider, policy=policy)[0]
 
 
 class Floors:
@@ -212,19 +123,30 @@ def turns(items: int, count: int, floors: Floors) -> dict[str, float]:
         assert result.ok, result
         return (time.perf_counter() - start) * 1000
 
-    async def run() -> tuple[float, list[float], list[float], list[float]]:
+    async def hop() -> float:
+        start = time.perf_counter()
+        await sync_to_async(_nothing)()
+        return (time.perf_counter() - start) * 1000
+
+    async def run() -> tuple[float, list[float], list[float], list[float], list[float]]:
         # One event loop for all turns, as in a server; each floor times itself in the database thread.
         first = await one(0)  # loads the history into the per-process cache: reported apart
-        ours, orm, raw = [], [], []
+        ours, orm, raw, hops = [], [], [], []
         for n in range(1, count + 1):
             ours.append(await one(n))
             orm.append(await sync_to_async(floors.orm_turn)())
             raw.append(await sync_to_async(floors.raw_turn)())
-        return first, ours, orm, raw
+            hops.append(await hop())
+        return first, ours, orm, raw, hops
 
-    first, ours, orm, raw = async_to_sync(run)()
+    first, ours, orm, raw, hops = async_to_sync(run)()
     return {"items": items, "first_ms": first, "turn_ms": statistics.median(ours),
-            "orm_ms": statistics.median(orm), "raw_ms": statistics.median(raw)}
+            "orm_ms": statistics.median(orm), "raw_ms": statistics.median(raw), "hop_ms": statistics.median(hops)}
+
+
+def _nothing() -> None:
+    """An empty trip from the event loop to Django's database thread and back: what each of a turn's three trips
+    (lease and session, the turn's first write, its last write) costs beyond its work. The floors make none."""
 
 
 def appends(count: int, floors: Floors) -> dict[str, float]:
@@ -247,7 +169,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=60)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        throwaway = _setup_django(Path(tmp))
+        throwaway = setup_django(Path(tmp), postgres=True)
         try:
             from django.db import connection
 
@@ -257,12 +179,12 @@ def main() -> None:
             rows = [turns(items, 20 if args.quick else args.turns, floors) for items in sizes]
             append = appends(100 if args.quick else 300, floors)
         finally:
-            _drop(throwaway)
+            drop_throwaway(throwaway)
     print(f"database: {vendor}")
     for r in rows:
         print(f"turn at {r['items']:>7,} items: {r['turn_ms']:6.2f} ms (first {r['first_ms']:.1f} ms) | ORM floor "
               f"{r['orm_ms']:.2f} ms -> {r['turn_ms'] / r['orm_ms']:.2f}x (goal <= 4x) | raw floor {r['raw_ms']:.2f} ms "
-              f"-> {r['turn_ms'] / r['raw_ms']:.1f}x")
+              f"-> {r['turn_ms'] / r['raw_ms']:.1f}x | one empty trip to the database thread {r['hop_ms']:.2f} ms")
     print(f"turn at {sizes[-1]:,} / at {sizes[0]:,} items: {rows[-1]['turn_ms'] / rows[0]['turn_ms']:.2f}x "
           f"(goal <= 1.2x)")
     print(f"append one item: {append['append_ms']:.2f} ms | raw INSERT transaction {append['raw_ms']:.2f} ms -> "

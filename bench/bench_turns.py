@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import platform
 import statistics
 import sys
@@ -29,34 +28,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Simulated turns"
 
+sys.path.insert(0, str(ROOT))
+from bench.turn_setup import ConstantClient, grown_session, provider_and_policy, setup_django  # noqa: E402
+
 
 def _setup_django(tmp: Path) -> None:
-    sys.path.insert(0, str(ROOT))
-    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "COMPACTWEB_RUN_SIMULATOR"):
-        os.environ.pop(name, None)
-    os.environ["SQLITE_PATH"] = str(tmp / "bench.sqlite3")
-    os.environ["COMPACTWEB_VAR_DIR"] = str(tmp)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "compactweb.settings")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import logging
-
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    call_command("migrate", verbosity=0)
+    """A throwaway SQLite file (`bench_throughput_vs.py` and `bench_alert_watch.py` call it by this name)."""
+    setup_django(tmp)
 
 
 def _provider_and_policy(window: int = 32_000):
-    from compaction_app.models import CompactionPolicy, Provider
-
-    provider, _ = Provider.objects.get_or_create(
-        name=f"bench-{window}", defaults={"base_url": Provider.EMBEDDED, "model": "sim-1", "context_window": window,
-                                          "remote_compaction": Provider.RemoteCompaction.V2},
-    )
-    policy, _ = CompactionPolicy.objects.get_or_create(name="bench")
-    return provider, policy
+    return provider_and_policy(name=f"bench-{window}", window=window)
 
 
 def throughput(sessions: int, steps: int) -> dict[str, float]:
@@ -84,59 +66,11 @@ def throughput(sessions: int, steps: int) -> dict[str, float]:
     }
 
 
-class ConstantClient:
-    """A model that answers every request at once with the same short message (no work per input item)."""
-
-    model = "constant"
-
-    async def stream_response(self, request):
-        from compaction_app.engine.port import StreamEvent, Usage
-
-        yield StreamEvent(type="response.created", response_id="r")
-        yield StreamEvent(type="response.output_item.done", item={
-            "type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]})
-        yield StreamEvent(type="response.completed", usage=Usage(input_tokens=1_000, output_tokens=3,
-                                                                 total_tokens=1_003))
-
-    async def compact(self, request):  # pragma: no cover
-        # The per-turn benchmark keeps its history under the limit: a compaction here would be a benchmark bug.
-        raise NotImplementedError("the constant-time benchmark client does not compact")
-
-
-def _item(i: int) -> dict:
-    if i % 3 == 0:
-        return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": f"step {i}: run it"}]}
-    if i % 3 == 1:
-        return {"type": "function_call", "call_id": f"c{i}", "name": "shell", "arguments": '{"cmd": "pytest -q"}'}
-    return {"type": "function_call_output", "call_id": f"c{i - 1}", "output": f"{i} passed in 0.{i % 97}s"}
-
-
 def per_turn_cost(items: int, turns: int) -> dict[str, float]:
-    from sessions_app.rollout.services import NewLine, append_rollout_lines, do_create_session
     from sessions_app.turns.services import arun_turn
 
     provider, policy = _provider_and_policy(window=100_000_000)  # no compaction: only the turn loop's work
-    session = do_create_session(title=f"bench {items}", provider=provider, policy=policy)
-    from sessions_app.rollout.events import on_rollout_appended
-    from sessions_app.rollout.signals import rollout_appended
-
-    # Growing the history is set-up, not the measured turn: no live event per grown line.
-    rollout_appended.disconnect(dispatch_uid="compactweb_publish_lines")
-    t0 = time.perf_counter()
-    done = 0
-    while done < items:
-        n = min(5_000, items - done)
-        append_rollout_lines(session=session, lines=[NewLine("response_item", _item(done + i)) for i in range(n)])
-        done += n
-    grow = time.perf_counter() - t0
-    rollout_appended.connect(on_rollout_appended, dispatch_uid="compactweb_publish_lines")
-    from django.db import connection
-
-    # The bulk growth leaves a large SQLite write-ahead log that slows every later read until it is checkpointed;
-    # a dashboard that grew its history turn by turn checkpoints as it goes.
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
-            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    session, grow = grown_session(items=items, title=f"bench {items}", provider=provider, policy=policy)
     client = ConstantClient()
 
     async def one(n: int) -> float:

@@ -129,12 +129,12 @@ def acquire(*, session_id: int, purpose: str, ttl: timedelta | None = None) -> L
     now = timezone.now()
     holder = uuid.uuid4().hex
     lease_fields = {"lease_holder": holder, "lease_purpose": purpose, "lease_expires_at": now + ttl}
-    sessions = Session.objects.exclude(source__in=READ_ONLY_SOURCES)
     with transaction.atomic():
         # The common case, a free session, is one conditional UPDATE; only a held lease is checked for expiry.
         taken = _take_free(session_id=session_id, lease_fields=lease_fields)
         expired = False
         if not taken:
+            sessions = Session.objects.exclude(source__in=READ_ONLY_SOURCES)
             refuse_if_followed(session_id=session_id)  # why it was not taken: read-only, busy, or expired
             taken = (
                 sessions.filter(pk=session_id, lease_expires_at__lt=now).exclude(lease_holder="")
