@@ -123,8 +123,13 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            # A Redis client may turn the cancellation of this task (the consumer ending) into a connection error;
+            # waiting on after that would never end, and a loop closing on it (shutdown, a test's teardown) hangs.
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError from exc
             if self.layer_down:
-                await asyncio.Future()
+                await asyncio.Future()  # until websocket.disconnect ends the consumer
             logger.warning("channel layer unavailable (%s); closing with %s", type(exc).__name__, CLOSE_TRY_AGAIN)
             return {"type": LAYER_UNAVAILABLE}
 

@@ -32,7 +32,7 @@ async def test_a_handshake_while_the_layer_is_down_is_closed_with_try_again(
 ):
     monkeypatch.setattr(layer, "group_add", refuse)
     comm = await ws_for(operator_user, path.format(id=session.pk))
-    ok, _ = await comm.connect()
+    ok, _ = await comm.connect(timeout=10)
     assert ok  # accepted, so the browser gets the code rather than a failed handshake
     assert await comm.receive_output(10) == {"type": "websocket.close", "code": CLOSE_TRY_AGAIN}
 
@@ -54,7 +54,7 @@ async def test_an_open_page_whose_layer_fails_is_closed_with_try_again(ws_for, o
 
     monkeypatch.setattr(layer, "receive", receive_until_redis_goes_away)
     comm = await ws_for(operator_user, f"/ws/sessions/{session.pk}/")
-    ok, _ = await comm.connect()
+    ok, _ = await comm.connect(timeout=10)
     assert ok
     assert "hello" in (await comm.receive_output(10))["text"]
 
@@ -68,7 +68,7 @@ async def test_a_live_page_stays_in_its_group_past_the_group_expiry(ws_for, oper
                                            "CONFIG": {"group_expiry": 1}}}
     channel_layers.backends.clear()
     comm = await ws_for(operator_user, f"/ws/sessions/{session.pk}/")
-    ok, _ = await comm.connect()
+    ok, _ = await comm.connect(timeout=10)
     assert ok
     assert "hello" in (await comm.receive_output(10))["text"]
     await asyncio.sleep(2.5)  # more than twice the expiry: only the consumer's refresh keeps it a member
@@ -88,7 +88,7 @@ async def test_a_closed_page_leaves_its_groups(ws_for, operator_user, session, s
     layer = get_channel_layer()
     pages = [await ws_for(operator_user, f"/ws/sessions/{session.pk}/"), await ws_for(operator_user, "/ws/fleet/")]
     for page in pages:
-        ok, _ = await page.connect()
+        ok, _ = await page.connect(timeout=10)
         assert ok
     assert "hello" in (await pages[0].receive_output(10))["text"]
     assert len(layer.groups[session_group(session.pk)]) == 1 and len(layer.groups[FLEET_GROUP]) == 1
@@ -144,3 +144,28 @@ async def test_a_forged_session_cookie_is_closed_as_anonymous(session, settings)
     ok, _ = await comm.connect()
     assert ok
     assert await comm.receive_output(10) == {"type": "websocket.close", "code": 4401}
+
+
+@pytest.mark.parametrize("layer_already_down", [False, True])
+async def test_a_consumer_whose_layer_turns_its_cancellation_into_an_error_still_ends(layer_already_down):
+    # redis-py may answer the cancellation of a blocked read with a connection error: the consumer must end anyway,
+    # or a closing event loop (a server's shutdown, a test's teardown) waits for it forever.
+    from sessions_app.live.consumers import SessionConsumer
+
+    async def blocked_read_cancelled_as_an_error():
+        try:
+            await asyncio.Future()
+        except asyncio.CancelledError:
+            raise RedisConnectionError("Connection closed by server.") from None
+
+    consumer = SessionConsumer()
+    consumer.layer_down = layer_already_down
+    consumer.channel_receive = blocked_read_cancelled_as_an_error
+    receiving = asyncio.ensure_future(consumer.channel_receive())
+    await asyncio.sleep(0)
+
+    receiving.cancel()
+    done, _ = await asyncio.wait({receiving}, timeout=2)
+
+    assert done, "the receive kept waiting after its task was cancelled"
+    assert receiving.cancelled()
