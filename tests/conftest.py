@@ -39,6 +39,22 @@ def require_service(name: str, url: str, default_port: int) -> str:
     pytest.skip(f"{message} (service-backed test skipped; start it or run .ci/run)")
 
 
+# A test connection that waits on a lock, or a thread that leaves a transaction open, must not stall the run: the
+# wait errors and the stray transaction is ended by the server, so the teardown's flush (TRUNCATE) goes through.
+POSTGRES_TEST_OPTIONS = "-c lock_timeout=60s -c idle_in_transaction_session_timeout=60s"
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -> None:
+    from django.db import connections
+
+    for alias in connections:
+        settings_dict = connections[alias].settings_dict
+        if settings_dict["ENGINE"].endswith("postgresql"):
+            options = settings_dict.setdefault("OPTIONS", {})
+            options["options"] = f"{options.get('options', '')} {POSTGRES_TEST_OPTIONS}".strip()
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """PBKDF2 costs ~0.3 s per user; tests need logins, not brute-force resistance."""

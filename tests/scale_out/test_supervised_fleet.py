@@ -67,6 +67,7 @@ def tails(run_dir: Path) -> str:
 
 
 @pytest.mark.services
+@pytest.mark.timeout(600)  # three kill-and-restart rounds under a looping fleet
 @pytest.mark.django_db(transaction=True)
 def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothing_is_lost(
     on_postgresql, provider, policy, tmp_path
