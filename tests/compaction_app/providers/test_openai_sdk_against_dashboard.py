@@ -30,8 +30,11 @@ def _free_port() -> int:
 def dashboard(tmp_path_factory) -> Iterator[str]:
     var_dir = tmp_path_factory.mktemp("var")
     port = _free_port()
+    # Its own SQLite file whatever the pass: without DATABASE_URL and the service URLs, which would point the
+    # dashboard at a database outside the test's.
+    outside = {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"}
     env = {
-        **os.environ,
+        **{name: value for name, value in os.environ.items() if name not in outside},
         "DJANGO_SETTINGS_MODULE": "compactweb.settings",
         "COMPACTWEB_VAR_DIR": str(var_dir),
         "SQLITE_PATH": str(var_dir / "db.sqlite3"),
