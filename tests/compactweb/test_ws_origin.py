@@ -34,7 +34,7 @@ async def _connect(*, origin: str | None, host: str = "localhost:8000", path: st
     if origin is not None:
         headers.append((b"origin", origin.encode()))
     comm = WebsocketCommunicator(application, path, headers=headers)
-    connected, _ = await comm.connect()
+    connected, _ = await comm.connect(timeout=10)
     if connected:
         await comm.disconnect()
     return connected

@@ -41,7 +41,7 @@ async def append(session, *items, usage=None):
 
 
 async def connected(comm) -> None:
-    ok, _ = await comm.connect()
+    ok, _ = await comm.connect(timeout=10)
     assert ok
 
 
