@@ -106,7 +106,7 @@ async def test_a_connection_refused_for_its_role_leaves_no_membership_behind(ws_
     channel_layers.backends.clear()
     layer = get_channel_layer()
     comm = await ws_for(norole_user, path.format(id=session.pk))
-    ok, _ = await comm.connect()
+    ok, _ = await comm.connect(timeout=10)
     assert ok
     assert await comm.receive_output(10) == {"type": "websocket.close", "code": 4403}
 
@@ -124,7 +124,7 @@ async def test_a_connect_is_one_read_on_the_connect_pool(ws_for, operator_user, 
     submit = consumers._connect_pool.executor.submit
     monkeypatch.setattr(consumers._connect_pool.executor, "submit", lambda fn, *a, **k: hops.append(fn) or submit(fn, *a, **k))
     comm = await ws_for(operator_user, path.format(id=session.pk))
-    ok, _ = await comm.connect()
+    ok, _ = await comm.connect(timeout=10)
     assert ok
     if "sessions" in path:
         assert "hello" in (await comm.receive_output(10))["text"]
@@ -141,7 +141,7 @@ async def test_a_forged_session_cookie_is_closed_as_anonymous(session, settings)
 
     comm = WebsocketCommunicator(application, f"/ws/sessions/{session.pk}/",
                                  headers=[ORIGIN, HOST, (b"cookie", b"sessionid=0123456789abcdefghijklmnopqrstuv")])
-    ok, _ = await comm.connect()
+    ok, _ = await comm.connect(timeout=10)
     assert ok
     assert await comm.receive_output(10) == {"type": "websocket.close", "code": 4401}
 
