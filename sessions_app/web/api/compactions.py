@@ -43,7 +43,7 @@ def _answer(status_code: int, result: dict) -> Response:
     """The compaction's outcome as the API answers it: 201 with the compaction's detail, or the error body."""
     if status_code == status.HTTP_201_CREATED:
         detail = presentation.compaction_detail(compaction=selectors.get_compaction(compaction_id=result["compaction"]))
-        return Response(detail, status=status.HTTP_201_CREATED)
+        return Response(CompactionDetailSerializer(detail).data, status=status.HTTP_201_CREATED)
     return Response(result, status=status_code)
 
 
@@ -107,7 +107,8 @@ class SessionCompactions(APIView):
     def get(self, request, pk: int):
         if not Session.objects.filter(pk=pk).exists():
             raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist")
-        return Response([presentation.compaction_listing(compaction=c) for c in selectors.list_compactions(session_id=pk)])
+        listing = [presentation.compaction_listing(compaction=c) for c in selectors.list_compactions(session_id=pk)]
+        return Response(CompactionListItemSerializer(listing, many=True).data)
 
 
 class CompactionDetail(APIView):
@@ -119,7 +120,7 @@ class CompactionDetail(APIView):
             compaction = selectors.get_compaction(compaction_id=pk)
         except Compaction.DoesNotExist:
             raise ApiError(status_code=404, code="not_found", message=f"compaction {pk} does not exist") from None
-        return Response(presentation.compaction_detail(compaction=compaction))
+        return Response(CompactionDetailSerializer(presentation.compaction_detail(compaction=compaction)).data)
 
 
 class SessionAttempts(APIView):
@@ -137,7 +138,7 @@ class SessionAttempts(APIView):
             raise ApiError(status_code=400, code="invalid", message=(
                 f"status: must be one of {', '.join(CompactionAttempt.Status.values)}, got {wanted!r}"))
         attempts = selectors.attempts_for(session_id=pk, status=wanted).prefetch_related("hook_runs")
-        return Response([presentation.attempt_dict(a) for a in attempts])
+        return Response(AttemptSerializer([presentation.attempt_dict(a) for a in attempts], many=True).data)
 
 
 class AttemptDetail(APIView):
@@ -149,4 +150,4 @@ class AttemptDetail(APIView):
             attempt = selectors.get_attempt(attempt_id=pk)
         except CompactionAttempt.DoesNotExist:
             raise ApiError(status_code=404, code="not_found", message=f"attempt {pk} does not exist") from None
-        return Response(presentation.attempt_dict(attempt))
+        return Response(AttemptSerializer(presentation.attempt_dict(attempt)).data)

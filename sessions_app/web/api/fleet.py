@@ -95,7 +95,7 @@ class FleetList(APIView):
         if status_filter and status_filter not in SimulatorRun.Status.values:
             raise ApiError(status_code=400, code="invalid",
                            message=f"status: one of {', '.join(SimulatorRun.Status.values)}")
-        return Response([fleet.run_summary(r) for r in fleet.list_runs(status=status_filter)])
+        return Response(RunSerializer([fleet.run_summary(r) for r in fleet.list_runs(status=status_filter)], many=True).data)
 
     @extend_schema(operation_id="fleet_start", request=FleetStartSerializer, responses={201: FleetStartedSerializer})
     def post(self, request):
@@ -106,7 +106,8 @@ class FleetList(APIView):
         except fleet.FleetError as exc:
             raise ApiError(status_code=400, code="invalid", message=str(exc)) from None
         runs = [fleet.list_runs().get(pk=r.pk) for r in runs]
-        return Response({"runs": [fleet.run_summary(r) for r in runs]}, status=status.HTTP_201_CREATED)
+        return Response(FleetStartedSerializer({"runs": [fleet.run_summary(r) for r in runs]}).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class FleetRunAction(APIView):
@@ -122,7 +123,7 @@ class FleetRunAction(APIView):
             ACTIONS[action](run=run_id, actor=request.user)
         except fleet.FleetError as exc:
             raise _invalid_state(exc) from None
-        return Response(fleet.run_summary(fleet.list_runs().get(pk=run_id)))
+        return Response(RunSerializer(fleet.run_summary(fleet.list_runs().get(pk=run_id))).data)
 
 
 class FleetAction(APIView):
@@ -132,7 +133,7 @@ class FleetAction(APIView):
     def post(self, request, action: str):
         if action not in ACTIONS:
             raise ApiError(status_code=404, code="not_found", message=f"no action {action!r}: pause, resume or stop")
-        return Response({"changed": ACTIONS[action](run=None, actor=request.user)})
+        return Response(FleetChangedSerializer({"changed": ACTIONS[action](run=None, actor=request.user)}).data)
 
 
 class ScenarioList(APIView):
@@ -140,4 +141,4 @@ class ScenarioList(APIView):
 
     @extend_schema(responses=ScenarioSerializer(many=True))
     def get(self, request):
-        return Response([fleet.scenario_summary(name) for name in list_scenarios()])
+        return Response(ScenarioSerializer([fleet.scenario_summary(name) for name in list_scenarios()], many=True).data)

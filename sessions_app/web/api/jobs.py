@@ -74,14 +74,16 @@ def accepted(job: Job, *, queued: dict | None = None) -> Response:
     return response
 
 
-def answer_job(job: Job, *, wait: bool) -> Response:
-    """202 with the job, or (when the caller waits) its outcome once finished; 202 again if the wait ran out."""
+def answer_job(job: Job, *, wait: bool, outcome: type[serializers.Serializer]) -> Response:
+    """202 with the job, or (when the caller waits) its outcome once finished, shown by `outcome` when it
+    succeeded (an error keeps the API's error shape); 202 again if the wait ran out."""
     if not wait:
         return accepted(job)
     job = jobs.wait_for_job(job_id=job.pk)
     if job.http_status is None:
         return accepted(job)
-    return Response(job.result, status=job.http_status)
+    body = outcome(job.result).data if 200 <= job.http_status < 300 else job.result
+    return Response(body, status=job.http_status)
 
 
 class JobDetail(APIView):

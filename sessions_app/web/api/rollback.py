@@ -84,7 +84,7 @@ class CompactionRollback(APIView):
 
     @extend_schema(responses=RollbackPreviewSerializer)
     def get(self, request, pk: int):
-        return Response(rollback.rollback_preview(_compaction_or_404(pk)))
+        return Response(RollbackPreviewSerializer(rollback.rollback_preview(_compaction_or_404(pk))).data)
 
     @extend_schema(request=ReasonSerializer, responses=RollbackResultSerializer)
     def post(self, request, pk: int):
@@ -94,7 +94,7 @@ class CompactionRollback(APIView):
             result = rollback.do_rollback_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
         except (SessionBusy, rollback.RollbackRefused) as exc:
             raise conflict(exc) from None
-        return Response(result.as_dict())
+        return Response(RollbackResultSerializer(result.as_dict()).data)
 
 
 class CompactionRedo(APIView):
@@ -110,7 +110,7 @@ class CompactionRedo(APIView):
             result = rollback.do_redo_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
         except (SessionBusy, rollback.RollbackRefused) as exc:
             raise conflict(exc) from None
-        return Response(result.as_dict())
+        return Response(RollbackResultSerializer(result.as_dict()).data)
 
 
 class SessionThreadRollback(APIView):
@@ -133,4 +133,4 @@ class SessionThreadRollback(APIView):
             raise ApiError(status_code=400, code=exc.codex_error_info, message=str(exc)) from None
         except (SessionBusy, rollback.RollbackRefused) as exc:
             raise conflict(exc) from None
-        return Response(result.as_dict())
+        return Response(RollbackResultSerializer(result.as_dict()).data)

@@ -48,7 +48,7 @@ class SessionList(APIView):
     @extend_schema(responses=SessionSummarySerializer(many=True))
     def get(self, request):
         sessions = selectors.list_sessions(state=request.query_params.get("state"))
-        return Response([selectors.session_summary(session=s) for s in sessions])
+        return Response(SessionSummarySerializer([selectors.session_summary(session=s) for s in sessions], many=True).data)
 
     @extend_schema(request=SessionCreateSerializer, responses={201: SessionSummarySerializer})
     def post(self, request):
@@ -59,7 +59,8 @@ class SessionList(APIView):
         except ItemValidationError as exc:
             raise _invalid_item(exc) from None
         session = selectors.get_session(session_id=session.pk)
-        return Response(selectors.session_summary(session=session), status=status.HTTP_201_CREATED)
+        return Response(SessionSummarySerializer(selectors.session_summary(session=session)).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class SessionDetail(APIView):
@@ -67,7 +68,7 @@ class SessionDetail(APIView):
 
     @extend_schema(responses=SessionSummarySerializer)
     def get(self, request, pk: int):
-        return Response(selectors.session_summary(session=_session_or_404(pk)))
+        return Response(SessionSummarySerializer(selectors.session_summary(session=_session_or_404(pk))).data)
 
 
 class SessionHistory(APIView):
@@ -75,7 +76,7 @@ class SessionHistory(APIView):
 
     @extend_schema(responses=HistorySerializer)
     def get(self, request, pk: int):
-        return Response({"items": selectors.live_items(session=_session_or_404(pk))})
+        return Response(HistorySerializer({"items": selectors.live_items(session=_session_or_404(pk))}).data)
 
 
 class SessionItems(APIView):
@@ -104,7 +105,7 @@ class SessionItems(APIView):
             "last_seq": seqs[-1] if seqs else session.last_seq,
             "appended": len(data.validated_data["items"]),
         }
-        return Response(body, status=status.HTTP_201_CREATED)
+        return Response(AppendResultSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
 def _chunk(session_id: int, after: int) -> tuple[str, int]:

@@ -186,7 +186,7 @@ tolerant of bad lines (reported in `problems`) unless `strict`."""
             return Response(ImportResultSerializer(result).data if code == 201 else result, status=code)
         job = do_submit_job(kind=Job.Kind.IMPORT, session_id=None, actor=request.user, params=params,
                                  payload=raw)
-        return answer_job(job, wait=wait)
+        return answer_job(job, wait=wait, outcome=ImportResultSerializer)
 
 
 def _take(lines: Iterator[str]) -> str:
@@ -255,9 +255,9 @@ class SessionReplay(APIView):
         wait = wants_wait(request)
         if wait and not jobs.runs_on_workers():
             code, result = jobs.replay_outcome(session_id=original.pk, actor=request.user, **params)
-            return Response(result, status=code)
+            return Response(ReplayResultSerializer(result).data if code == 201 else result, status=code)
         job = do_submit_job(kind=Job.Kind.REPLAY, session_id=original.pk, actor=request.user, params=params)
-        return answer_job(job, wait=wait)
+        return answer_job(job, wait=wait, outcome=ReplayResultSerializer)
 
 
 class SessionComparison(APIView):
@@ -268,6 +268,6 @@ class SessionComparison(APIView):
     @extend_schema(responses=ComparisonSerializer)
     def get(self, request, pk: int):
         try:
-            return Response(replay_comparison(replay=_session_or_404(pk)))
+            return Response(ComparisonSerializer(replay_comparison(replay=_session_or_404(pk))).data)
         except TransferRefused as exc:
             raise refused(exc) from None

@@ -109,4 +109,4 @@ class SessionTurns(APIView):
             "last_seq": result.last_seq,
             "session": selectors.session_summary(session=selectors.get_session(session_id=pk)),
         }
-        return Response(body)
+        return Response(TurnResultSerializer(body).data)
