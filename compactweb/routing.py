@@ -10,7 +10,7 @@ from compaction_app.providers.simulated.app import create_app
 from compaction_app.providers.simulated.recording import RequestRecorder
 from compactweb import daphne_denial
 from compactweb.body_limit import asgi_body_limit
-from compactweb.sim_mount import create_mounted_app
+from compactweb.sim_mount import MOUNT, guarded_sim_app
 from sessions_app.live.consumers import FleetConsumer, SessionConsumer
 
 
@@ -32,6 +32,12 @@ websocket_urlpatterns: list = [
 def _sim_recorder():
     directory = getattr(settings, "COMPACTWEB_SIM_RECORD_DIR", "")
     return RequestRecorder(directory) if directory else None
+
+
+def create_mounted_app(*, recorder=None):
+    """The simulator as /sim serves it: the body cap from settings, behind the guard (compactweb.sim_mount)."""
+    return guarded_sim_app(create_app(root_path=MOUNT, recorder=recorder,
+                                      max_body_bytes=settings.COMPACTWEB_SIM_MAX_BODY_BYTES))
 
 
 def _is_sim(path: str) -> bool:

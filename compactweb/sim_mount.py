@@ -19,10 +19,18 @@ from __future__ import annotations
 
 import hmac
 import json
+from http.cookies import CookieError, SimpleCookie
 from typing import Any
 
+from channels.db import database_sync_to_async
 from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
 from django.http.request import split_domain_port, validate_host
+from django.utils.crypto import constant_time_compare
+from django.utils.module_loading import import_string
+
+from compactweb.api_tokens import user_for_token
+from compactweb.roles import OPERATOR, has_role
 
 MOUNT = "/sim"
 
@@ -50,22 +58,11 @@ def host_allowed(host: str) -> bool:
 
 
 def _operator_from_token(token: str) -> bool:
-    from compactweb.api_tokens import user_for_token
-    from compactweb.roles import OPERATOR, has_role
-
     user = user_for_token(token)
     return user is not None and has_role(user, OPERATOR)
 
 
 def _operator_from_session(cookie_header: str) -> bool:
-    from http.cookies import CookieError, SimpleCookie
-
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
-    from django.utils.crypto import constant_time_compare
-    from django.utils.module_loading import import_string
-
-    from compactweb.roles import OPERATOR, has_role
-
     try:
         cookies = SimpleCookie(cookie_header)
     except CookieError:
@@ -104,8 +101,6 @@ def _authorised(headers: dict[str, str]) -> bool:
 
 def guarded_sim_app(sim_app):
     """Wrap the simulator's ASGI app with the checks above."""
-    from channels.db import database_sync_to_async
-
     async def app(scope, receive, send):
         headers = _headers(scope)
         if not host_allowed(headers.get("host", "")):
@@ -120,11 +115,3 @@ def guarded_sim_app(sim_app):
         await sim_app(scope, receive, send)
 
     return app
-
-
-def create_mounted_app(*, recorder=None):
-    """The simulator as /sim serves it: the body cap from settings, behind the guard."""
-    from compaction_app.providers.simulated.app import create_app
-
-    return guarded_sim_app(create_app(root_path=MOUNT, recorder=recorder,
-                                      max_body_bytes=settings.COMPACTWEB_SIM_MAX_BODY_BYTES))

@@ -14,9 +14,15 @@ import socket
 import time
 import urllib.error
 import urllib.request
+import xmlrpc.client
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from supervisor.xmlrpc import SupervisorTransport
+
+from compactweb.celery import app
+from compactweb.health import check_broker
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +47,6 @@ def web_alive(host: str, port: int, *, timeout: float = HTTP_TIMEOUT) -> bool:
 
 def worker_alive(node: str, *, timeout: float = 2.0) -> bool | None:
     """True when the named Celery worker answers a ping; None (cannot judge) when the broker does not answer."""
-    from compactweb.celery import app
-    from compactweb.health import check_broker
-
     try:
         check_broker()
     except Exception:
@@ -101,9 +104,5 @@ class Watchdog:
 
 def supervisor_proxy(socket_path: str):
     """supervisord's XML-RPC interface over its unix socket."""
-    import xmlrpc.client
-
-    from supervisor.xmlrpc import SupervisorTransport
-
     transport = SupervisorTransport(None, None, f"unix://{socket_path}")
     return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport).supervisor
