@@ -1,7 +1,9 @@
 """Liveness checks wired to restarts, for the processes supervisord runs (scripts/scale-out).
 
 supervisord restarts a process that exits; this restarts one that is still there but no longer works: a web
-process that stops answering HTTP, a worker that stops answering pings. It checks liveness, not readiness: a web
+process that stops answering HTTP, a worker that stops answering pings, a scheduler that stops beating (its loop
+touches a heartbeat file every round, `manage.py simulate --scheduler --heartbeat-file`; a hung query or a
+blocked event loop stops it). It checks liveness, not readiness: a web
 process answering 503 because Redis is down is alive (restarting it would not bring Redis back), and workers are
 not judged while the broker itself does not answer. A process is restarted after FAILURES_BEFORE_RESTART checks
 in a row fail, and not judged during its first GRACE_SECONDS (start-up: migrations, imports).
@@ -10,6 +12,7 @@ in a row fail, and not judged during its first GRACE_SECONDS (start-up: migratio
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import time
 import urllib.error
@@ -30,6 +33,9 @@ FAILURES_BEFORE_RESTART = 3
 GRACE_SECONDS = 20.0
 INTERVAL_SECONDS = 5.0
 HTTP_TIMEOUT = 5.0
+# A scheduler's round is well under a second when healthy (a tick, housekeeping every 2 s, a 0.5 s idle wait);
+# a heartbeat this old means its loop no longer turns.
+HEARTBEAT_MAX_AGE = 30.0
 RUNNING = "RUNNING"
 UNKNOWN = None  # a probe that cannot judge now (the broker is down): neither a pass nor a failure
 
@@ -53,6 +59,16 @@ def worker_alive(node: str, *, timeout: float = 2.0) -> bool | None:
         return UNKNOWN
     replies = app.control.ping(destination=[node], timeout=timeout) or []
     return any(node in reply for reply in replies)
+
+
+def scheduler_alive(heartbeat_path: str, *, max_age: float = HEARTBEAT_MAX_AGE,
+                    clock: Callable[[], float] = time.time) -> bool:
+    """True when the scheduler touched its heartbeat file within `max_age` seconds (a missing file: not alive;
+    the watchdog's grace period covers a scheduler that has just started)."""
+    try:
+        return clock() - os.stat(heartbeat_path).st_mtime <= max_age
+    except OSError:
+        return False
 
 
 def celery_node(program: str) -> str:

@@ -74,6 +74,7 @@ class Scheduler:
         inline: bool | None = None,
         clock: Callable[[], float] = time.time,
         step: Callable | None = None,
+        heartbeat_path: str | os.PathLike | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -89,6 +90,7 @@ class Scheduler:
         self.sent_claims = SentClaims()
         self.broker_down = False
         self._housekept_at = float("-inf")
+        self.heartbeat_path = heartbeat_path
 
     @property
     def in_flight(self) -> int:
@@ -151,9 +153,7 @@ class Scheduler:
         await self._broker_answered()
 
     def _send_housekeeping_done(self) -> None:
-        for receiver, outcome in housekeeping_done.send_robust(sender=Scheduler):
-            if isinstance(outcome, Exception):
-                logger.error("housekeeping receiver %r failed", receiver, exc_info=outcome)
+        housekeeping_done.send_robust(sender=Scheduler)  # a failing receiver is logged and the others still run
 
     async def _run(self, session_id: int) -> None:
         try:
@@ -172,9 +172,23 @@ class Scheduler:
             pass
         wake.clear()
 
+    def beat(self) -> None:
+        """Touch the heartbeat file (when there is one): once per round of the loop, on the loop itself, so a
+        scheduler whose loop hangs (a query that never returns, a blocked event loop) stops beating and the
+        watchdog (compactweb.watchdog.scheduler_alive) restarts it."""
+        if self.heartbeat_path is None:
+            return
+        try:
+            with open(self.heartbeat_path, "a"):
+                os.utime(self.heartbeat_path)
+        except OSError:
+            logger.exception("could not write the scheduler's heartbeat")
+
     async def run(self, stop: threading.Event | asyncio.Event) -> None:
-        """Tick until `stop` is set; waits `poll_seconds` (or until a step ends) when nothing was due."""
+        """Tick until `stop` is set; waits `poll_seconds` (or until a step ends) when nothing was due. Beats once
+        a round (`beat`)."""
         while not stop.is_set():
+            self.beat()
             try:
                 await self.housekeeping()
             except Exception:

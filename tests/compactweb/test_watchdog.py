@@ -97,3 +97,47 @@ def test_a_web_process_answering_503_is_alive_and_one_not_listening_is_not(http_
     http_server.shutdown()
     http_server.server_close()
     assert not watchdog.web_alive("127.0.0.1", port, timeout=1)
+
+
+def test_a_scheduler_is_alive_while_its_heartbeat_file_is_fresh(tmp_path):
+    beat = tmp_path / "scheduler.heartbeat"
+    assert not watchdog.scheduler_alive(str(beat))  # never beat
+
+    beat.touch()
+    mtime = beat.stat().st_mtime
+    assert watchdog.scheduler_alive(str(beat), max_age=30, clock=lambda: mtime + 30)
+    assert not watchdog.scheduler_alive(str(beat), max_age=30, clock=lambda: mtime + 31)
+
+
+def test_a_scheduler_whose_heartbeat_went_stale_is_restarted(tmp_path):
+    beat = tmp_path / "scheduler.heartbeat"
+    beat.touch()
+    stale_at = beat.stat().st_mtime + 60
+    supervisor = FakeSupervisor(scheduler=None)
+    w = watchdog.Watchdog(supervisor=supervisor, clock=lambda: stale_at, probes={
+        "scheduler": lambda: watchdog.scheduler_alive(str(beat), max_age=30, clock=lambda: stale_at)})
+
+    assert [w.check_once() for _ in range(3)] == [[], [], ["scheduler"]]
+    assert supervisor.calls == [("stop", "scheduler"), ("start", "scheduler")]
+
+
+def test_the_watchdog_command_watches_the_scheduler_when_given_its_heartbeat(tmp_path, monkeypatch):
+    from django.core.management import call_command
+
+    built = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_dog(**kwargs):
+        built.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(watchdog, "supervisor_proxy", lambda path: object())
+    monkeypatch.setattr(watchdog, "Watchdog", fake_dog)
+    with pytest.raises(Stop):
+        call_command("watchdog", "--supervisor-socket", str(tmp_path / "s.sock"), "--scheduler-heartbeat",
+                     str(tmp_path / "beat"), "--heartbeat-max-age", "3", "--grace", "5")
+
+    assert set(built["probes"]) == {"scheduler"} and built["grace_seconds"] == 5
+    assert built["probes"]["scheduler"]() is False  # no heartbeat file yet

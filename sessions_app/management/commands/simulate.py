@@ -5,6 +5,7 @@
         [--turns-per-minute 6] [--loop] [--seed 7] [--context-window 16000] [--run-until-idle [--max-steps N]]
     manage.py simulate --run-until-idle             # drive every running run until the non-looping ones finish
     manage.py simulate --scheduler                  # the scheduler loop (inline, or enqueueing Celery tasks)
+    manage.py simulate --scheduler --heartbeat-file var/scale-out/scheduler.heartbeat   # ...watched by the watchdog
     manage.py simulate --pause|--resume|--stop [--run ID]
 """
 
@@ -55,6 +56,9 @@ class Command(BaseCommand):
         parser.add_argument("--scheduler", action="store_true",
                             help="Run the scheduler loop until interrupted: steps in-process, or Celery tasks "
                                  "when CELERY_BROKER_URL is set.")
+        parser.add_argument("--heartbeat-file", default=None,
+                            help="With --scheduler: touch this file every round of the loop (the watchdog's "
+                                 "--scheduler-heartbeat restarts a scheduler that stops touching it).")
         group = parser.add_mutually_exclusive_group()
         group.add_argument("--pause", action="store_true", help="Pause --run ID, or every running run.")
         group.add_argument("--resume", action="store_true", help="Resume --run ID, or every paused run.")
@@ -89,7 +93,8 @@ class Command(BaseCommand):
             self.stdout.write(f"simulator scheduler running ({mode}); Ctrl-C to stop")
             stop = threading.Event()
             try:
-                async_to_sync(Scheduler(concurrency=opts["concurrency"]).run)(stop)
+                scheduler = Scheduler(concurrency=opts["concurrency"], heartbeat_path=opts["heartbeat_file"])
+                async_to_sync(scheduler.run)(stop)
             except KeyboardInterrupt:
                 stop.set()
 

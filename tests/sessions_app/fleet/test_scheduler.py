@@ -191,3 +191,27 @@ def test_a_step_for_a_session_without_a_run_changes_nothing(session):
     assert fleet.do_run_step(session_id=session.pk).status == "skipped"
     session.refresh_from_db()
     assert session.state == "idle" and session.lease_holder == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_scheduler_touches_its_heartbeat_file_every_round(tmp_path):
+    import threading
+
+    beat = tmp_path / "scheduler.heartbeat"
+    stop = threading.Event()
+    rounds = []
+
+    sched = Scheduler(inline=True, poll_seconds=0.01, heartbeat_path=beat)
+    real_beat = sched.beat
+
+    def counting_beat():
+        real_beat()
+        rounds.append(beat.stat().st_mtime_ns)
+        if len(rounds) == 3:
+            stop.set()
+
+    sched.beat = counting_beat
+    async_to_sync(sched.run)(stop)
+
+    assert len(rounds) == 3 and beat.exists()
+    assert rounds == sorted(rounds)
