@@ -303,6 +303,9 @@ COMPACTWEB_OUTBOUND_DENY_PRIVATE = _env_bool("COMPACTWEB_OUTBOUND_DENY_PRIVATE",
 # `Authorization: Bearer $COMPACTWEB_SIM_TOKEN`, an operator's API token, or a dashboard login.
 COMPACTWEB_SIM_ENABLED = _env_bool("COMPACTWEB_SIM_ENABLED", True)
 COMPACTWEB_SIM_TOKEN = os.environ.get("COMPACTWEB_SIM_TOKEN", "")
+# The retry backoff of the engine and the provider client waits real time times this (spec §6.2: 200 ms doubling);
+# 0 skips the waits (the test suite does, so retried failures stay fast).
+COMPACTWEB_RETRY_BACKOFF_SCALE = float(os.environ.get("COMPACTWEB_RETRY_BACKOFF_SCALE", "1"))
 COMPACTWEB_SIM_MAX_BODY_BYTES = int(os.environ.get("COMPACTWEB_SIM_MAX_BODY_BYTES", str(4 * 1024 * 1024)))
 
 # Tokenizer used when a provider names none.

@@ -233,23 +233,20 @@ def items_factory():
 
 
 @pytest.fixture
-def served_script():
+def no_engine_sleeps(settings):
+    """The retry backoff of the engine and the provider client waits no real time (the one setting that scales it)."""
+    settings.COMPACTWEB_RETRY_BACKOFF_SCALE = 0
+
+
+@pytest.fixture
+def served_script(no_engine_sleeps):
     """A ScriptedProvider served on 127.0.0.1 (its `base_url` set); the engine's backoff sleeps are skipped."""
-    from sessions_app.compactions import services
     from tests.fakes.scripted_provider import ScriptedProvider
 
-    async def no_sleep(seconds: float) -> None:
-        return None
-
     provider = ScriptedProvider()
-    original = services.engine_sleep
-    services.engine_sleep = no_sleep
-    try:
-        with provider.serve() as base_url:
-            provider.base_url = base_url
-            yield provider
-    finally:
-        services.engine_sleep = original
+    with provider.serve() as base_url:
+        provider.base_url = base_url
+        yield provider
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings as django_settings
 from django.db import transaction
 from django.utils import timezone
 from uuid6 import uuid7
@@ -76,8 +77,20 @@ LEASE_LOST_KIND = "lease_lost"
 INTERNAL_ERROR_KIND = "internal_error"
 BAD_OUTPUT_KIND = "bad_response"
 
-# The engine's backoff sleep and the provider client's retry sleep. Tests replace it to stay fast.
-engine_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def backoff_sleep() -> Sleep:
+    """The sleep of the engine's and the provider client's retry backoff when the caller injects none: real time
+    times settings.COMPACTWEB_RETRY_BACKOFF_SCALE (1 in a deployment; 0 skips the waits)."""
+    scale = django_settings.COMPACTWEB_RETRY_BACKOFF_SCALE
+    if scale == 1:
+        return asyncio.sleep
+
+    async def scaled(seconds: float) -> None:
+        await asyncio.sleep(seconds * scale)
+
+    return scaled
 
 __all__ = [
     "CompactionFailed",
@@ -264,9 +277,9 @@ class _EventForwarder:
         await self._task
 
 
-async def _run_engine(plan: _Plan, lease: Lease) -> CompactionOutcome:
+async def _run_engine(plan: _Plan, lease: Lease, sleep: Sleep) -> CompactionOutcome:
     calls_model = needs_client(plan.strategy, plan.settings)
-    client = build_client(plan.client_config, sleep=engine_sleep) if calls_model else None
+    client = build_client(plan.client_config, sleep=sleep) if calls_model else None
     events = _EventForwarder(session_id=plan.session_id, after_seq=plan.snapshot_seq, attempt_id=plan.attempt_id,
                              item_id=plan.item_id)
     events.send("compaction.started", {
@@ -280,7 +293,7 @@ async def _run_engine(plan: _Plan, lease: Lease) -> CompactionOutcome:
                 snapshot=plan.snapshot, settings=plan.settings, request=plan.request, client=client,
                 hooks=HookRunner(plan.hooks, **hook_runner_limits()), emit=events.emit,
                 fallback_settings=plan.fallback_settings,
-                sleep=engine_sleep, new_id=lambda: plan.new_window_id, new_item_id=lambda: plan.item_id,
+                sleep=sleep, new_id=lambda: plan.new_window_id, new_item_id=lambda: plan.item_id,
             )
     finally:
         await events.close()
@@ -410,8 +423,10 @@ async def acompact_session(
     compact_with_model: str | None = None,
     compact_with_window: int | None = None,
     turn_id: str | None = None,
+    sleep: Sleep | None = None,
 ) -> Compaction:
-    """Compact one session (see the module docstring). Raises Session.DoesNotExist, SessionBusy,
+    """Compact one session (see the module docstring). `sleep` is the retry backoff's sleep (default
+    `backoff_sleep()`). Raises Session.DoesNotExist, SessionBusy,
     CompactionRefused, CompactionInterrupted, CompactionFailed or LeaseLost; returns the installed Compaction."""
     own_lease = lease is None
     if lease is None:
@@ -423,7 +438,7 @@ async def acompact_session(
             compact_with_window=compact_with_window,
         )
         try:
-            outcome = await _run_engine(plan, lease)
+            outcome = await _run_engine(plan, lease, sleep if sleep is not None else backoff_sleep())
         except asyncio.CancelledError:  # the caller (e.g. a stopped turn) gave up; nothing was installed
             await asyncio.shield(sync_to_async(records.cancel_attempt)(attempt_id=plan.attempt_id))
             raise
@@ -478,12 +493,13 @@ def do_compact_session(
     compact_with_model: str | None = None,
     compact_with_window: int | None = None,
     turn_id: str | None = None,
+    sleep: Sleep | None = None,
 ) -> Compaction:
     """Synchronous `acompact_session` (for views and background jobs; not callable from a running event loop)."""
     return async_to_sync(acompact_session)(
         session_id=session_id, actor=actor, trigger=trigger, reason=reason, phase=phase, strategy=strategy,
         instructions=instructions, lease=lease, compact_with_model=compact_with_model, turn_id=turn_id,
-        compact_with_window=compact_with_window,
+        compact_with_window=compact_with_window, sleep=sleep,
     )
 
 

@@ -9,16 +9,6 @@ import pytest
 
 
 @pytest.fixture
-def no_engine_sleeps(monkeypatch):
-    from sessions_app.compactions import services
-
-    async def sleep(seconds: float) -> None:
-        return None
-
-    monkeypatch.setattr(services, "engine_sleep", sleep)
-
-
-@pytest.fixture
 def compact(no_engine_sleeps) -> Callable:
     """compact(session, strategy="remote_v1") → the Compaction installed by sessions_app.compactions.services."""
     from sessions_app.compactions.services import do_compact_session

@@ -23,16 +23,6 @@ def login(user) -> Client:
 
 
 @pytest.fixture
-def no_engine_sleeps(monkeypatch):
-    from sessions_app.compactions import services
-
-    async def sleep(seconds: float) -> None:
-        return None
-
-    monkeypatch.setattr(services, "engine_sleep", sleep)
-
-
-@pytest.fixture
 def run(provider, policy):
     (run,) = do_start_fleet(scenario="many-short-turns", count=1, provider=provider, policy=policy)
     return run

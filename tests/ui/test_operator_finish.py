@@ -17,13 +17,8 @@ from sessions_app.rollout.services import do_append_items
 
 
 @pytest.fixture(autouse=True)
-def _no_engine_sleeps(monkeypatch):
-    from sessions_app.compactions import services
-
-    async def sleep(seconds: float) -> None:
-        return None
-
-    monkeypatch.setattr(services, "engine_sleep", sleep)
+def _no_engine_sleeps(no_engine_sleeps):
+    """Retried failures wait no real time (tests/conftest.py)."""
 
 
 def login(user) -> Client:

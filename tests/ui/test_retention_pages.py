@@ -14,13 +14,8 @@ SCRIPT = "<script>alert(1)</script>"
 
 
 @pytest.fixture(autouse=True)
-def _no_engine_sleeps(monkeypatch):
-    from sessions_app.compactions import services
-
-    async def sleep(seconds: float) -> None:
-        return None
-
-    monkeypatch.setattr(services, "engine_sleep", sleep)
+def _no_engine_sleeps(no_engine_sleeps):
+    """Retried failures wait no real time (tests/conftest.py)."""
 
 
 @pytest.fixture

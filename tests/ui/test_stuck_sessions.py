@@ -14,16 +14,6 @@ from sessions_app.models import Session
 
 
 @pytest.fixture
-def no_engine_sleeps(monkeypatch):
-    from sessions_app.compactions import services
-
-    async def sleep(seconds: float) -> None:
-        return None
-
-    monkeypatch.setattr(services, "engine_sleep", sleep)
-
-
-@pytest.fixture
 def submitted(monkeypatch):
     jobs = []
     monkeypatch.setattr(compaction_queue.background, "submit", lambda task, **kw: jobs.append((task.name, kw)))

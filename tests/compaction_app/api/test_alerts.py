@@ -23,13 +23,7 @@ def record_alert(request: dict) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _fast(monkeypatch):
-    from sessions_app.compactions import services
-
-    async def sleep(seconds: float) -> None:
-        return None
-
-    monkeypatch.setattr(services, "engine_sleep", sleep)
+def _fast(no_engine_sleeps):
     SENT.clear()
 
 

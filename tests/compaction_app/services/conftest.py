@@ -9,17 +9,21 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def recorded_sleeps(monkeypatch) -> list[float]:
-    """The engine's backoff sleeps are recorded, not slept (tests stay fast)."""
-    from sessions_app.compactions import services
+def _no_backoff(no_engine_sleeps):
+    """Retried failures wait no real time (tests/conftest.py)."""
 
-    slept: list[float] = []
 
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
+class SleepRecorder(list):
+    """A `sleep=` for the compaction service that records each backoff instead of waiting."""
 
-    monkeypatch.setattr(services, "engine_sleep", sleep)
-    return slept
+    async def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+@pytest.fixture
+def recorded_sleeps() -> SleepRecorder:
+    """Pass as `do_compact_session(..., sleep=recorded_sleeps)`; it holds the backoffs the service waited."""
+    return SleepRecorder()
 
 
 @pytest.fixture

@@ -4,12 +4,19 @@ what happened. Also the previous-model fallback of spec §6.4."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from compaction_app.engine.items import user_message
 from compaction_app.engine.prompts import CONTEXT_WINDOW_EXCEEDED_MESSAGE
 from compaction_app.models import AuditEntry, Compaction, CompactionAttempt, CompactionPolicy, Provider
-from sessions_app.compactions.services import CompactionFailed, CompactionRefused, do_compact_session
+from sessions_app.compactions.services import (
+    CompactionFailed,
+    CompactionRefused,
+    backoff_sleep,
+    do_compact_session,
+)
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout.services import NewLine, append_rollout_lines, do_create_session, verify_projection
 from tests.fakes.scripted_provider import (
@@ -69,7 +76,7 @@ def test_local_stream_errors_are_retried_then_the_failure_changes_nothing(script
     before, seq = observable_state(session), session.last_seq
     scripted.add(*[Reply.error(500, SERVER_ERROR) for _ in range(3)])
     with pytest.raises(CompactionFailed) as failed:
-        do_compact_session(session_id=session.pk, strategy="local")
+        do_compact_session(session_id=session.pk, strategy="local", sleep=recorded_sleeps)
     assert len(scripted.requests) == 3  # the first try and stream_max_retries = 2 retries (spec §6.2)
     assert len(recorded_sleeps) == 2
     attempt = assert_failure_recorded(session, seq, failed.value, kind="server_error")
@@ -222,3 +229,11 @@ def test_an_engine_crash_is_recorded_as_an_internal_error_and_changes_nothing(sc
     assert_failure_recorded(session, seq, failed.value, kind="internal_error")
     assert observable_state(session) == before
     assert Session.objects.get(pk=session.pk).lease_holder == ""
+
+
+def test_the_backoff_waits_real_time_unless_the_setting_scales_it(settings):
+    settings.COMPACTWEB_RETRY_BACKOFF_SCALE = 1
+    assert backoff_sleep() is asyncio.sleep
+    settings.COMPACTWEB_RETRY_BACKOFF_SCALE = 0
+    assert backoff_sleep() is not asyncio.sleep
+    asyncio.run(asyncio.wait_for(backoff_sleep()(3600), timeout=5))  # an hour's backoff, scaled to nothing

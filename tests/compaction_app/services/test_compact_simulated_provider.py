@@ -85,7 +85,7 @@ def test_policy_auto_selection_uses_remote_v2_for_a_v2_provider(sim_session):
 @pytest.mark.django_db
 def test_overloaded_local_compaction_is_retried_and_then_succeeds(sim_session, recorded_sleeps):
     with_faults(sim_session, fault=unique("overloaded;times=2"))
-    result = do_compact_session(session_id=sim_session.pk, strategy="local")
+    result = do_compact_session(session_id=sim_session.pk, strategy="local", sleep=recorded_sleeps)
     attempt = CompactionAttempt.objects.get(compaction=result)
     assert attempt.retries == 2 and attempt.status == "completed"
     assert len(recorded_sleeps) == 2
