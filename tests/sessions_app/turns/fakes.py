@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_app.engine import meter as m
-from compaction_app.engine.items import is_real_user_message, message_text, user_message
+from compaction_app.engine.items import SUMMARY_PREFIX, is_real_user_message, message_text, user_message
 from compaction_app.engine.port import StreamEvent, Usage
 from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.engine.thresholds import ModelLimits
@@ -164,7 +164,8 @@ class FoldPort:
         self.compactions.append(CompactionCall(reason.value, phase, compact_with, self.active_tokens, users))
         if self.fail_compaction:
             raise TurnCompactionFailed(self.fail_compaction)
-        summary = user_message("SUMMARY " + "x " * max(0, self.keep_tokens * 2))
+        # The summary carries the summary prefix, as the real one does, so it is not a "real" user message.
+        summary = user_message(f"{SUMMARY_PREFIX}\nSUMMARY " + "x " * max(0, self.keep_tokens * 2))
         kept = [user_message(t) for t in users[-1:]]
         if phase == "mid_turn":
             # spec §5.3 BeforeLastUserMessage: the full context goes right before the last real user message.
