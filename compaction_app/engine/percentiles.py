@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 
-def percentile(sorted_values: list[int], q: float) -> float | None:
-    """Nearest-rank percentile of already sorted values (None when empty)."""
-    if not sorted_values:
-        return None
-    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
-    return float(sorted_values[rank - 1])
+def nearest_rank(count: int, q: float) -> int:
+    """The 1-based rank of the q-th percentile among `count` sorted values (0 when there are none)."""
+    if count <= 0:
+        return 0
+    return max(1, math.ceil(q / 100 * count))
+

@@ -1,24 +1,29 @@
-"""The aggregates of the analytics page over compaction attempts (spec §10)."""
+"""The aggregates of the analytics page over compaction attempts (spec §10), computed in the database: counts
+with GROUP BY, sums and averages with aggregates, the latency percentiles by rank (ORDER BY ... OFFSET), so the
+page reads a few small result sets, never every attempt."""
 
 from __future__ import annotations
 
-from collections import Counter
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from compaction_app.engine.percentiles import percentile
+from django.db.models import Count, F, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce, TruncDate
+
+from compaction_app.engine.percentiles import nearest_rank
 from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
 from compaction_app.models import CompactionAttempt
 
 # The analytics dimensions: `method` is compactweb's choice, `strategy` Codex's analytics field (spec §10).
 ANALYTICS_DIMENSIONS = ("trigger", "reason", "implementation", "phase", "method", "strategy", "status")
+# The column each dimension counts: the stored `strategy` column holds compactweb's method; Codex's `strategy` is
+# `memento` for every attempt (§10), so it is counted, not grouped.
+_COLUMNS = {"trigger": "trigger", "reason": "reason", "implementation": "implementation", "phase": "phase",
+            "method": "strategy", "status": "status"}
+PERCENTILES = (50, 90, 99)
 
 
-def compaction_analytics(
-    *, policy_id: int | None = None, provider_id: int | None = None, since: datetime | None = None
-) -> dict[str, Any]:
-    """Aggregates for the analytics page over attempts (spec §10): counts by trigger, reason, implementation,
-    phase and status, per day; tokens saved by completed attempts; failure rate; latency percentiles."""
+def _attempts(*, policy_id: int | None, provider_id: int | None, since: datetime | None) -> QuerySet:
     attempts = CompactionAttempt.objects.all()
     if policy_id is not None:
         attempts = attempts.filter(session__policy_id=policy_id)
@@ -26,32 +31,66 @@ def compaction_analytics(
         attempts = attempts.filter(session__provider_id=provider_id)
     if since is not None:
         attempts = attempts.filter(started_at__gte=since)
-    rows = list(attempts.values(
-        "started_at", "trigger", "reason", "implementation", "phase", "strategy", "status", "tokens_before",
-        "tokens_after", "duration_ms",
-    ))
-    for row in rows:
-        # The stored column holds compactweb's method; Codex's `strategy` is `memento` for all of them (§10).
-        row["method"], row["strategy"] = row["strategy"], STRATEGY_MEMENTO
-    dimensions = ANALYTICS_DIMENSIONS
-    totals = {d: dict(Counter(r[d] for r in rows)) for d in dimensions}
+    return attempts.order_by()  # no model ordering in the GROUP BY
+
+
+def _totals(attempts: QuerySet, total: int) -> dict[str, dict[str, int]]:
+    totals = {
+        dimension: dict(attempts.values_list(column).annotate(n=Count("pk")).values_list(column, "n"))
+        for dimension, column in _COLUMNS.items()
+    }
+    totals["strategy"] = {STRATEGY_MEMENTO: total} if total else {}
+    return {d: totals[d] for d in ANALYTICS_DIMENSIONS}
+
+
+def _per_day(attempts: QuerySet) -> dict[str, dict[str, dict[str, int]]]:
+    days = attempts.annotate(day=TruncDate("started_at", tzinfo=UTC))
     per_day: dict[str, dict[str, dict[str, int]]] = {}
-    for row in rows:
-        day = per_day.setdefault(row["started_at"].date().isoformat(), {d: {} for d in dimensions})
-        for d in dimensions:
-            day[d][row[d]] = day[d].get(row[d], 0) + 1
-    finished = [r for r in rows if r["status"] != CompactionAttempt.Status.RUNNING]
-    failed = [r for r in finished if r["status"] == CompactionAttempt.Status.FAILED]
-    completed = [r for r in finished if r["status"] == CompactionAttempt.Status.COMPLETED]
-    saved = [r["tokens_before"] - (r["tokens_after"] or 0) for r in completed]
-    durations = sorted(r["duration_ms"] for r in finished if r["duration_ms"] is not None)
+
+    def day_of(day) -> dict[str, dict[str, int]]:
+        return per_day.setdefault(day.isoformat(), {d: {} for d in ANALYTICS_DIMENSIONS})
+
+    for dimension, column in _COLUMNS.items():
+        for day, value, n in days.values_list("day", column).annotate(n=Count("pk")).values_list("day", column, "n"):
+            day_of(day)[dimension][value] = n
+    for day, n in days.values_list("day").annotate(n=Count("pk")).values_list("day", "n"):
+        day_of(day)["strategy"][STRATEGY_MEMENTO] = n
+    return dict(sorted(per_day.items()))
+
+
+def _latency(attempts: QuerySet) -> dict[str, Any]:
+    durations = attempts.exclude(status=CompactionAttempt.Status.RUNNING).filter(duration_ms__isnull=False)
+    count = durations.count()
+    ordered = durations.order_by("duration_ms").values_list("duration_ms", flat=True)
+    latency: dict[str, Any] = {
+        f"p{q}": float(ordered[rank - 1]) if (rank := nearest_rank(count, q)) else None for q in PERCENTILES
+    }
+    latency["count"] = count
+    return latency
+
+
+def compaction_analytics(
+    *, policy_id: int | None = None, provider_id: int | None = None, since: datetime | None = None
+) -> dict[str, Any]:
+    """Aggregates for the analytics page over attempts (spec §10): counts by trigger, reason, implementation,
+    phase and status, per day; tokens saved by completed attempts; failure rate; latency percentiles."""
+    attempts = _attempts(policy_id=policy_id, provider_id=provider_id, since=since)
+    figures = attempts.aggregate(
+        total=Count("pk"),
+        finished=Count("pk", filter=~Q(status=CompactionAttempt.Status.RUNNING)),
+        failed=Count("pk", filter=Q(status=CompactionAttempt.Status.FAILED)),
+        completed=Count("pk", filter=Q(status=CompactionAttempt.Status.COMPLETED)),
+        saved=Sum(F("tokens_before") - Coalesce("tokens_after", Value(0)),
+                  filter=Q(status=CompactionAttempt.Status.COMPLETED)),
+    )
+    total, finished, completed = figures["total"], figures["finished"], figures["completed"]
+    saved = figures["saved"] or 0
     return {
-        "attempts": len(rows),
-        "totals": totals,
-        "per_day": dict(sorted(per_day.items())),
-        "tokens_saved": sum(saved),
-        "tokens_saved_mean": (sum(saved) / len(saved)) if saved else None,
-        "failure_rate": (len(failed) / len(finished)) if finished else None,
-        "latency_ms": {"p50": percentile(durations, 50), "p90": percentile(durations, 90),
-                       "p99": percentile(durations, 99), "count": len(durations)},
+        "attempts": total,
+        "totals": _totals(attempts, total),
+        "per_day": _per_day(attempts),
+        "tokens_saved": saved,
+        "tokens_saved_mean": (saved / completed) if completed else None,
+        "failure_rate": (figures["failed"] / finished) if finished else None,
+        "latency_ms": _latency(attempts),
     }

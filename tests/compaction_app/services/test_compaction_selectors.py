@@ -4,8 +4,11 @@ what left the window and what was kept, attempts with their analytics, and the a
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import CompactionAttempt
@@ -81,3 +84,47 @@ def test_start_compaction_queues_a_manual_compaction_in_the_background(make_sess
     (compaction,) = selectors.list_compactions(session_id=session.pk)
     assert compaction.trigger == "manual" and compaction.strategy == "token_budget"
     assert compaction.audit_entries.get().actor == operator_user
+
+
+def _attempt(session, *, day: int, status: str, strategy: str = "local", duration: int | None = None,
+             before: int = 1000, after: int | None = None) -> CompactionAttempt:
+    return CompactionAttempt.objects.create(
+        session=session, trigger="manual", reason="user_requested", implementation="responses",
+        phase="standalone_turn", strategy=strategy, status=status, tokens_before=before, tokens_after=after,
+        duration_ms=duration, started_at=datetime(2026, 3, day, 23, 30, tzinfo=UTC),
+    )
+
+
+@pytest.mark.django_db
+def test_analytics_per_day_savings_and_percentiles_come_from_the_database(make_session):
+    session = make_session(items=[U1])
+    _attempt(session, day=1, status="completed", duration=30, before=1000, after=400)
+    _attempt(session, day=1, status="completed", strategy="token_budget", duration=10, before=500, after=None)
+    _attempt(session, day=2, status="failed", duration=20)
+    _attempt(session, day=2, status="running")  # neither finished nor timed
+    stats = analytics.compaction_analytics()
+    assert stats["attempts"] == 4
+    assert stats["totals"]["method"] == {"local": 3, "token_budget": 1}
+    assert stats["totals"]["strategy"] == {"memento": 4}
+    assert list(stats["per_day"]) == ["2026-03-01", "2026-03-02"]  # UTC days, oldest first
+    assert stats["per_day"]["2026-03-02"]["status"] == {"failed": 1, "running": 1}
+    assert stats["per_day"]["2026-03-01"]["strategy"] == {"memento": 2}
+    assert stats["tokens_saved"] == 600 + 500 and stats["tokens_saved_mean"] == 550
+    assert stats["failure_rate"] == pytest.approx(1 / 3)
+    assert stats["latency_ms"] == {"p50": 20.0, "p90": 30.0, "p99": 30.0, "count": 3}
+    empty = analytics.compaction_analytics(since=datetime(2027, 1, 1, tzinfo=UTC))
+    assert empty["attempts"] == 0 and empty["failure_rate"] is None and empty["tokens_saved_mean"] is None
+    assert empty["latency_ms"] == {"p50": None, "p90": None, "p99": None, "count": 0}
+
+
+@pytest.mark.django_db
+def test_analytics_reads_the_same_few_result_sets_however_many_attempts_there_are(make_session,
+                                                                                  django_assert_num_queries):
+    session = make_session(items=[U1])
+    _attempt(session, day=1, status="completed", duration=5, after=10)
+    with CaptureQueriesContext(connection) as few:
+        analytics.compaction_analytics()
+    for day in range(1, 29):
+        _attempt(session, day=day, status="completed", duration=day, after=10)
+    with django_assert_num_queries(len(few.captured_queries)):
+        analytics.compaction_analytics()
