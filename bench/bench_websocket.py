@@ -189,13 +189,14 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--write", action="store_true", help="print the markdown row for docs/benchmarks.md")
+    parser.add_argument("--port", type=int, default=0, help="the server's port (default: any free one)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="compactweb-bench-ws-") as tmp:
         env = _env(Path(tmp))
         _manage(env, "migrate", "--noinput")
         out = _manage(env, "create_user", "--username", "bench", "--role", "admin", "--password", PASSWORD)
         token = re.search(r"token: (\w+)", out).group(1)
-        port = _free_port()
+        port = args.port or _free_port()
         base = f"http://127.0.0.1:{port}"
         server = _start_server(env, port)
         try:
