@@ -6,7 +6,7 @@ driven by the in-process scheduler with N steps in flight against the embedded s
 SQLite file. The other checkout must have `bench/bench_turns.py` with the same `throughput(sessions, steps)`.
 
     git worktree add --detach ../before <commit>
-    .venv/bin/python bench/bench_throughput_vs.py --other ../before              # 100 sessions, 3 rounds
+    .venv/bin/python bench/bench_throughput_vs.py --other ../before              # 100 sessions, 2 rounds
     .venv/bin/python bench/bench_throughput_vs.py --other ../before --sessions 10 --steps 60 --rounds 1
 """
 
@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--other", type=Path, required=True, help="the checkout to compare with")
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     ours, theirs = [], []
     for n in range(args.rounds):
