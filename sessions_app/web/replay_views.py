@@ -1,5 +1,7 @@
 """The replay comparison (operator): a session's replays under other policies next to it, and the form that
-starts another. Thin: parse the form, check the role, call sessions_app.transfer, render."""
+starts another, which runs as a background job (sessions_app.jobs) like Compact now. Thin: parse the form, check
+the role, submit the job or read the comparisons, render; while a replay job waits or runs, the replays partial
+polls itself (htmx) so the comparison appears when the job finishes."""
 
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ from django.views.decorators.http import require_http_methods
 
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, role_required
-from sessions_app.models import Session
-from sessions_app.transfer.refusals import TransferRefused
-from sessions_app.transfer.replay import do_replay_session, replay_comparison
+from sessions_app.jobs.selectors import replay_jobs
+from sessions_app.jobs.tasks import do_submit_job
+from sessions_app.models import Job, Session
+from sessions_app.transfer.replay import replay_comparison
 from sessions_app.web.forms import ReplayForm
 
 
@@ -30,23 +33,24 @@ def replay_compare(request, pk: int):
             error, status = "Choose the policy to replay under.", 400
         else:
             policy, provider = form.cleaned_data["policy"], form.cleaned_data["provider"]
-            try:
-                result = do_replay_session(session_id=session.pk, policy=policy, provider=provider,
-                                           actor=request.user)
-            except TransferRefused as exc:  # shown in the form that asked, like a bad choice
-                error, status = str(exc), exc.status
-            else:
-                failed = f"; {len(result.failures)} compaction(s) failed" if result.failures else ""
-                messages.success(request, f"Replayed as session #{result.replay.pk}: {result.turns} turns, "
-                                 f"{result.compactions} compaction(s){failed}.")
-                return HttpResponseRedirect(reverse("replay_compare", args=[result.replay.pk]))
+            # A background job, as Compact now is: the replay re-runs the whole session, far too long for a request.
+            job = do_submit_job(kind=Job.Kind.REPLAY, session_id=session.pk, actor=request.user, params={
+                "policy": policy.pk, "provider": provider.pk if provider else None, "title": None})
+            messages.success(request, f"Replay started (job #{job.pk}): its comparison appears here when it "
+                             "finishes.")
+            return HttpResponseRedirect(reverse("replay_compare", args=[session.pk]))
     comparisons = []
     if session.origin_id is not None:
         comparisons.append(replay_comparison(replay=session))
     for replay in session.replays.select_related("provider", "policy").order_by("-pk")[:20]:
         comparisons.append(replay_comparison(replay=replay))
-    return render(request, "sessions_app/replay_compare.html", dict(
-        nav="fleet", session=session, comparisons=comparisons,
+    jobs = list(replay_jobs(session_id=session.pk))
+    template = "sessions_app/replay_compare.html"
+    if request.htmx and request.method == "GET":
+        template += "#replays"  # the partial's own poll: the same partial the page renders first
+    return render(request, template, dict(
+        nav="fleet", session=session, comparisons=comparisons, jobs=jobs,
+        pending=any(j.status in (Job.Status.QUEUED, Job.Status.RUNNING) for j in jobs),
         policies=CompactionPolicy.objects.order_by("name"), providers=Provider.objects.order_by("name"),
         session_url=reverse("session_detail", args=[session.pk]), replay_error=error,
         chosen=request.POST if request.method == "POST" else {},

@@ -34,3 +34,13 @@ def add_turn(items_factory) -> Callable:
         session.refresh_from_db()
 
     return add
+
+
+@pytest.fixture
+def with_workers(monkeypatch):
+    """Jobs go to "workers": Celery tasks, eager in the tests (they run in the test's thread and transaction)."""
+    from compactweb import background
+    from compactweb.celery import app
+
+    app.set_current()  # tasks resolve through the current app: compactweb's, eager in the tests
+    monkeypatch.setattr(background, "uses_broker", lambda: True)

@@ -15,7 +15,6 @@ import pytest
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction
-from compactweb import background
 from sessions_app.jobs import services as jobs
 from sessions_app.models import Job, Session
 from sessions_app.rollout.lease import acquire, release
@@ -41,14 +40,6 @@ def operator_user(make_user):
     for name in ROLES:
         Group.objects.get_or_create(name=name)
     return make_user("operator")
-
-
-@pytest.fixture
-def with_workers(monkeypatch):
-    from compactweb.celery import app
-
-    app.set_current()  # tasks resolve through the current app: compactweb's, eager in the tests
-    monkeypatch.setattr(background, "uses_broker", lambda: True)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from compaction_app.models import CompactionPolicy
-from sessions_app.models import Session
+from sessions_app.models import Job, Session
 
 
 @pytest.fixture
@@ -40,19 +40,58 @@ def test_a_bad_upload_in_strict_mode_lists_its_bad_lines_and_imports_nothing(
     assert row_counts() == before
 
 
-def test_the_replay_page_starts_a_replay_and_shows_the_comparison(operator_client, make_session, add_turn):
+def _original(make_session, add_turn):
     original = make_session()
     for n in range(4):
         add_turn(original, n, size=80)
+    return original
+
+
+def test_the_replay_page_runs_the_replay_as_a_job_then_shows_the_comparison(
+    operator_client, make_session, add_turn, with_workers, django_capture_on_commit_callbacks
+):
+    original = _original(make_session, add_turn)
     tight = CompactionPolicy.objects.create(name="tight", auto_compact_token_limit=600, strategy="remote_v1")
 
-    response = operator_client.post(f"/sessions/{original.pk}/replays/", {"policy": tight.pk})
+    with django_capture_on_commit_callbacks(execute=True):
+        response = operator_client.post(f"/sessions/{original.pk}/replays/", {"policy": tight.pk})
 
+    job = Job.objects.get(kind=Job.Kind.REPLAY)
+    assert response.status_code == 302 and response["Location"] == f"/sessions/{original.pk}/replays/"
+    assert (job.status, job.http_status, job.session_id) == ("succeeded", 201, original.pk)
     replay = Session.objects.get(source="replay")
-    assert response.status_code == 302 and response["Location"] == f"/sessions/{replay.pk}/replays/"
+    assert job.result["replay"] == replay.pk
     page = operator_client.get(f"/sessions/{original.pk}/replays/").content.decode()
-    assert f'id="comparison-{replay.pk}"' in page and "Tokens saved" in page
+    assert f'id="comparison-{replay.pk}"' in page and "Tokens saved" in page and "every 2s" not in page
     assert operator_client.get(f"/sessions/{replay.pk}/replays/").status_code == 200
+
+
+def test_a_queued_replay_job_is_shown_and_its_partial_polls_until_it_ends(operator_client, make_session, add_turn,
+                                                                         with_workers):
+    original = _original(make_session, add_turn)
+    operator_client.post(f"/sessions/{original.pk}/replays/", {"policy": CompactionPolicy.objects.first().pk})
+
+    job = Job.objects.get(kind=Job.Kind.REPLAY)  # not sent: the request's commit callbacks did not run
+    page = operator_client.get(f"/sessions/{original.pk}/replays/").content.decode()
+    assert f'id="replay-job-{job.pk}"' in page and 'data-job-status="queued"' in page and "every 2s" in page
+    assert not Session.objects.filter(source="replay").exists()  # nothing ran in the request
+    partial = operator_client.get(f"/sessions/{original.pk}/replays/", headers={"HX-Request": "true"})
+    body = partial.content.decode()
+    assert body.lstrip().startswith('<div id="replays"') and 'id="replay-form"' not in body
+
+
+def test_a_failed_replay_job_says_why_on_the_page(operator_client, make_session, add_turn, with_workers,
+                                                  django_capture_on_commit_callbacks):
+    original = _original(make_session, add_turn)
+    gone = CompactionPolicy.objects.create(name="gone")
+    with django_capture_on_commit_callbacks(execute=True):
+        operator_client.post(f"/sessions/{original.pk}/replays/", {"policy": gone.pk})
+        gone.delete()  # before the job runs
+
+    job = Job.objects.get(kind=Job.Kind.REPLAY)
+    page = operator_client.get(f"/sessions/{original.pk}/replays/").content.decode()
+    assert job.status == "failed" and 'data-job-status="failed"' in page
+    assert f"Replay job #{job.pk}: failed: " in page and "every 2s" not in page
 
 
 def test_an_import_refusal_is_shown_inside_the_form_with_or_without_htmx(operator_client, rollout_bytes, row_counts):
