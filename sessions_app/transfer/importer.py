@@ -108,13 +108,6 @@ def _marker(line: ImportedLine | None) -> dict[str, Any] | None:
     return line.payload
 
 
-def infer_compaction_kind(payload: dict[str, Any]) -> tuple[str, str]:
-    """(implementation, strategy) of an imported compacted line, from what the line holds (see
-    sessions_app.codex_rollout.labels, which also uses the lines around it)."""
-    kind, _ = implementation_of(payload)
-    return kind
-
-
 @dataclass(frozen=True)
 class ImportResult:
     session: Session
