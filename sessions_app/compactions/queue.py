@@ -13,9 +13,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
+
+from django.utils import timezone
 
 from compactweb import background
-from sessions_app.compactions.queue_runner import COMPACTION_PURPOSE, EXPIRED_EVENT, QUEUED_EVENT
+from sessions_app.compactions.queue_runner import (
+    COMPACTION_PURPOSE,
+    EXPIRED_EVENT,
+    QUEUED_EVENT,
+    WAIT_SECONDS,
+)
 from sessions_app.compactions.services import lease_is_free
 from sessions_app.compactions.tasks import run_queued_compaction_task, start_compaction
 from sessions_app.models import QueuedCompaction, Session
@@ -44,17 +52,22 @@ class CompactionRequestOutcome:
     queued_id: int | None = None
 
 
+def _waiting(*, session_id: int):
+    """The session's requests still waiting. One older than WAIT_SECONDS has no live waiter (its waiter gives up
+    then; one whose process died, or a dashboard restarted with the request in its in-process pool, never marks
+    it): it no longer holds simulator steps back, nor blocks a new request."""
+    fresh = timezone.now() - timedelta(seconds=WAIT_SECONDS)
+    return QueuedCompaction.objects.filter(session_id=session_id, status=QueuedCompaction.Status.QUEUED,
+                                           created_at__gte=fresh)
+
+
 def has_queued(*, session_id: int) -> bool:
-    return QueuedCompaction.objects.filter(session_id=session_id, status=QueuedCompaction.Status.QUEUED).exists()
+    return _waiting(session_id=session_id).exists()
 
 
 def queued_for(*, session_id: int) -> dict | None:
     """The session's waiting compaction request, for the status box (None when there is none)."""
-    row = (
-        QueuedCompaction.objects.filter(session_id=session_id, status=QueuedCompaction.Status.QUEUED)
-        .order_by("pk").values("id", "strategy", "behind", "created_at").first()
-    )
-    return row
+    return _waiting(session_id=session_id).order_by("pk").values("id", "strategy", "behind", "created_at").first()
 
 
 def holder_to_queue_behind(*, session_id: int) -> str | None:

@@ -116,3 +116,20 @@ def test_a_queued_compaction_that_waits_too_long_expires_and_says_so(operator_us
                                        sleep=lambda s: None) is None
     assert QueuedCompaction.objects.get(pk=outcome.queued_id).status == "expired"
     assert not Compaction.objects.filter(session=session).exists()
+
+
+@pytest.mark.django_db
+def test_a_request_whose_waiter_died_stops_holding_simulator_steps_back(operator_user, busy_session, submitted):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    session, lease = busy_session
+    outcome = request_manual_compaction(session_id=session.pk, actor=operator_user, strategy="local")
+    locks.release(lease)
+    assert compaction_queue.has_queued(session_id=session.pk)
+    # its waiter never ran (a restart dropped the in-process pool): once past the waiting limit it counts no more
+    QueuedCompaction.objects.filter(pk=outcome.queued_id).update(
+        created_at=timezone.now() - timedelta(seconds=queue_runner.WAIT_SECONDS + 1))
+    assert not compaction_queue.has_queued(session_id=session.pk)
+    assert async_to_sync(fleet.arun_step)(session_id=session.pk).status == "skipped"  # not held back: past the queue check
