@@ -61,11 +61,15 @@ for n in range(5):
              message("assistant", f"Part {n}: " + "timeout retry backoff worker restart " * 180)]
 stuck = do_create_session(title="Stuck over its window", provider=provider, policy=policy, items=logs,
                           fault_injection={"context_window": 2500})
+# The same, for the session page's own stuck box and recovery (the fleet test recovers the first one).
+stuck_here = do_create_session(title="Stuck on its page", provider=provider, policy=policy, items=logs,
+                               fault_injection={"context_window": 2500})
 print(json.dumps({
     "provider": provider.pk,
     "policy": policy.pk,
     "slow_session": slow.pk,
     "busy_session": busy.pk,
     "stuck_session": stuck.pk,
+    "stuck_here_session": stuck_here.pk,
     "users": {role or "none": user(role or "norole", role) for role in ("operator", "support", "admin", None)},
 }))
