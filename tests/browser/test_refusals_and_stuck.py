@@ -26,20 +26,20 @@ def test_refused_forms_say_why_inside_the_form(login, web):
     # start simulated sessions: a window the server refuses (the browser's own check is lifted to reach it)
     page.goto(f"{web.url}/")
     page.click(".start-fleet summary")
-    page.locator("#start-form input[name=context_window]").evaluate("el => { el.removeAttribute('min'); el.removeAttribute('step'); }")
-    page.fill("#start-form input[name=context_window]", "100")
-    page.click("#start-form button[type=submit]")
-    expect(page.locator("#start-form .note--error")).to_contain_text("at least 2,000 tokens")
-    expect(page.locator("#start-form input[name=context_window]")).to_have_value("100")
+    page.locator("form.start-form input[name=context_window]").evaluate("el => { el.removeAttribute('min'); el.removeAttribute('step'); }")
+    page.fill("form.start-form input[name=context_window]", "100")
+    page.click("form.start-form button[type=submit]")
+    expect(page.locator("form.start-form .note--error")).to_contain_text("at least 2,000 tokens")
+    expect(page.locator("form.start-form input[name=context_window]")).to_have_value("100")
     expect(page.locator(".flash")).to_have_count(0)
 
     # the import: a malformed file in strict mode is refused whole, the bad lines listed under its button
     page.goto(f"{web.url}/import/")
-    page.set_input_files("#import-form input[type=file]", str(BAD_ROLLOUT))
-    page.check("#import-form input[name=strict]")
-    page.click("#import-form button[type=submit]")
-    expect(page.locator("#import-form #import-errors")).to_contain_text("Nothing was imported.")
-    expect(page.locator("#import-form #import-errors td").first).to_be_visible()
+    page.set_input_files("form.import-form input[type=file]", str(BAD_ROLLOUT))
+    page.check("form.import-form input[name=strict]")
+    page.click("form.import-form button[type=submit]")
+    expect(page.locator("form.import-form #import-errors")).to_contain_text("Nothing was imported.")
+    expect(page.locator("form.import-form #import-errors td").first).to_be_visible()
 
     # the rollback confirmation: someone else rolled it back meanwhile
     created = web.api("POST", "sessions", body={
@@ -48,10 +48,10 @@ def test_refused_forms_say_why_inside_the_form(login, web):
     compaction = web.api("POST", f"sessions/{created['id']}/compact", body={"method": "local"})
     page.goto(f"{web.url}/compactions/{compaction['id']}/rollback/")
     web.api("POST", f"compactions/{compaction['id']}/rollback", role="support", body={"reason": "first"})
-    page.fill("#rollback-form textarea[name=reason]", "the summary lost the plan")
-    page.click("#rollback-form button[type=submit]")
-    expect(page.locator("#rollback-form .note--error")).to_contain_text("already rolled back")
-    expect(page.locator("#rollback-form textarea[name=reason]")).to_have_value("the summary lost the plan")
+    page.fill("form.rollback-form textarea[name=reason]", "the summary lost the plan")
+    page.click("form.rollback-form button[type=submit]")
+    expect(page.locator("form.rollback-form .note--error")).to_contain_text("already rolled back")
+    expect(page.locator("form.rollback-form textarea[name=reason]")).to_have_value("the summary lost the plan")
 
 
 def test_a_stuck_session_is_marked_on_its_page_live_and_recovered_there(login, web):
