@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 
 from compactweb.sim_mount import host_allowed
@@ -47,6 +46,14 @@ def origin_allowed(*, origin: str, host: str, scheme: str) -> bool:
     return wanted == normalise_origin(f"{http_scheme}://{host}")
 
 
+async def deny_handshake(scope, receive, send) -> None:
+    """Refuse the handshake (the server answers 403) without a consumer: channels' WebsocketDenier would first
+    open a channel on the layer and block in its receive, which Redis then has to serve for a page refused anyway."""
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.close"})
+
+
 class ExactOriginValidator:
     """ASGI middleware for websocket scopes: deny the handshake unless `origin_allowed`."""
 
@@ -58,5 +65,5 @@ class ExactOriginValidator:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             if not origin_allowed(origin=headers.get("origin", ""), host=headers.get("host", ""),
                                   scheme=scope.get("scheme", "ws")):
-                return await WebsocketDenier()(scope, receive, send)
+                return await deny_handshake(scope, receive, send)
         return await self.application(scope, receive, send)

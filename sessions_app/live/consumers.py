@@ -85,6 +85,20 @@ async def shared_batch(*, session_id: int, thread_id: str, after_seq: int) -> tu
 
 
 LAYER_UNAVAILABLE = "layer.unavailable"
+CANCEL_ATTEMPTS = 30
+CANCEL_INTERVAL_SECONDS = 0.1
+
+
+async def cancel_until_done(task: asyncio.Future) -> None:
+    """Cancel `task` again and again (3 s at most) until it ends: one cancellation can be lost inside redis-py."""
+    for _ in range(CANCEL_ATTEMPTS):
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=CANCEL_INTERVAL_SECONDS)
+        if done:
+            if not task.cancelled():
+                task.exception()  # retrieved: a receive that failed while being cancelled is not an error to log
+            return
+    logger.warning("a channel-layer receive did not end after %s cancellations", CANCEL_ATTEMPTS)
 
 
 class RoleCheckedConsumer(AsyncWebsocketConsumer):
@@ -117,14 +131,19 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
 
     async def _receive_from_layer(self):
         """The layer's receive, turning a failure into one `layer.unavailable` message (then waiting forever:
-        the connection is closing)."""
+        the connection is closing).
+
+        The receive runs as a task of its own so that ending the consumer can cancel it until it ends: channels-redis
+        on redis-py sometimes loses a cancellation (redis-py turns it into a connection error and retries the
+        blocking read), and the receive then polls a dead channel for ever, which also keeps a closing event loop
+        (a server's shutdown, a test's teardown) waiting."""
+        receiving = asyncio.ensure_future(self._layer_receive())
         try:
-            return await self._layer_receive()
+            return await asyncio.shield(receiving)
         except asyncio.CancelledError:
+            await cancel_until_done(receiving)
             raise
         except Exception as exc:
-            # A Redis client may turn the cancellation of this task (the consumer ending) into a connection error;
-            # waiting on after that would never end, and a loop closing on it (shutdown, a test's teardown) hangs.
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise asyncio.CancelledError from exc

@@ -169,3 +169,32 @@ async def test_a_consumer_whose_layer_turns_its_cancellation_into_an_error_still
 
     assert done, "the receive kept waiting after its task was cancelled"
     assert receiving.cancelled()
+
+
+async def test_a_consumer_whose_layer_loses_one_cancellation_still_ends():
+    # redis-py can retry a blocking read after a cancellation it turned into a connection error, as if nothing
+    # happened: the consumer cancels again until the receive ends.
+    from sessions_app.live.consumers import SessionConsumer
+
+    cancellations = []
+
+    async def read_that_loses_the_first_cancellation():
+        while True:
+            try:
+                await asyncio.Future()
+            except asyncio.CancelledError:
+                cancellations.append(1)
+                if len(cancellations) > 1:
+                    raise
+
+    consumer = SessionConsumer()
+    consumer.layer_down = False
+    consumer.channel_receive = read_that_loses_the_first_cancellation
+    receiving = asyncio.ensure_future(consumer.channel_receive())
+    await asyncio.sleep(0)
+
+    receiving.cancel()
+    done, _ = await asyncio.wait({receiving}, timeout=5)
+
+    assert done, "the receive kept waiting after its task was cancelled"
+    assert receiving.cancelled() and len(cancellations) == 2
