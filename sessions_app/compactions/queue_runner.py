@@ -81,6 +81,13 @@ def run_queued(*, queued_id: int, wait_seconds: float = WAIT_SECONDS, poll_secon
     return compaction.pk
 
 
+def expire(*, queued_id: int) -> None:
+    """The request leaves the queue unrun (its waiting process died, say); nothing when it had left already."""
+    queued = QueuedCompaction.objects.filter(pk=queued_id).first()
+    if queued is not None:
+        _expire(queued)
+
+
 def _expire(queued: QueuedCompaction) -> None:
     QueuedCompaction.objects.filter(pk=queued.pk, status=QueuedCompaction.Status.QUEUED).update(
         status=QueuedCompaction.Status.EXPIRED

@@ -11,6 +11,10 @@ is read through the API, so a dead job ends within the TTL and a few seconds, wi
 
 A live job that outlasts a reap (its database was unreachable for a whole TTL) still stores its real outcome at
 the end: `_finish` overwrites the interrupted answer.
+
+A compaction queued behind a turn stays `queued` while its process waits for that turn, and beats meanwhile; one
+that has beaten and then stopped has lost its process too and ends the same way, its queued request leaving the
+queue. A queued job that never beat is still waiting for a worker (a broker's queue) and is left alone.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from django.db import close_old_connections
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from sessions_app.jobs.services import error, publish_job_event
+from sessions_app.compactions import queue_runner
+from sessions_app.jobs.services import QUEUED_PARAM, error, publish_job_event
 from sessions_app.models import Job
 from sessions_app.rollout.lease import RENEWALS_PER_TTL, lease_ttl
 
@@ -38,7 +43,9 @@ JOB_LOST_CODE = "interrupted"
 
 
 def beat(*, job_id: int) -> None:
-    Job.objects.filter(pk=job_id, status=Job.Status.RUNNING).update(heartbeat_at=timezone.now())
+    Job.objects.filter(pk=job_id, status__in=(Job.Status.QUEUED, Job.Status.RUNNING)).update(
+        heartbeat_at=timezone.now()
+    )
 
 
 @contextmanager
@@ -69,22 +76,26 @@ def heartbeat(*, job_id: int, ttl: timedelta | None = None) -> Iterator[None]:
 
 
 def reap_dead_jobs(*, job_id: int | None = None, now=None, **_signal_kwargs) -> list[int]:
-    """Finish as failed every running job (or only `job_id`) whose heartbeat is older than one lease TTL; returns
-    their ids. A conditional update: a job that beats (or finishes) meanwhile is left alone."""
+    """Finish as failed every running job, and every queued job that has beaten (or only `job_id`), whose
+    heartbeat is older than one lease TTL; returns their ids. A conditional update: a job that beats (or finishes)
+    meanwhile is left alone."""
     now = timezone.now() if now is None else now
     dead = Job.objects.annotate(last_beat=Coalesce(F("heartbeat_at"), F("started_at"))).filter(
-        status=Job.Status.RUNNING, last_beat__lt=now - lease_ttl()
+        Q(status=Job.Status.RUNNING) | Q(status=Job.Status.QUEUED, heartbeat_at__isnull=False),
+        last_beat__lt=now - lease_ttl(),
     )
     if job_id is not None:
         dead = dead.filter(pk=job_id)
     status, result = error(JOB_LOST_STATUS, JOB_LOST_CODE, JOB_LOST_MESSAGE)
     reaped = []
     for job in dead:
-        ended = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING, heartbeat_at=job.heartbeat_at).update(
+        ended = Job.objects.filter(pk=job.pk, status=job.status, heartbeat_at=job.heartbeat_at).update(
             status=Job.Status.FAILED, http_status=status, result=result, finished_at=now
         )
         if ended:
             reaped.append(job.pk)
+            if job.status == Job.Status.QUEUED and (job.params or {}).get(QUEUED_PARAM) is not None:
+                queue_runner.expire(queued_id=job.params[QUEUED_PARAM])
             job.refresh_from_db()
             publish_job_event(job, "job.finished")
     if reaped:

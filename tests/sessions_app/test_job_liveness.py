@@ -60,8 +60,8 @@ def test_a_job_taken_but_not_yet_beating_is_judged_by_its_start(running_job):
 
 
 @pytest.mark.django_db
-def test_queued_and_finished_jobs_are_never_reaped(running_job):
-    Job.objects.filter(pk=running_job.pk).update(status=Job.Status.QUEUED)
+def test_queued_jobs_that_never_beat_and_finished_jobs_are_never_reaped(running_job):
+    Job.objects.filter(pk=running_job.pk).update(status=Job.Status.QUEUED, heartbeat_at=None)
     assert liveness.reap_dead_jobs() == []
     Job.objects.filter(pk=running_job.pk).update(status=Job.Status.SUCCEEDED, http_status=201)
     assert liveness.reap_dead_jobs() == []
@@ -105,3 +105,46 @@ def test_a_dead_jobs_real_outcome_still_wins_when_it_comes(running_job):
 
     running_job.refresh_from_db()
     assert (running_job.status, running_job.http_status) == ("succeeded", 201)
+
+
+@pytest.fixture
+def job_queued_behind_a_turn(make_session):
+    from sessions_app.models import QueuedCompaction
+
+    session = make_session(items=[user_message("collect the deploy logs")])
+    queued = QueuedCompaction.objects.create(session=session, behind="simulator step")
+    return Job.objects.create(kind="compaction", session=session, status=Job.Status.QUEUED,
+                              params={"strategy": "local", jobs.QUEUED_PARAM: queued.pk})
+
+
+@pytest.mark.django_db
+def test_a_job_waiting_behind_a_turn_beats_while_it_waits(job_queued_behind_a_turn):
+    liveness.beat(job_id=job_queued_behind_a_turn.pk)
+
+    job_queued_behind_a_turn.refresh_from_db()
+    assert job_queued_behind_a_turn.status == "queued" and job_queued_behind_a_turn.heartbeat_at is not None
+    assert liveness.reap_dead_jobs() == []
+
+
+@pytest.mark.django_db
+def test_a_job_waiting_behind_a_turn_whose_process_died_ends_interrupted_and_leaves_the_queue(
+    job_queued_behind_a_turn,
+):
+    from sessions_app.models import QueuedCompaction
+
+    long_ago = timezone.now() - TTL - timedelta(seconds=5)
+    Job.objects.filter(pk=job_queued_behind_a_turn.pk).update(heartbeat_at=long_ago)
+
+    assert liveness.reap_dead_jobs() == [job_queued_behind_a_turn.pk]
+    assert interrupted(job_queued_behind_a_turn)
+    queued_id = job_queued_behind_a_turn.params[jobs.QUEUED_PARAM]
+    assert QueuedCompaction.objects.get(pk=queued_id).status == "expired"  # simulator steps go on
+
+
+@pytest.mark.django_db
+def test_a_queued_job_no_process_has_taken_yet_is_left_waiting(job_queued_behind_a_turn):
+    Job.objects.filter(pk=job_queued_behind_a_turn.pk).update(created_at=timezone.now() - TTL * 10)
+
+    assert liveness.reap_dead_jobs() == []
+    job_queued_behind_a_turn.refresh_from_db()
+    assert job_queued_behind_a_turn.status == "queued"
