@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import ast
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from tests.source_ast import parse_source
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITER = ROOT / "compaction_app" / "audit.py"
 
 
 def _parse(path: Path) -> ast.Module:
-    # On a fresh thread: CPython 3.11 can leave the thread's AST recursion counter off after a RecursionError
-    # raised earlier in the same thread (the deeply nested JSON tests), and ast.parse then fails with
-    # "AST constructor recursion depth mismatch".
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(ast.parse, path.read_text(), filename=str(path)).result()
+    return parse_source(path)
 
 
 def _writes_audit_rows(path: Path) -> list[int]:

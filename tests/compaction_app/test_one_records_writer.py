@@ -5,8 +5,9 @@ has one owner."""
 from __future__ import annotations
 
 import ast
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from tests.source_ast import parse_source
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITER = ROOT / "compaction_app" / "records.py"
@@ -17,10 +18,7 @@ WRITES = frozenset({"create", "bulk_create", "get_or_create", "update_or_create"
 
 
 def _parse(path: Path) -> ast.Module:
-    # On a fresh thread, as tests/compaction_app/test_one_audit_writer.py does (CPython 3.11's AST recursion
-    # counter after a RecursionError raised earlier in the same thread).
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(ast.parse, path.read_text(), filename=str(path)).result()
+    return parse_source(path)
 
 
 def _reaches_the_rows(node: ast.expr) -> bool:
