@@ -18,6 +18,17 @@ from compactweb.ws_origin import normalise_origin, origin_allowed
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
 
+@pytest.fixture(autouse=True)
+def _in_memory_channel_layer(settings):
+    """As tests/ui/conftest.py: in-process websocket tests never leave a Redis receive behind at teardown."""
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
 def _operator_cookie() -> bytes:
     for name in ROLES:  # a transactional test's flush empties the groups the migration made
         Group.objects.get_or_create(name=name)

@@ -76,3 +76,18 @@ def _fast_fleet_flush(monkeypatch):
     from sessions_app.live.consumers import FleetConsumer
 
     monkeypatch.setattr(FleetConsumer, "flush_seconds", 0.02)
+
+
+@pytest.fixture(autouse=True)
+def _in_memory_channel_layer(settings):
+    """The in-process websocket tests run on the in-memory layer in every pass. channels-redis on redis-py can
+    lose the cancellation of a receive that is still connecting, and the test's event loop then waits for it at
+    teardown for ever; the consumers guard against that (sessions_app.live.consumers.cancel_until_done) but a
+    receive retrying its connect can outlast the guard. Redis itself is exercised by tests/scale_out, with real
+    Daphne and worker processes."""
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
