@@ -146,36 +146,41 @@ async def test_a_forged_session_cookie_is_closed_as_anonymous(session, settings)
     assert await comm.receive_output(10) == {"type": "websocket.close", "code": 4401}
 
 
+async def cancel_a_consumer_receiving_from(layer_receive, *, layer_down: bool = False, timeout: float = 5):
+    """Start a session consumer's layer receive on `layer_receive`, cancel it, and return the receive's task once
+    it ended (None when it still runs after `timeout`)."""
+    from sessions_app.live.consumers import SessionConsumer
+
+    consumer = SessionConsumer()
+    consumer.layer_down = layer_down
+    consumer.channel_receive = layer_receive
+    receiving = asyncio.ensure_future(consumer.channel_receive())
+    await asyncio.sleep(0)
+    receiving.cancel()
+    done, _ = await asyncio.wait({receiving}, timeout=timeout)
+    return receiving if done else None
+
+
 @pytest.mark.parametrize("layer_already_down", [False, True])
 async def test_a_consumer_whose_layer_turns_its_cancellation_into_an_error_still_ends(layer_already_down):
     # redis-py may answer the cancellation of a blocked read with a connection error: the consumer must end anyway,
     # or a closing event loop (a server's shutdown, a test's teardown) waits for it forever.
-    from sessions_app.live.consumers import SessionConsumer
-
     async def blocked_read_cancelled_as_an_error():
         try:
             await asyncio.Future()
         except asyncio.CancelledError:
             raise RedisConnectionError("Connection closed by server.") from None
 
-    consumer = SessionConsumer()
-    consumer.layer_down = layer_already_down
-    consumer.channel_receive = blocked_read_cancelled_as_an_error
-    receiving = asyncio.ensure_future(consumer.channel_receive())
-    await asyncio.sleep(0)
+    receiving = await cancel_a_consumer_receiving_from(blocked_read_cancelled_as_an_error,
+                                                       layer_down=layer_already_down)
 
-    receiving.cancel()
-    done, _ = await asyncio.wait({receiving}, timeout=2)
-
-    assert done, "the receive kept waiting after its task was cancelled"
+    assert receiving is not None, "the receive kept waiting after its task was cancelled"
     assert receiving.cancelled()
 
 
 async def test_a_consumer_whose_layer_loses_one_cancellation_still_ends():
     # redis-py can retry a blocking read after a cancellation it turned into a connection error, as if nothing
     # happened: the consumer cancels again until the receive ends.
-    from sessions_app.live.consumers import SessionConsumer
-
     cancellations = []
 
     async def read_that_loses_the_first_cancellation():
@@ -187,14 +192,7 @@ async def test_a_consumer_whose_layer_loses_one_cancellation_still_ends():
                 if len(cancellations) > 1:
                     raise
 
-    consumer = SessionConsumer()
-    consumer.layer_down = False
-    consumer.channel_receive = read_that_loses_the_first_cancellation
-    receiving = asyncio.ensure_future(consumer.channel_receive())
-    await asyncio.sleep(0)
+    receiving = await cancel_a_consumer_receiving_from(read_that_loses_the_first_cancellation)
 
-    receiving.cancel()
-    done, _ = await asyncio.wait({receiving}, timeout=5)
-
-    assert done, "the receive kept waiting after its task was cancelled"
+    assert receiving is not None, "the receive kept waiting after its task was cancelled"
     assert receiving.cancelled() and len(cancellations) == 2
