@@ -2,7 +2,7 @@
 
 1. Per request: a client (the project's ResponsesClient on the embedded transport, as a turn uses it) sends a
    history of N items, then requests that each add the two items a turn adds (an assistant message and a user
-   message), as a session does. The figure is the median time of those requests; the ratio that matters is
+   message), as a session does. Each input is what a turn sends: a `HistorySnapshot` of the growing history. The figure is the median time of those requests; the ratio that matters is
    N = 100k against N = 1k (goal: at most 2x), both measured in this run.
 2. Exact counting: `TokenCounter("o200k_base").count_item` on a mix of items against the floor, raw tiktoken
    (`encode_ordinary` of the same model-visible texts), in the same run (goal: at least 0.9x the floor).
@@ -38,6 +38,7 @@ def _item(i: int) -> dict:
 
 
 async def _requests(items: int, requests: int) -> list[float]:
+    from compaction_app.engine.history_snapshot import HistorySnapshot
     from compaction_app.engine.port import ResponsesRequest
     from compaction_app.providers.config import ProviderConfig
     from compaction_app.providers.factory import build_client
@@ -48,8 +49,8 @@ async def _requests(items: int, requests: int) -> list[float]:
     times = []
     try:
         for n in range(requests + 1):
-            request = ResponsesRequest(model="sim-1", input=list(history), instructions="You are a coding agent.",
-                                       prompt_cache_key=f"bench-{items}")
+            request = ResponsesRequest(model="sim-1", input=HistorySnapshot(history),
+                                       instructions="You are a coding agent.", prompt_cache_key=f"bench-{items}")
             start = time.perf_counter()
             output = []
             async for event in client.stream_response(request):
@@ -58,8 +59,8 @@ async def _requests(items: int, requests: int) -> list[float]:
             elapsed = (time.perf_counter() - start) * 1000
             if n:  # the first request counts the whole history once: it is the warm-up, reported apart
                 times.append(elapsed)
-            history += [*output, {"type": "message", "role": "user",
-                                  "content": [{"type": "input_text", "text": f"next step {n}"}]}]
+            history.extend([*output, {"type": "message", "role": "user",
+                                      "content": [{"type": "input_text", "text": f"next step {n}"}]}])
     finally:
         await client.aclose()
     return times

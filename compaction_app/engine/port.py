@@ -1,12 +1,14 @@
 """The contract between model callers (engine, turn loop) and model clients.
 
 Requests are plain dataclasses whose `to_body()` gives the exact JSON sent on the wire (spec §13); a client streams
-`StreamEvent`s for `/responses` and returns the parsed `output` array for `/responses/compact`.
+`StreamEvent`s for `/responses` and returns the parsed `output` array for `/responses/compact`. A request's `input`
+may be a `HistorySnapshot` (a turn's live history, handed over without a copy): a JSON encoder takes
+`history_snapshot.as_list(input)`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -41,7 +43,7 @@ class ResponsesRequest:
     """A streamed `POST {base}/responses` (a normal turn, local summarisation, or remote v2 with a trigger)."""
 
     model: str
-    input: list[dict[str, Any]]
+    input: Sequence[dict[str, Any]]
     instructions: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)
     parallel_tool_calls: bool = False

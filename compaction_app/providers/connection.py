@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from compaction_app.engine.history_snapshot import HistorySnapshot, as_list
 from compaction_app.engine.provider_errors import ProviderError
 from compaction_app.providers.classify import error_from_status, error_from_transport, redact
 from compaction_app.providers.config import ProviderConfig
@@ -71,6 +72,8 @@ class Connection:
         """httpx arguments sending `body` as JSON, or handing it over as is to an app in this process."""
         if self._in_process:
             return {"content": b"", "extensions": {BODY_EXTENSION: body}}
+        if isinstance(body.get("input"), HistorySnapshot):
+            body = {**body, "input": as_list(body["input"])}
         return {"json": body}
 
     def fail(self, error: ProviderError) -> ProviderError:

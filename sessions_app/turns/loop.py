@@ -115,8 +115,9 @@ class TurnPort(Protocol):
 
     async def state(self) -> TurnState: ...
 
-    async def history(self) -> list[Item]:
-        """The live model-visible history (the next request's input)."""
+    async def history(self) -> Sequence[Item]:
+        """The live model-visible history (the next request's input), as a snapshot: what the turn records later
+        must not change it (a copy, or a `HistorySnapshot` of an append-only list)."""
 
     async def initial_context(self, state: TurnState) -> list[Item]:
         """The full initial context to inject for the window `state` describes (spec §5.3)."""
@@ -366,7 +367,7 @@ async def run_turn_loop(
         state = await port.state()
         request = ResponsesRequest(
             model=model_slug,
-            input=list(await port.history()),
+            input=await port.history(),
             instructions=config.base_instructions,
             tools=specs,
             parallel_tool_calls=config.parallel_tool_calls if specs else False,

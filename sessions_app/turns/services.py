@@ -18,11 +18,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from asgiref.sync import async_to_sync, sync_to_async
 from uuid6 import uuid7
 
+from compaction_app.engine.history_snapshot import HistorySnapshot
 from compaction_app.engine.items import Item, normalize_kind
 from compaction_app.engine.port import ModelClient
 from compaction_app.engine.thresholds import ModelLimits
@@ -54,6 +55,7 @@ from sessions_app.turns.loop import (
 logger = logging.getLogger(__name__)
 MAX_INPUT_CHARS = 1_000_000
 RECENT_LINES = 2_000  # how far back the previous turn's context is looked for first
+V = TypeVar("V")
 
 
 class TurnInputError(ValueError):
@@ -89,61 +91,18 @@ def validate_user_input(user_input: Any) -> str | list[dict[str, Any]]:
     return user_input
 
 
-class HistoryCache:
-    """Live histories of recently active sessions, each valid for exactly one `last_seq` (LRU, thread-safe)."""
+class SeqKeyedCache(Generic[V]):
+    """Per-session values of recently active sessions, each valid for exactly one `last_seq` (LRU, thread-safe).
+
+    A turn's own appends carry an entry forward (`appended`); a line appended by anyone else moves the session's
+    `last_seq`, so the entry no longer matches and the next turn reads from the database again."""
 
     def __init__(self, size: int = 256) -> None:
         self.size = size
-        self._entries: OrderedDict[int, tuple[int, list[Item]]] = OrderedDict()
+        self._entries: OrderedDict[int, tuple[int, V]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, session_id: int, last_seq: int) -> list[Item] | None:
-        with self._lock:
-            entry = self._entries.get(session_id)
-            if entry is None or entry[0] != last_seq:
-                return None
-            self._entries.move_to_end(session_id)
-            return entry[1]
-
-    def put(self, session_id: int, last_seq: int, items: list[Item]) -> None:
-        with self._lock:
-            self._entries[session_id] = (last_seq, items)
-            self._entries.move_to_end(session_id)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-
-    def appended(self, session_id: int, *, before_seq: int, after_seq: int, items: Sequence[Item]) -> None:
-        """Lines `before_seq`+1..`after_seq` appended `items` to the history: follow along, or forget the entry."""
-        with self._lock:
-            entry = self._entries.get(session_id)
-            if entry is None:
-                return
-            if entry[0] != before_seq:
-                del self._entries[session_id]
-                return
-            entry[1].extend(items)
-            self._entries[session_id] = (after_seq, entry[1])
-
-    def forget(self, session_id: int) -> None:
-        with self._lock:
-            self._entries.pop(session_id, None)
-
-
-history_cache = HistoryCache()
-
-
-class TurnContextCache:
-    """The previous turn's context (`previous_turn_context`) of recently active sessions, each valid for exactly one
-    `last_seq`, as `HistoryCache`: a turn's own appends carry it forward (or replace it with the turn's own
-    `turn_context`), so the next turn of a session this process ran reads no rollout line for it; a line appended by
-    anyone else moves `last_seq` and the next turn looks it up again."""
-
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self._entries: OrderedDict[int, tuple[int, dict[str, Any] | None]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, session_id: int, last_seq: int) -> tuple[bool, dict[str, Any] | None]:
+    def _lookup(self, session_id: int, last_seq: int) -> tuple[bool, V | None]:
         with self._lock:
             entry = self._entries.get(session_id)
             if entry is None or entry[0] != last_seq:
@@ -151,9 +110,9 @@ class TurnContextCache:
             self._entries.move_to_end(session_id)
             return True, entry[1]
 
-    def put(self, session_id: int, last_seq: int, payload: dict[str, Any] | None) -> None:
+    def put(self, session_id: int, last_seq: int, value: V) -> None:
         with self._lock:
-            self._entries[session_id] = (last_seq, payload)
+            self._entries[session_id] = (last_seq, value)
             self._entries.move_to_end(session_id)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
@@ -167,15 +126,47 @@ class TurnContextCache:
             if entry[0] != before_seq:
                 del self._entries[session_id]
                 return
-            payload = entry[1]
-            for row in rows:
-                if row.kind == TURN_CONTEXT and isinstance(row.payload, dict) and "context_window" in row.payload:
-                    payload = row.payload
-            self._entries[session_id] = (after_seq, payload)
+            self._entries[session_id] = (after_seq, self._follow(entry[1], rows))
 
     def forget(self, session_id: int) -> None:
         with self._lock:
             self._entries.pop(session_id, None)
+
+    def _follow(self, value: V, rows: Sequence[RolloutLine]) -> V:
+        """`value` once `rows` are appended."""
+        raise NotImplementedError
+
+
+class HistoryCache(SeqKeyedCache[list[Item]]):
+    """Live histories: a session's model-visible items. The cached list only ever grows in place (a new history
+    replaces it), so `get` hands out a `HistorySnapshot` of it: an O(1) request input that later appends do not
+    change."""
+
+    def get(self, session_id: int, last_seq: int) -> HistorySnapshot | None:
+        found, items = self._lookup(session_id, last_seq)
+        return HistorySnapshot(items) if found else None
+
+    def _follow(self, value: list[Item], rows: Sequence[RolloutLine]) -> list[Item]:
+        value.extend(normalize_kind(r.payload) for r in rows if r.kind == RESPONSE_ITEM)
+        return value
+
+
+history_cache = HistoryCache()
+
+
+class TurnContextCache(SeqKeyedCache[dict[str, Any] | None]):
+    """The previous turn's context (`previous_turn_context`): a turn's own appends carry it forward or replace it
+    with the turn's own `turn_context`, so the next turn of a session this process ran reads no rollout line for
+    it."""
+
+    def get(self, session_id: int, last_seq: int) -> tuple[bool, dict[str, Any] | None]:
+        return self._lookup(session_id, last_seq)
+
+    def _follow(self, value: dict[str, Any] | None, rows: Sequence[RolloutLine]) -> dict[str, Any] | None:
+        for row in rows:
+            if row.kind == TURN_CONTEXT and isinstance(row.payload, dict) and "context_window" in row.payload:
+                value = row.payload
+        return value
 
 
 turn_context_cache = TurnContextCache()
@@ -316,12 +307,13 @@ class SessionTurnPort:
             turn_context_cache.put(session.pk, session.last_seq, self._previous)
         return _turn_state(session, self._previous)
 
-    def _history(self) -> list[Item]:
+    def _history(self) -> HistorySnapshot:
         session = self._session or self._load()
         cached = history_cache.get(session.pk, session.last_seq)
         if cached is None:
-            cached = selectors.live_items(session=session)
-            history_cache.put(session.pk, session.last_seq, cached)
+            items = selectors.live_items(session=session)
+            history_cache.put(session.pk, session.last_seq, items)
+            cached = HistorySnapshot(items)
         return cached
 
     def _record(self, records: Sequence[Record]) -> list:
@@ -341,10 +333,7 @@ class SessionTurnPort:
             # The alert watch reads the finished turn in the same trip to the database thread.
             record_turn_alerts(session_id=session.pk, first_seq=self.first_seq, last_seq=session.last_seq)
             self.alerts_recorded = True
-        history_cache.appended(
-            session.pk, before_seq=before, after_seq=session.last_seq,
-            items=[normalize_kind(r.payload) for r in rows if r.kind == RESPONSE_ITEM],
-        )
+        history_cache.appended(session.pk, before_seq=before, after_seq=session.last_seq, rows=rows)
         turn_context_cache.appended(session.pk, before_seq=before, after_seq=session.last_seq, rows=rows)
         return published
 
@@ -359,7 +348,7 @@ class SessionTurnPort:
             return _turn_state(self._session, self._previous)
         return await sync_to_async(self._state)()
 
-    async def history(self) -> list[Item]:
+    async def history(self) -> HistorySnapshot:
         if self._session is not None:
             cached = history_cache.get(self._session.pk, self._session.last_seq)
             if cached is not None:
@@ -552,7 +541,7 @@ def new_turn_id() -> str:
 
 
 __all__ = [
-    "HistoryCache", "SessionTurnPort", "TurnContextCache", "TurnInputError", "arun_turn", "history_cache",
+    "HistoryCache", "SeqKeyedCache", "SessionTurnPort", "TurnContextCache", "TurnInputError", "arun_turn", "history_cache",
     "model_limits", "new_turn_id", "previous_turn_context", "run_turn", "turn_context_cache", "turn_items",
     "validate_user_input",
 ]

@@ -18,10 +18,11 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compaction_app.engine.history_snapshot import HistorySnapshot
 from compaction_app.engine.items import is_compaction_item
 from compaction_app.engine.tokens import TokenCounter, counter, item_json
 from compaction_app.providers.chat_format import messages_to_items
@@ -78,7 +79,7 @@ class Counted:
     """A request's input as the simulator counted it: each item once, by content, with running totals."""
 
     instructions: tuple[str, int]  # (the text, its tokens)
-    raw: list[Any]  # the input as received
+    raw: Sequence[Any]  # the input as received (a list, or a turn's HistorySnapshot)
     items: list[dict[str, Any]]  # the same, normalised (the same list when nothing needed normalising)
     columns: _Columns  # keys (each item's serialisation), running totals, trigger and compaction positions
     n: int  # how many items of the columns are this request's
@@ -117,7 +118,7 @@ class InputMemo:
     def previous(self, key: str) -> Counted | None:
         return self._entries.get(key)
 
-    def count(self, key: str, instructions: str, raw: list[Any]) -> tuple[Counted, int]:
+    def count(self, key: str, instructions: str, raw: Sequence[Any]) -> tuple[Counted, int]:
         """(the counted input, the tokens of the prefix it shares with the previous request of `key`). Raises
         HTTPError 400 when an item is not an object. `remember` it once the request succeeds."""
         previous = self._entries.get(key)
@@ -126,11 +127,8 @@ class InputMemo:
         else:
             instr = (instructions, self._counter.count_text(instructions))
         shared_items = 0
-        if previous is not None:
-            n = previous.n
-            # One C-level comparison (identity first, then equality): a session's next request repeats its input.
-            if len(raw) >= n and (raw == previous.raw if len(raw) == n else previous.raw == raw[:n]):
-                shared_items = n
+        if previous is not None and _repeats(previous.raw, raw):
+            shared_items = previous.n
         counted = self._count(previous if shared_items else None, instr, raw, shared_items)
         shared = 0 if previous is None else _shared_tokens(previous, counted, shared_items)
         return counted, shared
@@ -151,7 +149,7 @@ class InputMemo:
                 self._contents.popitem(last=False)
         return key, tokens
 
-    def _count(self, previous: Counted | None, instr: tuple[str, int], raw: list[Any], shared: int) -> Counted:
+    def _count(self, previous: Counted | None, instr: tuple[str, int], raw: Sequence[Any], shared: int) -> Counted:
         """Count `raw`; with `previous`, its first `shared` items are the previous request's, already counted."""
         suffix = _normalized(raw, shared)
         if previous is None:
@@ -186,6 +184,18 @@ class InputMemo:
         return counted
 
 
+def _repeats(previous: Sequence[Any], raw: Sequence[Any]) -> bool:
+    """Whether `raw` starts with the whole of `previous`: a session's next request repeats its input. A turn's
+    input is a snapshot of its growing history, which tells in O(1); any other input takes one C-level comparison
+    (identity first, then equality)."""
+    n = len(previous)
+    if len(raw) < n:
+        return False
+    if isinstance(raw, HistorySnapshot) and raw.extends(previous):
+        return True
+    return raw == previous if len(raw) == n else previous == raw[:n]
+
+
 def _cache_key(body: dict[str, Any], instructions: str) -> str:
     return str(body.get("prompt_cache_key") or f"{body.get('model')}:{instructions}")
 
@@ -204,7 +214,7 @@ def _shared_tokens(previous: Counted, counted: Counted, shared_items: int) -> in
     return 0 if tokens < CACHE_MIN_TOKENS else tokens - tokens % CACHE_STEP
 
 
-def _normalized(raw: list[Any], start: int) -> list[dict[str, Any]]:
+def _normalized(raw: Sequence[Any], start: int) -> list[dict[str, Any]]:
     tail = raw[start:]
     if not all(isinstance(i, dict) for i in tail):
         raise HTTPError(400, "invalid_request_error", "`input` must be a string or an array of item objects")
@@ -276,7 +286,7 @@ class SimulatedProvider:
             return int(raw)
         return self.context_window or DEFAULT_CONTEXT_WINDOW
 
-    def _count_input(self, body: dict[str, Any], instructions: str, raw: list[Any]) -> tuple[Counted, int]:
+    def _count_input(self, body: dict[str, Any], instructions: str, raw: Sequence[Any]) -> tuple[Counted, int]:
         """The input counted (each new item once) and the tokens it shares with the previous request of its
         prompt cache key."""
         return self.memo.count(_cache_key(body, instructions), instructions, raw)
@@ -521,7 +531,7 @@ def _raw_items(body: dict[str, Any], key: str) -> list[Any]:
     value = body.get(key)
     if isinstance(value, str):
         return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": value}]}]
-    if not isinstance(value, list):
+    if not isinstance(value, list | HistorySnapshot):
         raise HTTPError(400, "invalid_request_error", f"`{key}` must be a string or an array of item objects")
     return value
 

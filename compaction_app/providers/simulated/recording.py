@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from compaction_app.engine.history_snapshot import as_list
+
 RECORD_FILE = "requests.jsonl"
 # Headers worth keeping to tell requests apart; never authorization or cookies.
 KEPT_HEADERS = ("session-id", "thread-id", "x-codex-window-id", "originator", "x-client-request-id")
@@ -30,7 +32,7 @@ class RequestRecorder:
             "at": time.time(),
             "endpoint": endpoint,
             "headers": {k: headers[k] for k in KEPT_HEADERS if k in headers},
-            "body": body,
+            "body": {**body, "input": as_list(body["input"])} if "input" in body else body,
         }
         data = json.dumps(line, ensure_ascii=False) + "\n"
         with self._lock:

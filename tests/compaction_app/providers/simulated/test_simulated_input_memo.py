@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from compaction_app.engine.history_snapshot import HistorySnapshot
 from compaction_app.engine.port import ResponsesRequest
 from compaction_app.engine.tokens import counter
 from compaction_app.providers.client import ResponsesClient
@@ -76,3 +77,44 @@ async def test_the_in_process_body_is_left_as_the_client_built_it():
     async with _client(create_app(), in_process=True) as client:
         output, usage = await _ask(client, items)
     assert items == before and usage.input_tokens > 0 and output
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("in_process", [True, False])
+async def test_a_snapshot_of_the_growing_history_is_counted_like_a_list(in_process):
+    # A turn sends a HistorySnapshot of its session's history: in process it is recognised as an extension of the
+    # previous request without comparing items; over HTTP it goes out as a JSON array. The usage is the same.
+    grown = _history(12)
+    async with _client(create_app(), in_process=in_process) as client:
+        await _ask(client, HistorySnapshot(grown))
+        grown.append(_user("and now the tests"))
+        _, usage = await _ask(client, HistorySnapshot(grown))
+    async with _client(create_app(), in_process=in_process) as client:
+        await _ask(client, grown[:12])
+        _, expected = await _ask(client, list(grown))
+    assert usage == expected and usage.cached_input_tokens > 0
+
+
+@pytest.mark.asyncio
+async def test_a_snapshot_of_a_replaced_history_is_not_taken_for_an_extension():
+    # A compaction gives the session a new list: its snapshot shares the old one's items only as far as they match.
+    history = _history(10)
+    replaced = [*history[:8], _user("SUMMARY of the rest")]
+    tok = counter("o200k_base")
+    async with _client(create_app(), in_process=True) as client:
+        await _ask(client, HistorySnapshot(history))
+        _, usage = await _ask(client, HistorySnapshot(replaced))
+    assert usage.input_tokens == tok.count_text("Be brief.") + sum(tok.count_item(i) for i in replaced)
+    shared = tok.count_text("Be brief.") + sum(tok.count_item(i) for i in history[:8])
+    assert usage.cached_input_tokens == shared - shared % 128
+
+
+@pytest.mark.asyncio
+async def test_an_older_snapshot_of_the_same_history_is_not_taken_for_an_extension():
+    # The previous request saw 12 items; a snapshot of the first 10 of the same list is shorter: counted afresh.
+    history = _history(12)
+    tok = counter("o200k_base")
+    async with _client(create_app(), in_process=True) as client:
+        await _ask(client, HistorySnapshot(history))
+        _, usage = await _ask(client, HistorySnapshot(history, 10))
+    assert usage.input_tokens == tok.count_text("Be brief.") + sum(tok.count_item(i) for i in history[:10])
