@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from asgiref.sync import SyncToAsync, async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 logger = logging.getLogger(__name__)
 
@@ -31,11 +31,20 @@ def session_group(session_id: int) -> str:
     return f"session.{session_id}"
 
 
+def _listened(layer, groups: list[str]) -> list[str]:
+    """The groups worth a send: on the in-memory layer (the embedded default), only groups a page of this process
+    joined, since nobody else can receive from it; sending to an empty group still costs it a sweep of every
+    channel and an event loop. Any other layer may have listeners in other processes: every group."""
+    if isinstance(layer, InMemoryChannelLayer):
+        return [group for group in groups if layer.groups.get(group)]
+    return groups
+
+
 async def _asend(groups: list[str], message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    for group in groups:
+    for group in _listened(layer, groups):
         try:
             await layer.group_send(group, message)
         except Exception:  # a dropped event is recovered by the client's re-sync; never fail the write for it
@@ -85,7 +94,8 @@ def _send(groups: list[str], message: dict[str, Any]) -> None:
     if collector is not None:
         collector.append((groups, message))
         return
-    if get_channel_layer() is None:
+    layer = get_channel_layer()
+    if layer is None or not _listened(layer, groups):
         return
     if _in_sync_to_async_thread() or _loop_running():
         # One trip into the caller's event loop for every group: each async_to_sync call costs a thread hop.

@@ -112,3 +112,33 @@ async def test_async_code_collects_an_appends_events_and_publishes_them_itself()
     await events.apublish(collected)
     received = await asyncio.wait_for(layer.receive(channel), timeout=1)
     assert received["after_seq"] == 3 and received["kind"] == "step_running"
+
+
+@pytest.fixture
+def in_memory_layer(settings):
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.clear()
+    yield get_channel_layer()
+    channel_layers.backends.clear()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_the_in_memory_layer_nothing_is_sent_while_no_page_of_the_process_listens(
+    session, items_factory, in_memory_layer, monkeypatch
+):
+    # The in-memory layer is per process: a group nobody here joined has no listener anywhere, and a send to it
+    # would still cost the layer a sweep of every channel and an event loop per append.
+    sent = []
+    real_send = in_memory_layer.group_send
+    monkeypatch.setattr(in_memory_layer, "group_send", lambda group, message: sent.append(group) or real_send(
+        group, message))
+    do_append_items(session=session, items=[items_factory.user("nobody watches")])
+    publish_transient(session_id=session.pk, after_seq=session.last_seq, kind="turn_step", detail={})
+    assert sent == []
+    layer, channel = _subscribe(FLEET_GROUP)
+    do_append_items(session=session, items=[items_factory.user("the fleet page watches")])
+    assert sent == [FLEET_GROUP]  # the session's own group still has nobody
+    (event,) = _drain(layer, channel)
+    assert event["seq"] == session.last_seq
