@@ -21,6 +21,7 @@ from json.encoder import c_make_encoder, encode_basestring
 from pathlib import Path
 from typing import Any
 
+import orjson
 import tiktoken
 from tiktoken_ext import openai_public
 
@@ -113,7 +114,17 @@ def _compact_encoder() -> Callable[[Any], str]:
     return lambda value: "".join(make(value, 0))
 
 
-_item_json = _compact_encoder()
+_stdlib_item_json = _compact_encoder()
+
+
+def _item_json(item: Any) -> str:
+    """Compact JSON with orjson, about six times faster than the C encoder of `json` (serialising was a tenth of
+    exact counting) and, like Codex's serde_json, ryu floats and NaN as null. What orjson refuses (a lone
+    surrogate, an integer beyond 64 bits) goes through the `json` encoder, which writes the same for the rest."""
+    try:
+        return orjson.dumps(item).decode()
+    except orjson.JSONEncodeError:
+        return _stdlib_item_json(item)
 
 
 def item_json(item: dict[str, Any]) -> str:

@@ -80,6 +80,20 @@ def test_codex_estimate_of_a_function_call_output_with_non_ascii_text():
     assert tokens.estimate_item_tokens(item) == math.ceil(len(raw.encode()) / 4) == math.ceil(58 / 4)
 
 
+@pytest.mark.parametrize("text", [*SAMPLES, 'quote " backslash \\ slash /', "controls \x00\x01\x1f\x7f \b\f\n\r\t",
+                                  "line sep \u2028 para \u2029", "<script>&amp;</script>"])
+def test_item_json_writes_what_compact_json_dumps_writes(text):
+    item = {"type": "function_call_output", "call_id": "c1", "output": text, "n": [0, -1, 2**63 - 1, True, None]}
+    assert tokens.item_json(item) == json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_item_json_serialises_what_orjson_refuses_as_json_does():
+    # A lone surrogate (possible in a str decoded with surrogatepass) and an integer beyond 64 bits.
+    for value in ["half \ud800 a pair", 2**70]:
+        item = {"type": "function_call_output", "call_id": "c1", "output": value}
+        assert tokens.item_json(item) == json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+
+
 def test_codex_estimate_of_encrypted_payloads_uses_three_quarters_minus_650_bytes():
     payload = "A" * 4000  # 3000 decoded bytes - 650 = 2350 bytes -> 588 tokens
     assert tokens.estimate_item_tokens({"type": "compaction", "encrypted_content": payload}) == 588
