@@ -7,6 +7,7 @@ header fields) with the same fold a rebuild uses, in one transaction.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -142,7 +143,7 @@ class _AppendStatements:
 
     @staticmethod
     def _prep(connection, fields, values) -> list[Any]:
-        return [v if type(v) in _PLAIN.get(f.get_internal_type(), ()) else f.get_db_prep_save(v, connection)
+        return [v if type(v) in _plain_types(f) else f.get_db_prep_save(v, connection)
                 for f, v in zip(fields, values, strict=True)]
 
     def read_header(self, cursor, session_id: int) -> dict[str, Any]:
@@ -150,7 +151,7 @@ class _AppendStatements:
         row = cursor.fetchone()
         if row is None:
             raise Session.DoesNotExist(f"no session {session_id}")
-        return {f.attname: v if type(v) in _PLAIN.get(f.get_internal_type(), ()) else f.to_python(v)
+        return {f.attname: v if type(v) in _plain_types(f) else f.to_python(v)
                 for f, v in zip(self.lock_fields, row, strict=True)}
 
     def insert(self, cursor, sql: str, fields, rows: list[tuple]) -> None:
@@ -192,6 +193,12 @@ _PLAIN: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(_INTEGER_TYPES, (int, type(None))),
     "CharField": (str, type(None)), "TextField": (str, type(None)),
 }
+
+
+@functools.cache
+def _plain_types(field) -> tuple[type, ...]:
+    """The value types `field` takes as they are (looked up once per field: this runs for every appended value)."""
+    return _PLAIN.get(field.get_internal_type(), ())
 
 
 def _append_statements(connection) -> _AppendStatements:
