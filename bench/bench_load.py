@@ -159,6 +159,64 @@ async def _watch(urls: list[tuple[str, str]], cookie: str, watcher: Watcher, sto
             await asyncio.sleep(0.2)
 
 
+# --- CPU accounting (Linux /proc): where the machine's cores go during the measured window ---------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_stats() -> dict[int, tuple[int, str, float, float]]:
+    """pid -> (ppid, comm, own CPU seconds, reaped children's CPU seconds) for every process."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        comm = raw[raw.index("(") + 1:raw.rindex(")")]
+        fields = raw[raw.rindex(")") + 2:].split()
+        ppid, utime, stime, cutime, cstime = int(fields[1]), *(int(x) for x in fields[11:15])
+        stats[int(entry)] = (ppid, comm, (utime + stime) / _TICK, (cutime + cstime) / _TICK)
+    return stats
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy CPU seconds, total CPU seconds) of the whole machine so far, from /proc/stat."""
+    with open("/proc/stat") as f:
+        values = [int(x) for x in f.readline().split()[1:]]
+    idle = values[3] + values[4]  # idle + iowait
+    return (sum(values[:8]) - idle) / _TICK, sum(values[:8]) / _TICK
+
+
+def cpu_snapshot(roots: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds used so far by each group of process trees (a root and every descendant, so a prefork worker's
+    children count with it; a child that exited counts through its parent's reaped time), by this process (the
+    watchers and the bench), by PostgreSQL (the whole server: other databases' work included) and Redis, and the
+    machine's busy and total seconds."""
+    stats = _proc_stats()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, *_rest) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+
+    def tree(pid: int) -> float:
+        if pid not in stats:
+            return 0.0
+        own, reaped = stats[pid][2], stats[pid][3]
+        return own + reaped + sum(tree(c) for c in children.get(pid, []))
+
+    figures = {label: sum(tree(pid) for pid in pids) for label, pids in roots.items()}
+    figures["bench (watchers)"] = tree(os.getpid()) - sum(figures.values())
+    postmasters = [pid for pid, (ppid, comm, *_r) in stats.items()
+                   if comm == "postgres" and stats.get(ppid, (0, ""))[1] != "postgres"]
+    figures["postgresql (whole server)"] = sum(tree(pid) for pid in postmasters)
+    figures["redis"] = sum(tree(pid) for pid, (_p, comm, *_r) in stats.items() if comm == "redis-server")
+    figures["other processes"] = tree(1) + tree(2) - sum(figures.values())  # other users' work, kernel threads
+    figures["machine busy"], figures["machine total"] = _machine_busy()
+    return figures
+
+
 def _steps_done(run_ids: list[int]) -> int:
     from django.db.models import Sum
 
@@ -259,8 +317,14 @@ def main() -> None:
         session_ids = [r.session_id for r in runs]
         watchers = [Watcher(session_ids[i % len(session_ids)]) for i in range(args.watchers)]
 
+        web, workers = children[:args.web], children[args.web:]
+
         def measure() -> tuple[int, int, int]:
             return _steps_done(run_ids), Compaction.objects.count(), _db_size()
+
+        def cpu() -> dict[str, float]:
+            return cpu_snapshot({"web (daphne)": [p.pid for p in web], "workers (celery)": [p.pid for p in workers],
+                                 "scheduler": [scheduler.pid] if scheduler is not None else []})
 
         async def drive() -> dict:
             nonlocal scheduler, killed_at
@@ -281,6 +345,7 @@ def main() -> None:
 
             tasks = [] if args.connect_late else await connect_all()
             steps0, compactions0, size0 = await asyncio.to_thread(measure)
+            cpu0 = cpu()
             scheduler = subprocess.Popen([sys.executable, "manage.py", "simulate", "--scheduler"], cwd=ROOT,
                                          env=env, stdout=logs, stderr=subprocess.STDOUT)
             started = time.monotonic()
@@ -294,6 +359,7 @@ def main() -> None:
             await asyncio.sleep(max(0.0, args.seconds - (time.monotonic() - started)))
             elapsed = time.monotonic() - started
             steps_at_stop, compactions_at_stop, _ = await asyncio.to_thread(measure)
+            cpu1 = cpu()
             await asyncio.to_thread(_stop, [scheduler])
             # the workers finish the steps already queued; then the last events reach the watchers
             previous = -1
@@ -305,7 +371,8 @@ def main() -> None:
             await asyncio.gather(*tasks)
             steps1, compactions1, size1 = await asyncio.to_thread(measure)
             return {"steps": steps_at_stop - steps0, "compactions": compactions_at_stop - compactions0,
-                    "all_steps": steps1 - steps0, "growth": size1 - size0, "elapsed": elapsed}
+                    "all_steps": steps1 - steps0, "growth": size1 - size0, "elapsed": elapsed,
+                    "cpu": {label: cpu1[label] - cpu0.get(label, 0.0) for label in cpu1}}
 
         figures = asyncio.run(drive())
     finally:
@@ -349,6 +416,14 @@ def main() -> None:
               f"last hello) {max(back) if back else float('nan'):.1f} s; {len(live)} got a live batch again, the "
               f"last {max(live) if live else float('nan'):.1f} s after the kill; events lost {dropped}; live "
               f"latency after the kill p50 {lag[49]:.0f} ms, p99 {lag[98]:.0f} ms")
+    used = figures["cpu"]
+    busy, total = used.pop("machine busy"), used.pop("machine total")
+    print(f"CPU while the scheduler ran: the machine {busy:.1f} of {total:.1f} core-seconds busy "
+          f"({busy / figures['elapsed']:.2f} of {total / figures['elapsed']:.0f} cores); load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
+    for label, seconds in used.items():
+        print(f"  {label:<28} {seconds:7.1f} s  {seconds / figures['elapsed']:.2f} cores  "
+              f"{seconds / turns * 1000 if turns else float('nan'):6.1f} ms per turn")
     growth = figures["growth"] / figures["all_steps"] * 1000 / 1e6 if figures["all_steps"] else float("nan")
     print(f"database growth: {figures['growth'] / 1e6:.1f} MB, {growth:.2f} MB per 1,000 turns")
 
