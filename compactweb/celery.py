@@ -36,6 +36,34 @@ def keep_workers_alive_when_redis_restarts() -> None:
 
 keep_workers_alive_when_redis_restarts()
 
+# A worker keeps its database connection from one task to the next (Celery's Django fixup closes it after a task
+# only when it is older than this, or unusable after an error). The web processes keep CONN_MAX_AGE 0 (settings):
+# persistent connections do not suit ASGI's per-request threads, but a prefork worker runs one task at a time on
+# one thread, and a fresh PostgreSQL connection per simulator step cost a server backend with cold catalog caches
+# every time (docs/benchmarks.md, "Scale-out load").
+WORKER_CONN_MAX_AGE_SECONDS = float(os.environ.get("COMPACTWEB_WORKER_CONN_MAX_AGE", "300"))
+
+
+def keep_worker_connections(**kwargs) -> None:
+    """Give every database of this worker process CONN_MAX_AGE = WORKER_CONN_MAX_AGE_SECONDS (worker_init: in the
+    main worker process, before the prefork children fork, so they inherit it). SQLite keeps its own setting."""
+    from django.conf import settings
+
+    for database in settings.DATABASES.values():
+        if database.get("ENGINE", "").endswith("sqlite3"):
+            continue
+        database["CONN_MAX_AGE"] = WORKER_CONN_MAX_AGE_SECONDS
+
+
 app = Celery("compactweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["sessions_app.compactions", "sessions_app.fleet", "sessions_app.jobs"])
+
+
+def _connect_worker_signals() -> None:
+    from celery.signals import worker_init
+
+    worker_init.connect(keep_worker_connections, weak=False, dispatch_uid="compactweb-keep-worker-connections")
+
+
+_connect_worker_signals()

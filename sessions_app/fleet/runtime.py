@@ -17,15 +17,18 @@ Scenario events apply before their turn (spec §2.4: the previous-model check th
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import random
 import re
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
 from django.db import transaction
 from django.db.models import F
 
@@ -478,9 +481,45 @@ def _save_step_and_release(run: SimulatorRun, script: ScenarioRun, state: dict[s
         locks.release(lease)
 
 
+class _StepLoop:
+    """One event loop per process, on a thread of its own, for the steps synchronous callers run (a Celery worker
+    runs one step per task). `async_to_sync` alone starts a new loop, in a new thread, for every call, and the
+    Redis channel layer keeps its connections per loop: every step then opened (and left behind) a Redis
+    connection for its live events. Here the step's coroutine runs on the one loop while its thread-sensitive
+    database calls still run on the calling thread, as with `async_to_sync` (asgiref hands a call to the loop
+    named in SyncToAsync.threadlocal, the way a sync view inside an ASGI request reaches the server's loop)."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._loop.is_closed() or self._pid != os.getpid():  # a forked child: its own
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="compactweb-steps", daemon=True).start()
+                self._loop, self._pid = loop, os.getpid()
+            return self._loop
+
+    def run(self, coroutine_function, /, **kwargs):
+        local = SyncToAsync.threadlocal
+        previous = getattr(local, "main_event_loop", None), getattr(local, "main_event_loop_pid", None)
+        if previous[0] is not None and previous[1] == os.getpid() and previous[0].is_running():
+            return async_to_sync(coroutine_function)(**kwargs)  # called for an event loop already: run there
+        local.main_event_loop, local.main_event_loop_pid = self.loop(), os.getpid()
+        try:
+            return async_to_sync(coroutine_function)(**kwargs)
+        finally:
+            local.main_event_loop, local.main_event_loop_pid = previous
+
+
+_step_loop = _StepLoop()
+
+
 def do_run_step(*, session_id: int) -> StepResult:
-    """`arun_step` for synchronous callers (the Celery task)."""
-    return async_to_sync(arun_step)(session_id=session_id)
+    """`arun_step` for synchronous callers (the Celery task), on this process's step loop (`_StepLoop`)."""
+    return _step_loop.run(arun_step, session_id=session_id)
 
 
 # --- reads --------------------------------------------------------------------------------------------------------
