@@ -49,6 +49,11 @@ CONNECT_THREADS = 2
 # Line kinds (and event_msg types) after which the fleet row's "last compaction" cell is re-read.
 COMPACTION_LINE_KINDS = frozenset({"compacted", "rollback", "redo", "window_opened"})
 COMPACTION_EVENT_TYPES = frozenset({"error", "compaction_interrupted"})
+# The turn loop's own progress (sessions_app.turns.loop): no part of either page shows it (the compaction status
+# box shows a compaction's progress, the fleet row a session's summary), and the turn's lines follow as batches.
+# Rendering the status box for each of them cost three reads per page and event, most of a busy web process's
+# database work (docs/benchmarks.md, "Scale-out load"), so both consumers let them pass.
+TURN_PROGRESS_KINDS = frozenset({"turn_started", "turn_step", "turn_finished"})
 
 
 # Renders and connects each have a pool of their own (sessions_app.live.pools: connections kept while busy): a
@@ -271,6 +276,8 @@ class SessionConsumer(RoleCheckedConsumer):
         if not self.serving:
             return
         if event.get("seq") is None:
+            if event.get("kind") in TURN_PROGRESS_KINDS:
+                return
             html = await in_render_pool(live_render.session_transient)(session_id=self.session_id, event=event)
             await self.send(text_data=html)
             return
@@ -324,6 +331,8 @@ class FleetConsumer(RoleCheckedConsumer):
     async def session_event(self, event: dict[str, Any]) -> None:
         if not self.serving:
             return
+        if event.get("seq") is None and event.get("kind") in TURN_PROGRESS_KINDS:
+            return  # no summary, no change to the row or its last compaction
         session_id = int(event["session_id"])
         summary = event.get("summary")
         if summary is not None:
