@@ -44,12 +44,15 @@ keep_workers_alive_when_redis_restarts()
 WORKER_CONN_MAX_AGE_SECONDS = float(os.environ.get("COMPACTWEB_WORKER_CONN_MAX_AGE", "300"))
 
 
-def keep_worker_connections(**kwargs) -> None:
-    """Give every database of this worker process CONN_MAX_AGE = WORKER_CONN_MAX_AGE_SECONDS (worker_init: in the
-    main worker process, before the prefork children fork, so they inherit it). SQLite keeps its own setting."""
-    from django.conf import settings
+def keep_worker_connections(databases: dict | None = None, **signal_kwargs) -> None:
+    """Give every database of this worker process (settings.DATABASES unless given) CONN_MAX_AGE =
+    WORKER_CONN_MAX_AGE_SECONDS (worker_init: in the main worker process, before the prefork children fork, so
+    they inherit it). SQLite keeps its own setting."""
+    if databases is None:
+        from django.conf import settings
 
-    for database in settings.DATABASES.values():
+        databases = settings.DATABASES
+    for database in databases.values():
         if database.get("ENGINE", "").endswith("sqlite3"):
             continue
         database["CONN_MAX_AGE"] = WORKER_CONN_MAX_AGE_SECONDS

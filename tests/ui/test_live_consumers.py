@@ -147,6 +147,27 @@ async def test_transient_progress_updates_the_status_without_moving_the_seq(ws_f
     await comm.disconnect()
 
 
+async def test_the_turn_loops_progress_is_not_rendered_on_either_page(ws_for, operator_user, session):
+    """turn_started / turn_step / turn_finished change nothing either page shows: no message, no database read."""
+    page = await ws_for(operator_user, f"/ws/sessions/{session.pk}/")
+    await connected(page)
+    _, seq, _ = marker(await text_of(page))
+    fleet = await ws_for(operator_user, "/ws/fleet/")
+    await connected(fleet)
+    for kind in ("turn_started", "turn_step", "turn_finished"):
+        await database_sync_to_async(publish_transient)(session_id=session.pk, after_seq=seq, kind=kind, detail={})
+    await database_sync_to_async(publish_transient)(
+        session_id=session.pk, after_seq=seq, kind="compaction.started", detail={"strategy": "local"}
+    )
+    html = await text_of(page)  # the first message is the compaction's, not a turn's
+    assert 'id="compaction-status"' in html and 'data-live-marker="transient"' in html
+    assert await page.receive_nothing(0.3)
+    assert 'id="session-' in await text_of(fleet)  # the compaction's row update only
+    assert await fleet.receive_nothing(0.3)
+    await page.disconnect()
+    await fleet.disconnect()
+
+
 async def test_the_fleet_streams_each_sessions_row_with_its_newest_seq(ws_for, operator_user, session, items_factory):
     comm = await ws_for(operator_user, "/ws/fleet/")
     await connected(comm)
