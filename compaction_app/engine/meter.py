@@ -20,9 +20,10 @@ two rules agree.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from compaction_app.engine.evolve import evolve
 from compaction_app.engine.items import Item, is_model_generated, is_user_turn_boundary
 
 PREFILL_SERVER = "server"
@@ -95,7 +96,7 @@ def item_appended(state: MeterState, tokens: int, flags: ItemFlags) -> MeterStat
         before, after = before + after, 0
     if flags.encrypted_reasoning:
         after += tokens
-    return replace(
+    return evolve(
         state,
         since_model=since_model,
         reasoning_before_user=before,
@@ -115,7 +116,7 @@ def usage_observed(
     prefill, source = state.prefill, state.prefill_source
     if source != PREFILL_SERVER and input_tokens > 0:
         prefill, source = input_tokens, PREFILL_SERVER
-    return replace(
+    return evolve(
         state,
         usage_total=max(0, total_tokens),
         reasoning_included=reasoning_included,
@@ -134,7 +135,7 @@ def recomputed(state: MeterState) -> MeterState:
     prefill, source = state.prefill, state.prefill_source
     if source != PREFILL_SERVER:
         prefill, source = estimate, PREFILL_ESTIMATED
-    return replace(
+    return evolve(
         state, usage_total=estimate, since_model=0, reasoning_included=False, prefill=prefill, prefill_source=source
     )
 
@@ -165,12 +166,12 @@ def history_replaced(
 
 def pinned_full(state: MeterState, *, usable_window: int) -> MeterState:
     """Context window exceeded: Codex pins the last usage to the usable window (`set_total_tokens_full`, §3.2)."""
-    return replace(state, usage_total=usable_window)
+    return evolve(state, usage_total=usable_window)
 
 
 def prefill_cleared(state: MeterState) -> MeterState:
     """A new window started without replacing history (token budget, spec §3.4, §9)."""
-    return replace(state, prefill=None, prefill_source="")
+    return evolve(state, prefill=None, prefill_source="")
 
 
 def meter_from_items(items: Iterable[Item], counts: Iterable[int], *, base_tokens: int = 0) -> MeterState:

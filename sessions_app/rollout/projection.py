@@ -20,10 +20,11 @@ What each line kind does (spec §8.2 replay, §1.5, §9):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_app.engine import meter as m
+from compaction_app.engine.evolve import evolve
 from compaction_app.engine.items import Item, normalize_kind
 
 SESSION_META = "session_meta"
@@ -106,7 +107,7 @@ def _window(header: Header, payload: Mapping[str, Any]) -> Header:
     for key in ("window_id", "previous_window_id", "first_window_id"):
         if key in payload:
             updates[key] = "" if payload[key] is None else str(payload[key])
-    return replace(header, **updates)
+    return evolve(header, **updates)
 
 
 def _installed(header: Header, line: Line) -> tuple[Header, Replaced]:
@@ -118,7 +119,7 @@ def _installed(header: Header, line: Line) -> tuple[Header, Replaced]:
         raise ProjectionError(f"line {line.seq} ({line.kind}) needs one stored token count per replacement item")
     entries = tuple(_entry(normalize_kind(i), int(t), line.seq) for i, t in zip(history, counts, strict=True))
     meter = m.history_replaced(header.meter, ((e.tokens, m.item_flags(e.item)) for e in entries))
-    header = replace(_window(header, line.payload), meter=meter, item_count=len(entries))
+    header = evolve(_window(header, line.payload), meter=meter, item_count=len(entries))
     return header, Replaced(entries)
 
 
@@ -126,15 +127,15 @@ def _session_meta(header: Header, line: Line) -> tuple[Header, Change]:
     # The meter starts from the estimate of the base instructions; the prefill stays unknown until the first
     # server usage (spec §3.4: the first check of a window counts 0 in body_after_prefix scope).
     base = line.tokens
-    meter = replace(header.meter, base_tokens=base, usage_total=base + header.meter.history_tokens, since_model=0)
-    header = replace(_window(header, line.payload), meter=meter, model=str(line.payload.get("model") or header.model))
+    meter = evolve(header.meter, base_tokens=base, usage_total=base + header.meter.history_tokens, since_model=0)
+    header = evolve(_window(header, line.payload), meter=meter, model=str(line.payload.get("model") or header.model))
     return header, None
 
 
 def _response_item(header: Header, line: Line) -> tuple[Header, Change]:
     entry = _entry(normalize_kind(line.payload), line.tokens, line.seq)
     meter = m.item_appended(header.meter, line.tokens, m.item_flags(entry.item))
-    return replace(header, meter=meter, item_count=header.item_count + 1), Appended((entry,))
+    return evolve(header, meter=meter, item_count=header.item_count + 1), Appended((entry,))
 
 
 def _compacted(header: Header, line: Line) -> tuple[Header, Change]:
@@ -144,22 +145,22 @@ def _compacted(header: Header, line: Line) -> tuple[Header, Change]:
             "converted by the rollout importer before it is stored"
         )
     header, change = _installed(header, line)
-    return replace(header, compaction_count=header.compaction_count + 1, reference_context_set=False), change
+    return evolve(header, compaction_count=header.compaction_count + 1, reference_context_set=False), change
 
 
 def _rollback_or_redo(header: Header, line: Line) -> tuple[Header, Change]:
     header, change = _installed(header, line)
     if "reference_context_set" in line.payload:
-        header = replace(header, reference_context_set=bool(line.payload["reference_context_set"]))
+        header = evolve(header, reference_context_set=bool(line.payload["reference_context_set"]))
     return header, change
 
 
 def _window_opened(header: Header, line: Line) -> tuple[Header, Change]:
-    return replace(_window(header, line.payload), meter=m.prefill_cleared(header.meter)), None
+    return evolve(_window(header, line.payload), meter=m.prefill_cleared(header.meter)), None
 
 
 def _turn_context(header: Header, line: Line) -> tuple[Header, Change]:
-    return replace(header, reference_context_set=True, model=str(line.payload.get("model") or header.model)), None
+    return evolve(header, reference_context_set=True, model=str(line.payload.get("model") or header.model)), None
 
 
 def _event_msg(header: Header, line: Line) -> tuple[Header, Change]:
@@ -167,20 +168,20 @@ def _event_msg(header: Header, line: Line) -> tuple[Header, Change]:
     if payload.get("type") != "token_count":
         return header, None
     if payload.get("source") == "estimate":
-        return replace(header, meter=m.recomputed(header.meter)), None
+        return evolve(header, meter=m.recomputed(header.meter)), None
     usage = (payload.get("info") or {}).get("last_token_usage")
     if not isinstance(usage, dict):
         return header, None  # rate-limit-only token_count events carry no usage
     total = int(usage.get("total_tokens") or 0)
     if payload.get("pinned_full"):
-        return replace(header, meter=m.pinned_full(header.meter, usable_window=total)), None
+        return evolve(header, meter=m.pinned_full(header.meter, usable_window=total)), None
     meter = m.usage_observed(
         header.meter,
         total_tokens=total,
         input_tokens=int(usage.get("input_tokens") or 0),
         reasoning_included=bool(payload.get("reasoning_included")),
     )
-    return replace(header, meter=meter), None
+    return evolve(header, meter=meter), None
 
 
 DEFAULT_HANDLERS: dict[str, Handler] = {
@@ -201,9 +202,9 @@ def apply_line(header: Header, line: Line, handlers: Mapping[str, Handler] | Non
         raise ProjectionError(f"line seq {line.seq} does not follow {header.last_seq}")
     handler = (handlers or DEFAULT_HANDLERS).get(line.kind)
     if handler is None:
-        return replace(header, last_seq=line.seq), None
+        return evolve(header, last_seq=line.seq), None
     header, change = handler(header, line)
-    return replace(header, last_seq=line.seq), change
+    return evolve(header, last_seq=line.seq), change
 
 
 class Projection:
