@@ -142,3 +142,35 @@ def test_reaping_frees_expired_leases_and_interrupts_their_attempts_but_not_live
     assert Session.objects.get(pk=dead_session.pk).lease_holder == ""
     assert Session.objects.get(pk=live_session.pk).lease_holder != ""
     release(acquire(session_id=dead_session.pk, purpose="turn"))  # free for the next taker, nothing to take over
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_only_a_lease_take_of_its_own_commits_without_waiting_for_the_disk(session, monkeypatch):
+    from django.db import connection, transaction
+
+    from sessions_app.rollout import lease as leases
+
+    if connection.vendor != "postgresql":
+        pytest.skip("synchronous_commit is a PostgreSQL setting; SQLite's commits are the same for every write")
+
+    def synchronous_commit() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            return cursor.fetchone()[0]
+
+    seen = []
+    real_take = leases._take_free
+
+    def take(**kwargs):
+        taken = real_take(**kwargs)
+        seen.append(synchronous_commit())
+        return taken
+
+    monkeypatch.setattr(leases, "_take_free", take)
+    durable = synchronous_commit()
+    release(acquire(session_id=session.pk, purpose="turn"))
+    assert seen == ["off"]  # inside the lease's own transaction (SET LOCAL)
+    assert synchronous_commit() == durable != "off"  # the rollout's appends still wait for the disk
+    with transaction.atomic():  # a caller's transaction: its other writes must stay durable
+        release(acquire(session_id=session.pk, purpose="turn"))
+        assert seen == ["off", durable]
