@@ -62,6 +62,8 @@ CLAIM_SECONDS = 120.0
 BUSY_RETRY_SECONDS = 1.0
 STEP_LEASE_PURPOSE = "turn"
 STEP_LOOKBACK_LINES = 2_000  # how far back a started step's turn_context is looked for (an indexed seq range)
+# In a run's state: the newest rollout seq of the turn its last saved step ran (0: the turn wrote nothing).
+SAVED_LAST_SEQ = "turn_last_seq"
 DEMO_FLEET = ("many-short-turns", "fix-failing-test", "model-downshift", "token-budget-long-task")
 
 Status = SimulatorRun.Status
@@ -362,7 +364,7 @@ def _prepare_step(session_id: int, now: float) -> tuple[SimulatorRun, Session, S
         return run, run.session, None, None, {}  # type: ignore[return-value]
     script = ScenarioRun.from_state(run.state)
     step = script.peek()
-    if step is not None and _step_started(run.session, step.number):
+    if step is not None and not _nothing_written_since_saved(run) and _step_started(run.session, step.number):
         # The worker that ran this step died after its turn began and before the step was saved (SIGKILL, a lost
         # ack): a scenario step never runs a second turn, so it counts as done and the next one runs instead.
         script.advance(now=now)
@@ -376,6 +378,13 @@ def _prepare_step(session_id: int, now: float) -> tuple[SimulatorRun, Session, S
     session, state = _apply_events(run, run.session, step)
     script.advance(now=now)
     return run, session, script, step, state
+
+
+def _nothing_written_since_saved(run: SimulatorRun) -> bool:
+    """Whether the session's newest line is still the newest line of the turn the last saved step ran: then no
+    turn began since that save, and the step-started check needs no read of the rollout (the common case)."""
+    saved = run.state.get(SAVED_LAST_SEQ)
+    return isinstance(saved, int) and saved > 0 and saved == run.session.last_seq
 
 
 def _step_started(session: Session, number: int) -> bool:
@@ -394,11 +403,13 @@ def _finish(run: SimulatorRun, script: ScenarioRun, now: float) -> None:
     Session.objects.filter(pk=run.session_id, state=Session.State.RUNNING).update(state=Session.State.IDLE)
 
 
-def _save_step(run: SimulatorRun, script: ScenarioRun, state: dict[str, Any], *, error: str, now: float) -> None:
+def _save_step(run: SimulatorRun, script: ScenarioRun, state: dict[str, Any], *, error: str, now: float,
+               last_seq: int = 0) -> None:
     script.turn_finished(now)
     next_at = script.next_step_at(now)
     SimulatorRun.objects.filter(pk=run.pk).update(
-        state={**state, **script.state()}, steps_done=F("steps_done") + 1, last_error=error[:2000],
+        state={**state, **script.state(), SAVED_LAST_SEQ: last_seq}, steps_done=F("steps_done") + 1,
+        last_error=error[:2000],
         next_step_at=_dt(next_at),
     )
     if next_at is None:
@@ -448,7 +459,7 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
             )
             # Saving the step and giving the lease back are one trip too.
             await sync_to_async(_save_step_and_release)(run, script, state, error=result.error, now=clock(),
-                                                        lease=lease)
+                                                        lease=lease, last_seq=result.last_seq)
             released = True
         except Exception as exc:
             logger.exception("simulator step of session %s failed", session_id)
@@ -474,11 +485,16 @@ def _acquire_and_prepare(session_id: int, now: float) -> tuple[locks.Lease, tupl
 
 
 def _save_step_and_release(run: SimulatorRun, script: ScenarioRun, state: dict[str, Any], *, error: str, now: float,
-                           lease: locks.Lease) -> None:
+                           lease: locks.Lease, last_seq: int = 0) -> None:
+    """Save the step and give the lease back in one transaction (one commit, one WAL flush on PostgreSQL); when
+    the save fails, the lease is still given back."""
     try:
-        _save_step(run, script, state, error=error, now=now)
-    finally:
+        with transaction.atomic():
+            _save_step(run, script, state, error=error, now=now, last_seq=last_seq)
+            locks.release(lease)
+    except BaseException:
         locks.release(lease)
+        raise
 
 
 class _StepLoop:

@@ -111,13 +111,23 @@ class ScenarioRun:
         self.created_at = created_at
         self.last_started_at = last_started_at
         self.last_finished_at = last_finished_at
+        self._steps: dict[tuple, TurnStep | None] = {}
 
     # --- pure look-ups ---
 
     def step(self, number: int) -> TurnStep | None:
-        """Turn `number` of this run (None past the end of a non-looping script); the same for the same seed."""
+        """Turn `number` of this run (None past the end of a non-looping script); the same for the same seed.
+        Computed once per run object (a step is peeked, taken, then asked when the next one is due)."""
         if number < 0:
             raise ValueError("turn numbers start at 0")
+        key = (number, self.seed, self.loop, self.counter_name)
+        if key not in self._steps:
+            if len(self._steps) > 8:
+                self._steps.clear()
+            self._steps[key] = self._compute_step(number)
+        return self._steps[key]
+
+    def _compute_step(self, number: int) -> TurnStep | None:
         turns = self.scenario.turns
         iteration, index = divmod(number, len(turns))
         if iteration and not self.loop:

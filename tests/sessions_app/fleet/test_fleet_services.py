@@ -150,6 +150,24 @@ def test_a_step_whose_worker_died_before_saving_it_is_never_run_a_second_time(pr
     assert SimulatorRun.objects.get(pk=run.pk).steps_done == 2
 
 
+def test_a_step_right_after_a_saved_one_reads_no_rollout_and_a_later_death_is_still_found(provider, policy,
+                                                                                          monkeypatch):
+    run = start(provider, policy)[0]
+    assert fleet.do_run_step(session_id=run.session_id).status == "ran"
+    saved = SimulatorRun.objects.get(pk=run.pk).state
+    assert saved[fleet.SAVED_LAST_SEQ] == Session.objects.get(pk=run.session_id).last_seq
+    checks = []
+    step_started = fleet._step_started
+    monkeypatch.setattr(fleet, "_step_started", lambda *a: checks.append(a) or step_started(*a))
+
+    assert fleet.do_run_step(session_id=run.session_id).step == 1
+    assert checks == []  # nothing was written since step 0 was saved: step 1 cannot have begun
+    # step 1's worker "died" after its turn and before saving it: the rollout moved on, so it is looked for
+    SimulatorRun.objects.filter(pk=run.pk).update(state=saved, steps_done=1)
+    assert fleet.do_run_step(session_id=run.session_id).step == 2
+    assert len(checks) == 1
+
+
 def test_a_step_finds_its_session_busy_and_retries_shortly(provider, policy):
     run = start(provider, policy)[0]
     lease = locks.acquire(session_id=run.session_id, purpose="compaction")

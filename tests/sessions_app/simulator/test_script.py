@@ -120,3 +120,16 @@ def test_invalid_pacing_is_refused():
 
 def test_pause_event_type_is_exposed():
     assert Pause(3.0).type == "pause"
+
+
+def test_a_step_is_computed_once_per_run_object_and_is_what_a_fresh_run_computes(monkeypatch):
+    run = ScenarioRun(small_scenario(), seed=3, loop=True)
+    computed = []
+    compute = run._compute_step
+    monkeypatch.setattr(run, "_compute_step", lambda n: computed.append(n) or compute(n))
+    first = run.peek()
+    assert run.advance() is first and run.next_step_at(0.0) is not None
+    assert computed == [0, 1]  # peeked, taken, then the next one asked when it is due
+    assert first == ScenarioRun(small_scenario(), seed=3, loop=True).step(0)
+    run.loop = False
+    assert run.step(3) is None  # a changed run computes afresh
