@@ -62,6 +62,12 @@ _render_pool = DatabaseThreads(threads=RENDER_THREADS, name="live-render")
 _connect_pool = DatabaseThreads(threads=CONNECT_THREADS, name="live-connect")
 
 
+def close_pool_connections() -> None:
+    """Close the render and connect pools' database connections now (they close by themselves once idle)."""
+    _render_pool.close_connections()
+    _connect_pool.close_connections()
+
+
 def in_render_pool(function):
     """`function` as a coroutine run on the render pool."""
     return _render_pool.run(function)

@@ -91,3 +91,13 @@ def _in_memory_channel_layer(settings):
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
+def _live_pools_closed_after_each_test():
+    """The live pools keep their threads' database connections for a moment after the last call
+    (sessions_app.live.pools); a test's database is flushed or dropped after it, so they are closed at once."""
+    yield
+    from sessions_app.live import consumers
+
+    consumers.close_pool_connections()
