@@ -15,6 +15,7 @@ import importlib.util
 import json
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import cache
 from json.encoder import c_make_encoder, encode_basestring
@@ -283,21 +284,49 @@ def _ordinary(encoding: tiktoken.Encoding) -> Callable[[str], list[int]]:
     return encode
 
 
+# Texts at least this long are remembered by content (a digest), so the same text is tokenized once per process:
+# the dashboard counts each item it appends, and the embedded simulated model counts the same items as the
+# model's input (or output), with the same shared counter. Shorter texts cost less to tokenize than to look up.
+REMEMBER_MIN_CHARS = 256
+REMEMBERED_TEXTS = 100_000
+
+
 class TokenCounter:
     """Counts an item's tokens with one named counter: an exact tiktoken encoding or Codex's estimator."""
 
-    def __init__(self, name: str = "o200k_base") -> None:
+    def __init__(self, name: str = "o200k_base", *, remembered: int = REMEMBERED_TEXTS) -> None:
         if name not in COUNTERS:
             raise ValueError(f"unknown token counter {name!r}; choose one of {', '.join(COUNTERS)}")
         self.name = name
         self._encoding = None if name == CODEX_ESTIMATOR else get_encoding(name)
         # The Rust tokenizer's own entry point: tiktoken's wrapper only adds a retry for invalid surrogates.
         self._encode = None if self._encoding is None else _ordinary(self._encoding)
+        self._remembered: OrderedDict[bytes, int] = OrderedDict()
+        self._remembered_size = remembered
+        self._lock = threading.Lock()
 
     def count_text(self, text: str) -> int:
         if self._encode is None:
             return approx_token_count(text)
-        return len(self._encode(text))
+        return self._exact(text)
+
+    def _exact(self, text: str) -> int:
+        """Exact tokens of `text`; a long text is looked up by its digest first (16 bytes of BLAKE2b: hashing is
+        about a hundredth of tokenizing the same text)."""
+        if len(text) < REMEMBER_MIN_CHARS:
+            return len(self._encode(text))
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        with self._lock:
+            tokens = self._remembered.get(key)
+            if tokens is not None:
+                self._remembered.move_to_end(key)
+                return tokens
+        tokens = len(self._encode(text))
+        with self._lock:
+            self._remembered[key] = tokens
+            while len(self._remembered) > self._remembered_size:
+                self._remembered.popitem(last=False)
+        return tokens
 
     def count_item(self, item: dict[str, Any]) -> int:
         """Tokens of one item. Opaque payloads (compaction, encrypted reasoning) use the estimator's byte rule."""
@@ -314,7 +343,7 @@ class TokenCounter:
             parts = item.get("output" if kind in IMAGE_OUTPUT_KINDS else "content")
             if not isinstance(parts, list) or not any(isinstance(p, dict) and "image_url" in p for p in parts):
                 # The model-visible text of a plain item is its JSON.
-                return len(encode(_item_json(item) if text is None else text))
+                return self._exact(_item_json(item) if text is None else text)
         payload = _opaque_payload(item)
         opaque = 0 if payload is None else approx_tokens_from_bytes(_encrypted_bytes(payload))
         _, _, image_bytes = _strip_inline_images(item)

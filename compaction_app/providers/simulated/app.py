@@ -43,7 +43,6 @@ CACHE_MIN_TOKENS, CACHE_STEP = 1024, 128
 CACHE_KEYS = 1024
 # Bodies larger than this are refused with 413 before any is parsed or tokenized (issue 14: 10 MB cost 14 s).
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
-CONTENT_CACHE_ITEMS = 200_000
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -103,17 +102,17 @@ class InputMemo:
     """What the simulator remembers per prompt cache key: the previous request's counted input.
 
     A session's next request repeats its previous input and adds a few items, so only the new items are normalised,
-    serialised (once) and counted; the repeated prefix is recognised by one list comparison (identity first, then
-    equality: both C loops). Items are also counted through a content cache, so a history that comes back (after a
-    rollback, in another session) is not tokenized again. `cached_tokens` reports the shared prefix like OpenAI's
-    prompt caching (at least 1024 tokens, in steps of 128).
+    serialised (once) and counted; the repeated prefix is recognised in O(1) for a turn's `HistorySnapshot`, else by
+    one list comparison (identity first, then equality: both C loops). Items are counted by the process's shared
+    counter, which remembers long texts by content, so what the dashboard already counted, or a history that comes
+    back (after a rollback, in another session), is not tokenized again. `cached_tokens` reports the shared prefix
+    like OpenAI's prompt caching (at least 1024 tokens, in steps of 128).
     """
 
-    def __init__(self, counter: TokenCounter, *, keys: int = CACHE_KEYS, contents: int = CONTENT_CACHE_ITEMS) -> None:
+    def __init__(self, counter: TokenCounter, *, keys: int = CACHE_KEYS) -> None:
         self._counter = counter
         self._entries: OrderedDict[str, Counted] = OrderedDict()
-        self._contents: OrderedDict[str, int] = OrderedDict()
-        self._keys, self._content_size = keys, contents
+        self._keys = keys
 
     def previous(self, key: str) -> Counted | None:
         return self._entries.get(key)
@@ -140,14 +139,11 @@ class InputMemo:
             self._entries.popitem(last=False)
 
     def _counted_item(self, item: dict[str, Any]) -> tuple[str, int]:
-        key = item_json(item)  # the one serialisation: the cache key, and the text counted for a plain item
-        tokens = self._contents.get(key)
-        if tokens is None:
-            tokens = self._counter.count_item_json(item, key)
-            self._contents[key] = tokens
-            while len(self._contents) > self._content_size:
-                self._contents.popitem(last=False)
-        return key, tokens
+        key = item_json(item)  # the one serialisation: the item's key, and the text counted for a plain item
+        # The shared counter remembers long texts by content: an item the dashboard already counted (a tool
+        # output it appended, this model's own earlier output) or a history that comes back after a rollback
+        # is not tokenized again.
+        return key, self._counter.count_item_json(item, key)
 
     def _count(self, previous: Counted | None, instr: tuple[str, int], raw: Sequence[Any], shared: int) -> Counted:
         """Count `raw`; with `previous`, its first `shared` items are the previous request's, already counted."""

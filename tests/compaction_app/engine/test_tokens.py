@@ -115,3 +115,34 @@ def test_history_estimate_adds_the_base_instructions():
     items = [{"type": "function_call_output", "call_id": "c", "output": "x"}]
     expected = tokens.approx_token_count("be brief") + tokens.estimate_item_tokens(items[0])
     assert tokens.estimate_history_tokens(items, "be brief") == expected
+
+
+def _spied(counter_: tokens.TokenCounter) -> list[str]:
+    seen: list[str] = []
+    encode = counter_._encode
+    counter_._encode = lambda text: seen.append(text) or encode(text)
+    return seen
+
+
+def test_a_long_text_is_tokenized_once_and_a_short_one_every_time():
+    counter_ = tokens.TokenCounter("o200k_base")
+    seen = _spied(counter_)
+    long_text = "ledger entries reconcile nightly " * 20
+    item = {"type": "function_call_output", "call_id": "c1", "output": long_text}
+    first = [counter_.count_text(long_text), counter_.count_item(item)]
+    assert [counter_.count_text(long_text), counter_.count_item(item)] == first
+    assert len(seen) == 2  # one text, one item JSON: each tokenized once
+    counter_.count_text("short")
+    counter_.count_text("short")
+    assert seen[2:] == ["short", "short"]  # cheaper to tokenize than to look up
+    assert first[0] == len(get_encoding("o200k_base").encode_ordinary(long_text))
+
+
+def test_remembered_texts_are_bounded_and_told_apart_by_content():
+    counter_ = tokens.TokenCounter("o200k_base", remembered=2)
+    seen = _spied(counter_)
+    a, b, c = ("alpha " * 60), ("beta! " * 60), ("gamma " * 60)  # the same length, different texts
+    counts = [counter_.count_text(t) for t in (a, b, c)]
+    assert len(seen) == 3  # three texts, three tokenizations: no mix-up by length
+    assert counter_.count_text(c) == counts[2] and len(seen) == 3  # remembered
+    assert counter_.count_text(a) == counts[0] and len(seen) == 4  # the oldest was forgotten

@@ -86,3 +86,30 @@ def test_a_bad_input_is_400_and_records_nothing(operator_api, session, payload):
 def test_unknown_session_and_missing_role(operator_api, norole_api, session):
     assert operator_api.post("/api/v1/sessions/999999/turns", {"input": "hi"}, format="json").status_code == 404
     assert norole_api.post(f"/api/v1/sessions/{session.pk}/turns", {"input": "hi"}, format="json").status_code == 403
+
+
+def test_each_long_text_of_a_turn_is_tokenized_once_by_the_dashboard_and_the_embedded_model(
+    operator_api, make_session, monkeypatch
+):
+    # The dashboard counts the user message it appends and the embedded model counts the same message as its
+    # input; both use the process's shared counter, which remembers long texts by content.
+    import uuid
+
+    from compaction_app.engine.tokens import counter
+
+    shared = counter("o200k_base")
+    seen: list[str] = []
+    encode = shared._encode
+    monkeypatch.setattr(shared, "_encode", lambda text: seen.append(text) or encode(text))
+    marker = uuid.uuid4().hex
+    question = f"{marker}: " + "Explain how the ledger reconciles nightly across currencies. " * 8
+    session = make_session()
+
+    response = operator_api.post(f"/api/v1/sessions/{session.pk}/turns", {"input": question}, format="json")
+
+    assert response.status_code == 200, response.json()
+    assert response.json()["sampling_requests"] == 1
+    tokenized = [text for text in seen if marker in text]
+    # The user message and the model's answer (which quotes it), each once, though both parties counted both.
+    assert len(tokenized) == len(set(tokenized)) == 2, tokenized
+    assert sum('"role":"user"' in text for text in tokenized) == 1
