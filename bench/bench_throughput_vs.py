@@ -3,7 +3,8 @@ worktree of the commit before a change), in the same run, alternating, so a busy
 
 Each round runs, in a fresh process per checkout, `bench_turns.throughput`: N looping `many-short-turns` sessions
 driven by the in-process scheduler with N steps in flight against the embedded simulated model, on a throwaway
-SQLite file. The other checkout must have `bench/bench_turns.py` with the same `throughput(sessions, steps)`.
+SQLite file, after an untimed warm-up of the process (10 sessions, 20 steps). The other checkout must have
+`bench/bench_turns.py` with the same `throughput(sessions, steps)`.
 
     git worktree add --detach ../before <commit>
     .venv/bin/python bench/bench_throughput_vs.py --other ../before              # 100 sessions, 2 rounds
@@ -30,6 +31,7 @@ asyncio.set_event_loop_policy(None)
 import bench.bench_turns as b
 with tempfile.TemporaryDirectory() as tmp:
     b._setup_django(Path(tmp))
+    b.throughput(10, 20)  # warm-up, untimed: loads the tokenizer, the simulator's text pools, the embedded model
     print("RESULT " + json.dumps(b.throughput(int(sys.argv[1]), int(sys.argv[2]))), flush=True)
 """
 
@@ -47,7 +49,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--other", type=Path, required=True, help="the checkout to compare with")
     parser.add_argument("--sessions", type=int, default=100)
-    parser.add_argument("--steps", type=int, default=200)
+    # 10 steps per session by default: with 2 (the old default) most steps were a session's first, which loads
+    # its history and reads its rollout once, and the figure was mostly start-up.
+    parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     ours, theirs = [], []
