@@ -136,7 +136,7 @@ class _AppendStatements:
         self.live_fields = [LiveItem._meta.get_field(n) for n in
                             ("session", "position", "item", "tokens", "source_seq", "model_generated")]
         self.insert_live = self._insert(LiveItem, self.live_fields, quote)
-        self._updates: dict[tuple[str, ...], str] = {}
+        self._updates: dict[tuple[str, ...], tuple[str, list]] = {}  # by the columns written: SQL, fields
 
     def _insert(self, model, fields, quote) -> str:
         return f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) VALUES "
@@ -171,13 +171,14 @@ class _AppendStatements:
 
     def write_header(self, cursor, session_id: int, changes: dict[str, Any]) -> None:
         names = tuple(changes)
-        sql = self._updates.get(names)
-        fields = [Session._meta.get_field(n) for n in names]
-        if sql is None:
+        update = self._updates.get(names)
+        if update is None:
             quote = cursor.db.ops.quote_name
-            sql = (f"UPDATE {quote(Session._meta.db_table)} SET "
-                   f"{', '.join(f'{quote(f.column)} = %s' for f in fields)} WHERE {quote('id')} = %s")
-            self._updates[names] = sql
+            fields = [Session._meta.get_field(n) for n in names]
+            update = self._updates[names] = (
+                f"UPDATE {quote(Session._meta.db_table)} SET "
+                f"{', '.join(f'{quote(f.column)} = %s' for f in fields)} WHERE {quote('id')} = %s", fields)
+        sql, fields = update
         cursor.execute(sql, [*self._prep(cursor.db, fields, changes.values()), session_id])
 
 
