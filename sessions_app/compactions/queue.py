@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 from compactweb import background
@@ -62,7 +63,25 @@ def _waiting(*, session_id: int):
 
 
 def has_queued(*, session_id: int) -> bool:
-    return _waiting(session_id=session_id).exists()
+    """Whether a compaction request waits for the session. Every simulator step asks before it takes the session,
+    so this is one SELECT written once per database kind: the ORM built the same `exists()` in about five times
+    the time the query took. Values are adapted by each field's `get_db_prep_value`, as the ORM adapts them."""
+    connection = transaction.get_connection()
+    sql = _has_queued_sql.get(connection.vendor)
+    if sql is None:
+        quote, meta = connection.ops.quote_name, QueuedCompaction._meta
+        col = {name: quote(meta.get_field(name).column) for name in ("session", "status", "created_at")}
+        sql = _has_queued_sql[connection.vendor] = (
+            f"SELECT 1 FROM {quote(meta.db_table)} WHERE {col['session']} = %s AND {col['status']} = %s "
+            f"AND {col['created_at']} >= %s LIMIT 1")
+    fresh = timezone.now() - timedelta(seconds=WAIT_SECONDS)
+    created_at = QueuedCompaction._meta.get_field("created_at").get_db_prep_value(fresh, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [session_id, QueuedCompaction.Status.QUEUED.value, created_at])
+        return cursor.fetchone() is not None
+
+
+_has_queued_sql: dict[str, str] = {}  # by database vendor
 
 
 def queued_for(*, session_id: int) -> dict | None:
