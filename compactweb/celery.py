@@ -36,8 +36,9 @@ def keep_workers_alive_when_redis_restarts() -> None:
 
 keep_workers_alive_when_redis_restarts()
 
-# A worker keeps its database connection from one task to the next (Celery's Django fixup closes it after a task
-# only when it is older than this, or unusable after an error). The web processes keep CONN_MAX_AGE 0 (settings):
+# A worker keeps its database connection from one task to the next (settings.CELERY_DB_REUSE_MAX stops Celery's
+# Django fixup from closing it around every task); before each task, one that an error left unusable or that is
+# older than this is closed (`close_stale_connections`). The web processes keep CONN_MAX_AGE 0 (settings):
 # persistent connections do not suit ASGI's per-request threads, but a prefork worker runs one task at a time on
 # one thread, and a fresh PostgreSQL connection per simulator step cost a server backend with cold catalog caches
 # every time (docs/benchmarks.md, "Scale-out load").
@@ -63,10 +64,23 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["sessions_app.compactions", "sessions_app.fleet", "sessions_app.jobs"])
 
 
+def close_stale_connections(task=None, **signal_kwargs) -> None:
+    """Before a task a worker runs (task_prerun): close a kept connection that an error left unusable or that
+    outlived CONN_MAX_AGE, as Django does around a request; the task then opens a fresh one. A task run eagerly
+    (no broker: in the caller's thread, maybe inside its transaction) leaves the caller's connection alone."""
+    from django.db import connections
+
+    if task is None or getattr(task.request, "is_eager", False):
+        return
+    for connection in connections.all(initialized_only=True):
+        connection.close_if_unusable_or_obsolete()
+
+
 def _connect_worker_signals() -> None:
-    from celery.signals import worker_init
+    from celery.signals import task_prerun, worker_init
 
     worker_init.connect(keep_worker_connections, weak=False, dispatch_uid="compactweb-keep-worker-connections")
+    task_prerun.connect(close_stale_connections, weak=False, dispatch_uid="compactweb-close-stale-connections")
 
 
 _connect_worker_signals()

@@ -46,3 +46,18 @@ def test_a_worker_keeps_its_database_connections_and_sqlite_keeps_its_own_settin
     worker_app.keep_worker_connections(databases)
     assert databases["default"]["CONN_MAX_AGE"] == worker_app.WORKER_CONN_MAX_AGE_SECONDS > 0
     assert databases["local"]["CONN_MAX_AGE"] == 0
+
+
+def test_a_worker_reuses_its_connections_across_tasks_and_closes_a_stale_one_before_a_task(settings):
+    from types import SimpleNamespace
+
+    from django.db import connection
+
+    assert settings.CELERY_DB_REUSE_MAX > 0  # Celery's Django fixup then no longer closes them around every task
+    connection.ensure_connection()
+    eager = SimpleNamespace(request=SimpleNamespace(is_eager=True))
+    worker_app.close_stale_connections(task=eager)
+    assert connection.connection is not None  # an eager task leaves the caller's connection alone
+    connection.close_at = 0  # outlived CONN_MAX_AGE
+    worker_app.close_stale_connections(task=SimpleNamespace(request=SimpleNamespace(is_eager=False)))
+    assert connection.connection is None
