@@ -17,6 +17,9 @@ scheduler as subprocesses, starts the fleet (looping scenarios, as fast as possi
   to the moment a watcher receives the websocket message carrying that seq;
 - dropped events: seqs a watcher never received in a batch (a gap between batches, or lines written before the end
   that never arrived) — must be 0;
+- CPU while the scheduler ran: the machine's busy cores, and the CPU seconds (and ms per turn) of the web
+  processes, the workers with their prefork children, the scheduler, this process (the watchers), the whole
+  PostgreSQL server, Redis and every other process on the machine (from /proc; Linux only);
 - database growth per 1,000 turns (pg_database_size before and after, over every turn run, including the ones
   still queued when the scheduler stopped);
 - websocket connect time p50 / p99 / max: from opening the handshake to the hello message. With `--connect-late`
