@@ -15,7 +15,6 @@ import importlib.util
 import json
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from functools import cache
 from json.encoder import c_make_encoder, encode_basestring
@@ -284,9 +283,9 @@ def _ordinary(encoding: tiktoken.Encoding) -> Callable[[str], list[int]]:
     return encode
 
 
-# Texts at least this long are remembered by content (a digest), so the same text is tokenized once per process:
-# the dashboard counts each item it appends, and the embedded simulated model counts the same items as the
-# model's input (or output), with the same shared counter. Shorter texts cost less to tokenize than to look up.
+# Texts at least this long are remembered by content, so the same text is tokenized once per process: the
+# dashboard counts each item it appends, and the embedded simulated model counts the same items as the model's
+# input (or output), with the same shared counter. Shorter texts cost less to tokenize than to look up.
 REMEMBER_MIN_CHARS = 256
 REMEMBERED_TEXTS = 100_000
 
@@ -301,9 +300,9 @@ class TokenCounter:
         self._encoding = None if name == CODEX_ESTIMATOR else get_encoding(name)
         # The Rust tokenizer's own entry point: tiktoken's wrapper only adds a retry for invalid surrogates.
         self._encode = None if self._encoding is None else _ordinary(self._encoding)
-        self._remembered: OrderedDict[bytes, int] = OrderedDict()
-        self._remembered_size = remembered
-        self._lock = threading.Lock()
+        self._recent: dict[tuple[int, int], int] = {}
+        self._older: dict[tuple[int, int], int] = {}
+        self._generation = max(1, remembered // 2)
 
     def count_text(self, text: str) -> int:
         if self._encode is None:
@@ -311,21 +310,24 @@ class TokenCounter:
         return self._exact(text)
 
     def _exact(self, text: str) -> int:
-        """Exact tokens of `text`; a long text is looked up by its digest first (16 bytes of BLAKE2b: hashing is
-        about a hundredth of tokenizing the same text)."""
+        """Exact tokens of `text`; a long text is looked up by its length and hash first. `hash(str)` is SipHash
+        with a per-process random key, computed once per string object and cached in it: two different texts of
+        the same length share a key with a chance of about 2**-64, and the lookup costs a few hundredths of
+        tokenizing the text. Two generations of at most half the bound each: when the newer fills up it becomes
+        the older and the older is forgotten, so the dashboard's database thread and the event loop's simulated
+        model share the memory without a lock (a race at worst forgets a generation early)."""
         if len(text) < REMEMBER_MIN_CHARS:
             return len(self._encode(text))
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        with self._lock:
-            tokens = self._remembered.get(key)
-            if tokens is not None:
-                self._remembered.move_to_end(key)
-                return tokens
-        tokens = len(self._encode(text))
-        with self._lock:
-            self._remembered[key] = tokens
-            while len(self._remembered) > self._remembered_size:
-                self._remembered.popitem(last=False)
+        key = (len(text), hash(text))
+        tokens = self._recent.get(key)
+        if tokens is None:
+            tokens = self._older.get(key)
+            if tokens is None:
+                tokens = len(self._encode(text))
+            recent = self._recent
+            recent[key] = tokens
+            if len(recent) >= self._generation:
+                self._older, self._recent = recent, {}
         return tokens
 
     def count_item(self, item: dict[str, Any]) -> int:
