@@ -7,7 +7,7 @@
 2. Exact counting: `TokenCounter("o200k_base").count_item` on a mix of items against the floor, raw tiktoken
    (`encode_ordinary` of the same model-visible texts), in the same run (goal: at least 0.9x the floor).
 
-    .venv/bin/python bench/bench_simulated_model.py            # about a minute; prints figures, floors, ratios
+    .venv/bin/python bench/bench_simulated_model.py            # a few seconds; prints figures, floors, ratios
     .venv/bin/python bench/bench_simulated_model.py --quick    # smaller sizes, a smoke run
 """
 
