@@ -26,38 +26,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.turn_setup import ConstantClient, drop_throwaway, history_item, provider_and_policy, setup_django  # noqa: E402
+from bench.turn_setup import ConstantClient, drop_throwaway, grow, provider_and_policy, setup_django  # noqa: E402
 
 
 def _fleet_session(items: int):
     """A looping simulated run (many-short-turns) whose session already holds `items` items, grown without live
     events (set-up, not the measured work)."""
-    from django.db import connection
-
     from sessions_app.fleet import runtime as fleet
-    from sessions_app.rollout.services import NewLine, append_rollout_lines
-    from sessions_app.rollout.signals import rollout_appended
 
     provider, policy = provider_and_policy(name="bench-steps", window=100_000_000)
     run = fleet.do_start_fleet(scenario="many-short-turns", count=1, provider=provider, policy=policy, loop=True,
                                seed=1, context_window=100_000_000)[0]
-    session = run.session
-    receivers, rollout_appended.receivers = rollout_appended.receivers, []
-    try:
-        done = 0
-        while done < items:
-            n = min(5_000, items - done)
-            append_rollout_lines(session=session, lines=[NewLine("response_item", history_item(done + i))
-                                                         for i in range(n)])
-            done += n
-    finally:
-        rollout_appended.receivers = receivers
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        else:
-            cursor.execute("ANALYZE sessions_app_rolloutline")
-    return session.pk
+    grow(run.session, items)
+    return run.session.pk
 
 
 def measure(items: int, count: int) -> dict[str, float]:

@@ -96,15 +96,22 @@ def provider_and_policy(*, name: str, window: int):
 
 
 def grown_session(*, items: int, title: str, provider, policy):
-    """A new session whose history holds `items` items, appended 5,000 at a time without live events (growing it is
-    set-up, not the measured work), then left as a dashboard that grew turn by turn would have it: SQLite's
-    write-ahead log checkpointed, PostgreSQL's table analysed (as autovacuum does). Returns (session, seconds)."""
-    from django.db import connection
-
-    from sessions_app.rollout.services import NewLine, append_rollout_lines, do_create_session
-    from sessions_app.rollout.signals import rollout_appended
+    """A new session whose history holds `items` items (see `grow`). Returns (session, seconds spent growing)."""
+    from sessions_app.rollout.services import do_create_session
 
     session = do_create_session(title=title, provider=provider, policy=policy)
+    return session, grow(session, items)
+
+
+def grow(session, items: int) -> float:
+    """Append `items` items to `session`, 5,000 at a time without live events (growing it is set-up, not the
+    measured work), then leave it as a dashboard that grew turn by turn would have it: SQLite's write-ahead log
+    checkpointed, PostgreSQL's table analysed (as autovacuum does). Returns the seconds the appends took."""
+    from django.db import connection
+
+    from sessions_app.rollout.services import NewLine, append_rollout_lines
+    from sessions_app.rollout.signals import rollout_appended
+
     receivers = rollout_appended.receivers
     rollout_appended.receivers = []
     start = time.perf_counter()
@@ -117,10 +124,10 @@ def grown_session(*, items: int, title: str, provider, policy):
             done += n
     finally:
         rollout_appended.receivers = receivers
-    grow = time.perf_counter() - start
+    seconds = time.perf_counter() - start
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         else:
             cursor.execute("ANALYZE sessions_app_rolloutline")
-    return session, grow
+    return seconds

@@ -58,13 +58,15 @@ async def test_in_process_and_json_requests_get_the_same_reply_and_usage():
 
 
 @pytest.mark.asyncio
-async def test_a_replaced_history_is_counted_in_full_and_shares_only_its_common_prefix():
+@pytest.mark.parametrize("as_sent", [list, HistorySnapshot], ids=["list", "snapshot"])
+async def test_a_replaced_history_is_counted_in_full_and_shares_only_its_common_prefix(as_sent):
+    # A snapshot of a replaced history (a compaction gives the session a new list) is not taken for an extension.
     history = _history(10)
     replaced = [*history[:8], _user("SUMMARY of the rest")]
     tok = counter("o200k_base")
     async with _client(create_app(), in_process=True) as client:
-        await _ask(client, history)
-        _, usage = await _ask(client, replaced)
+        await _ask(client, as_sent(history))
+        _, usage = await _ask(client, as_sent(replaced))
     assert usage.input_tokens == tok.count_text("Be brief.") + sum(tok.count_item(i) for i in replaced)
     shared = tok.count_text("Be brief.") + sum(tok.count_item(i) for i in history[:8])
     assert shared >= 1024 and usage.cached_input_tokens == shared - shared % 128
@@ -93,20 +95,6 @@ async def test_a_snapshot_of_the_growing_history_is_counted_like_a_list(in_proce
         await _ask(client, grown[:12])
         _, expected = await _ask(client, list(grown))
     assert usage == expected and usage.cached_input_tokens > 0
-
-
-@pytest.mark.asyncio
-async def test_a_snapshot_of_a_replaced_history_is_not_taken_for_an_extension():
-    # A compaction gives the session a new list: its snapshot shares the old one's items only as far as they match.
-    history = _history(10)
-    replaced = [*history[:8], _user("SUMMARY of the rest")]
-    tok = counter("o200k_base")
-    async with _client(create_app(), in_process=True) as client:
-        await _ask(client, HistorySnapshot(history))
-        _, usage = await _ask(client, HistorySnapshot(replaced))
-    assert usage.input_tokens == tok.count_text("Be brief.") + sum(tok.count_item(i) for i in replaced)
-    shared = tok.count_text("Be brief.") + sum(tok.count_item(i) for i in history[:8])
-    assert usage.cached_input_tokens == shared - shared % 128
 
 
 @pytest.mark.asyncio
