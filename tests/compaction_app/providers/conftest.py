@@ -19,18 +19,14 @@ from compaction_app.providers.client import ResponsesClient
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.simulated.app import create_app
 from tests.fakes import scripted_provider as sp
+from tests.fakes.sleeps import SleepRecorder
 
 USER_MSG = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hello"}]}
 
 
-class Sleeps(list):
-    async def __call__(self, delay: float) -> None:
-        self.append(delay)
-
-
 @pytest.fixture
-def sleeps() -> Sleeps:
-    return Sleeps()
+def sleeps() -> SleepRecorder:
+    return SleepRecorder()
 
 
 @pytest.fixture
@@ -82,7 +78,7 @@ SUCCESS_FOR = {"compact": "compact", "turn": "turn", "v2": "v2"}
 class SimulatedBackend:
     name = "simulated"
 
-    def __init__(self, sleep: Sleeps) -> None:
+    def __init__(self, sleep: SleepRecorder) -> None:
         self.app = create_app()
         self.sleep = sleep
 
@@ -101,7 +97,7 @@ class SimulatedBackend:
 class ScriptedBackend:
     name = "scripted_http"
 
-    def __init__(self, provider: sp.ScriptedProvider, base_url: str, sleep: Sleeps) -> None:
+    def __init__(self, provider: sp.ScriptedProvider, base_url: str, sleep: SleepRecorder) -> None:
         self.provider = provider
         self.base_url = base_url
         self.sleep = sleep

@@ -7,17 +7,12 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.fakes.sleeps import SleepRecorder
+
 
 @pytest.fixture(autouse=True)
 def _no_backoff(no_engine_sleeps):
     """Retried failures wait no real time (tests/conftest.py)."""
-
-
-class SleepRecorder(list):
-    """A `sleep=` for the compaction service that records each backoff instead of waiting."""
-
-    async def __call__(self, seconds: float) -> None:
-        self.append(seconds)
 
 
 @pytest.fixture
