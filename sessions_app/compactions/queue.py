@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -57,15 +57,20 @@ def _waiting(*, session_id: int):
     """The session's requests still waiting. One older than WAIT_SECONDS has no live waiter (its waiter gives up
     then; one whose process died, or a dashboard restarted with the request in its in-process pool, never marks
     it): it no longer holds simulator steps back, nor blocks a new request."""
-    fresh = timezone.now() - timedelta(seconds=WAIT_SECONDS)
     return QueuedCompaction.objects.filter(session_id=session_id, status=QueuedCompaction.Status.QUEUED,
-                                           created_at__gte=fresh)
+                                           created_at__gte=_fresh_since())
+
+
+def _fresh_since() -> datetime:
+    """The oldest creation time of a request that still has a live waiter (see `_waiting`)."""
+    return timezone.now() - timedelta(seconds=WAIT_SECONDS)
 
 
 def has_queued(*, session_id: int) -> bool:
-    """Whether a compaction request waits for the session. Every simulator step asks before it takes the session,
-    so this is one SELECT written once per database kind: the ORM built the same `exists()` in about five times
-    the time the query took. Values are adapted by each field's `get_db_prep_value`, as the ORM adapts them."""
+    """Whether a compaction request waits for the session (`_waiting` exists). Every simulator step asks before it
+    takes the session, so this is `_waiting`'s filter as one SELECT written once per database kind: the ORM built
+    the same `exists()` in about five times the time the query took. Values are adapted by each field's
+    `get_db_prep_value`, as the ORM adapts them."""
     connection = transaction.get_connection()
     sql = _has_queued_sql.get(connection.vendor)
     if sql is None:
@@ -74,8 +79,7 @@ def has_queued(*, session_id: int) -> bool:
         sql = _has_queued_sql[connection.vendor] = (
             f"SELECT 1 FROM {quote(meta.db_table)} WHERE {col['session']} = %s AND {col['status']} = %s "
             f"AND {col['created_at']} >= %s LIMIT 1")
-    fresh = timezone.now() - timedelta(seconds=WAIT_SECONDS)
-    created_at = QueuedCompaction._meta.get_field("created_at").get_db_prep_value(fresh, connection)
+    created_at = QueuedCompaction._meta.get_field("created_at").get_db_prep_value(_fresh_since(), connection)
     with connection.cursor() as cursor:
         cursor.execute(sql, [session_id, QueuedCompaction.Status.QUEUED.value, created_at])
         return cursor.fetchone() is not None

@@ -16,6 +16,7 @@ import logging
 import random
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -91,7 +92,7 @@ def validate_user_input(user_input: Any) -> str | list[dict[str, Any]]:
     return user_input
 
 
-class SeqKeyedCache(Generic[V]):
+class SeqKeyedCache(ABC, Generic[V]):
     """Per-session values of recently active sessions, each valid for exactly one `last_seq` (LRU, thread-safe).
 
     A turn's own appends carry an entry forward (`appended`); a line appended by anyone else moves the session's
@@ -132,9 +133,9 @@ class SeqKeyedCache(Generic[V]):
         with self._lock:
             self._entries.pop(session_id, None)
 
+    @abstractmethod
     def _follow(self, value: V, rows: Sequence[RolloutLine]) -> V:
         """`value` once `rows` are appended."""
-        raise NotImplementedError
 
 
 class HistoryCache(SeqKeyedCache[list[Item]]):
