@@ -106,3 +106,21 @@ async def test_an_older_snapshot_of_the_same_history_is_not_taken_for_an_extensi
         await _ask(client, HistorySnapshot(history))
         _, usage = await _ask(client, HistorySnapshot(history, 10))
     assert usage.input_tokens == tok.count_text("Be brief.") + sum(tok.count_item(i) for i in history[:10])
+
+
+@pytest.mark.asyncio
+async def test_a_snapshot_that_extends_the_previous_one_is_recognised_without_comparing_the_prefix(monkeypatch):
+    # The O(1) path: same list, longer snapshot. Comparing the snapshots (HistorySnapshot.__eq__, the fallback that
+    # walks the prefix) is made to fail, so only the extension check can tell the prefix is repeated.
+    def no_comparing(self, other):
+        raise AssertionError("the repeated prefix was compared item by item")
+
+    grown = _history(12)
+    async with _client(create_app(), in_process=True) as client:
+        await _ask(client, HistorySnapshot(grown))
+        grown.append(_user("and now the tests"))
+        monkeypatch.setattr(HistorySnapshot, "__eq__", no_comparing)
+        _, usage = await _ask(client, HistorySnapshot(grown))
+    tok = counter("o200k_base")
+    shared = tok.count_text("Be brief.") + sum(tok.count_item(i) for i in grown[:12])
+    assert usage.cached_input_tokens == shared - shared % 128
