@@ -52,7 +52,7 @@ class Connection:
         self._env_headers = {name: _Secret(value) for name, value in config.env_headers().items()}
         timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
-        self._in_process = isinstance(transport, InProcessTransport)
+        self._in_process = transport if isinstance(transport, InProcessTransport) else None
 
     def __repr__(self) -> str:
         return f"Connection(provider={self.config.name!r}, base_url={self.base_url!r})"
@@ -68,13 +68,23 @@ class Connection:
     def url(self, path: str) -> str:
         return f"{self.base_url}/{path.lstrip('/')}"
 
-    def _body(self, body: dict[str, Any]) -> dict[str, Any]:
-        """httpx arguments sending `body` as JSON, or handing it over as is to an app in this process."""
-        if self._in_process:
-            return {"content": b"", "extensions": {BODY_EXTENSION: body}}
+    async def _send(self, url: str, *, headers: dict[str, str], body: dict[str, Any], stream: bool) -> httpx.Response:
+        """POST `body` as JSON; to an app in this process, hand it over as is, straight to the transport.
+
+        The client's own layers (cookie jar, auth flow, redirects, merging its defaults into every request) cost
+        as much per request as the embedded model's work and do nothing for an app in the same process, which
+        sets no cookie and never redirects; the request is still an HTTP request to the app (method, URL,
+        headers) and its answer an HTTP response (status, headers, streamed body)."""
+        if self._in_process is not None:
+            request = httpx.Request("POST", url, headers=headers, extensions={BODY_EXTENSION: body})
+            response = await self._in_process.handle_async_request(request)
+            response.request = request
+            if not stream:
+                await response.aread()
+            return response
         if isinstance(body.get("input"), HistorySnapshot):
             body = {**body, "input": as_list(body["input"])}
-        return {"json": body}
+        return await self._http.send(self._http.build_request("POST", url, headers=headers, json=body), stream=stream)
 
     def fail(self, error: ProviderError) -> ProviderError:
         """Strip the key from an error before it leaves the connection."""
@@ -85,9 +95,9 @@ class Connection:
         url = self.url(path)
         logger.debug("POST %s (provider %s)", url, self.config.name)
         try:
-            response = await self._http.post(
+            response = await self._send(
                 url, headers={**self.headers(accept="application/json"), "Content-Type": "application/json"},
-                **self._body(body),
+                body=body, stream=False,
             )
         except httpx.TransportError as exc:
             raise self.fail(error_from_transport(exc)) from None
@@ -102,15 +112,18 @@ class Connection:
         url = self.url(path)
         logger.debug("POST %s stream (provider %s)", url, self.config.name)
         try:
-            async with self._http.stream(
-                "POST", url, headers={**self.headers(accept="text/event-stream"), "Content-Type": "application/json"},
-                **self._body(body),
-            ) as response:
+            response = await self._send(
+                url, headers={**self.headers(accept="text/event-stream"), "Content-Type": "application/json"},
+                body=body, stream=True,
+            )
+            try:
                 logger.debug("POST %s -> %s", url, response.status_code)
                 if not response.is_success:
                     content = await response.aread()
                     raise self.fail(error_from_status(response.status_code, content, response.headers))
                 yield response
+            finally:
+                await response.aclose()
         except httpx.TransportError as exc:
             raise self.fail(error_from_transport(exc)) from None
 

@@ -15,10 +15,9 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
 from django.utils import timezone
 
-from compactweb import background
+from compactweb import background, statements
 from sessions_app.compactions.queue_runner import (
     COMPACTION_PURPOSE,
     EXPIRED_EVENT,
@@ -68,24 +67,12 @@ def _fresh_since() -> datetime:
 
 def has_queued(*, session_id: int) -> bool:
     """Whether a compaction request waits for the session (`_waiting` exists). Every simulator step asks before it
-    takes the session, so this is `_waiting`'s filter as one SELECT written once per database kind: the ORM built
-    the same `exists()` in about five times the time the query took. Values are adapted by each field's
-    `get_db_prep_value`, as the ORM adapts them."""
-    connection = transaction.get_connection()
-    sql = _has_queued_sql.get(connection.vendor)
-    if sql is None:
-        quote, meta = connection.ops.quote_name, QueuedCompaction._meta
-        col = {name: quote(meta.get_field(name).column) for name in ("session", "status", "created_at")}
-        sql = _has_queued_sql[connection.vendor] = (
-            f"SELECT 1 FROM {quote(meta.db_table)} WHERE {col['session']} = %s AND {col['status']} = %s "
-            f"AND {col['created_at']} >= %s LIMIT 1")
-    created_at = QueuedCompaction._meta.get_field("created_at").get_db_prep_value(_fresh_since(), connection)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [session_id, QueuedCompaction.Status.QUEUED.value, created_at])
-        return cursor.fetchone() is not None
+    takes the session, so this is `_waiting`'s filter as a statement written once (compactweb.statements): the ORM
+    built the same `exists()` in about five times the time the query took."""
+    return _QUEUED.exists(where=(session_id, QueuedCompaction.Status.QUEUED.value, _fresh_since()))
 
 
-_has_queued_sql: dict[str, str] = {}  # by database vendor
+_QUEUED = statements.Select(QueuedCompaction, columns=(), where=("session", "status", "created_at__gte"))
 
 
 def queued_for(*, session_id: int) -> dict | None:

@@ -34,6 +34,7 @@ from django.db.models import F
 
 from compaction_app.config_services import derived_provider
 from compaction_app.models import CompactionPolicy, Provider
+from compactweb import statements
 from sessions_app.compactions.queue import has_queued
 from sessions_app.models import RolloutLine, Session, SimulatorRun
 from sessions_app.rollout import events, selectors
@@ -64,6 +65,12 @@ STEP_LEASE_PURPOSE = "turn"
 STEP_LOOKBACK_LINES = 2_000  # how far back a started step's turn_context is looked for (an indexed seq range)
 # In a run's state: the newest rollout seq of the turn its last saved step ran (0: the turn wrote nothing).
 SAVED_LAST_SEQ = "turn_last_seq"
+# Every step reads its run, saves it and is claimed once: statements written once (compactweb.statements), since
+# the ORM took several times the statements to build them.
+_RUN_OF_SESSION = statements.Select(SimulatorRun, where=("session",))
+_SAVE_STEP = statements.Update(SimulatorRun, set=("state", "last_error", "next_step_at"), add=("steps_done",),
+                               where=("pk",))
+_CLAIM = statements.Update(SimulatorRun, set=("next_step_at",), where=("pk", "status", "next_step_at"))
 DEMO_FLEET = ("many-short-turns", "fix-failing-test", "model-downshift", "token-budget-long-task")
 
 Status = SimulatorRun.Status
@@ -278,9 +285,7 @@ def claim_due_runs(*, now: float | None = None, limit: int = 10) -> list[int]:
     )
     claimed = []
     for pk, session_id, at in due:
-        if SimulatorRun.objects.filter(pk=pk, status=Status.RUNNING, next_step_at=at).update(
-            next_step_at=_dt(now + CLAIM_SECONDS)
-        ):
+        if _CLAIM.run(values=(_dt(now + CLAIM_SECONDS),), where=(pk, Status.RUNNING, at)):
             claimed.append(session_id)
     return claimed
 
@@ -361,7 +366,7 @@ def _sampling_faults(session: Session, state: dict[str, Any]) -> dict[str, Any]:
 def _prepare_step(session_id: int, now: float) -> tuple[SimulatorRun, Session, ScenarioRun, TurnStep | None, dict]:
     # Two plain reads: the session through the hand-written selector every turn uses, the run by its unique key.
     # One four-table select_related cost the ORM several times both queries to build (every step runs it).
-    run = SimulatorRun.objects.get(session_id=session_id)
+    run = _RUN_OF_SESSION.get(where=(session_id,))
     run.session = selectors.get_session(session_id=session_id)
     if run.status != Status.RUNNING:
         return run, run.session, None, None, {}  # type: ignore[return-value]
@@ -410,11 +415,8 @@ def _save_step(run: SimulatorRun, script: ScenarioRun, state: dict[str, Any], *,
                last_seq: int = 0) -> None:
     script.turn_finished(now)
     next_at = script.next_step_at(now)
-    SimulatorRun.objects.filter(pk=run.pk).update(
-        state={**state, **script.state(), SAVED_LAST_SEQ: last_seq}, steps_done=F("steps_done") + 1,
-        last_error=error[:2000],
-        next_step_at=_dt(next_at),
-    )
+    _SAVE_STEP.run(values=({**state, **script.state(), SAVED_LAST_SEQ: last_seq}, error[:2000], _dt(next_at)),
+                   add=(1,), where=(run.pk,))
     if next_at is None:
         _finish(run, script, now)
 

@@ -28,6 +28,7 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from compaction_app.records import mark_stale_attempts
+from compactweb import statements
 from sessions_app.models import Session
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,14 @@ RENEWALS_PER_TTL = 3
 def lease_ttl() -> timedelta:
     """The lease TTL from settings (COMPACTWEB_LEASE_TTL_SECONDS)."""
     return timedelta(seconds=float(getattr(settings, "COMPACTWEB_LEASE_TTL_SECONDS", DEFAULT_TTL_SECONDS)))
+
+
+# What every turn and step runs on its lease, written once (compactweb.statements): the ORM took several times
+# these one-row statements to build them.
+_LEASE_FIELDS = ("lease_holder", "lease_purpose", "lease_expires_at")
+_RELEASE = statements.Update(Session, set=_LEASE_FIELDS, where=("pk", "lease_holder"))
+_RENEW = statements.Update(Session, set=("lease_expires_at",), where=("pk", "lease_holder"))
+_HELD = statements.Select(Session, columns=(), where=("pk", "lease_holder"))
 
 
 class SessionBusy(Exception):
@@ -86,15 +95,12 @@ class Lease:
 
     def renew(self) -> None:
         """Push the expiry forward; raises LeaseLost when the lease is no longer ours."""
-        updated = Session.objects.filter(pk=self.session_id, lease_holder=self.holder).update(
-            lease_expires_at=timezone.now() + self.ttl
-        )
-        if not updated:
+        if not _RENEW.run(values=(timezone.now() + self.ttl,), where=(self.session_id, self.holder)):
             raise LeaseLost(f"the lease on session {self.session_id} was lost")
 
     def check(self) -> None:
         """Raise LeaseLost unless we still hold the lease (call inside the installing transaction)."""
-        if not Session.objects.filter(pk=self.session_id, lease_holder=self.holder).exists():
+        if not _HELD.exists(where=(self.session_id, self.holder)):
             raise LeaseLost(f"the lease on session {self.session_id} was lost")
 
 
@@ -111,8 +117,7 @@ def _take_free(*, session_id: int, lease_fields: dict, own_transaction: bool = F
     loses it loses its holder too, which frees the session. Inside a caller's transaction, whose other writes must
     stay durable, the commit waits as usual."""
     connection = transaction.get_connection()
-    names = ("lease_holder", "lease_purpose", "lease_expires_at")
-    fields = [Session._meta.get_field(name) for name in names]
+    fields = [Session._meta.get_field(name) for name in _LEASE_FIELDS]
     fast = own_transaction and connection.vendor == "postgresql"
     sql = _take_free_sql.get((connection.vendor, fast))
     if sql is None:
@@ -127,7 +132,7 @@ def _take_free(*, session_id: int, lease_fields: dict, own_transaction: bool = F
             sql = (f"WITH fast AS (SELECT set_config('synchronous_commit', 'off', true)) {sql} "
                    "AND EXISTS (SELECT 1 FROM fast)")
         _take_free_sql[(connection.vendor, fast)] = sql
-    values = [f.get_db_prep_save(lease_fields[f.name], connection) for f in fields]
+    values = statements.prep_save(fields, [lease_fields[f.name] for f in fields], connection)
     with connection.cursor() as cursor:
         cursor.execute(sql, [*values, session_id, "", *READ_ONLY_SOURCES])
         return cursor.rowcount
@@ -165,9 +170,7 @@ def acquire(*, session_id: int, purpose: str, ttl: timedelta | None = None) -> L
 
 
 def release(lease: Lease) -> None:
-    Session.objects.filter(pk=lease.session_id, lease_holder=lease.holder).update(
-        lease_holder="", lease_purpose="", lease_expires_at=None
-    )
+    _RELEASE.run(values=("", "", None), where=(lease.session_id, lease.holder))
 
 
 @contextmanager

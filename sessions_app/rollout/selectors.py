@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from compaction_app.engine.items import Item
 from compaction_app.limits import auto_compact_limit
 from compaction_app.models import CompactionPolicy, Provider
+from compactweb import statements
 from sessions_app.models import LiveItem, RolloutLine, Session
 
 
@@ -37,12 +38,7 @@ class _SessionRead:
         for model, alias in self.MODELS:
             fields = model._meta.concrete_fields
             columns += [f"{alias}.{quote(f.column)}" for f in fields]
-            cols = [f.get_col(alias) for f in fields]
-            converters = [
-                [(conv, col) for conv in connection.ops.get_db_converters(col) + col.get_db_converters(connection)]
-                for col in cols
-            ]
-            self.parts.append((model, [f.attname for f in fields], converters))
+            self.parts.append((model, [f.attname for f in fields], statements.converters(fields, alias, connection)))
         fk = {name: Session._meta.get_field(name).column for name in ("provider", "policy")}
         self.sql = (
             f"SELECT {', '.join(columns)} FROM {quote(Session._meta.db_table)} s "
@@ -61,11 +57,8 @@ class _SessionRead:
             raise Session.DoesNotExist("Session matching query does not exist.")
         objects, start = [], 0
         for model, attnames, converters in self.parts:
-            values = list(row[start:start + len(attnames)])
+            values = statements.convert(row[start:start + len(attnames)], converters, connection)
             start += len(attnames)
-            for i, field_converters in enumerate(converters):
-                for conv, col in field_converters:
-                    values[i] = conv(values[i], col, connection)
             objects.append(model.from_db(connection.alias, attnames, values))
         session, provider, policy = objects
         Session.provider.field.set_cached_value(session, provider)

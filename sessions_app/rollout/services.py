@@ -7,7 +7,6 @@ header fields) with the same fold a rebuild uses, in one transaction.
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from compaction_app.engine.items import Item, is_model_generated
 from compaction_app.engine.tokens import TokenCounter, counter
 from compaction_app.engine.windows import new_window_id
 from compaction_app.models import CompactionPolicy, Provider
+from compactweb import statements
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session, StagedRolloutLine
 from sessions_app.rollout import projection as p
 from sessions_app.rollout import selectors
@@ -141,17 +141,12 @@ class _AppendStatements:
     def _insert(self, model, fields, quote) -> str:
         return f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) VALUES "
 
-    @staticmethod
-    def _prep(connection, fields, values) -> list[Any]:
-        return [v if type(v) in _plain_types(f) else f.get_db_prep_save(v, connection)
-                for f, v in zip(fields, values, strict=True)]
-
     def read_header(self, cursor, session_id: int) -> dict[str, Any]:
         cursor.execute(self.lock, [session_id])
         row = cursor.fetchone()
         if row is None:
             raise Session.DoesNotExist(f"no session {session_id}")
-        return {f.attname: v if type(v) in _plain_types(f) else f.to_python(v)
+        return {f.attname: v if type(v) in statements.plain_types(f) else f.to_python(v)
                 for f, v in zip(self.lock_fields, row, strict=True)}
 
     def insert(self, cursor, sql: str, fields, rows: list[tuple]) -> None:
@@ -162,7 +157,7 @@ class _AppendStatements:
         batch = max(1, (limit or MAX_INSERT_ROWS * len(fields)) // len(fields))
         for start in range(0, len(rows), batch):
             chunk = rows[start:start + batch]
-            params = [v for row in chunk for v in self._prep(cursor.db, fields, row)]
+            params = [v for row in chunk for v in statements.prep_save(fields, row, cursor.db)]
             cursor.execute(sql + ", ".join([self._row(len(fields))] * len(chunk)), params)
 
     @staticmethod
@@ -179,28 +174,11 @@ class _AppendStatements:
                 f"UPDATE {quote(Session._meta.db_table)} SET "
                 f"{', '.join(f'{quote(f.column)} = %s' for f in fields)} WHERE {quote('id')} = %s", fields)
         sql, fields = update
-        cursor.execute(sql, [*self._prep(cursor.db, fields, changes.values()), session_id])
+        cursor.execute(sql, [*statements.prep_save(fields, list(changes.values()), cursor.db), session_id])
 
 
 _statements: dict[str, _AppendStatements] = {}  # by database vendor
 MAX_INSERT_ROWS = 1_000  # rows per INSERT where the database sets no parameter limit (PostgreSQL)
-
-# Values every backend takes as they are for these column types (`get_db_prep_save` would only return them again):
-# skipping the call for them is most of the cost of adapting an append's values. Booleans, JSON, datetimes, UUIDs
-# and anything of another type still go through the field. `type(v)`, not isinstance: a bool is not a plain int.
-_INTEGER_TYPES = ("AutoField", "BigAutoField", "IntegerField", "BigIntegerField", "PositiveIntegerField",
-                  "PositiveBigIntegerField", "SmallIntegerField", "PositiveSmallIntegerField", "ForeignKey")
-_PLAIN: dict[str, tuple[type, ...]] = {
-    **dict.fromkeys(_INTEGER_TYPES, (int, type(None))),
-    "CharField": (str, type(None)), "TextField": (str, type(None)),
-}
-
-
-@functools.cache
-def _plain_types(field) -> tuple[type, ...]:
-    """The value types `field` takes as they are (looked up once per field: this runs for every appended value)."""
-    return _PLAIN.get(field.get_internal_type(), ())
-
 
 def _append_statements(connection) -> _AppendStatements:
     found = _statements.get(connection.vendor)

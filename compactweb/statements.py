@@ -1,0 +1,166 @@
+"""Statements written once: the few one-row UPDATEs and SELECTs that every turn and simulator step runs, as SQL
+built once per database kind from the models' own fields and run on Django's cursor.
+
+Building such a statement through the ORM (a `filter().update()`, a `get()`) cost several times running it on
+SQLite, and a simulator step ran a handful of them (issue 16). The SQL here is the ORM's own vocabulary: column and
+table names come from the model's `_meta` and are quoted by the backend; values are adapted by each field's
+`get_db_prep_save` (or `get_db_prep_value` in a WHERE, as lookups do) and read back through the converters the ORM
+applies (the backend's, then the field's), so JSON, datetimes, UUIDs and booleans come and go exactly as they do
+through a queryset. Queries still go through Django's cursor: its error translation, `execute_wrappers` and the
+debug query log all see them.
+
+Only what the hot path needs: equality and the four comparisons in a WHERE, `column = column + n`, one row or a
+yes/no answer. Anything else belongs to the ORM.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connections, router
+from django.db.models import Field, Model
+
+# Values every backend takes as they are for these column types (`get_db_prep_save` would only return them again):
+# skipping the call for them is most of the cost of adapting a row's values. Booleans, JSON, datetimes, UUIDs and
+# anything of another type still go through the field. `type(v)`, not isinstance: a bool is not a plain int.
+_INTEGER_TYPES = ("AutoField", "BigAutoField", "IntegerField", "BigIntegerField", "PositiveIntegerField",
+                  "PositiveBigIntegerField", "SmallIntegerField", "PositiveSmallIntegerField", "ForeignKey",
+                  "OneToOneField")
+_PLAIN: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(_INTEGER_TYPES, (int, type(None))),
+    "CharField": (str, type(None)), "TextField": (str, type(None)),
+}
+_COMPARISONS = {"exact": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+@functools.cache
+def plain_types(field: Field) -> tuple[type, ...]:
+    """The value types `field` takes as they are (looked up once per field: this runs for every value written)."""
+    return _PLAIN.get(field.get_internal_type(), ())
+
+
+def prep_save(fields: Sequence[Field], values: Sequence[Any], connection) -> list[Any]:
+    """`values` as the database takes them for `fields`, as the ORM adapts what it writes."""
+    return [v if type(v) in plain_types(f) else f.get_db_prep_save(v, connection)
+            for f, v in zip(fields, values, strict=True)]
+
+
+def prep_lookup(fields: Sequence[Field], values: Sequence[Any], connection) -> list[Any]:
+    """`values` as the database takes them in a WHERE on `fields`, as a lookup adapts them."""
+    return [v if type(v) in plain_types(f) else f.get_db_prep_value(v, connection, prepared=False)
+            for f, v in zip(fields, values, strict=True)]
+
+
+def converters(fields: Sequence[Field], alias: str, connection) -> list[list[tuple[Any, Any]]]:
+    """Per field, the converters the ORM applies to a value read from `alias`.<column>: the backend's, then the
+    field's (JSON decoding, aware datetimes, UUIDs, booleans)."""
+    cols = [f.get_col(alias) for f in fields]
+    return [[(conv, col) for conv in connection.ops.get_db_converters(col) + col.get_db_converters(connection)]
+            for col in cols]
+
+
+def convert(row: Sequence[Any], field_converters: list[list[tuple[Any, Any]]], connection) -> list[Any]:
+    """A row read from the database, through `converters`' functions, as a queryset would return it."""
+    values = list(row)
+    for i, steps in enumerate(field_converters):
+        for conv, col in steps:
+            values[i] = conv(values[i], col, connection)
+    return values
+
+
+def _where(model: type[Model], lookups: Sequence[str], quote) -> tuple[str, list[Field]]:
+    parts, fields = [], []
+    for lookup in lookups:
+        name, _, op = lookup.partition("__")
+        field = model._meta.pk if name == "pk" else model._meta.get_field(name)
+        parts.append(f"{quote(field.column)} {_COMPARISONS[op or 'exact']} %s")
+        fields.append(field)
+    return " AND ".join(parts), fields
+
+
+class Update:
+    """`UPDATE <table> SET a = %s, ..., n = n + %s WHERE <lookups>`: `run` returns how many rows it changed.
+
+    `set`: fields given a value; `add`: fields increased by an amount; `where`: field lookups (`name`,
+    `name__gte`, ...), all true at once. `run`'s values come in those orders. Like `QuerySet.update`, it does not
+    touch `auto_now` fields."""
+
+    def __init__(self, model: type[Model], *, set: Sequence[str] = (), add: Sequence[str] = (),  # noqa: A002
+                 where: Sequence[str]) -> None:
+        self.model = model
+        self._set, self._add, self._lookups = tuple(set), tuple(add), tuple(where)
+        self.set_fields = [model._meta.get_field(n) for n in self._set]
+        self.add_fields = [model._meta.get_field(n) for n in self._add]
+        self._sql: dict[str, tuple[str, list[Field]]] = {}  # by database vendor
+
+    def _compiled(self, connection) -> tuple[str, list[Field]]:
+        found = self._sql.get(connection.vendor)
+        if found is None:
+            quote = connection.ops.quote_name
+            assignments = [f"{quote(f.column)} = %s" for f in self.set_fields]
+            assignments += [f"{quote(f.column)} = {quote(f.column)} + %s" for f in self.add_fields]
+            where, where_fields = _where(self.model, self._lookups, quote)
+            found = self._sql[connection.vendor] = (
+                f"UPDATE {quote(self.model._meta.db_table)} SET {', '.join(assignments)} WHERE {where}", where_fields)
+        return found
+
+    def run(self, *, values: Sequence[Any] = (), add: Sequence[Any] = (), where: Sequence[Any]) -> int:
+        connection = connections[router.db_for_write(self.model)]
+        sql, where_fields = self._compiled(connection)
+        params = [*prep_save(self.set_fields, values, connection), *prep_save(self.add_fields, add, connection),
+                  *prep_lookup(where_fields, where, connection)]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount
+
+
+class Select:
+    """`SELECT <columns> FROM <table> WHERE <lookups> LIMIT 1`, read as the ORM reads it.
+
+    `columns`: the fields to read (`values` returns them converted, or None when no row matches); without
+    `columns`, every concrete field, and `get` returns the model instance `QuerySet.get` builds (raising the
+    model's DoesNotExist). `exists` answers without reading a column. The lookups must single out one row (a
+    unique key) for `get`; `values` and `exists` take any row that matches."""
+
+    def __init__(self, model: type[Model], *, columns: Sequence[str] | None = None, where: Sequence[str]) -> None:
+        self.model = model
+        self.fields = ([model._meta.get_field(n) for n in columns] if columns is not None
+                       else list(model._meta.concrete_fields))
+        self._lookups = tuple(where)
+        self._sql: dict[str, tuple[str, str, list[Field], list]] = {}  # by database vendor
+
+    def _compiled(self, connection) -> tuple[str, str, list[Field], list]:
+        found = self._sql.get(connection.vendor)
+        if found is None:
+            quote, table = connection.ops.quote_name, self.model._meta.db_table
+            where, where_fields = _where(self.model, self._lookups, quote)
+            columns = ", ".join(quote(f.column) for f in self.fields) or "1"
+            found = self._sql[connection.vendor] = (
+                f"SELECT {columns} FROM {quote(table)} WHERE {where} LIMIT 1",
+                f"SELECT 1 FROM {quote(table)} WHERE {where} LIMIT 1",
+                where_fields, converters(self.fields, table, connection),
+            )
+        return found
+
+    def _row(self, sql_index: int, where: Sequence[Any]):
+        connection = connections[router.db_for_read(self.model)]
+        compiled = self._compiled(connection)
+        with connection.cursor() as cursor:
+            cursor.execute(compiled[sql_index], prep_lookup(compiled[2], where, connection))
+            return connection, compiled[3], cursor.fetchone()
+
+    def values(self, *, where: Sequence[Any]) -> list[Any] | None:
+        connection, field_converters, row = self._row(0, where)
+        return None if row is None else convert(row, field_converters, connection)
+
+    def get(self, *, where: Sequence[Any]) -> Model:
+        connection, field_converters, row = self._row(0, where)
+        if row is None:
+            raise self.model.DoesNotExist(f"{self.model._meta.object_name} matching query does not exist.")
+        return self.model.from_db(connection.alias, [f.attname for f in self.fields],
+                                  convert(row, field_converters, connection))
+
+    def exists(self, *, where: Sequence[Any]) -> bool:
+        return self._row(1, where)[2] is not None

@@ -1,0 +1,92 @@
+"""Statements written once (compactweb.statements): they write and read rows exactly as the ORM does."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from compactweb import statements
+from sessions_app.models import Session, SimulatorRun
+
+pytestmark = pytest.mark.django_db
+
+SAVE = statements.Update(SimulatorRun, set=("state", "last_error", "next_step_at", "loop"), add=("steps_done",),
+                         where=("pk",))
+BY_SESSION = statements.Select(SimulatorRun, where=("session",))
+
+
+@pytest.fixture
+def run(session):
+    return SimulatorRun.objects.create(session=session, scenario="many-short-turns", state={"position": 1})
+
+
+def _row(pk):
+    return SimulatorRun.objects.values("state", "last_error", "next_step_at", "loop", "steps_done").get(pk=pk)
+
+
+def test_an_update_writes_json_datetimes_and_booleans_as_a_queryset_update_does(run, make_session):
+    at = timezone.now() + timedelta(seconds=5)
+    state = {"position": 2, "nested": {"é": [1, 2.5, None, True]}}
+    other = SimulatorRun.objects.create(session=make_session(title="other"), scenario="x")
+
+    assert SAVE.run(values=(state, "boom", at, True), add=(1,), where=(run.pk,)) == 1
+    SimulatorRun.objects.filter(pk=other.pk).update(state=state, last_error="boom", next_step_at=at, loop=True,
+                                                    steps_done=1)
+
+    assert _row(run.pk) == _row(other.pk) == {"state": state, "last_error": "boom", "next_step_at": at,
+                                              "loop": True, "steps_done": 1}
+
+
+def test_an_update_adds_to_a_column_and_says_how_many_rows_it_changed(run):
+    SAVE.run(values=({}, "", None, False), add=(2,), where=(run.pk,))
+    SAVE.run(values=({}, "", None, False), add=(3,), where=(run.pk,))
+    assert _row(run.pk)["steps_done"] == 5
+    assert SAVE.run(values=({}, "", None, False), add=(1,), where=(run.pk + 1000,)) == 0
+
+
+def test_an_update_changes_only_the_rows_every_lookup_matches(run):
+    claim = statements.Update(SimulatorRun, set=("next_step_at",), where=("pk", "status", "next_step_at__lte"))
+    now = timezone.now()
+    SimulatorRun.objects.filter(pk=run.pk).update(next_step_at=now)
+
+    assert claim.run(values=(now + timedelta(minutes=2),), where=(run.pk, SimulatorRun.Status.PAUSED, now)) == 0
+    assert claim.run(values=(now + timedelta(minutes=2),),
+                     where=(run.pk, SimulatorRun.Status.RUNNING, now - timedelta(seconds=1))) == 0
+    assert claim.run(values=(now + timedelta(minutes=2),), where=(run.pk, SimulatorRun.Status.RUNNING, now)) == 1
+    assert _row(run.pk)["next_step_at"] == now + timedelta(minutes=2)
+
+
+def test_a_get_builds_the_instance_a_queryset_get_builds(run, session):
+    SimulatorRun.objects.filter(pk=run.pk).update(next_step_at=timezone.now(), loop=True)
+
+    read, orm = BY_SESSION.get(where=(session.pk,)), SimulatorRun.objects.get(session=session)
+
+    fields = [f.attname for f in SimulatorRun._meta.concrete_fields]
+    assert [getattr(read, f) for f in fields] == [getattr(orm, f) for f in fields]
+    assert read.state == {"position": 1} and read.loop is True and read.next_step_at.tzinfo is not None
+    assert (read._state.adding, read._state.db) == (False, "default")
+
+
+def test_a_get_of_no_row_raises_the_models_does_not_exist(session):
+    with pytest.raises(SimulatorRun.DoesNotExist):
+        BY_SESSION.get(where=(session.pk,))
+
+
+def test_values_reads_the_columns_converted_or_none_without_a_row(run, session):
+    read = statements.Select(SimulatorRun, columns=("state", "loop", "created_at"), where=("session",))
+    state, loop, created_at = read.values(where=(session.pk,))
+    assert (state, loop, created_at) == (run.state, run.loop, run.created_at)
+    assert read.values(where=(session.pk + 1000,)) is None
+
+
+def test_exists_answers_for_a_comparison(run, session):
+    after = statements.Select(SimulatorRun, columns=(), where=("session", "created_at__gte"))
+    assert after.exists(where=(session.pk, run.created_at))
+    assert not after.exists(where=(session.pk, run.created_at + timedelta(microseconds=1)))
+
+
+def test_every_statement_goes_through_djangos_cursor(run, session, django_assert_num_queries):
+    with django_assert_num_queries(3):
+        BY_SESSION.get(where=(session.pk,))
+        SAVE.run(values=({}, "", None, False), add=(1,), where=(run.pk,))
+        statements.Select(Session, columns=(), where=("pk",)).exists(where=(session.pk,))
