@@ -41,10 +41,25 @@ def plain_types(field: Field) -> tuple[type, ...]:
     return _PLAIN.get(field.get_internal_type(), ())
 
 
-def prep_save(fields: Sequence[Field], values: Sequence[Any], connection) -> list[Any]:
-    """`values` as the database takes them for `fields`, as the ORM adapts what it writes."""
-    return [v if type(v) in plain_types(f) else f.get_db_prep_save(v, connection)
-            for f, v in zip(fields, values, strict=True)]
+def prep_save(fields: Sequence[Field], values: Sequence[Any], connection, *,
+              memo: dict[tuple, Any] | None = None) -> list[Any]:
+    """`values` as the database takes them for `fields`, as the ORM adapts what it writes.
+
+    `memo`: adapted values by object, for one write whose rows share objects (one timestamp for every row, a
+    payload stored in two tables), so each is adapted once. Keep it for one call only: an `id` names its object
+    only while the object lives."""
+    if memo is None:
+        return [v if type(v) in plain_types(f) else f.get_db_prep_save(v, connection)
+                for f, v in zip(fields, values, strict=True)]
+    out = []
+    for f, v in zip(fields, values, strict=True):
+        if type(v) not in plain_types(f):
+            key = (id(v), f.get_internal_type(), getattr(f, "encoder", None))
+            if key not in memo:
+                memo[key] = f.get_db_prep_save(v, connection)
+            v = memo[key]
+        out.append(v)
+    return out
 
 
 def prep_lookup(fields: Sequence[Field], values: Sequence[Any], connection) -> list[Any]:

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -89,13 +89,17 @@ def _loop_running() -> bool:
     return True
 
 
+def _worth_sending(groups: list[str]) -> bool:
+    layer = get_channel_layer()
+    return layer is not None and bool(_listened(layer, groups))
+
+
 def _send(groups: list[str], message: dict[str, Any]) -> None:
     collector = getattr(_local, "collector", None)
     if collector is not None:
         collector.append((groups, message))
         return
-    layer = get_channel_layer()
-    if layer is None or not _listened(layer, groups):
+    if not _worth_sending(groups):
         return
     if _in_sync_to_async_thread() or _loop_running():
         # One trip into the caller's event loop for every group: each async_to_sync call costs a thread hop.
@@ -123,7 +127,7 @@ async def apublish(collected: list[tuple[list[str], dict[str, Any]]]) -> None:
         await _asend(groups, message)
 
 
-def lines_event(*, session_id: int, summary: dict[str, Any], lines: list[tuple[int, str, str | None]]) -> dict:
+def lines_event(*, session_id: int, summary: Mapping[str, Any], lines: list[tuple[int, str, str | None]]) -> dict:
     """One event for the lines of one append transaction: `seq` is the newest of them, `first_seq` the oldest."""
     return {
         "type": MESSAGE_TYPE,
@@ -131,19 +135,19 @@ def lines_event(*, session_id: int, summary: dict[str, Any], lines: list[tuple[i
         "seq": lines[-1][0],
         "first_seq": lines[0][0],
         "kind": LINES_KIND,
-        "summary": summary,
+        "summary": dict(summary),  # a plain dict, as every channel layer and the pages' JSON take it
         "detail": {"lines": [{"seq": seq, "line_kind": kind, "event_type": event} for seq, kind, event in lines]},
     }
 
 
-def publish_lines(*, session_id: int, summary: dict[str, Any], lines: list[tuple[int, str, str | None]]) -> None:
+def publish_lines(*, session_id: int, summary: Mapping[str, Any], lines: list[tuple[int, str, str | None]]) -> None:
     """Publish one event for the new rollout lines of one append to the session's group and the fleet group.
 
     Called after commit with what the append already knows (no read back). One event per append, not per line:
     a page renders everything up to the summary's `last_seq` on the first event anyway."""
-    if not lines:
-        return
-    _send([session_group(session_id), FLEET_GROUP], lines_event(session_id=session_id, summary=summary, lines=lines))
+    groups = [session_group(session_id), FLEET_GROUP]
+    if lines and _worth_sending(groups):  # before the event is built: its summary is built only for a listener
+        _send(groups, lines_event(session_id=session_id, summary=summary, lines=lines))
 
 
 def transient_event(*, session_id: int, after_seq: int, kind: str, detail: dict[str, Any]) -> dict[str, Any]:

@@ -149,7 +149,7 @@ class _AppendStatements:
         return {f.attname: v if type(v) in statements.plain_types(f) else f.to_python(v)
                 for f, v in zip(self.lock_fields, row, strict=True)}
 
-    def insert(self, cursor, sql: str, fields, rows: list[tuple]) -> None:
+    def insert(self, cursor, sql: str, fields, rows: list[tuple], *, memo: dict[tuple, Any] | None = None) -> None:
         """The rows as one multi-row INSERT per batch (as bulk_create does): `executemany` runs the statement once
         per row, on PostgreSQL a pipelined round trip each, which made a one-item append's INSERT cost twice a
         plain one. A batch stays under the database's limit on query parameters (999 on SQLite)."""
@@ -157,14 +157,15 @@ class _AppendStatements:
         batch = max(1, (limit or MAX_INSERT_ROWS * len(fields)) // len(fields))
         for start in range(0, len(rows), batch):
             chunk = rows[start:start + batch]
-            params = [v for row in chunk for v in statements.prep_save(fields, row, cursor.db)]
+            params = [v for row in chunk for v in statements.prep_save(fields, row, cursor.db, memo=memo)]
             cursor.execute(sql + ", ".join([self._row(len(fields))] * len(chunk)), params)
 
     @staticmethod
     def _row(width: int) -> str:
         return f"({', '.join(['%s'] * width)})"
 
-    def write_header(self, cursor, session_id: int, changes: dict[str, Any]) -> None:
+    def write_header(self, cursor, session_id: int, changes: dict[str, Any], *,
+                     memo: dict[tuple, Any] | None = None) -> None:
         names = tuple(changes)
         update = self._updates.get(names)
         if update is None:
@@ -174,10 +175,12 @@ class _AppendStatements:
                 f"UPDATE {quote(Session._meta.db_table)} SET "
                 f"{', '.join(f'{quote(f.column)} = %s' for f in fields)} WHERE {quote('id')} = %s", fields)
         sql, fields = update
-        cursor.execute(sql, [*statements.prep_save(fields, list(changes.values()), cursor.db), session_id])
+        cursor.execute(sql, [*statements.prep_save(fields, list(changes.values()), cursor.db, memo=memo), session_id])
 
 
 _statements: dict[str, _AppendStatements] = {}  # by database vendor
+_LINE_ATTNAMES = ("id", "session_id", "seq", "timestamp", "kind", "payload", "tokens", "item_tokens", "actor_id")
+assert tuple(f.attname for f in RolloutLine._meta.concrete_fields) == _LINE_ATTNAMES, "the append builds rows by position"
 MAX_INSERT_ROWS = 1_000  # rows per INSERT where the database sets no parameter limit (PostgreSQL)
 
 def _append_statements(connection) -> _AppendStatements:
@@ -212,6 +215,8 @@ def append_rollout_lines(
         setattr(session, name, value)
     tokens_of = counter_for(session)
     session_field = RolloutLine._meta.get_field("session")
+    actor_id = getattr(actor, "pk", actor)
+    actor_field = RolloutLine._meta.get_field("actor") if actor is not None and actor_id is not actor else None
     header = session.header
     now = timezone.now()
     rows: list[RolloutLine] = []
@@ -222,11 +227,12 @@ def append_rollout_lines(
         payload, tokens, item_tokens = _prepare(new, header, tokens_of)
         line = p.Line(seq=header.last_seq + 1, kind=new.kind, payload=payload, tokens=tokens, item_tokens=item_tokens)
         next_header, change = p.apply_line(header, line)
-        row = RolloutLine(
-            session_id=session.pk, seq=line.seq, timestamp=new.timestamp or now, kind=line.kind, payload=payload,
-            tokens=tokens, item_tokens=item_tokens, actor=actor,
-        )
+        # Positional, in _LINE_ATTNAMES order: the keyword path of Model.__init__ cost a tenth of a one-item append.
+        row = RolloutLine(None, session.pk, line.seq, new.timestamp or now, line.kind, payload, tokens, item_tokens,
+                          actor_id)
         session_field.set_cached_value(row, session)  # as `session=session` does, without the descriptor's checks
+        if actor_field is not None:
+            actor_field.set_cached_value(row, actor)
         rows.append(row)
         if isinstance(change, p.Replaced):
             replaced, pending_live = True, []
@@ -247,12 +253,14 @@ def append_rollout_lines(
                 )
             )
         header = next_header
-    actor_id = getattr(actor, "pk", actor)
+    # Rows share their timestamp, and a live item is its line's payload: each object is adapted once.
+    memo: dict[tuple, Any] = {}
     sql.insert(cursor, *((sql.insert_stage, sql.stage_fields) if staged else (sql.insert_line, sql.line_fields)), [
-        (session.pk, r.seq, r.timestamp, r.kind, r.payload, r.tokens, r.item_tokens, actor_id) for r in rows])
+        (session.pk, r.seq, r.timestamp, r.kind, r.payload, r.tokens, r.item_tokens, actor_id) for r in rows],
+        memo=memo)
     if replaced:
         LiveItem.objects.filter(session=session).delete()
-    sql.insert(cursor, sql.insert_live, sql.live_fields, pending_live)
+    sql.insert(cursor, sql.insert_live, sql.live_fields, pending_live, memo=memo)
     if windows:
         ContextWindow.objects.bulk_create(windows)
     session.set_header(header)
@@ -264,13 +272,13 @@ def append_rollout_lines(
         # The row is locked by this transaction and the lease is ours: release it in the same UPDATE.
         changes.update(lease_holder="", lease_purpose="", lease_expires_at=None)
         session.lease_holder, session.lease_purpose, session.lease_expires_at = "", "", None
-    sql.write_header(cursor, session.pk, changes)
+    sql.write_header(cursor, session.pk, changes, memo=memo)
     cursor.close()
     if not publish:
         return rows
     described = [(r.seq, r.kind, r.payload.get("type") if r.kind == p.EVENT_MSG else None) for r in rows]
-    # The summary is taken now, from the columns this transaction locked and wrote, so publishing reads nothing back.
-    summary = selectors.session_summary(session=session)
+    # The summary is of the columns this transaction locked and wrote, so publishing reads nothing back.
+    summary = selectors.SummaryAt(session)
     session_id, seqs = session.pk, [r.seq for r in rows]
     transaction.on_commit(lambda: rollout_appended.send(
         sender=Session, session_id=session_id, seqs=seqs, lines=described, summary=summary,
