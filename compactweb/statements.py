@@ -15,7 +15,6 @@ yes/no answer. Anything else belongs to the ORM.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,10 +34,17 @@ _PLAIN: dict[str, tuple[type, ...]] = {
 _COMPARISONS = {"exact": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
 
-@functools.cache
+# By id(field), since hashing a Field runs Python code; each entry keeps its field alive, so no other object can
+# take its id.
+_plain_by_field: dict[int, tuple[Field, tuple[type, ...]]] = {}
+
+
 def plain_types(field: Field) -> tuple[type, ...]:
     """The value types `field` takes as they are (looked up once per field: this runs for every value written)."""
-    return _PLAIN.get(field.get_internal_type(), ())
+    found = _plain_by_field.get(id(field))
+    if found is None:
+        found = _plain_by_field[id(field)] = (field, _PLAIN.get(field.get_internal_type(), ()))
+    return found[1]
 
 
 def prep_save(fields: Sequence[Field], values: Sequence[Any], connection, *,

@@ -49,6 +49,7 @@ _LEASE_FIELDS = ("lease_holder", "lease_purpose", "lease_expires_at")
 _RELEASE = statements.Update(Session, set=_LEASE_FIELDS, where=("pk", "lease_holder"))
 _RENEW = statements.Update(Session, set=("lease_expires_at",), where=("pk", "lease_holder"))
 _HELD = statements.Select(Session, columns=(), where=("pk", "lease_holder"))
+_SOURCE = statements.Select(Session, columns=("source",), where=("pk",))
 
 
 class SessionBusy(Exception):
@@ -76,8 +77,10 @@ READ_ONLY_SOURCES = (FOLLOWED_SOURCE, IMPORTING_SOURCE)
 
 
 def refuse_if_followed(*, session_id: int) -> None:
-    """Raise SessionReadOnly for a followed session (or one still importing)."""
-    if Session.objects.filter(pk=session_id, source__in=READ_ONLY_SOURCES).exists():
+    """Raise SessionReadOnly for a followed session (or one still importing). Every API append asks first: a
+    statement written once (the ORM's `exists()` cost a twentieth of the request)."""
+    found = _SOURCE.values(where=(session_id,))
+    if found is not None and found[0] in READ_ONLY_SOURCES:
         raise SessionReadOnly(session_id=session_id)
 
 

@@ -66,6 +66,33 @@ def test_publishing_reads_nothing_back_from_the_database(session, items_factory,
 
 
 @pytest.mark.django_db(transaction=True)
+def test_each_append_of_one_transaction_publishes_the_summary_as_that_append_left_it(session, items_factory):
+    from django.db import transaction
+
+    layer, channel = _subscribe(session_group(session.pk))
+    with transaction.atomic():  # both events go out at commit, after the second append changed the session
+        first = do_append_items(session=session, items=[items_factory.user("one")]).lines[-1].seq
+        second = do_append_items(session=session, items=[items_factory.user("two")]).lines[-1].seq
+    events = _drain(layer, channel)
+    assert [e["summary"]["last_seq"] for e in events] == [first, second]
+    assert all(type(e["summary"]) is dict for e in events)  # a plain dict, as every channel layer takes it
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_append_nobody_watches_builds_no_summary(session, items_factory, monkeypatch):
+    from sessions_app.rollout import selectors
+
+    built = []
+    real = selectors.session_summary
+    monkeypatch.setattr(selectors, "session_summary", lambda **kw: built.append(1) or real(**kw))
+    do_append_items(session=session, items=[items_factory.user("unwatched")])
+    assert built == []
+    layer, channel = _subscribe(session_group(session.pk))
+    do_append_items(session=session, items=[items_factory.user("watched")])
+    assert len(_drain(layer, channel)) == 1 and built == [1]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_nothing_is_published_for_an_append_that_rolls_back(session, items_factory):
     from django.db import transaction
 
