@@ -32,6 +32,7 @@ _PLAIN: dict[str, tuple[type, ...]] = {
     "CharField": (str, type(None)), "TextField": (str, type(None)),
 }
 _COMPARISONS = {"exact": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+_SHARED_KINDS = frozenset({"DateTimeField", "JSONField"})  # adapted alike by every field of the kind (and encoder)
 
 
 # By id(field), since hashing a Field runs Python code; each entry keeps its field alive, so no other object can
@@ -52,15 +53,17 @@ def prep_save(fields: Sequence[Field], values: Sequence[Any], connection, *,
     """`values` as the database takes them for `fields`, as the ORM adapts what it writes.
 
     `memo`: adapted values by object, for one write whose rows share objects (one timestamp for every row, a
-    payload stored in two tables), so each is adapted once. Keep it for one call only: an `id` names its object
-    only while the object lives."""
+    payload stored in two tables), so each is adapted once. A datetime or JSON value is shared between fields of
+    the same kind (their adaptation depends on nothing else), any other value only within its own field. Keep the
+    memo for one write only, while its values live: an `id` names its object only while the object lives."""
     if memo is None:
         return [v if type(v) in plain_types(f) else f.get_db_prep_save(v, connection)
                 for f, v in zip(fields, values, strict=True)]
     out = []
     for f, v in zip(fields, values, strict=True):
         if type(v) not in plain_types(f):
-            key = (id(v), f.get_internal_type(), getattr(f, "encoder", None))
+            kind = f.get_internal_type()
+            key = (id(v), kind, getattr(f, "encoder", None)) if kind in _SHARED_KINDS else (id(v), id(f))
             if key not in memo:
                 memo[key] = f.get_db_prep_save(v, connection)
             v = memo[key]

@@ -90,3 +90,21 @@ def test_every_statement_goes_through_djangos_cursor(run, session, django_assert
         BY_SESSION.get(where=(session.pk,))
         SAVE.run(values=({}, "", None, False), add=(1,), where=(run.pk,))
         statements.Select(Session, columns=(), where=("pk",)).exists(where=(session.pk,))
+
+
+def test_a_memo_adapts_a_shared_datetime_once_and_keeps_other_kinds_to_their_own_field(monkeypatch):
+    from django.db import connection
+    from django.db.models import DateTimeField
+
+    adapted = []
+    real = DateTimeField.get_db_prep_save
+    monkeypatch.setattr(DateTimeField, "get_db_prep_save",
+                        lambda self, value, conn: adapted.append(self) or real(self, value, conn))
+    at, memo = timezone.now(), {}
+    times = [SimulatorRun._meta.get_field("next_step_at"), Session._meta.get_field("updated_at")]
+    first, second = statements.prep_save(times, [at, at], connection, memo=memo)
+    assert first == second == real(times[0], at, connection) and len(adapted) == 1
+
+    flags = [SimulatorRun._meta.get_field("loop"), Session._meta.get_field("reference_context_set")]
+    statements.prep_save(flags, [True, True], connection, memo=memo)
+    assert len([key for key in memo if key[0] == id(True)]) == 2  # a boolean is adapted by its own field
