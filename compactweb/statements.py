@@ -130,14 +130,19 @@ class Update:
                 f"UPDATE {quote(self.model._meta.db_table)} SET {', '.join(assignments)} WHERE {where}", where_fields)
         return found
 
-    def run(self, *, values: Sequence[Any] = (), add: Sequence[Any] = (), where: Sequence[Any]) -> int:
-        connection = connections[router.db_for_write(self.model)]
+    def run(self, *, values: Sequence[Any] = (), add: Sequence[Any] = (), where: Sequence[Any],
+            memo: dict[tuple, Any] | None = None, cursor=None) -> int:
+        """`memo`: as `prep_save`'s; `cursor`: a caller's open cursor (an append's, inside its transaction)."""
+        connection = cursor.db if cursor is not None else connections[router.db_for_write(self.model)]
         sql, where_fields = self._compiled(connection)
-        params = [*prep_save(self.set_fields, values, connection), *prep_save(self.add_fields, add, connection),
-                  *prep_lookup(where_fields, where, connection)]
-        with connection.cursor() as cursor:
+        params = [*prep_save(self.set_fields, values, connection, memo=memo),
+                  *prep_save(self.add_fields, add, connection), *prep_lookup(where_fields, where, connection)]
+        if cursor is not None:
             cursor.execute(sql, params)
             return cursor.rowcount
+        with connection.cursor() as own:
+            own.execute(sql, params)
+            return own.rowcount
 
 
 class Select:

@@ -52,7 +52,7 @@ class Connection:
         self._env_headers = {name: _Secret(value) for name, value in config.env_headers().items()}
         timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout)
-        self._in_process = transport if isinstance(transport, InProcessTransport) else None
+        self._in_process_transport = transport if isinstance(transport, InProcessTransport) else None
 
     def __repr__(self) -> str:
         return f"Connection(provider={self.config.name!r}, base_url={self.base_url!r})"
@@ -75,9 +75,9 @@ class Connection:
         as much per request as the embedded model's work and do nothing for an app in the same process, which
         sets no cookie and never redirects; the request is still an HTTP request to the app (method, URL,
         headers) and its answer an HTTP response (status, headers, streamed body)."""
-        if self._in_process is not None:
+        if self._in_process_transport is not None:
             request = httpx.Request("POST", url, headers=headers, extensions={BODY_EXTENSION: body})
-            response = await self._in_process.handle_async_request(request)
+            response = await self._in_process_transport.handle_async_request(request)
             response.request = request
             if not stream:
                 await response.aread()

@@ -136,7 +136,6 @@ class _AppendStatements:
         self.live_fields = [LiveItem._meta.get_field(n) for n in
                             ("session", "position", "item", "tokens", "source_seq", "model_generated")]
         self.insert_live = self._insert(LiveItem, self.live_fields, quote)
-        self._updates: dict[tuple[str, ...], tuple[str, list]] = {}  # by the columns written: SQL, fields
 
     def _insert(self, model, fields, quote) -> str:
         return f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) VALUES "
@@ -166,19 +165,14 @@ class _AppendStatements:
 
     def write_header(self, cursor, session_id: int, changes: dict[str, Any], *,
                      memo: dict[tuple, Any] | None = None) -> None:
-        names = tuple(changes)
-        update = self._updates.get(names)
+        update = _header_updates.get(names := tuple(changes))
         if update is None:
-            quote = cursor.db.ops.quote_name
-            fields = [Session._meta.get_field(n) for n in names]
-            update = self._updates[names] = (
-                f"UPDATE {quote(Session._meta.db_table)} SET "
-                f"{', '.join(f'{quote(f.column)} = %s' for f in fields)} WHERE {quote('id')} = %s", fields)
-        sql, fields = update
-        cursor.execute(sql, [*statements.prep_save(fields, list(changes.values()), cursor.db, memo=memo), session_id])
+            update = _header_updates[names] = statements.Update(Session, set=names, where=("pk",))
+        update.run(values=list(changes.values()), where=(session_id,), memo=memo, cursor=cursor)
 
 
 _statements: dict[str, _AppendStatements] = {}  # by database vendor
+_header_updates: dict[tuple[str, ...], statements.Update] = {}  # by the columns an append writes
 _LINE_ATTNAMES = ("id", "session_id", "seq", "timestamp", "kind", "payload", "tokens", "item_tokens", "actor_id")
 assert tuple(f.attname for f in RolloutLine._meta.concrete_fields) == _LINE_ATTNAMES, "the append builds rows by position"
 MAX_INSERT_ROWS = 1_000  # rows per INSERT where the database sets no parameter limit (PostgreSQL)
