@@ -151,16 +151,17 @@ class Select:
     `columns`: the fields to read (`values` returns them converted, or None when no row matches); without
     `columns`, every concrete field, and `get` returns the model instance `QuerySet.get` builds (raising the
     model's DoesNotExist). `exists` answers without reading a column. The lookups must single out one row (a
-    unique key) for `get`; `values` and `exists` take any row that matches."""
+    unique key) for `get`; `values` and `exists` take any row that matches. `all` is the one without LIMIT: the
+    model instances of every matching row, in no particular order (without `columns`)."""
 
     def __init__(self, model: type[Model], *, columns: Sequence[str] | None = None, where: Sequence[str]) -> None:
         self.model = model
         self.fields = ([model._meta.get_field(n) for n in columns] if columns is not None
                        else list(model._meta.concrete_fields))
         self._lookups = tuple(where)
-        self._sql: dict[str, tuple[str, str, list[Field], list]] = {}  # by database vendor
+        self._sql: dict[str, tuple[str, str, list[Field], list, str]] = {}  # by database vendor
 
-    def _compiled(self, connection) -> tuple[str, str, list[Field], list]:
+    def _compiled(self, connection) -> tuple[str, str, list[Field], list, str]:
         found = self._sql.get(connection.vendor)
         if found is None:
             quote, table = connection.ops.quote_name, self.model._meta.db_table
@@ -170,6 +171,7 @@ class Select:
                 f"SELECT {columns} FROM {quote(table)} WHERE {where} LIMIT 1",
                 f"SELECT 1 FROM {quote(table)} WHERE {where} LIMIT 1",
                 where_fields, converters(self.fields, table, connection),
+                f"SELECT {columns} FROM {quote(table)} WHERE {where}",
             )
         return found
 
@@ -193,3 +195,12 @@ class Select:
 
     def exists(self, *, where: Sequence[Any]) -> bool:
         return self._row(1, where)[2] is not None
+
+    def all(self, *, where: Sequence[Any]) -> list[Model]:
+        connection = connections[router.db_for_read(self.model)]
+        compiled = self._compiled(connection)
+        with connection.cursor() as cursor:
+            cursor.execute(compiled[4], prep_lookup(compiled[2], where, connection))
+            rows = cursor.fetchall()
+        names = [f.attname for f in self.fields]
+        return [self.model.from_db(connection.alias, names, convert(row, compiled[3], connection)) for row in rows]

@@ -85,6 +85,17 @@ def test_exists_answers_for_a_comparison(run, session):
     assert not after.exists(where=(session.pk, run.created_at + timedelta(microseconds=1)))
 
 
+def test_all_builds_every_matching_instance_and_none_of_the_others(run, make_session):
+    other = SimulatorRun.objects.create(session=make_session(title="other"), scenario="many-short-turns")
+    SimulatorRun.objects.create(session=make_session(title="third"), scenario="long-tool-loop")
+    by_scenario = statements.Select(SimulatorRun, where=("scenario",))
+
+    read = sorted(by_scenario.all(where=("many-short-turns",)), key=lambda r: r.pk)
+
+    assert [(r.pk, r.state, r._state.adding) for r in read] == [(run.pk, run.state, False), (other.pk, {}, False)]
+    assert by_scenario.all(where=("no-such-scenario",)) == []
+
+
 def test_every_statement_goes_through_djangos_cursor(run, session, django_assert_num_queries):
     with django_assert_num_queries(3):
         BY_SESSION.get(where=(session.pk,))
