@@ -7,7 +7,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.contrib.auth.views import redirect_to_login
+from django.db import connections, router
 from rest_framework.permissions import BasePermission
 
 OPERATOR = "operator"
@@ -22,6 +25,42 @@ def _check_role(role: str) -> None:
         raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
 
 
+class _RoleGroups:
+    """The role groups a user is in, by one statement built once per database kind from the models' `_meta`.
+
+    Every page, API call and websocket asks this; through the ORM (`user.groups.filter(...)`) building the query
+    cost several times running it (compactweb.statements says the same of the hot path's other reads)."""
+
+    def __init__(self) -> None:
+        self._sql: dict[str, str] = {}  # by database vendor
+
+    def _compiled(self, connection) -> str:
+        found = self._sql.get(connection.vendor)
+        if found is None:
+            quote = connection.ops.quote_name
+            groups = get_user_model()._meta.get_field("groups")
+            through = groups.remote_field.through._meta
+            user_column = through.get_field(groups.m2m_field_name()).column
+            group_column = through.get_field(groups.m2m_reverse_field_name()).column
+            group = Group._meta
+            found = self._sql[connection.vendor] = (
+                f"SELECT g.{quote(group.get_field('name').column)} FROM {quote(group.db_table)} g "
+                f"JOIN {quote(through.db_table)} m ON m.{quote(group_column)} = g.{quote(group.pk.column)} "
+                f"WHERE m.{quote(user_column)} = %s AND g.{quote(group.get_field('name').column)} IN "
+                f"({', '.join(['%s'] * len(ROLES))})"
+            )
+        return found
+
+    def names(self, *, user_id: int) -> set[str]:
+        connection = connections[router.db_for_read(Group)]
+        with connection.cursor() as cursor:
+            cursor.execute(self._compiled(connection), [user_id, *ROLES])
+            return {name for (name,) in cursor.fetchall()}
+
+
+_role_groups = _RoleGroups()
+
+
 def role_of(user) -> str | None:
     """The highest role a user holds, or None (anonymous, inactive or in no role group)."""
     if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
@@ -31,7 +70,7 @@ def role_of(user) -> str | None:
     cached = getattr(user, "_compactweb_role", False)
     if cached is not False:
         return cached
-    names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+    names = _role_groups.names(user_id=user.pk)
     role = max(names, key=_RANK.__getitem__) if names else None
     user._compactweb_role = role
     return role

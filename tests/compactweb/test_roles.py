@@ -48,3 +48,15 @@ def test_admin_group_gets_django_admin_permissions(db):
     codenames = set(group.permissions.values_list("codename", flat=True))
     assert {"change_compactionpolicy", "add_provider", "change_user", "view_rolloutline"} <= codenames
     assert "change_rolloutline" not in codenames
+
+
+def test_a_users_role_is_read_in_one_statement_and_other_groups_do_not_count(make_user, django_assert_num_queries):
+    user = make_user("support")
+    user.groups.add(Group.objects.create(name="auditors"), Group.objects.get(name=roles.OPERATOR))
+    fresh = type(user).objects.get(pk=user.pk)
+    with django_assert_num_queries(1):
+        assert roles.role_of(fresh) == roles.SUPPORT
+        assert roles.has_role(fresh, roles.OPERATOR) and not roles.has_role(fresh, roles.ADMIN)  # remembered
+    only_other = make_user(None)
+    only_other.groups.add(Group.objects.get(name="auditors"))
+    assert roles.role_of(only_other) is None
