@@ -5,16 +5,28 @@ A token is shown once, when it is issued. Clients send it as before: `Authorizat
 
 from __future__ import annotations
 
+import binascii
+from hmac import compare_digest
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from knox.auth import TokenAuthentication
+from knox.crypto import hash_token
 from knox.models import AuthToken
+from knox.settings import CONSTANTS, knox_settings
+from knox.signals import token_expired
 from rest_framework import exceptions
+
+from compactweb import statements
 
 
 def issue_token(*, user) -> str:
     """Create a new API token for `user` and return it; only its digest is stored, so this is the one chance to
-    see it."""
+    see it. Tokens of `user` whose expiry has passed are deleted here (knox sweeps them on every request)."""
+    AuthToken.objects.filter(user=user, expiry__lt=timezone.now()).delete()
     _instance, token = AuthToken.objects.create(user=user, expiry=None)
     return token
 
@@ -35,14 +47,45 @@ def user_for_token(token: str):
 
 
 class HashedTokenAuthentication(TokenAuthentication):
-    """knox's TokenAuthentication; a token that is not UTF-8 is refused with 401 instead of raising (a 500)."""
+    """knox's TokenAuthentication with its reads as statements built once (compactweb.statements): the tokens
+    with the given key, then the user of the one whose digest matches. knox reads the token and its user through
+    the ORM and then every token of that user, to sweep expired ones: on every API call, building those queries
+    was about a quarter of an append request (docs/benchmarks.md, "Round five"). The sweep moved to
+    `issue_token`; a token whose own expiry has passed is still refused and deleted here, as knox does. A token
+    that is not UTF-8 is refused with 401 instead of raising (a 500)."""
 
     def authenticate_credentials(self, token: bytes):
         try:
-            token.decode("utf-8")
+            text = token.decode("utf-8")
         except UnicodeDecodeError:
-            raise exceptions.AuthenticationFailed("Invalid token.") from None
-        return super().authenticate_credentials(token)
+            raise _invalid() from None
+        for auth_token in _TOKENS_BY_KEY.all(where=(text[: CONSTANTS.TOKEN_KEY_LENGTH],)):
+            if auth_token.expiry is not None and auth_token.expiry < timezone.now():
+                user = _USER.get(where=(auth_token.user_id,))
+                auth_token.delete()
+                token_expired.send(sender=self.__class__, username=user.get_username(), source="auth_token")
+                continue
+            try:
+                digest = hash_token(text)
+            except (TypeError, binascii.Error):
+                raise _invalid() from None
+            if compare_digest(digest, auth_token.digest):
+                try:
+                    auth_token.user = _USER.get(where=(auth_token.user_id,))
+                except get_user_model().DoesNotExist:
+                    raise _invalid() from None
+                if knox_settings.AUTO_REFRESH and auth_token.expiry:
+                    self.renew_token(auth_token)
+                return self.validate_user(auth_token)
+        raise _invalid()
+
+
+def _invalid() -> exceptions.AuthenticationFailed:
+    return exceptions.AuthenticationFailed(_("Invalid token."))
+
+
+_TOKENS_BY_KEY = statements.Select(AuthToken, where=("token_key",))
+_USER = statements.Select(get_user_model(), where=("pk",))
 
 
 class HashedTokenScheme(OpenApiAuthenticationExtension):

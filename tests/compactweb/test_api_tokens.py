@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import importlib
 import re
+from datetime import timedelta
 from io import StringIO
 from types import SimpleNamespace
 
 from django.apps import apps as django_apps
 from django.core.management import call_command
 from django.db import connection
+from django.utils import timezone
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from compactweb.api_tokens import issue_token, revoke_tokens, user_for_token
+from compactweb import roles
+from compactweb.api_tokens import HashedTokenAuthentication, issue_token, revoke_tokens, user_for_token
 
 
 def _client(token: str) -> APIClient:
@@ -53,6 +56,44 @@ def test_a_revoked_or_forged_token_is_refused_in_the_error_shape(make_user):
     assert response.status_code == 401 and response.json()["error"]["code"] == "not_authenticated"
     assert revoke_tokens(user=user) == 1
     assert _client(token).get("/api/v1/sessions").status_code == 401
+
+
+def test_a_token_and_its_users_role_are_read_in_three_statements(make_user, django_assert_num_queries):
+    user = make_user("support")
+    token = issue_token(user=user)
+    with django_assert_num_queries(3):  # the tokens with this key, the matching one's user, the user's role groups
+        authenticated, auth_token = HashedTokenAuthentication().authenticate_credentials(token.encode())
+        assert roles.role_of(authenticated) == roles.SUPPORT
+    assert authenticated == user and auth_token.user_id == user.pk and auth_token.digest
+
+
+def test_an_expired_token_is_refused_and_deleted(make_user):
+    user = make_user("operator")
+    token = issue_token(user=user)
+    AuthToken.objects.filter(user=user).update(expiry=timezone.now() - timedelta(seconds=1))
+    response = _client(token).get("/api/v1/sessions")
+    assert response.status_code == 401 and response.json()["error"]["code"] == "not_authenticated"
+    assert not AuthToken.objects.filter(user=user).exists()
+
+
+def test_issuing_a_token_deletes_the_users_expired_tokens_and_keeps_the_rest(make_user):
+    user, other = make_user("operator"), make_user("operator")
+    old, kept, others = issue_token(user=user), issue_token(user=user), issue_token(user=other)
+    AuthToken.objects.filter(token_key=old[:15]).update(expiry=timezone.now() - timedelta(seconds=1))
+    AuthToken.objects.filter(token_key=others[:15]).update(expiry=timezone.now() - timedelta(seconds=1))
+    new = issue_token(user=user)
+    assert sorted(AuthToken.objects.filter(user=user).values_list("token_key", flat=True)) == sorted(
+        [kept[:15], new[:15]])
+    assert AuthToken.objects.filter(user=other).count() == 1  # another user's tokens wait for their own issue
+    assert _client(kept).get("/api/v1/sessions").status_code == 200
+
+
+def test_a_token_of_an_inactive_user_is_refused(make_user):
+    user = make_user("admin")
+    token = issue_token(user=user)
+    type(user).objects.filter(pk=user.pk).update(is_active=False)
+    assert _client(token).get("/api/v1/sessions").status_code == 401
+    assert user_for_token(token) is None
 
 
 def test_a_token_that_is_not_utf8_is_a_401_not_a_500(db):
