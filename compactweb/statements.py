@@ -152,10 +152,13 @@ class Select:
     `columns`, every concrete field, and `get` returns the model instance `QuerySet.get` builds (raising the
     model's DoesNotExist). `exists` answers without reading a column. The lookups must single out one row (a
     unique key) for `get`; `values` and `exists` take any row that matches. `all` is the one without LIMIT: the
-    model instances of every matching row, in no particular order (without `columns`)."""
+    model instances of every matching row (without `columns`), ascending by the `order_by` fields if given, else
+    in no particular order."""
 
-    def __init__(self, model: type[Model], *, columns: Sequence[str] | None = None, where: Sequence[str]) -> None:
+    def __init__(self, model: type[Model], *, columns: Sequence[str] | None = None, where: Sequence[str],
+                 order_by: Sequence[str] = ()) -> None:
         self.model = model
+        self._order_by = [model._meta.get_field(n) for n in order_by]
         self.fields = ([model._meta.get_field(n) for n in columns] if columns is not None
                        else list(model._meta.concrete_fields))
         self._lookups = tuple(where)
@@ -171,7 +174,8 @@ class Select:
                 f"SELECT {columns} FROM {quote(table)} WHERE {where} LIMIT 1",
                 f"SELECT 1 FROM {quote(table)} WHERE {where} LIMIT 1",
                 where_fields, converters(self.fields, table, connection),
-                f"SELECT {columns} FROM {quote(table)} WHERE {where}",
+                f"SELECT {columns} FROM {quote(table)} WHERE {where}"
+                + (f" ORDER BY {', '.join(quote(f.column) for f in self._order_by)}" if self._order_by else ""),
             )
         return found
 

@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from compaction_app.models import Compaction, CompactionAttempt
+from compactweb import statements
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.live.token_chart import Point
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session, SimulatorRun
@@ -153,11 +154,13 @@ def history_entries(*, session: Session) -> list[HistoryEntry]:
     return [HistoryEntry(item=i, tokens=t, seq=s, position=pos) for i, t, s, pos in rows]
 
 
+_LINES_BETWEEN = statements.Select(RolloutLine, where=("session", "seq__gt", "seq__lte"), order_by=("seq",))
+
+
 def lines_between(*, session_id: int, after_seq: int, upto_seq: int) -> list[RolloutLine]:
-    """The rollout lines a websocket batch covers: after_seq < seq <= upto_seq, in order."""
-    return list(
-        RolloutLine.objects.filter(session_id=session_id, seq__gt=after_seq, seq__lte=upto_seq).order_by("seq")
-    )
+    """The rollout lines a websocket batch covers: after_seq < seq <= upto_seq, in order. A statement built once
+    (compactweb.statements): every live event of every watched session runs it."""
+    return _LINES_BETWEEN.all(where=(session_id, after_seq, upto_seq))
 
 
 def compaction_at(*, session_id: int, rollout_seq: int) -> Compaction | None:

@@ -96,6 +96,13 @@ def test_all_builds_every_matching_instance_and_none_of_the_others(run, make_ses
     assert by_scenario.all(where=("no-such-scenario",)) == []
 
 
+def test_all_orders_by_the_given_fields(make_session):
+    runs = [SimulatorRun.objects.create(session=make_session(title=f"s{i}"), scenario="x", steps_done=n)
+            for i, n in enumerate((3, 1, 2))]
+    by_steps = statements.Select(SimulatorRun, where=("scenario",), order_by=("steps_done",))
+    assert [r.pk for r in by_steps.all(where=("x",))] == [runs[1].pk, runs[2].pk, runs[0].pk]
+
+
 def test_every_statement_goes_through_djangos_cursor(run, session, django_assert_num_queries):
     with django_assert_num_queries(3):
         BY_SESSION.get(where=(session.pk,))
