@@ -1,6 +1,5 @@
 """ASGI entry point: Django for HTTP, Channels for websockets, the embedded simulated model under /sim/."""
 
-import gc
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "compactweb.settings")
@@ -37,8 +36,7 @@ from sessions_app.fleet.scheduler import start_from_environment  # noqa: E402
 start_from_environment()
 
 
-# Whatever start-up built (modules, URL and template caches, the apps) lives as long as the process: frozen, it is
-# out of the cyclic collector's reach, and a full collection scans only what requests made since. Unfrozen, a full
-# collection of the web process took 220-290 ms every ~7 s under the live events bench, stalling every request and
-# websocket send at once: the events' p99 was 3x their p50 (docs/benchmarks.md, "Round five").
-gc.freeze()
+# Start-up is over: what it built lives as long as the process and need not be walked by every full collection.
+from compactweb.startup_gc import freeze_startup_objects  # noqa: E402
+
+freeze_startup_objects()

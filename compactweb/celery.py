@@ -38,9 +38,9 @@ keep_workers_alive_when_redis_restarts()
 
 # A worker keeps its database connection from one task to the next (settings.CELERY_DB_REUSE_MAX stops Celery's
 # Django fixup from closing it around every task); before each task, one that an error left unusable or that is
-# older than this is closed (`close_stale_connections`). The web processes keep CONN_MAX_AGE 0 (settings):
-# persistent connections do not suit ASGI's per-request threads, but a prefork worker runs one task at a time on
-# one thread, and a fresh PostgreSQL connection per simulator step cost a server backend with cold catalog caches
+# older than this is closed (`close_stale_connections`). The web processes keep CONN_MAX_AGE 0 (settings), and
+# only their request threads keep a connection (compactweb.request_threads); a prefork worker runs one task at a
+# time on one thread, and a fresh PostgreSQL connection per simulator step cost a server backend with cold catalog caches
 # every time (docs/benchmarks.md, "Scale-out load").
 WORKER_CONN_MAX_AGE_SECONDS = float(os.environ.get("COMPACTWEB_WORKER_CONN_MAX_AGE", "300"))
 
@@ -77,9 +77,13 @@ def close_stale_connections(task=None, **signal_kwargs) -> None:
 
 
 def _connect_worker_signals() -> None:
-    from celery.signals import task_prerun, worker_init
+    from celery.signals import task_prerun, worker_init, worker_process_init
+
+    from compactweb.startup_gc import freeze_startup_objects
 
     worker_init.connect(keep_worker_connections, weak=False, dispatch_uid="compactweb-keep-worker-connections")
+    # In each worker process (a prefork child after its fork, or a solo/threads worker), before its first task.
+    worker_process_init.connect(freeze_startup_objects, weak=False, dispatch_uid="compactweb-freeze-startup-objects")
     task_prerun.connect(close_stale_connections, weak=False, dispatch_uid="compactweb-close-stale-connections")
 
 

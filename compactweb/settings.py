@@ -179,7 +179,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Celery's Django fixup closes a worker's database connections around every task unless this is set; a worker then
 # reopens one per task (a PostgreSQL backend with cold caches each time). With it, the fixup closes them every this
 # many tasks, and compactweb.celery closes one that is broken or older than COMPACTWEB_WORKER_CONN_MAX_AGE before
-# each task. Only workers run the fixup: web processes keep CONN_MAX_AGE 0.
+# each task. Only workers run the fixup: web processes keep CONN_MAX_AGE 0, their request threads excepted
+# (compactweb.request_threads).
 CELERY_DB_REUSE_MAX = int(os.environ.get("COMPACTWEB_WORKER_DB_REUSE_MAX", "1000"))
 
 AUTH_PASSWORD_VALIDATORS = [
