@@ -4,13 +4,14 @@ processes, all on PostgreSQL + Redis (issue 8). Run by hand, not in CI:
     DATABASE_URL=postgres://USER@HOST:5432/compactweb_bench REDIS_URL=redis://HOST:6379/4 \
     CELERY_BROKER_URL=redis://HOST:6379/5 .venv/bin/python bench/bench_load.py \
         [--sessions 100] [--watchers 50] [--web 2] [--workers 2] [--seconds 60] [--scenario many-short-turns] [--context-window N]
-        [--connect-late] [--kill-web-after SECONDS]
+        [--connect-late] [--kill-web-after SECONDS] [--worker-nice N]
 
 Use a database and Redis numbers of their own: the benchmark migrates the database and leaves its sessions there.
-It starts the web processes (Daphne), the workers (`celery worker --pool prefork --concurrency 2`) and one
-scheduler as subprocesses, starts the fleet (looping scenarios, as fast as possible), connects the watchers
-(watcher i watches session i mod N through web process i mod W, logged in with a session cookie), runs for
-`--seconds`, stops the scheduler, lets the workers finish and the events arrive, then prints:
+It starts the web processes (Daphne), the workers (`celery worker --pool prefork --concurrency 2`, at niceness
+10 as scripts/scale-out runs them; `--worker-nice 0` for none) and one scheduler as subprocesses, starts the
+fleet (looping scenarios, as fast as possible), connects the watchers (watcher i watches session i mod N through
+web process i mod W, logged in with a session cookie), runs for `--seconds`, stops the scheduler, lets the
+workers finish and the events arrive, then prints:
 
 - turns per second and compactions per minute (simulator steps and Compaction rows made while the scheduler ran);
 - event latency p50 / p99: from a rollout line's timestamp (taken by the writing worker just before its commit)
@@ -256,6 +257,8 @@ def main() -> None:
     parser.add_argument("--web", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=2, help="prefork processes per worker")
+    parser.add_argument("--worker-nice", type=int, default=10,
+                        help="the workers' niceness, as scripts/scale-out gives them (default 10; 0: none)")
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--scenario", default="many-short-turns")
     parser.add_argument("--context-window", type=int, default=None,
@@ -309,7 +312,8 @@ def main() -> None:
                 cwd=ROOT, env=env, stdout=logs, stderr=subprocess.STDOUT))
         for i in range(args.workers):
             children.append(subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "compactweb", "worker", "--pool", "prefork", "--concurrency",
+                ["nice", "-n", str(args.worker_nice), sys.executable, "-m", "celery", "-A", "compactweb", "worker",
+                 "--pool", "prefork", "--concurrency",
                  str(args.concurrency), "-n", f"load-{tag}-{i}@%h", "-l", "warning"],
                 cwd=ROOT, env=env, stdout=logs, stderr=subprocess.STDOUT))
         for port, process in zip(ports, children, strict=False):
@@ -401,8 +405,8 @@ def main() -> None:
     q = _quantiles(latencies)
     connects = _quantiles([ms for w in watchers for ms in w.connect_ms])
     turns = figures["steps"]
-    print(f"setup: {args.sessions} sessions ({args.scenario}), {args.workers} workers x {args.concurrency}, "
-          f"{args.watchers} watchers on {args.web} Daphne processes, {figures['elapsed']:.0f} s")
+    print(f"setup: {args.sessions} sessions ({args.scenario}), {args.workers} workers x {args.concurrency} "
+          f"(nice {args.worker_nice}), {args.watchers} watchers on {args.web} Daphne processes, {figures['elapsed']:.0f} s")
     print(f"turns: {turns}  ({turns / figures['elapsed']:.1f} turns/s)")
     print(f"compactions: {figures['compactions']}  ({figures['compactions'] / figures['elapsed'] * 60:.1f} /min)")
     print(f"events received by watchers: {received}; latency p50 {q[49]:.0f} ms, p99 {q[98]:.0f} ms")

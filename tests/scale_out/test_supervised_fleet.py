@@ -100,6 +100,10 @@ def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothin
         started = utc_now()
         wait_until(lambda: steps_between(session_ids, started, None) >= FLEET_SIZE,
                    f"the fleet to step\n{tails(run_dir)}", timeout=DEADLINE_SECONDS)
+        # The workers yield the CPU to the web processes (--worker-nice, 10 by default); the web processes do not.
+        niceness = {name: os.getpriority(os.PRIO_PROCESS, supervisor.getProcessInfo(name)["pid"])
+                    for name in ("worker-1", "worker-2", f"web-{first_port}")}
+        assert niceness["worker-1"] == niceness["worker-2"] == niceness[f"web-{first_port}"] + 10, niceness
 
         for name in (f"web-{first_port}", "worker-1", "scheduler"):
             old_pid = supervisor.getProcessInfo(name)["pid"]
