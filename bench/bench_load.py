@@ -313,8 +313,8 @@ def main() -> None:
         for i in range(args.workers):
             children.append(subprocess.Popen(
                 ["nice", "-n", str(args.worker_nice), sys.executable, "-m", "celery", "-A", "compactweb", "worker",
-                 "--pool", "prefork", "--concurrency",
-                 str(args.concurrency), "-n", f"load-{tag}-{i}@%h", "-l", "warning"],
+                 "--pool", "prefork", "--concurrency", str(args.concurrency), "-n", f"load-{tag}-{i}@%h",
+                 "-l", "warning"],
                 cwd=ROOT, env=env, stdout=logs, stderr=subprocess.STDOUT))
         for port, process in zip(ports, children, strict=False):
             _wait_port(port, process)
@@ -406,7 +406,8 @@ def main() -> None:
     connects = _quantiles([ms for w in watchers for ms in w.connect_ms])
     turns = figures["steps"]
     print(f"setup: {args.sessions} sessions ({args.scenario}), {args.workers} workers x {args.concurrency} "
-          f"(nice {args.worker_nice}), {args.watchers} watchers on {args.web} Daphne processes, {figures['elapsed']:.0f} s")
+          f"(nice {args.worker_nice}), {args.watchers} watchers on {args.web} Daphne processes, "
+          f"{figures['elapsed']:.0f} s")
     print(f"turns: {turns}  ({turns / figures['elapsed']:.1f} turns/s)")
     print(f"compactions: {figures['compactions']}  ({figures['compactions'] / figures['elapsed'] * 60:.1f} /min)")
     print(f"events received by watchers: {received}; latency p50 {q[49]:.0f} ms, p99 {q[98]:.0f} ms")

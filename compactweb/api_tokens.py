@@ -59,16 +59,16 @@ class HashedTokenAuthentication(TokenAuthentication):
             text = token.decode("utf-8")
         except UnicodeDecodeError:
             raise _invalid() from None
+        try:
+            digest = hash_token(text)
+        except (TypeError, binascii.Error):
+            raise _invalid() from None
         for auth_token in _TOKENS_BY_KEY.all(where=(text[: CONSTANTS.TOKEN_KEY_LENGTH],)):
             if auth_token.expiry is not None and auth_token.expiry < timezone.now():
                 user = _USER.get(where=(auth_token.user_id,))
                 auth_token.delete()
                 token_expired.send(sender=self.__class__, username=user.get_username(), source="auth_token")
                 continue
-            try:
-                digest = hash_token(text)
-            except (TypeError, binascii.Error):
-                raise _invalid() from None
             if compare_digest(digest, auth_token.digest):
                 try:
                     auth_token.user = _USER.get(where=(auth_token.user_id,))

@@ -40,8 +40,8 @@ keep_workers_alive_when_redis_restarts()
 # Django fixup from closing it around every task); before each task, one that an error left unusable or that is
 # older than this is closed (`close_stale_connections`). The web processes keep CONN_MAX_AGE 0 (settings), and
 # only their request threads keep a connection (compactweb.request_threads); a prefork worker runs one task at a
-# time on one thread, and a fresh PostgreSQL connection per simulator step cost a server backend with cold catalog caches
-# every time (docs/benchmarks.md, "Scale-out load").
+# time on one thread, and a fresh PostgreSQL connection per simulator step cost a server backend with cold catalog
+# caches every time (docs/benchmarks.md, "Scale-out load").
 WORKER_CONN_MAX_AGE_SECONDS = float(os.environ.get("COMPACTWEB_WORKER_CONN_MAX_AGE", "300"))
 
 

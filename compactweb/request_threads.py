@@ -6,7 +6,8 @@ database connection belongs to its thread, every request opens a new connection 
 (CONN_MAX_AGE is 0: persistent connections leak under ASGI, one per dead thread). On SQLite a new connection runs
 the settings' PRAGMAs, parses the schema again on its first statement and starts with a cold page cache (the 16 MB
 cache the settings give it never survives a request); on PostgreSQL it is a new server backend. Under the live
-events bench that was about a fifth of the web process's time (docs/benchmarks.md, "Round five").
+events bench, opening connections and starting threads were about a tenth of the web process's thread time, and an
+append request over Daphne went from 31 to 24 ms without them (docs/benchmarks.md, "Round five").
 
 Here a request borrows one of `threads` single-thread executors and hands it to ThreadSensitiveContext, so all its
 sync work still runs on one thread, as Django requires. A connection opened on such a thread is kept for

@@ -43,11 +43,11 @@ class _RoleGroups:
             user_column = through.get_field(groups.m2m_field_name()).column
             group_column = through.get_field(groups.m2m_reverse_field_name()).column
             group = Group._meta
+            name = quote(group.get_field("name").column)
             found = self._sql[connection.vendor] = (
-                f"SELECT g.{quote(group.get_field('name').column)} FROM {quote(group.db_table)} g "
+                f"SELECT g.{name} FROM {quote(group.db_table)} g "
                 f"JOIN {quote(through.db_table)} m ON m.{quote(group_column)} = g.{quote(group.pk.column)} "
-                f"WHERE m.{quote(user_column)} = %s AND g.{quote(group.get_field('name').column)} IN "
-                f"({', '.join(['%s'] * len(ROLES))})"
+                f"WHERE m.{quote(user_column)} = %s AND g.{name} IN ({', '.join(['%s'] * len(ROLES))})"
             )
         return found
 
