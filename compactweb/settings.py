@@ -116,7 +116,7 @@ else:
     secure_file(SQLITE_PATH)
     DATABASES = {
         "default": {
-            "ENGINE": "django.db.backends.sqlite3",
+            "ENGINE": "compactweb.db_backends.sqlite3",  # Django's, with placeholders rewritten once per statement
             "NAME": str(SQLITE_PATH),
             # WAL and a busy timeout let the dashboard read while the simulator writes. A 16 MB page cache per
             # connection (SQLite's default is 2 MB) keeps a long session's index pages in memory: with 2 MB a turn
