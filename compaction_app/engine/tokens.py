@@ -271,16 +271,22 @@ def model_visible_text(item: dict[str, Any]) -> str:
 _NOT_PLAIN_KINDS = frozenset({*OPAQUE_KINDS, "reasoning", "context_compaction"})
 
 
-def _ordinary(encoding: tiktoken.Encoding) -> Callable[[str], list[int]]:
-    core = encoding._core_bpe.encode_ordinary
+def _token_counter(encoding: tiktoken.Encoding) -> Callable[[str], int]:
+    """How many tokens `encoding` makes of `text` with no special tokens (what `encode_ordinary` gives), without
+    building the list of token ids: the Rust tokenizer's buffer entry point hands back the ids as packed 4-byte
+    integers, so counting costs no Python int per token. With no special token allowed it encodes exactly as
+    `encode_ordinary` does (a special token's text is encoded as ordinary text); tests hold the two equal."""
+    core = encoding._core_bpe
+    buffer_of = core.encode_to_tiktoken_buffer
+    none_allowed: frozenset[str] = frozenset()
 
-    def encode(text: str) -> list[int]:
+    def count(text: str) -> int:
         try:
-            return core(text)
+            return memoryview(buffer_of(text, none_allowed)).nbytes >> 2
         except UnicodeEncodeError:  # lone surrogates: tiktoken's own fallback
-            return encoding.encode_ordinary(text)
+            return len(encoding.encode_ordinary(text))
 
-    return encode
+    return count
 
 
 # Texts at least this long are remembered by content, so the same text is tokenized once per process: the
@@ -300,13 +306,13 @@ class TokenCounter:
         self.name = name
         self._encoding = None if name == CODEX_ESTIMATOR else get_encoding(name)
         # The Rust tokenizer's own entry point: tiktoken's wrapper only adds a retry for invalid surrogates.
-        self._encode = None if self._encoding is None else _ordinary(self._encoding)
+        self._count_tokens = None if self._encoding is None else _token_counter(self._encoding)
         self._recent: dict[tuple[int, int], int] = {}
         self._older: dict[tuple[int, int], int] = {}
         self._generation = max(1, remembered // 2)
 
     def count_text(self, text: str) -> int:
-        if self._encode is None:
+        if self._count_tokens is None:
             return approx_token_count(text)
         return self._exact(text)
 
@@ -318,13 +324,13 @@ class TokenCounter:
         the older and the older is forgotten, so the dashboard's database thread and the event loop's simulated
         model share the memory without a lock (a race at worst forgets a generation early)."""
         if len(text) < REMEMBER_MIN_CHARS:
-            return len(self._encode(text))
+            return self._count_tokens(text)
         key = (len(text), hash(text))
         tokens = self._recent.get(key)
         if tokens is None:
             tokens = self._older.get(key)
             if tokens is None:
-                tokens = len(self._encode(text))
+                tokens = self._count_tokens(text)
             recent = self._recent
             recent[key] = tokens
             if len(recent) >= self._generation:
@@ -338,15 +344,27 @@ class TokenCounter:
     def count_item_json(self, item: dict[str, Any], text: str | None) -> int:
         """`count_item`, for a caller that already serialised the item (`text` is `item_json(item)`): a plain item
         (nothing opaque, no image part) is counted from that text, so it is serialised once."""
-        encode = self._encode
-        if encode is None:
+        if self._count_tokens is None:
             return estimate_item_tokens(item)
+        # The plain item (nothing opaque, no image part), nearly every item, is checked inline: this runs once
+        # per item appended or sent, and each helper call or generator here cost a share of the tokenizing.
         kind = item.get("type")
         if kind not in _NOT_PLAIN_KINDS:
-            parts = item.get("output" if kind in IMAGE_OUTPUT_KINDS else "content")
-            if not isinstance(parts, list) or not any(isinstance(p, dict) and "image_url" in p for p in parts):
+            parts = item.get("output") if kind in IMAGE_OUTPUT_KINDS else item.get("content")
+            plain = True
+            if isinstance(parts, list):
+                for part in parts:
+                    if isinstance(part, dict) and "image_url" in part:
+                        plain = False
+                        break
+            if plain:
                 # The model-visible text of a plain item is its JSON.
-                return self._exact(_item_json(item) if text is None else text)
+                if text is None:
+                    try:
+                        text = orjson.dumps(item).decode()
+                    except orjson.JSONEncodeError:
+                        text = _stdlib_item_json(item)
+                return self._exact(text)
         payload = _opaque_payload(item)
         opaque = 0 if payload is None else approx_tokens_from_bytes(_encrypted_bytes(payload))
         _, _, image_bytes = _strip_inline_images(item)

@@ -117,10 +117,18 @@ def test_history_estimate_adds_the_base_instructions():
     assert tokens.estimate_history_tokens(items, "be brief") == expected
 
 
+@pytest.mark.parametrize("name", tokens.ENCODINGS)
+@pytest.mark.parametrize("text", [*SAMPLES, "<|endoftext|> and <|endofprompt|>, <|fim_prefix|>x", "<|endoftext",
+                                  "lone \ud800 surrogate"])
+def test_counting_gives_the_length_of_encode_ordinary_special_token_text_and_surrogates_included(name, text):
+    # The counter never builds the id list; its count must still be exactly encode_ordinary's.
+    assert tokens.TokenCounter(name).count_text(text) == len(get_encoding(name).encode_ordinary(text))
+
+
 def _spied(counter_: tokens.TokenCounter) -> list[str]:
     seen: list[str] = []
-    encode = counter_._encode
-    counter_._encode = lambda text: seen.append(text) or encode(text)
+    count = counter_._count_tokens
+    counter_._count_tokens = lambda text: seen.append(text) or count(text)
     return seen
 
 

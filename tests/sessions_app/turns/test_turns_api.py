@@ -104,8 +104,8 @@ def test_each_long_text_of_a_turn_is_tokenized_once_by_the_dashboard_and_the_emb
     assert first.status_code == 200, first.json()
     shared = counter("o200k_base")
     seen: list[str] = []
-    encode = shared._encode
-    monkeypatch.setattr(shared, "_encode", lambda text: seen.append(text) or encode(text))
+    count = shared._count_tokens
+    monkeypatch.setattr(shared, "_count_tokens", lambda text: seen.append(text) or count(text))
     marker = uuid.uuid4().hex
     question = f"{marker}: " + "Explain how the ledger reconciles nightly across currencies. " * 8
 
