@@ -49,10 +49,10 @@ CONNECT_THREADS = 2
 # Line kinds (and event_msg types) after which the fleet row's "last compaction" cell is re-read.
 COMPACTION_LINE_KINDS = frozenset({"compacted", "rollback", "redo", "window_opened"})
 COMPACTION_EVENT_TYPES = frozenset({"error", "compaction_interrupted"})
-# The turn loop's own progress (sessions_app.turns.loop): no part of either page shows it (the compaction status
-# box shows a compaction's progress, the fleet row a session's summary), and the turn's lines follow as batches.
-# Rendering the status box for each of them cost three reads per page and event, most of a busy web process's
-# database work (docs/benchmarks.md, "Scale-out load"), so both consumers let them pass.
+# The turn loop's own progress, as an earlier release published it: no part of either page shows it (a turn's
+# rollout lines follow as batches), and rendering the status box for each cost three reads per page and event. The
+# loop no longer publishes these; a worker of the earlier release still may during a rolling upgrade, so both
+# consumers let them pass.
 TURN_PROGRESS_KINDS = frozenset({"turn_started", "turn_step", "turn_finished"})
 
 

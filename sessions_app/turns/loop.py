@@ -132,7 +132,8 @@ class TurnPort(Protocol):
         """Called between requests: keep the turn's lease alive."""
 
     async def publish(self, kind: str, detail: dict[str, Any]) -> None:
-        """A transient progress event for the live UI (not a rollout line)."""
+        """A transient event for the live UI (not a rollout line): a stream retry's "Reconnecting...". A turn's
+        start, requests and end are not published apart: its rollout lines, which every page follows, say it."""
 
 
 @dataclass
@@ -289,7 +290,6 @@ async def run_turn_loop(
         EVENT_MSG, {"type": "turn_started", "turn_id": turn_id, "model_context_window": state.current.usable_window}
     )
     pending: list[Record] = [started]
-    await port.publish("turn_started", {"turn_id": turn_id})
 
     async def compact(reason: Reason, phase: str, compact_with: ModelLimits | None) -> bool:
         nonlocal pending
@@ -312,7 +312,6 @@ async def run_turn_loop(
         await port.record([*pending, error_marker(turn_id=turn_id, message=message, code=code),
                            _turn_complete(turn_id, "failed", "")])
         pending = []
-        await port.publish("turn_finished", {"turn_id": turn_id, "status": "failed", "error": message})
 
     # 1. pre-turn: previous-model check, then the limit check; the user input is not recorded yet.
     reason = thresholds.previous_model_reason(state.previous, state.current, state.active_tokens, state.scope)
@@ -376,7 +375,6 @@ async def run_turn_loop(
             client_metadata=_window_correlation(state),
         )
         result.sampling_requests += 1
-        await port.publish("turn_step", {"turn_id": turn_id, "request": result.sampling_requests})
         recorded: list[Item] = []
         try:
             sample = await _sample_with_retries(port, client, request, config, turn_id, recorded)
@@ -404,7 +402,6 @@ async def run_turn_loop(
         if not needs_follow_up:
             result.final_message = _last_assistant_text(sample.items)
             await port.record([*sample.items, usage, _turn_complete(turn_id, "completed", result.final_message)])
-            await port.publish("turn_finished", {"turn_id": turn_id, "status": "completed"})
             return result
         await port.record([*sample.items, usage, *outputs])
         state = await port.state()

@@ -128,6 +128,18 @@ async def test_no_mid_turn_compaction_below_the_limit():
     assert result.ok and result.tool_calls == 1 and port.compactions == []
 
 
+async def test_a_turn_publishes_no_progress_event_of_its_own_only_its_rollout_lines():
+    # Its start, requests and end are in the lines every page follows; a transient event would only cost a send.
+    port = FoldPort(current=SMALL)
+    client = ScriptedClient([Reply([call("shell", "c1")], total_tokens=1_000), Reply([assistant("done")])])
+
+    result = await turn(port, client)
+
+    assert result.ok and result.sampling_requests == 2
+    assert port.events == []
+    assert port.kinds()[1] == "event:turn_started" and port.kinds()[-1] == "event:turn_complete"
+
+
 async def test_new_context_triggers_a_mid_turn_compaction_in_token_budget_mode_even_under_the_limit():
     port = FoldPort(current=SMALL)
     port.seed([user_message("earlier")])
