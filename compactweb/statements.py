@@ -48,27 +48,49 @@ def plain_types(field: Field) -> tuple[type, ...]:
     return found[1]
 
 
+class Adapter:
+    """`prep_save` for one fixed list of fields, with what adapting a value needs per field (its plain types, and
+    for a datetime or JSON field the memo key its kind shares) looked up once, when the statement is built: this
+    runs for every value of every hot-path write."""
+
+    def __init__(self, fields: Sequence[Field]) -> None:
+        self.fields = list(fields)
+        self._steps = [(f, plain_types(f), _shared_key(f)) for f in self.fields]
+
+    def __call__(self, values: Sequence[Any], connection, *, memo: dict[tuple, Any] | None = None) -> list[Any]:
+        out = []
+        for (f, plain, shared), v in zip(self._steps, values, strict=True):
+            if type(v) not in plain:
+                if memo is None:
+                    v = f.get_db_prep_save(v, connection)
+                else:
+                    key = (id(v), *shared) if shared is not None else (id(v), id(f))
+                    found = memo.get(key, _MISSING)
+                    if found is _MISSING:
+                        found = memo[key] = f.get_db_prep_save(v, connection)
+                    v = found
+            out.append(v)
+        return out
+
+
+_MISSING = object()
+
+
+def _shared_key(field: Field) -> tuple[str, Any] | None:
+    kind = field.get_internal_type()
+    return (kind, getattr(field, "encoder", None)) if kind in _SHARED_KINDS else None
+
+
 def prep_save(fields: Sequence[Field], values: Sequence[Any], connection, *,
               memo: dict[tuple, Any] | None = None) -> list[Any]:
-    """`values` as the database takes them for `fields`, as the ORM adapts what it writes.
+    """`values` as the database takes them for `fields`, as the ORM adapts what it writes (a statement that runs
+    often builds an `Adapter` for its fields once instead).
 
     `memo`: adapted values by object, for one write whose rows share objects (one timestamp for every row, a
     payload stored in two tables), so each is adapted once. A datetime or JSON value is shared between fields of
     the same kind (their adaptation depends on nothing else), any other value only within its own field. Keep the
     memo for one write only, while its values live: an `id` names its object only while the object lives."""
-    if memo is None:
-        return [v if type(v) in plain_types(f) else f.get_db_prep_save(v, connection)
-                for f, v in zip(fields, values, strict=True)]
-    out = []
-    for f, v in zip(fields, values, strict=True):
-        if type(v) not in plain_types(f):
-            kind = f.get_internal_type()
-            key = (id(v), kind, getattr(f, "encoder", None)) if kind in _SHARED_KINDS else (id(v), id(f))
-            if key not in memo:
-                memo[key] = f.get_db_prep_save(v, connection)
-            v = memo[key]
-        out.append(v)
-    return out
+    return Adapter(fields)(values, connection, memo=memo)
 
 
 def prep_lookup(fields: Sequence[Field], values: Sequence[Any], connection) -> list[Any]:
@@ -117,6 +139,7 @@ class Update:
         self._set, self._add, self._lookups = tuple(set), tuple(add), tuple(where)
         self.set_fields = [model._meta.get_field(n) for n in self._set]
         self.add_fields = [model._meta.get_field(n) for n in self._add]
+        self._adapt_set, self._adapt_add = Adapter(self.set_fields), Adapter(self.add_fields)
         self._sql: dict[str, tuple[str, list[Field]]] = {}  # by database vendor
 
     def _compiled(self, connection) -> tuple[str, list[Field]]:
@@ -135,8 +158,8 @@ class Update:
         """`memo`: as `prep_save`'s; `cursor`: a caller's open cursor (an append's, inside its transaction)."""
         connection = cursor.db if cursor is not None else connections[router.db_for_write(self.model)]
         sql, where_fields = self._compiled(connection)
-        params = [*prep_save(self.set_fields, values, connection, memo=memo),
-                  *prep_save(self.add_fields, add, connection), *prep_lookup(where_fields, where, connection)]
+        params = [*self._adapt_set(values, connection, memo=memo),
+                  *self._adapt_add(add, connection), *prep_lookup(where_fields, where, connection)]
         if cursor is not None:
             cursor.execute(sql, params)
             return cursor.rowcount
