@@ -15,7 +15,7 @@ from compactweb.asgi import application
 from compactweb.roles import ROLES
 from compactweb.ws_origin import normalise_origin, origin_allowed
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
@@ -51,6 +51,7 @@ async def _connect(*, origin: str | None, host: str = "localhost:8000", path: st
     return connected
 
 
+@pytest.mark.asyncio
 async def test_the_dashboards_own_origin_is_accepted():
     assert await _connect(origin="http://localhost:8000")
 
@@ -64,19 +65,23 @@ async def test_the_dashboards_own_origin_is_accepted():
     "",
     None,
 ])
+@pytest.mark.asyncio
 async def test_any_other_origin_is_refused(origin):
     assert not await _connect(origin=origin)
 
 
+@pytest.mark.asyncio
 async def test_a_host_outside_allowed_hosts_is_refused_even_with_a_matching_origin():
     assert not await _connect(origin="http://evil.example:8000", host="evil.example:8000")
 
 
+@pytest.mark.asyncio
 async def test_an_origin_listed_in_csrf_trusted_origins_is_accepted(settings):
     settings.CSRF_TRUSTED_ORIGINS = ["https://dashboard.example"]  # a TLS proxy's public origin
     assert await _connect(origin="https://dashboard.example", host="127.0.0.1:8001")
 
 
+@pytest.mark.asyncio
 async def test_an_unknown_route_is_refused_without_a_traceback(caplog):
     caplog.set_level(logging.DEBUG)
     for path in ("/ws/nope/", "/ws/sessions/abc/", "/", "/admin/"):
