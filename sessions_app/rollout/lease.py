@@ -88,6 +88,11 @@ class LeaseLost(Exception):
     """The lease expired and someone else took the session: the holder must not install anything."""
 
 
+class LeaseNotFree(Exception):
+    """A write that was to take the session's lease (`append_rollout_lines(take_lease=)`) found it held, or the
+    session changed since its reader read it: nothing was written, and the lease was not taken."""
+
+
 @dataclass
 class Lease:
     session_id: int
@@ -170,6 +175,13 @@ def acquire(*, session_id: int, purpose: str, ttl: timedelta | None = None) -> L
             raise Session.DoesNotExist(f"no session {session_id}")
         raise SessionBusy(session_id=session_id, purpose=current)
     return Lease(session_id=session_id, holder=holder, purpose=purpose, ttl=ttl, took_over_expired=expired)
+
+
+def planned(*, session_id: int, purpose: str, ttl: timedelta | None = None) -> Lease:
+    """A lease not held yet, for a write to take in its own transaction (`append_rollout_lines(take_lease=)`):
+    an own-lease turn takes it with its first lines instead of in a transaction of its own."""
+    return Lease(session_id=session_id, holder=uuid.uuid4().hex, purpose=purpose,
+                 ttl=lease_ttl() if ttl is None else ttl)
 
 
 def release(lease: Lease) -> None:

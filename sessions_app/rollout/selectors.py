@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections, router
@@ -22,6 +23,21 @@ def list_sessions(*, state: str | None = None) -> QuerySet[Session]:
     return sessions
 
 
+# The session's columns its own appends and leases write: not configuration, so no part of a `ConfigStamp`.
+WRITTEN_BY_APPENDS = frozenset((*Session.HEADER_FIELDS, "lease_holder", "lease_purpose", "lease_expires_at",
+                                "updated_at"))
+
+
+@dataclass(frozen=True)
+class ConfigStamp:
+    """A session's configuration as `get_session_stamped` read it: the raw column values of the session (but
+    `WRITTEN_BY_APPENDS`), its provider and its policy."""
+
+    session_id: int
+    vendor: str
+    values: tuple
+
+
 class _SessionRead:
     """`get_session`'s SELECT (the session row joined to its provider and policy) written once per database kind.
 
@@ -35,8 +51,13 @@ class _SessionRead:
     def __init__(self, connection) -> None:
         quote = connection.ops.quote_name
         columns, self.parts = [], []
+        self.config_positions: list[int] = []
         for model, alias in self.MODELS:
             fields = model._meta.concrete_fields
+            self.config_positions += [
+                len(columns) + i for i, f in enumerate(fields)
+                if not (model is Session and f.attname in WRITTEN_BY_APPENDS)
+            ]
             columns += [f"{alias}.{quote(f.column)}" for f in fields]
             self.parts.append((model, [f.attname for f in fields], statements.converters(fields, alias, connection)))
         fk = {name: Session._meta.get_field(name).column for name in ("provider", "policy")}
@@ -48,13 +69,20 @@ class _SessionRead:
             f"ON c.{quote(CompactionPolicy._meta.pk.column)} = s.{quote(fk['policy'])} "
             f"WHERE s.{quote(Session._meta.pk.column)} = %s"
         )
+        self.config_sql = self.sql.replace(
+            f"SELECT {', '.join(columns)} ", f"SELECT {', '.join(columns[i] for i in self.config_positions)} ", 1)
 
     def load(self, connection, session_id: int) -> Session:
+        return self.load_stamped(connection, session_id)[0]
+
+    def load_stamped(self, connection, session_id: int) -> tuple[Session, ConfigStamp]:
         with connection.cursor() as cursor:
             cursor.execute(self.sql, [session_id])
             row = cursor.fetchone()
         if row is None:
             raise Session.DoesNotExist("Session matching query does not exist.")
+        stamp = ConfigStamp(session_id=int(session_id), vendor=connection.vendor,
+                            values=tuple(row[i] for i in self.config_positions))
         objects, start = [], 0
         for model, attnames, converters in self.parts:
             values = statements.convert(row[start:start + len(attnames)], converters, connection)
@@ -63,19 +91,41 @@ class _SessionRead:
         session, provider, policy = objects
         Session.provider.field.set_cached_value(session, provider)
         Session.policy.field.set_cached_value(session, policy)
-        return session
+        return session, stamp
 
 
 _session_reads: dict[str, _SessionRead] = {}  # by database vendor
 
 
-def get_session(*, session_id: int) -> Session:
-    """One session with its provider and policy; raises Session.DoesNotExist."""
-    connection = connections[router.db_for_read(Session)]
+def _session_read(connection) -> _SessionRead:
     read = _session_reads.get(connection.vendor)
     if read is None:  # the SQL depends only on the database kind; values are converted per connection
         read = _session_reads[connection.vendor] = _SessionRead(connection)
-    return read.load(connection, int(session_id))
+    return read
+
+
+def get_session(*, session_id: int) -> Session:
+    """One session with its provider and policy; raises Session.DoesNotExist."""
+    connection = connections[router.db_for_read(Session)]
+    return _session_read(connection).load(connection, int(session_id))
+
+
+def get_session_stamped(*, session_id: int) -> tuple[Session, ConfigStamp]:
+    """`get_session`, and the stamp of its configuration as read (`config_unchanged` compares a later read)."""
+    connection = connections[router.db_for_read(Session)]
+    return _session_read(connection).load_stamped(connection, int(session_id))
+
+
+def config_unchanged(cursor, *, stamp: ConfigStamp) -> bool:
+    """Whether the session's configuration (every column of the session but what appends and leases write, and
+    its provider and policy rows) is still what `stamp` recorded, as the database holds it: the raw values are
+    compared, so an edit through any path (a form, the API, a queryset update) counts, whatever it touched."""
+    read = _session_read(cursor.db)
+    if stamp.vendor != cursor.db.vendor:
+        return False
+    cursor.execute(read.config_sql, [stamp.session_id])
+    row = cursor.fetchone()
+    return row is not None and tuple(row) == stamp.values
 
 
 def session_summary(*, session: Session) -> dict[str, Any]:

@@ -8,7 +8,7 @@ header fields) with the same fold a rebuild uses, in one transaction.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,7 +25,7 @@ from compactweb import statements
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session, StagedRolloutLine
 from sessions_app.rollout import projection as p
 from sessions_app.rollout import selectors
-from sessions_app.rollout.lease import refuse_if_followed
+from sessions_app.rollout.lease import Lease, LeaseNotFree, refuse_if_followed
 from sessions_app.rollout.signals import rollout_appended
 from sessions_app.rollout.validation import validate_item, validate_items, validate_tools
 
@@ -124,18 +124,22 @@ class _AppendStatements:
     def __init__(self, connection) -> None:
         quote = connection.ops.quote_name
         self.lock_fields = [Session._meta.get_field(name) for name in LOCK_FIELDS]
+        # How each header column is read back: as it comes when its type is already the field's, else through
+        # the field's `to_python` (looked up here once, not per column of every append).
+        self.lock_readers = [(f.attname, statements.plain_types(f), f.to_python) for f in self.lock_fields]
         lock_for = " FOR UPDATE" if connection.features.has_select_for_update else ""
         self.lock = (f"SELECT {', '.join(quote(f.column) for f in self.lock_fields)} "
                      f"FROM {quote(Session._meta.db_table)} WHERE {quote('id')} = %s{lock_for}")
-        self.line_fields = [RolloutLine._meta.get_field(n) for n in
-                            ("session", "seq", "timestamp", "kind", "payload", "tokens", "item_tokens", "actor")]
-        self.insert_line = self._insert(RolloutLine, self.line_fields, quote)
-        self.stage_fields = [StagedRolloutLine._meta.get_field(n) for n in
-                             ("session", "seq", "timestamp", "kind", "payload", "tokens", "item_tokens", "actor")]
-        self.insert_stage = self._insert(StagedRolloutLine, self.stage_fields, quote)
-        self.live_fields = [LiveItem._meta.get_field(n) for n in
-                            ("session", "position", "item", "tokens", "source_seq", "model_generated")]
-        self.insert_live = self._insert(LiveItem, self.live_fields, quote)
+        columns = ("session", "seq", "timestamp", "kind", "payload", "tokens", "item_tokens", "actor")
+        line_fields = [RolloutLine._meta.get_field(n) for n in columns]
+        stage_fields = [StagedRolloutLine._meta.get_field(n) for n in columns]
+        live_fields = [LiveItem._meta.get_field(n) for n in
+                       ("session", "position", "item", "tokens", "source_seq", "model_generated")]
+        self.insert_line = self._insert(RolloutLine, line_fields, quote)
+        self.insert_stage = self._insert(StagedRolloutLine, stage_fields, quote)
+        self.insert_live = self._insert(LiveItem, live_fields, quote)
+        self.adapt_line, self.adapt_stage, self.adapt_live = map(statements.Adapter,
+                                                                 (line_fields, stage_fields, live_fields))
 
     def _insert(self, model, fields, quote) -> str:
         return f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) VALUES "
@@ -145,19 +149,21 @@ class _AppendStatements:
         row = cursor.fetchone()
         if row is None:
             raise Session.DoesNotExist(f"no session {session_id}")
-        return {f.attname: v if type(v) in statements.plain_types(f) else f.to_python(v)
-                for f, v in zip(self.lock_fields, row, strict=True)}
+        return {name: v if type(v) in plain else to_python(v)
+                for (name, plain, to_python), v in zip(self.lock_readers, row, strict=True)}
 
-    def insert(self, cursor, sql: str, fields, rows: list[tuple], *, memo: dict[tuple, Any] | None = None) -> None:
+    def insert(self, cursor, sql: str, adapt: statements.Adapter, rows: list[tuple], *,
+               memo: dict[tuple, Any] | None = None) -> None:
         """The rows as one multi-row INSERT per batch (as bulk_create does): `executemany` runs the statement once
         per row, on PostgreSQL a pipelined round trip each, which made a one-item append's INSERT cost twice a
         plain one. A batch stays under the database's limit on query parameters (999 on SQLite)."""
+        width = len(adapt.fields)
         limit = cursor.db.features.max_query_params
-        batch = max(1, (limit or MAX_INSERT_ROWS * len(fields)) // len(fields))
+        batch = max(1, (limit or MAX_INSERT_ROWS * width) // width)
         for start in range(0, len(rows), batch):
             chunk = rows[start:start + batch]
-            params = [v for row in chunk for v in statements.prep_save(fields, row, cursor.db, memo=memo)]
-            cursor.execute(sql + ", ".join([self._row(len(fields))] * len(chunk)), params)
+            params = [v for row in chunk for v in adapt(row, cursor.db, memo=memo)]
+            cursor.execute(sql + ", ".join([self._row(width)] * len(chunk)), params)
 
     @staticmethod
     def _row(width: int) -> str:
@@ -187,7 +193,8 @@ def _append_statements(connection) -> _AppendStatements:
 @transaction.atomic
 def append_rollout_lines(
     *, session: Session, lines: Sequence[NewLine], actor=None, release_lease: str | None = None,
-    staged: bool = False, publish: bool = True,
+    take_lease: Lease | None = None, unchanged: Callable[[Any], bool] | None = None, staged: bool = False,
+    publish: bool = True,
 ) -> list[RolloutLine]:
     """Append lines to a session's rollout and update the cached projection, in one transaction.
 
@@ -195,7 +202,11 @@ def append_rollout_lines(
     next window (spec §9). Cost is O(lines) plus O(replacement) for lines that install a history, never O(history).
     `session` is refreshed with the new live state. The provider and policy are the ones `session` carries (loaded
     once by the caller, e.g. once per turn). `release_lease`: a lease holder whose lease this same write releases
-    (the last write of a turn), if it still holds it. `staged`: the lines go to the import's staging table
+    (the last write of a turn), if it still holds it. `take_lease`: a lease (`lease.planned`) this same write takes,
+    as the first write of an own-lease turn does: when the session is leased, or its rollout moved past the
+    `last_seq` that `session` was read at, LeaseNotFree is raised and nothing is written; so it is when
+    `unchanged` (called with the append's cursor, under the lock) answers False. `staged`: the lines go to
+    the import's staging table
     (StagedRolloutLine, installed later by `install_staged_lines`), not the rollout; `publish=False`: no live
     event (an import publishes its own bounded events).
     """
@@ -204,7 +215,13 @@ def append_rollout_lines(
     cursor = connection.cursor()
     # Lock the session row for this transaction (a no-op lock on SQLite, whose IMMEDIATE transactions serialise
     # writers) and read its header columns: one narrow SELECT, not the whole row with its provider and policy.
+    read_at = session.last_seq
     fresh = sql.read_header(cursor, session.pk)
+    if take_lease is not None and (fresh["lease_holder"] or fresh["last_seq"] != read_at
+                                   or (unchanged is not None and not unchanged(cursor))):
+        # Leased (possibly expired: taking that over is `lease.acquire`'s), or written or reconfigured since the
+        # caller's read, which its decisions (a pre-turn check, the request's settings) were made on.
+        raise LeaseNotFree(f"session {session.pk} was leased, written or reconfigured since it was read")
     for name, value in fresh.items():
         setattr(session, name, value)
     tokens_of = counter_for(session)
@@ -249,12 +266,12 @@ def append_rollout_lines(
         header = next_header
     # Rows share their timestamp, and a live item is its line's payload: each object is adapted once.
     memo: dict[tuple, Any] = {}
-    sql.insert(cursor, *((sql.insert_stage, sql.stage_fields) if staged else (sql.insert_line, sql.line_fields)), [
+    sql.insert(cursor, *((sql.insert_stage, sql.adapt_stage) if staged else (sql.insert_line, sql.adapt_line)), [
         (session.pk, r.seq, r.timestamp, r.kind, r.payload, r.tokens, r.item_tokens, actor_id) for r in rows],
         memo=memo)
     if replaced:
         LiveItem.objects.filter(session=session).delete()
-    sql.insert(cursor, sql.insert_live, sql.live_fields, pending_live, memo=memo)
+    sql.insert(cursor, sql.insert_live, sql.adapt_live, pending_live, memo=memo)
     if windows:
         ContextWindow.objects.bulk_create(windows)
     session.set_header(header)
@@ -262,10 +279,17 @@ def append_rollout_lines(
     # Only the header columns this append changed (the lock read the others as they are), and the time.
     changes = {name: value for name in Session.HEADER_FIELDS if (value := getattr(session, name)) != fresh[name]}
     changes["updated_at"] = now
-    if release_lease and fresh["lease_holder"] == release_lease:
-        # The row is locked by this transaction and the lease is ours: release it in the same UPDATE.
+    if release_lease and release_lease == (take_lease.holder if take_lease is not None else fresh["lease_holder"]):
+        # The row is locked by this transaction and the lease is ours: release it in the same UPDATE (or, taken
+        # and released by one write, it was never anyone's to see).
         changes.update(lease_holder="", lease_purpose="", lease_expires_at=None)
         session.lease_holder, session.lease_purpose, session.lease_expires_at = "", "", None
+    elif take_lease is not None:
+        lease = {"lease_holder": take_lease.holder, "lease_purpose": take_lease.purpose,
+                 "lease_expires_at": now + take_lease.ttl}
+        changes.update(lease)
+        for name, value in lease.items():
+            setattr(session, name, value)
     sql.write_header(cursor, session.pk, changes, memo=memo)
     cursor.close()
     if not publish:

@@ -19,6 +19,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -173,6 +174,37 @@ class TurnContextCache(SeqKeyedCache[dict[str, Any] | None]):
 turn_context_cache = TurnContextCache()
 
 
+class IdleSessions:
+    """Sessions whose last turn this process ran, as that turn's last write left them (header current, provider
+    and policy loaded), with the stamp of the configuration they were read with: the next own-lease turn of such a
+    session starts without reading it, and its first write, which takes the lease, checks under the row lock that
+    the rollout, the lease and the configuration are still what this copy says (else the turn reads the session
+    again and starts over; nothing was written). A copy is taken out while a turn uses it (LRU, thread-safe)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._entries: OrderedDict[int, tuple[Session, selectors.ConfigStamp]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, session_id: int) -> tuple[Session, selectors.ConfigStamp] | None:
+        with self._lock:
+            return self._entries.pop(session_id, None)
+
+    def put(self, session: Session, stamp: selectors.ConfigStamp) -> None:
+        with self._lock:
+            self._entries[session.pk] = (session, stamp)
+            self._entries.move_to_end(session.pk)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def forget(self, session_id: int) -> None:
+        with self._lock:
+            self._entries.pop(session_id, None)
+
+
+idle_sessions = IdleSessions()
+
+
 def model_limits(session: Session) -> ModelLimits:
     """The current model as the threshold checks see it: the session's provider row and policy (spec §2.2)."""
     provider = session.provider
@@ -269,7 +301,8 @@ class SessionTurnPort:
         self, *, session_id: int, turn_id: str, lease: locks.Lease | None, actor=None,
         initial_context: Callable[[Session, TurnState], list[Item]] | None = None,
         clock: Callable[[], float] = time.monotonic, session: Session | None = None,
-        release_lease_on_complete: bool = False,
+        release_lease_on_complete: bool = False, take_lease_in_first_write: bool = False,
+        stamp: selectors.ConfigStamp | None = None,
     ) -> None:
         self.session_id = session_id
         self.turn_id = turn_id
@@ -281,7 +314,12 @@ class SessionTurnPort:
         self._previous_loaded = False
         self._previous: dict[str, Any] | None = None
         self._session: Session | None = session
+        self._started_with = session
         self._release_on_complete = release_lease_on_complete and lease is not None
+        # Own-lease turns take the lease with their first lines (`lease.planned`): until then nothing is held.
+        # `stamp`: the configuration a session kept from an earlier turn was read with; the first write checks it.
+        self._lease_to_take = lease if take_lease_in_first_write else None
+        self._stamp = stamp
         self.lease_released = False
         self.alerts_recorded = False
         self.first_seq: int | None = None
@@ -319,13 +357,15 @@ class SessionTurnPort:
 
     def _record(self, records: Sequence[Record]) -> list:
         session = self._session or self._load()
-        before = session.last_seq
         completes = self._release_on_complete and _completes_turn(records, self.turn_id)
         with events.deferred() as published:
             rows = append_rollout_lines(
                 session=session, lines=_to_lines(records, session), actor=self.actor,
-                release_lease=self.lease.holder if completes else None,
+                release_lease=self.lease.holder if completes else None, take_lease=self._lease_to_take,
+                unchanged=(partial(selectors.config_unchanged, stamp=self._stamp)
+                           if self._lease_to_take is not None and self._stamp is not None else None),
             )
+        self._lease_to_take = None
         if completes and not session.lease_holder:
             self.lease_released = True
         if self.first_seq is None and rows:
@@ -334,9 +374,23 @@ class SessionTurnPort:
             # The alert watch reads the finished turn in the same trip to the database thread.
             record_turn_alerts(session_id=session.pk, first_seq=self.first_seq, last_seq=session.last_seq)
             self.alerts_recorded = True
+        # Where this append started is where the rollout stood under its lock, not what the session said before it:
+        # a line appended in between (an API append during a turn) must make the caches forget, not be skipped.
+        before = rows[0].seq - 1 if rows else session.last_seq
         history_cache.appended(session.pk, before_seq=before, after_seq=session.last_seq, rows=rows)
         turn_context_cache.appended(session.pk, before_seq=before, after_seq=session.last_seq, rows=rows)
         return published
+
+    @property
+    def kept_session(self) -> Session | None:
+        """The session object the turn started with, when nothing replaced it (a compaction makes the port read
+        the session again): its header is as the turn's last write left it."""
+        return self._session if self._session is self._started_with else None
+
+    @property
+    def lease_held(self) -> bool:
+        """Whether the turn's lease is (or was) taken: false until the first write of a turn that takes it there."""
+        return self.lease is not None and self._lease_to_take is None
 
     @property
     def last_seq(self) -> int:
@@ -467,14 +521,56 @@ async def arun_turn(
     validate_user_input(user_input)
     settings_change = validate_settings_change(settings)
     turn_id = turn_id or str(uuid7())
-    own_lease = lease is None
-    if own_lease:
-        # One trip to the database thread takes the lease and loads the session the whole turn works on.
-        lease, session = await sync_to_async(_acquire_and_load)(session_id=session_id)
-    port = None
-    try:
-        if not own_lease and (session is None or session.pk != session_id):
+    run = {"session_id": session_id, "user_input": user_input, "tools": tools, "tool_rng": tool_rng,
+           "turn_id": turn_id, "actor": actor, "fault_injection": fault_injection,
+           "initial_context": initial_context, "turn_context": turn_context, "settings_change": settings_change,
+           "sleep": sleep}
+    if lease is not None:
+        if session is None or session.pk != session_id:
             session = await sync_to_async(selectors.get_session)(session_id=session_id)
+        return await _run_turn(session=session, lease=lease, client=client, own_lease=False, **run)
+    # An own lease is taken by the turn's first write, not in a transaction and a trip of its own: the session is
+    # the copy this process kept from the session's last turn, else one trip reads it (and builds the client);
+    # the loop decides how the turn starts, and its first lines take the lease. A session found leased, written or
+    # reconfigured since that read wrote nothing: the lease is then taken the usual way (busy, read-only, an
+    # expired holder's takeover) and the turn starts over.
+    kept = idle_sessions.take(session_id)
+    if kept is not None:
+        # Building the client reads no database (the provider row is loaded): no trip to the database thread.
+        session, stamp = kept
+        model = None if client is not None else _client_for(session, fault_injection)
+    else:
+        session, stamp, model = await sync_to_async(_load_for_turn)(
+            session_id=session_id, fault_injection=fault_injection, build_client=client is None)
+    if not session.lease_holder:
+        try:
+            return await _run_turn(session=session, lease=locks.planned(session_id=session_id, purpose="turn"),
+                                   client=client or model, own_client=client is None, own_lease=True,
+                                   take_lease_in_first_write=True, stamp=stamp, keep=True, **run)
+        except locks.LeaseNotFree:
+            pass
+    lease, session = await sync_to_async(_acquire_and_load)(session_id=session_id)
+    return await _run_turn(session=session, lease=lease, client=client, own_lease=True, **run)
+
+
+async def _run_turn(
+    *, session: Session, lease: locks.Lease, client: ModelClient | None, own_lease: bool,
+    own_client: bool | None = None, take_lease_in_first_write: bool = False,
+    stamp: selectors.ConfigStamp | None = None, keep: bool = False, session_id: int,
+    user_input: str | list[dict[str, Any]], tools: Mapping[str, Any] | None,
+    tool_rng: Callable[[str], random.Random] | None, turn_id: str, actor, fault_injection: Mapping[str, Any] | None,
+    initial_context: Callable[[Session, TurnState], list[Item]] | None, turn_context: Mapping[str, Any] | None,
+    settings_change: dict[str, Any], sleep: Callable[[float], Awaitable[None]] | None,
+) -> TurnResult:
+    """One turn on `session` under `lease` (held, or with `take_lease_in_first_write` taken by the first write);
+    an own lease is released by the turn's last write, or here when the turn ended another way. `client`: the
+    model client, closed here when `own_client` (default: when none was given and one is built here). `keep`:
+    a turn whose last write gave the lease back leaves its session in `idle_sessions`, with `stamp`."""
+    port = None
+    model = client
+    if own_client is None:
+        own_client = client is None
+    try:
         config = _turn_config(
             session, tools=dict(tools) if tools else None, tool_rng=tool_rng, sleep=sleep,
             turn_context=dict(turn_context) if turn_context else None,
@@ -482,26 +578,45 @@ async def arun_turn(
         )
         port = SessionTurnPort(session_id=session_id, turn_id=turn_id, lease=lease, actor=actor,
                                initial_context=initial_context, session=session,
-                               release_lease_on_complete=own_lease)
-        own_client = client is None
-        model = client or await sync_to_async(_client_for)(session, fault_injection)
-        try:
-            # Renewed in the background too: one provider call or stream may outlast the lease's TTL.
-            async with locks.keep_renewed(lease):
-                result = await run_turn_loop(port=port, client=model, user_input=user_input, turn_id=turn_id,
-                                             config=config)
-        finally:
-            if own_client and hasattr(model, "aclose"):
-                await model.aclose()
+                               release_lease_on_complete=own_lease,
+                               take_lease_in_first_write=take_lease_in_first_write, stamp=stamp)
+        if model is None:
+            model = await sync_to_async(_client_for)(session, fault_injection)
+        # Renewed in the background too: one provider call or stream may outlast the lease's TTL.
+        async with locks.keep_renewed(lease):
+            result = await run_turn_loop(port=port, client=model, user_input=user_input, turn_id=turn_id,
+                                         config=config)
         result.first_seq = port.first_seq or 0
         result.last_seq = port.last_seq
         if not port.alerts_recorded:
             await sync_to_async(record_turn_alerts)(session_id=session_id, first_seq=result.first_seq,
                                                     last_seq=result.last_seq)
+        if keep and stamp is not None and port.lease_released and port.kept_session is not None:
+            idle_sessions.put(port.kept_session, stamp)
         return result
     finally:
-        if own_lease and not (port is not None and port.lease_released):
+        if own_client and model is not None:
+            await _close(model)
+        if own_lease and not (port is not None and (port.lease_released or not port.lease_held)):
             await sync_to_async(locks.release)(lease)
+
+
+async def _close(model: ModelClient) -> None:
+    if hasattr(model, "aclose"):
+        await model.aclose()
+
+
+def _load_for_turn(*, session_id: int, fault_injection: Mapping[str, Any] | None,
+                   build_client: bool) -> tuple[Session, selectors.ConfigStamp, ModelClient | None]:
+    """The session a turn works on (with its provider and policy) and the stamp of its configuration, read without
+    a lease, and its model client unless the session is leased (then `lease.acquire` decides first: busy, or an
+    expired holder's takeover); SessionReadOnly for a session that follows a Codex rollout file."""
+    session, stamp = selectors.get_session_stamped(session_id=session_id)
+    if session.source in locks.READ_ONLY_SOURCES:
+        raise locks.SessionReadOnly(session_id=session_id)
+    if not build_client or session.lease_holder:
+        return session, stamp, None
+    return session, stamp, _client_for(session, fault_injection)
 
 
 def record_turn_alerts(*, session_id: int, first_seq: int, last_seq: int) -> None:

@@ -12,9 +12,11 @@ from compaction_app.records import STALE_ATTEMPT_MESSAGE
 from sessions_app.models import Session
 from sessions_app.rollout.lease import (
     LeaseLost,
+    LeaseNotFree,
     SessionBusy,
     acquire,
     keep_renewed,
+    planned,
     reap_expired,
     release,
     session_lease,
@@ -174,3 +176,44 @@ def test_on_postgresql_only_a_lease_take_of_its_own_commits_without_waiting_for_
     with transaction.atomic():  # a caller's transaction: its other writes must stay durable
         release(acquire(session_id=session.pk, purpose="turn"))
         assert seen == ["off", durable]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("other", ["leased", "written"])
+def test_a_write_that_takes_the_lease_refuses_a_session_leased_or_written_since_it_was_read(
+        make_session, items_factory, other):
+    from sessions_app.models import RolloutLine
+    from sessions_app.rollout.services import NewLine, append_rollout_lines, do_append_items
+
+    session = make_session()
+    read = Session.objects.get(pk=session.pk)  # what the writer decided on
+    if other == "leased":
+        held = acquire(session_id=session.pk, purpose="compaction")
+    else:
+        do_append_items(session=Session.objects.get(pk=session.pk), items=[items_factory.user("meanwhile")])
+    count = RolloutLine.objects.filter(session=session).count()
+
+    with pytest.raises(LeaseNotFree):
+        append_rollout_lines(session=read, lines=[NewLine("response_item", items_factory.user("mine"))],
+                             take_lease=planned(session_id=session.pk, purpose="turn"))
+
+    assert RolloutLine.objects.filter(session=session).count() == count
+    assert Session.objects.get(pk=session.pk).lease_holder == (held.holder if other == "leased" else "")
+
+
+@pytest.mark.django_db
+def test_a_write_that_takes_the_lease_holds_it_for_the_next_writes(make_session, items_factory):
+    from sessions_app.rollout.services import NewLine, append_rollout_lines
+
+    session = make_session()
+    lease = planned(session_id=session.pk, purpose="turn")
+
+    append_rollout_lines(session=session, lines=[NewLine("response_item", items_factory.user("mine"))],
+                         take_lease=lease)
+
+    stored = Session.objects.get(pk=session.pk)
+    assert (stored.lease_holder, stored.lease_purpose) == (lease.holder, "turn") and stored.lease_expires_at
+    lease.check()  # ours
+    with pytest.raises(SessionBusy):
+        acquire(session_id=session.pk, purpose="compaction")
+    release(lease)
