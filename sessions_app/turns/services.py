@@ -197,10 +197,6 @@ class IdleSessions:
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
 
-    def forget(self, session_id: int) -> None:
-        with self._lock:
-            self._entries.pop(session_id, None)
-
 
 idle_sessions = IdleSessions()
 
@@ -317,7 +313,8 @@ class SessionTurnPort:
         self._started_with = session
         self._release_on_complete = release_lease_on_complete and lease is not None
         # Own-lease turns take the lease with their first lines (`lease.planned`): until then nothing is held.
-        # `stamp`: the configuration a session kept from an earlier turn was read with; the first write checks it.
+        # `stamp`: the configuration the session was read with (now, or by an earlier turn that left its copy in
+        # `idle_sessions`); the write that takes the lease checks it is still the database's.
         self._lease_to_take = lease if take_lease_in_first_write else None
         self._stamp = stamp
         self.lease_released = False
@@ -549,8 +546,9 @@ async def arun_turn(
                                    take_lease_in_first_write=True, stamp=stamp, keep=True, **run)
         except locks.LeaseNotFree:
             pass
-    lease, session = await sync_to_async(_acquire_and_load)(session_id=session_id)
-    return await _run_turn(session=session, lease=lease, client=client, own_lease=True, **run)
+    lease, session, stamp = await sync_to_async(_acquire_and_load)(session_id=session_id)
+    return await _run_turn(session=session, lease=lease, client=client, own_lease=True, stamp=stamp, keep=True,
+                           **run)
 
 
 async def _run_turn(
@@ -627,10 +625,10 @@ def record_turn_alerts(*, session_id: int, first_seq: int, last_seq: int) -> Non
         logger.exception("alert check after a turn of session %s failed", session_id)
 
 
-def _acquire_and_load(*, session_id: int) -> tuple[locks.Lease, Session]:
+def _acquire_and_load(*, session_id: int) -> tuple[locks.Lease, Session, selectors.ConfigStamp]:
     lease = locks.acquire(session_id=session_id, purpose="turn")
     try:
-        return lease, selectors.get_session(session_id=session_id)
+        return lease, *selectors.get_session_stamped(session_id=session_id)
     except BaseException:
         locks.release(lease)
         raise

@@ -15,6 +15,19 @@ from sessions_app.turns import services as turns
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def make_session(make_session):
+    """A new session, with no copy left under its id by an earlier test's session (ids are reused between tests;
+    such a copy would be refused at the first write, as it should, but the reads below count it)."""
+
+    def make(**kwargs):
+        session = make_session(**kwargs)
+        turns.idle_sessions.take(session.pk)
+        return session
+
+    return make
+
+
 def _turn(operator_api, session, text: str) -> dict:
     response = operator_api.post(f"/api/v1/sessions/{session.pk}/turns", {"input": text}, format="json")
     assert response.status_code == 200, response.json()
@@ -86,6 +99,17 @@ def test_a_configuration_changed_between_turns_by_any_path_is_what_the_next_turn
     kinds = list(RolloutLine.objects.filter(session=session, kind="event_msg", payload__type="turn_started")
                  .values_list("seq", flat=True))
     assert len(kinds) == 2  # the refused start wrote nothing
+
+
+def test_a_turn_that_read_its_session_again_leaves_its_copy_for_the_next(operator_api, make_session, reads):
+    session = make_session()
+    _turn(operator_api, session, "first")
+    Session.objects.filter(pk=session.pk).update(base_instructions="Answer in French.")
+
+    _turn(operator_api, session, "second")
+    _turn(operator_api, session, "third")
+
+    assert reads == ["read", "leased"]  # the third started from the copy the second left, edit included
 
 
 def test_a_line_appended_between_turns_is_in_the_next_turns_request(operator_api, make_session, items_factory):
