@@ -359,12 +359,7 @@ class TokenCounter:
                         break
             if plain:
                 # The model-visible text of a plain item is its JSON.
-                if text is None:
-                    try:
-                        text = orjson.dumps(item).decode()
-                    except orjson.JSONEncodeError:
-                        text = _stdlib_item_json(item)
-                return self._exact(text)
+                return self._exact(_item_json(item) if text is None else text)
         payload = _opaque_payload(item)
         opaque = 0 if payload is None else approx_tokens_from_bytes(_encrypted_bytes(payload))
         _, _, image_bytes = _strip_inline_images(item)

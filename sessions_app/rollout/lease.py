@@ -113,6 +113,7 @@ class Lease:
 
 
 _take_free_sql: dict[tuple[str, bool], str] = {}  # by database vendor and fast commit
+_LEASE_ADAPTER = statements.Adapter([Session._meta.get_field(name) for name in _LEASE_FIELDS])
 
 
 def _take_free(*, session_id: int, lease_fields: dict, own_transaction: bool = False) -> int:
@@ -125,7 +126,7 @@ def _take_free(*, session_id: int, lease_fields: dict, own_transaction: bool = F
     loses it loses its holder too, which frees the session. Inside a caller's transaction, whose other writes must
     stay durable, the commit waits as usual."""
     connection = transaction.get_connection()
-    fields = [Session._meta.get_field(name) for name in _LEASE_FIELDS]
+    fields = _LEASE_ADAPTER.fields
     fast = own_transaction and connection.vendor == "postgresql"
     sql = _take_free_sql.get((connection.vendor, fast))
     if sql is None:
@@ -140,7 +141,7 @@ def _take_free(*, session_id: int, lease_fields: dict, own_transaction: bool = F
             sql = (f"WITH fast AS (SELECT set_config('synchronous_commit', 'off', true)) {sql} "
                    "AND EXISTS (SELECT 1 FROM fast)")
         _take_free_sql[(connection.vendor, fast)] = sql
-    values = statements.prep_save(fields, [lease_fields[f.name] for f in fields], connection)
+    values = _LEASE_ADAPTER([lease_fields[f.name] for f in fields], connection)
     with connection.cursor() as cursor:
         cursor.execute(sql, [*values, session_id, "", *READ_ONLY_SOURCES])
         return cursor.rowcount

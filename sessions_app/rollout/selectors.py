@@ -34,7 +34,6 @@ class ConfigStamp:
     `WRITTEN_BY_APPENDS`), its provider and its policy."""
 
     session_id: int
-    vendor: str
     values: tuple
 
 
@@ -61,16 +60,16 @@ class _SessionRead:
             columns += [f"{alias}.{quote(f.column)}" for f in fields]
             self.parts.append((model, [f.attname for f in fields], statements.converters(fields, alias, connection)))
         fk = {name: Session._meta.get_field(name).column for name in ("provider", "policy")}
-        self.sql = (
-            f"SELECT {', '.join(columns)} FROM {quote(Session._meta.db_table)} s "
+        joined = (
+            f"FROM {quote(Session._meta.db_table)} s "
             f"INNER JOIN {quote(Provider._meta.db_table)} p "
             f"ON p.{quote(Provider._meta.pk.column)} = s.{quote(fk['provider'])} "
             f"INNER JOIN {quote(CompactionPolicy._meta.db_table)} c "
             f"ON c.{quote(CompactionPolicy._meta.pk.column)} = s.{quote(fk['policy'])} "
             f"WHERE s.{quote(Session._meta.pk.column)} = %s"
         )
-        self.config_sql = self.sql.replace(
-            f"SELECT {', '.join(columns)} ", f"SELECT {', '.join(columns[i] for i in self.config_positions)} ", 1)
+        self.sql = f"SELECT {', '.join(columns)} {joined}"
+        self.config_sql = f"SELECT {', '.join(columns[i] for i in self.config_positions)} {joined}"
 
     def load(self, connection, session_id: int) -> Session:
         return self.load_stamped(connection, session_id)[0]
@@ -81,8 +80,7 @@ class _SessionRead:
             row = cursor.fetchone()
         if row is None:
             raise Session.DoesNotExist("Session matching query does not exist.")
-        stamp = ConfigStamp(session_id=int(session_id), vendor=connection.vendor,
-                            values=tuple(row[i] for i in self.config_positions))
+        stamp = ConfigStamp(session_id=int(session_id), values=tuple(row[i] for i in self.config_positions))
         objects, start = [], 0
         for model, attnames, converters in self.parts:
             values = statements.convert(row[start:start + len(attnames)], converters, connection)
@@ -120,10 +118,7 @@ def config_unchanged(cursor, *, stamp: ConfigStamp) -> bool:
     """Whether the session's configuration (every column of the session but what appends and leases write, and
     its provider and policy rows) is still what `stamp` recorded, as the database holds it: the raw values are
     compared, so an edit through any path (a form, the API, a queryset update) counts, whatever it touched."""
-    read = _session_read(cursor.db)
-    if stamp.vendor != cursor.db.vendor:
-        return False
-    cursor.execute(read.config_sql, [stamp.session_id])
+    cursor.execute(_session_read(cursor.db).config_sql, [stamp.session_id])
     row = cursor.fetchone()
     return row is not None and tuple(row) == stamp.values
 

@@ -313,8 +313,8 @@ class SessionTurnPort:
         self._started_with = session
         self._release_on_complete = release_lease_on_complete and lease is not None
         # Own-lease turns take the lease with their first lines (`lease.planned`): until then nothing is held.
-        # `stamp`: the configuration the session was read with (now, or by an earlier turn that left its copy in
-        # `idle_sessions`); the write that takes the lease checks it is still the database's.
+        # `stamp`: the configuration a copy kept in `idle_sessions` was read with by an earlier turn; the write that
+        # takes the lease checks it is still the database's.
         self._lease_to_take = lease if take_lease_in_first_write else None
         self._stamp = stamp
         self.lease_released = False
@@ -541,9 +541,12 @@ async def arun_turn(
             session_id=session_id, fault_injection=fault_injection, build_client=client is None)
     if not session.lease_holder:
         try:
+            # A kept copy's configuration may have changed since an earlier turn read it: the first write checks;
+            # one read by this turn a moment ago needs no second read.
             return await _run_turn(session=session, lease=locks.planned(session_id=session_id, purpose="turn"),
                                    client=client or model, own_client=client is None, own_lease=True,
-                                   take_lease_in_first_write=True, stamp=stamp, keep=True, **run)
+                                   take_lease_in_first_write=True, stamp=stamp, check_stamp=kept is not None,
+                                   keep=True, **run)
         except locks.LeaseNotFree:
             pass
     lease, session, stamp = await sync_to_async(_acquire_and_load)(session_id=session_id)
@@ -554,7 +557,7 @@ async def arun_turn(
 async def _run_turn(
     *, session: Session, lease: locks.Lease, client: ModelClient | None, own_lease: bool,
     own_client: bool | None = None, take_lease_in_first_write: bool = False,
-    stamp: selectors.ConfigStamp | None = None, keep: bool = False, session_id: int,
+    stamp: selectors.ConfigStamp | None = None, check_stamp: bool = False, keep: bool = False, session_id: int,
     user_input: str | list[dict[str, Any]], tools: Mapping[str, Any] | None,
     tool_rng: Callable[[str], random.Random] | None, turn_id: str, actor, fault_injection: Mapping[str, Any] | None,
     initial_context: Callable[[Session, TurnState], list[Item]] | None, turn_context: Mapping[str, Any] | None,
@@ -563,7 +566,8 @@ async def _run_turn(
     """One turn on `session` under `lease` (held, or with `take_lease_in_first_write` taken by the first write);
     an own lease is released by the turn's last write, or here when the turn ended another way. `client`: the
     model client, closed here when `own_client` (default: when none was given and one is built here). `keep`:
-    a turn whose last write gave the lease back leaves its session in `idle_sessions`, with `stamp`."""
+    a turn whose last write gave the lease back leaves its session in `idle_sessions`, with `stamp`, which the
+    write that takes the lease checks when `check_stamp`."""
     port = None
     model = client
     if own_client is None:
@@ -577,7 +581,8 @@ async def _run_turn(
         port = SessionTurnPort(session_id=session_id, turn_id=turn_id, lease=lease, actor=actor,
                                initial_context=initial_context, session=session,
                                release_lease_on_complete=own_lease,
-                               take_lease_in_first_write=take_lease_in_first_write, stamp=stamp)
+                               take_lease_in_first_write=take_lease_in_first_write,
+                               stamp=stamp if check_stamp else None)
         if model is None:
             model = await sync_to_async(_client_for)(session, fault_injection)
         # Renewed in the background too: one provider call or stream may outlast the lease's TTL.

@@ -9,7 +9,6 @@ import pytest
 
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.models import RolloutLine, Session
-from sessions_app.rollout import selectors
 from sessions_app.turns import services as turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -112,18 +111,19 @@ def test_a_turn_that_read_its_session_again_leaves_its_copy_for_the_next(operato
     assert reads == ["read", "leased"]  # the third started from the copy the second left, edit included
 
 
-def test_a_line_appended_between_turns_is_in_the_next_turns_request(operator_api, make_session, items_factory):
+def test_a_line_appended_between_turns_is_in_the_next_turns_request(make_session, items_factory):
     from sessions_app.rollout.services import do_append_items
+    from tests.sessions_app.turns.test_turn_writes import _LeaseWatcher
 
     session = make_session()
-    _turn(operator_api, session, "first")
+    client = _LeaseWatcher(session.pk)  # keeps each request's input
+    turns.run_turn(session_id=session.pk, user_input="first", client=client)
     do_append_items(session=Session.objects.get(pk=session.pk), items=[items_factory.user("a note from elsewhere")])
 
-    _turn(operator_api, session, "second")
+    turns.run_turn(session_id=session.pk, user_input="second", client=client)
 
+    sent = [i["content"][0]["text"] for i in client.inputs[-1] if i.get("role") == "user"]
+    assert sent[-3:] == ["first", "a note from elsewhere", "second"]
     users = [p["content"][0]["text"] for p in RolloutLine.objects.filter(
         session=session, kind="response_item", payload__role="user").order_by("seq").values_list("payload", flat=True)]
     assert users == ["first", "a note from elsewhere", "second"]
-    live = [i["content"][0]["text"] for i in selectors.live_items(session=Session.objects.get(pk=session.pk))
-            if i.get("role") == "user"]
-    assert live[-2:] == ["a note from elsewhere", "second"]
