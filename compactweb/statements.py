@@ -30,6 +30,9 @@ _INTEGER_TYPES = ("AutoField", "BigAutoField", "IntegerField", "BigIntegerField"
 _PLAIN: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(_INTEGER_TYPES, (int, type(None))),
     "CharField": (str, type(None)), "TextField": (str, type(None)),
+    # A JSONField's None is SQL NULL (its `get_db_prep_save` returns it as it is); only `Value(None, JSONField())`
+    # is JSON null, and no hot-path write passes one.
+    "JSONField": (type(None),),
 }
 _COMPARISONS = {"exact": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _SHARED_KINDS = frozenset({"DateTimeField", "JSONField"})  # adapted alike by every field of the kind (and encoder)
@@ -158,8 +161,10 @@ class Update:
         """`memo`: as `prep_save`'s; `cursor`: a caller's open cursor (an append's, inside its transaction)."""
         connection = cursor.db if cursor is not None else connections[router.db_for_write(self.model)]
         sql, where_fields = self._compiled(connection)
-        params = [*self._adapt_set(values, connection, memo=memo),
-                  *self._adapt_add(add, connection), *prep_lookup(where_fields, where, connection)]
+        params = self._adapt_set(values, connection, memo=memo)
+        if add:
+            params += self._adapt_add(add, connection)
+        params += prep_lookup(where_fields, where, connection)
         if cursor is not None:
             cursor.execute(sql, params)
             return cursor.rowcount

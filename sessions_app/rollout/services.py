@@ -1,8 +1,9 @@
 """Writes to sessions: create, append items, append any rollout line, rebuild and verify the projection.
 
-Every write takes the per-session lock (`select_for_update` on the session row; on SQLite the IMMEDIATE transaction
-mode serialises writers), appends rollout lines, and updates the cached projection (LiveItem rows and the session's
-header fields) with the same fold a rebuild uses, in one transaction.
+Every write takes the per-session lock (the session row, locked by the append's guarded header UPDATE or, when the
+caller's copy is stale, by `SELECT ... FOR UPDATE`; on SQLite the IMMEDIATE transaction mode serialises writers),
+appends rollout lines, and updates the cached projection (LiveItem rows and the session's header fields) with the
+same fold a rebuild uses, in one transaction.
 """
 
 from __future__ import annotations
@@ -111,11 +112,16 @@ def _prepare(line: NewLine, header: p.Header, tokens_of: TokenCounter) -> tuple[
 # What the append lock reads: the header fold's columns plus the few the live summary shows, never the JSON columns
 # (initial_context, fault_injection) or the provider and policy rows the caller already holds.
 LOCK_FIELDS = (*Session.HEADER_FIELDS, "title", "state", "provider_id", "policy_id", "lease_holder")
+# What the header write compares with the caller's copy. The other header columns change only with `last_seq`
+# (an append) or with `updated_at` (a rebuild); none of these is nullable, so `=` compares them.
+GUARD_FIELDS = ("last_seq", "updated_at", "lease_holder", "state", "title", "provider_id", "policy_id")
+KNOWN_FIELDS = (*LOCK_FIELDS, "updated_at", "lease_purpose", "lease_expires_at")  # what an append sets on the copy
 
 
 class _AppendStatements:
-    """The append's four statements as SQL written once per database (lock and read the header, insert the lines,
-    insert the live items, write the header back), run on Django's cursor inside the append's transaction.
+    """The append's statements as SQL written once per database (write the header, guarded by the caller's copy;
+    insert the lines; insert the live items; and, when the copy was stale, lock and read the header and write it
+    again), run on Django's cursor inside the append's transaction.
 
     An append is the hottest write of the dashboard (every model response of every session), and building these
     statements through the ORM cost several times the statements themselves. Values go through each field's own
@@ -169,16 +175,26 @@ class _AppendStatements:
     def _row(width: int) -> str:
         return f"({', '.join(['%s'] * width)})"
 
-    def write_header(self, cursor, session_id: int, changes: dict[str, Any], *,
-                     memo: dict[tuple, Any] | None = None) -> None:
-        update = _header_updates.get(names := tuple(changes))
+    def write_header(self, cursor, session_id: int, changes: dict[str, Any], *, guard: dict[str, Any] | None = None,
+                     memo: dict[tuple, Any] | None = None) -> bool:
+        """Write `changes` to the session's row; with `guard`, only if its `GUARD_FIELDS` still hold those
+        values. Returns whether the row was written."""
+        names = tuple(changes)
+        if guard is None:
+            update = _header_updates.get(names)
+            if update is None:
+                update = _header_updates[names] = statements.Update(Session, set=names, where=("pk",))
+            return update.run(values=list(changes.values()), where=(session_id,), memo=memo, cursor=cursor) == 1
+        update = _guarded_updates.get(names)
         if update is None:
-            update = _header_updates[names] = statements.Update(Session, set=names, where=("pk",))
-        update.run(values=list(changes.values()), where=(session_id,), memo=memo, cursor=cursor)
+            update = _guarded_updates[names] = statements.Update(Session, set=names, where=("pk", *GUARD_FIELDS))
+        return update.run(values=list(changes.values()), where=(session_id, *(guard[n] for n in GUARD_FIELDS)),
+                          memo=memo, cursor=cursor) == 1
 
 
 _statements: dict[str, _AppendStatements] = {}  # by database vendor
 _header_updates: dict[tuple[str, ...], statements.Update] = {}  # by the columns an append writes
+_guarded_updates: dict[tuple[str, ...], statements.Update] = {}  # the same, guarded by the caller's copy
 _LINE_ATTNAMES = ("id", "session_id", "seq", "timestamp", "kind", "payload", "tokens", "item_tokens", "actor_id")
 assert tuple(f.attname for f in RolloutLine._meta.concrete_fields) == _LINE_ATTNAMES, "the append builds rows by position"
 MAX_INSERT_ROWS = 1_000  # rows per INSERT where the database sets no parameter limit (PostgreSQL)
@@ -188,6 +204,89 @@ def _append_statements(connection) -> _AppendStatements:
     if found is None:  # the SQL depends only on the database kind; values are adapted per connection
         found = _statements[connection.vendor] = _AppendStatements(connection)
     return found
+
+
+@dataclass
+class _Plan:
+    """What an append writes, folded from one header: the rollout rows, the live items, the windows it opens."""
+
+    header: p.Header
+    rows: list[RolloutLine]
+    live: list[tuple]  # LiveItem rows as the INSERT's values (no model instances: none is returned)
+    windows: list[ContextWindow]
+    replaced: bool
+
+
+def _plan(*, session: Session, lines: Sequence[NewLine], actor, actor_id, now: datetime) -> _Plan:
+    """Validate, count and fold `lines` onto the header `session` carries (spec §8.2's fold, one line at a time)."""
+    tokens_of = counter_for(session)
+    session_field = RolloutLine._meta.get_field("session")
+    actor_field = RolloutLine._meta.get_field("actor") if actor is not None and actor_id is not actor else None
+    header = session.header
+    plan = _Plan(header=header, rows=[], live=[], windows=[], replaced=False)
+    for new in lines:
+        payload, tokens, item_tokens = _prepare(new, header, tokens_of)
+        line = p.Line(seq=header.last_seq + 1, kind=new.kind, payload=payload, tokens=tokens, item_tokens=item_tokens)
+        next_header, change = p.apply_line(header, line)
+        # Positional, in _LINE_ATTNAMES order: the keyword path of Model.__init__ cost a tenth of a one-item append.
+        row = RolloutLine(None, session.pk, line.seq, new.timestamp or now, line.kind, payload, tokens, item_tokens,
+                          actor_id)
+        session_field.set_cached_value(row, session)  # as `session=session` does, without the descriptor's checks
+        if actor_field is not None:
+            actor_field.set_cached_value(row, actor)
+        plan.rows.append(row)
+        if isinstance(change, p.Replaced):
+            plan.replaced, plan.live = True, []
+        if change is not None:
+            start = 0 if isinstance(change, p.Replaced) else header.item_count
+            plan.live.extend(
+                (session.pk, start + i, e.item, e.tokens, e.source_seq, e.model_generated)
+                for i, e in enumerate(change.entries)
+            )
+        if next_header.window_id != header.window_id:
+            first = new.kind == p.SESSION_META
+            plan.windows.append(
+                ContextWindow(
+                    session=session, number=next_header.window_number, window_id=next_header.window_id,
+                    previous_window_id=next_header.previous_window_id, first_window_id=next_header.first_window_id,
+                    opened_by_seq=None if first else line.seq, opened_at=new.timestamp or now,
+                    reason="session_start" if first else new.kind,
+                )
+            )
+        header = next_header
+    plan.header = header
+    return plan
+
+
+def _header_changes(*, session: Session, plan: _Plan, known: dict[str, Any], now: datetime,
+                    release_lease: str | None, take_lease: Lease | None) -> dict[str, Any]:
+    """Set the plan's header (and the lease this write takes or releases) on `session`; return the columns that
+    differ from `known` (the header as the write found it), with the time."""
+    session.set_header(plan.header)
+    session.updated_at = now
+    changes = {name: value for name in Session.HEADER_FIELDS if (value := getattr(session, name)) != known[name]}
+    changes["updated_at"] = now
+    if release_lease and release_lease == (take_lease.holder if take_lease is not None else known["lease_holder"]):
+        # The row is locked by this transaction and the lease is ours: release it in the same UPDATE (or, taken
+        # and released by one write, it was never anyone's to see).
+        changes.update(lease_holder="", lease_purpose="", lease_expires_at=None)
+        session.lease_holder, session.lease_purpose, session.lease_expires_at = "", "", None
+    elif take_lease is not None:
+        lease = {"lease_holder": take_lease.holder, "lease_purpose": take_lease.purpose,
+                 "lease_expires_at": now + take_lease.ttl}
+        changes.update(lease)
+        for name, value in lease.items():
+            setattr(session, name, value)
+    return changes
+
+
+def _known_header(session: Session) -> dict[str, Any] | None:
+    """The caller's copy of what an append reads and sets, or None if the copy lacks a column (a deferred field)."""
+    loaded = session.__dict__
+    try:
+        return {name: loaded[name] for name in KNOWN_FIELDS}
+    except KeyError:
+        return None
 
 
 @transaction.atomic
@@ -209,88 +308,63 @@ def append_rollout_lines(
     the import's staging table
     (StagedRolloutLine, installed later by `install_staged_lines`), not the rollout; `publish=False`: no live
     event (an import publishes its own bounded events).
+
+    The header is written first, folded from the caller's copy and guarded by it (`GUARD_FIELDS`: the rollout's
+    `last_seq`, `updated_at`, which every other write of the header columns sets, and the lease, state, title,
+    provider and policy the summary and the lease checks use). The UPDATE locks the row as `SELECT ... FOR
+    UPDATE` would; when the copy is stale it changes nothing, and the append reads the header under that lock and
+    folds again, so a concurrent writer costs a retry in the same transaction, never a failure.
     """
     connection = transaction.get_connection()
     sql = _append_statements(connection)
     cursor = connection.cursor()
-    # Lock the session row for this transaction (a no-op lock on SQLite, whose IMMEDIATE transactions serialise
-    # writers) and read its header columns: one narrow SELECT, not the whole row with its provider and policy.
-    read_at = session.last_seq
-    fresh = sql.read_header(cursor, session.pk)
-    if take_lease is not None and (fresh["lease_holder"] or fresh["last_seq"] != read_at
-                                   or (unchanged is not None and not unchanged(cursor))):
-        # Leased (possibly expired: taking that over is `lease.acquire`'s), or written or reconfigured since the
-        # caller's read, which its decisions (a pre-turn check, the request's settings) were made on.
-        raise LeaseNotFree(f"session {session.pk} was leased, written or reconfigured since it was read")
-    for name, value in fresh.items():
-        setattr(session, name, value)
-    tokens_of = counter_for(session)
-    session_field = RolloutLine._meta.get_field("session")
     actor_id = getattr(actor, "pk", actor)
-    actor_field = RolloutLine._meta.get_field("actor") if actor is not None and actor_id is not actor else None
-    header = session.header
     now = timezone.now()
-    rows: list[RolloutLine] = []
-    windows: list[ContextWindow] = []
-    pending_live: list[tuple] = []  # LiveItem rows as the INSERT's values (no model instances: none is returned)
-    replaced = False
-    for new in lines:
-        payload, tokens, item_tokens = _prepare(new, header, tokens_of)
-        line = p.Line(seq=header.last_seq + 1, kind=new.kind, payload=payload, tokens=tokens, item_tokens=item_tokens)
-        next_header, change = p.apply_line(header, line)
-        # Positional, in _LINE_ATTNAMES order: the keyword path of Model.__init__ cost a tenth of a one-item append.
-        row = RolloutLine(None, session.pk, line.seq, new.timestamp or now, line.kind, payload, tokens, item_tokens,
-                          actor_id)
-        session_field.set_cached_value(row, session)  # as `session=session` does, without the descriptor's checks
-        if actor_field is not None:
-            actor_field.set_cached_value(row, actor)
-        rows.append(row)
-        if isinstance(change, p.Replaced):
-            replaced, pending_live = True, []
-        if change is not None:
-            start = 0 if isinstance(change, p.Replaced) else header.item_count
-            pending_live.extend(
-                (session.pk, start + i, e.item, e.tokens, e.source_seq, e.model_generated)
-                for i, e in enumerate(change.entries)
-            )
-        if next_header.window_id != header.window_id:
-            first = new.kind == p.SESSION_META
-            windows.append(
-                ContextWindow(
-                    session=session, number=next_header.window_number, window_id=next_header.window_id,
-                    previous_window_id=next_header.previous_window_id, first_window_id=next_header.first_window_id,
-                    opened_by_seq=None if first else line.seq, opened_at=new.timestamp or now,
-                    reason="session_start" if first else new.kind,
-                )
-            )
-        header = next_header
-    # Rows share their timestamp, and a live item is its line's payload: each object is adapted once.
-    memo: dict[tuple, Any] = {}
-    sql.insert(cursor, *((sql.insert_stage, sql.adapt_stage) if staged else (sql.insert_line, sql.adapt_line)), [
-        (session.pk, r.seq, r.timestamp, r.kind, r.payload, r.tokens, r.item_tokens, actor_id) for r in rows],
-        memo=memo)
-    if replaced:
-        LiveItem.objects.filter(session=session).delete()
-    sql.insert(cursor, sql.insert_live, sql.adapt_live, pending_live, memo=memo)
-    if windows:
-        ContextWindow.objects.bulk_create(windows)
-    session.set_header(header)
-    session.updated_at = now
-    # Only the header columns this append changed (the lock read the others as they are), and the time.
-    changes = {name: value for name in Session.HEADER_FIELDS if (value := getattr(session, name)) != fresh[name]}
-    changes["updated_at"] = now
-    if release_lease and release_lease == (take_lease.holder if take_lease is not None else fresh["lease_holder"]):
-        # The row is locked by this transaction and the lease is ours: release it in the same UPDATE (or, taken
-        # and released by one write, it was never anyone's to see).
-        changes.update(lease_holder="", lease_purpose="", lease_expires_at=None)
-        session.lease_holder, session.lease_purpose, session.lease_expires_at = "", "", None
-    elif take_lease is not None:
-        lease = {"lease_holder": take_lease.holder, "lease_purpose": take_lease.purpose,
-                 "lease_expires_at": now + take_lease.ttl}
-        changes.update(lease)
-        for name, value in lease.items():
-            setattr(session, name, value)
-    sql.write_header(cursor, session.pk, changes, memo=memo)
+    memo: dict[tuple, Any] = {}  # rows share their timestamp, and a live item is its line's payload: adapted once
+    copy = _known_header(session)
+    try:
+        plan = None
+        if copy is not None and not (take_lease is not None and copy["lease_holder"]):
+            # (A copy that says leased goes to the read under the lock, which decides and refuses.)
+            plan = _plan(session=session, lines=lines, actor=actor, actor_id=actor_id, now=now)
+            changes = _header_changes(session=session, plan=plan, known=copy, now=now,
+                                      release_lease=release_lease, take_lease=take_lease)
+            if not sql.write_header(cursor, session.pk, changes, guard=copy, memo=memo):
+                session.__dict__.update(copy)  # stale: the read below replaces it
+                plan = None
+            elif take_lease is not None and unchanged is not None and not unchanged(cursor):
+                raise LeaseNotFree(f"session {session.pk} was reconfigured since it was read")
+        if plan is None:
+            # Lock the session row for this transaction (a no-op lock on SQLite, whose IMMEDIATE transactions
+            # serialise writers) and read its header columns: one narrow SELECT, not the whole row with its
+            # provider and policy.
+            read_at = session.last_seq
+            fresh = sql.read_header(cursor, session.pk)
+            if take_lease is not None and (fresh["lease_holder"] or fresh["last_seq"] != read_at
+                                           or (unchanged is not None and not unchanged(cursor))):
+                # Leased (possibly expired: taking that over is `lease.acquire`'s), or written or reconfigured
+                # since the caller's read, which its decisions (a pre-turn check, the request's settings) were
+                # made on.
+                raise LeaseNotFree(f"session {session.pk} was leased, written or reconfigured since it was read")
+            for name, value in fresh.items():
+                setattr(session, name, value)
+            plan = _plan(session=session, lines=lines, actor=actor, actor_id=actor_id, now=now)
+            changes = _header_changes(session=session, plan=plan, known=fresh, now=now,
+                                      release_lease=release_lease, take_lease=take_lease)
+            sql.write_header(cursor, session.pk, changes, memo=memo)
+        rows = plan.rows
+        sql.insert(cursor, *((sql.insert_stage, sql.adapt_stage) if staged else (sql.insert_line, sql.adapt_line)),
+                   [(session.pk, r.seq, r.timestamp, r.kind, r.payload, r.tokens, r.item_tokens, actor_id)
+                    for r in rows], memo=memo)
+        if plan.replaced:
+            LiveItem.objects.filter(session=session).delete()
+        sql.insert(cursor, sql.insert_live, sql.adapt_live, plan.live, memo=memo)
+        if plan.windows:
+            ContextWindow.objects.bulk_create(plan.windows)
+    except BaseException:
+        if copy is not None:  # nothing was written: the caller's copy stays as it was
+            session.__dict__.update(copy)
+        raise
     cursor.close()
     if not publish:
         return rows
