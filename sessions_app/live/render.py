@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.template.loader import render_to_string
@@ -20,7 +21,7 @@ from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.compactions.queue import EXPIRED_EVENT, queued_for
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.live import selectors as ls
-from sessions_app.live.token_chart import chart_geometry
+from sessions_app.live.token_chart import Chart, Point, chart_geometry
 from sessions_app.models import Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout import selectors
@@ -29,6 +30,7 @@ SESSION_PAGE = "sessions_app/session_detail.html"
 FLEET_PAGE = "sessions_app/fleet.html"
 MAX_BATCH_LINES = 400  # a client further behind than this re-syncs over HTTP instead of replaying lines
 BATCH_CACHE_SIZE = 512
+CHART_CACHE_SIZE = 256  # sessions whose chart a process keeps (a full chart: ~600 readings and points, ~150 KB)
 COMPACTION_EVENT_TYPES = frozenset({"error", "compaction_interrupted"})
 
 
@@ -135,6 +137,101 @@ class _BatchCache:
 batch_cache = _BatchCache(BATCH_CACHE_SIZE)
 
 
+@dataclass(frozen=True)
+class ChartState:
+    """A session's token chart as of rollout line `seq`: the readings `ls.chart_readings(upto_seq=seq)` gives (the
+    newest CHART_POINTS chart lines up to `seq`) and, in the same order, their points (None: no point) with the
+    base instructions' tokens `base_tokens` (a replacement's point adds them)."""
+
+    seq: int
+    readings: tuple[ls.ChartReading, ...]
+    base_tokens: int
+    points: tuple[Point | None, ...]
+
+    def chart_points(self) -> list[Point]:
+        return [pt for pt in self.points if pt is not None]
+
+
+class _ChartCache:
+    """The newest ChartState of each watched session, by thread id (a session id can come back after a delete on
+    SQLite; a thread id does not). A batch extends its session's state with the chart lines among its own lines
+    instead of reading the chart's readings again; anything else (no state, a state the batch does not start from)
+    reads them in full. States are immutable: a render extends the one it got and puts a new one."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, ChartState] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> ChartState | None:
+        with self._lock:
+            state = self._entries.get(key)
+            if state is not None:
+                self._entries.move_to_end(key)
+            return state
+
+    def put(self, key: str, state: ChartState) -> None:
+        """Keep `state` unless the entry is already at a later seq (a render of an older batch finishing last)."""
+        with self._lock:
+            current = self._entries.get(key)
+            if current is None or current.seq <= state.seq:
+                self._entries[key] = state
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+chart_cache = _ChartCache(CHART_CACHE_SIZE)
+
+
+def _points_of(readings: Iterable[ls.ChartReading], base_tokens: int) -> tuple[Point | None, ...]:
+    return tuple(ls.point_of(r, base_tokens=base_tokens) for r in readings)
+
+
+def chart_state(*, session: Session, after_seq: int, upto: int, lines: list) -> ChartState:
+    """The session's chart as of `upto`, given `lines`, every rollout line after `after_seq` up to `upto` (a batch's
+    lines): the cached state extended with the chart lines among them when it is at a seq in [after_seq, upto],
+    else read in full (two bounded queries). Either way the same points as `ls.token_points(upto_seq=upto)`."""
+    key = str(session.thread_id)
+    base = session.meter_base_tokens
+    state = chart_cache.get(key)
+    if state is not None and after_seq <= state.seq <= upto:
+        new = ls.chart_readings_of(session_id=session.pk, lines=[ln for ln in lines if ln.seq > state.seq])
+        readings = (state.readings + tuple(new))[-ls.CHART_POINTS:]
+        if base == state.base_tokens:
+            points = (state.points + _points_of(new, base))[-ls.CHART_POINTS:]
+        else:  # the base instructions changed (a new model or instructions): every replacement's value moves
+            points = _points_of(readings, base)
+    else:
+        readings = tuple(ls.chart_readings(session=session, limit=ls.CHART_POINTS, upto_seq=upto))
+        points = _points_of(readings, base)
+    state = ChartState(seq=upto, readings=readings, base_tokens=base, points=points)
+    chart_cache.put(key, state)
+    return state
+
+
+def advance_chart_state(*, session: Session, after_seq: int, upto: int) -> None:
+    """A batch after `after_seq` up to `upto` without a chart line: the session's state, if it is at a seq in
+    [after_seq, upto], holds as of `upto` too (else the next batch would read the chart in full)."""
+    key = str(session.thread_id)
+    state = chart_cache.get(key)
+    if state is not None and after_seq <= state.seq < upto:
+        chart_cache.put(key, replace(state, seq=upto))
+
+
+def batch_chart(*, session: Session, summary: Mapping[str, Any], after_seq: int, upto: int, lines: list) -> Chart:
+    """The chart a batch renders: `chart_for` as of `upto`, from the process's chart state when it can."""
+    return chart_geometry(
+        chart_state(session=session, after_seq=after_seq, upto=upto, lines=lines).chart_points(),
+        context_window=summary["context_window"],
+        limit=summary["auto_compact_limit"],
+    )
+
+
 def session_batch(
     *, session_id: int, after_seq: int, upto_seq: int | None = None, summary: Mapping[str, Any] | None = None
 ) -> tuple[str, int]:
@@ -188,7 +285,10 @@ def _render_batch(*, session: Session, summary: Mapping[str, Any], after_seq: in
         parts.append(_partial(SESSION_PAGE, "history_count", context))
 
     if any(_is_usage(ln) or ln.kind in p.HISTORY_INSTALLING_KINDS for ln in lines):
-        parts.append(_partial(SESSION_PAGE, "chart", {**context, "chart": chart_for(session=session, summary=summary)}))
+        chart = batch_chart(session=session, summary=summary, after_seq=after_seq, upto=upto, lines=lines)
+        parts.append(_partial(SESSION_PAGE, "chart", {**context, "chart": chart}))
+    else:
+        advance_chart_state(session=session, after_seq=after_seq, upto=upto)
     if any(_changes_compaction_state(ln) for ln in lines):
         parts.append(
             _partial(SESSION_PAGE, "compaction_status", {**context, "attempt": ls.latest_attempt(session_id=session_id),

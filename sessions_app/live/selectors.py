@@ -75,34 +75,84 @@ def latest_attempt(*, session_id: int) -> dict[str, Any] | None:
     return last_attempts(session_ids=[session_id]).get(session_id)
 
 
-def token_points(*, session: Session, limit: int = CHART_POINTS) -> list[Point]:
+@dataclass(frozen=True)
+class ChartReading:
+    """One rollout line the token chart reads: a usage reading (`tokens` its total; 0 draws no point but still
+    takes one of the chart's `CHART_POINTS` places) or a history replacement (`drop`; `tokens` the installed
+    history's stored tokens, without the base instructions, and `peak` its compaction's tokens before, if any)."""
+
+    seq: int
+    tokens: int
+    drop: bool = False
+    peak: int | None = None
+
+
+def _usage_total(payload: dict[str, Any]) -> int:
+    usage = (payload.get("info") or {}).get("last_token_usage") or {}
+    return int(usage.get("total_tokens") or 0)
+
+
+def chart_readings(*, session: Session, limit: int = CHART_POINTS, upto_seq: int | None = None) -> list[ChartReading]:
+    """The newest `limit` lines the chart reads (up to `upto_seq` when given), oldest first: two bounded queries."""
+    rows = (
+        RolloutLine.objects.filter(session=session)
+        .filter(Q(kind=p.EVENT_MSG, payload__type="token_count") | Q(kind__in=p.HISTORY_INSTALLING_KINDS))
+    )
+    if upto_seq is not None:
+        rows = rows.filter(seq__lte=upto_seq)
+    rows = list(rows.order_by("-seq").values_list("seq", "kind", "payload", "tokens")[:limit])
+    drop_seqs = [seq for seq, kind, _, _ in rows if kind != p.EVENT_MSG]
+    peaks = _peaks(session_id=session.pk, seqs=drop_seqs)
+    return [
+        ChartReading(seq=seq, tokens=_usage_total(payload)) if kind == p.EVENT_MSG
+        else ChartReading(seq=seq, tokens=int(tokens), drop=True, peak=peaks.get(seq))
+        for seq, kind, payload, tokens in reversed(rows)
+    ]
+
+
+def chart_readings_of(*, session_id: int, lines: Iterable[RolloutLine]) -> list[ChartReading]:
+    """The readings `chart_readings` would give for these lines (in their order), without reading them again: one
+    query for the peaks when a line replaced the history, none otherwise. A line the chart reads is a `token_count`
+    event (the same test as the query's) or a history-installing line."""
+    chart_lines = [
+        ln for ln in lines
+        if ln.kind in p.HISTORY_INSTALLING_KINDS or (ln.kind == p.EVENT_MSG and ln.payload.get("type") == "token_count")
+    ]
+    peaks = _peaks(session_id=session_id, seqs=[ln.seq for ln in chart_lines if ln.kind != p.EVENT_MSG])
+    return [
+        ChartReading(seq=ln.seq, tokens=_usage_total(ln.payload)) if ln.kind == p.EVENT_MSG
+        else ChartReading(seq=ln.seq, tokens=int(ln.tokens), drop=True, peak=peaks.get(ln.seq))
+        for ln in chart_lines
+    ]
+
+
+def _peaks(*, session_id: int, seqs: list[int]) -> dict[int, int | None]:
+    """The tokens before of the compactions installed at these seqs (a rollback or a redo has none)."""
+    if not seqs:
+        return {}
+    return dict(
+        Compaction.objects.filter(session_id=session_id, rollout_seq__in=seqs).values_list("rollout_seq", "tokens_before")
+    )
+
+
+def point_of(reading: ChartReading, *, base_tokens: int) -> Point | None:
+    """The chart point of a reading (None: a usage line without a total draws none). A replacement's value is the
+    installed history's stored tokens plus the base instructions (spec §3.2: the meter restarts from the estimate)."""
+    if not reading.drop:
+        return Point(seq=reading.seq, tokens=reading.tokens) if reading.tokens else None
+    return Point(seq=reading.seq, tokens=reading.tokens + base_tokens, drop=True, peak=reading.peak)
+
+
+def token_points(*, session: Session, limit: int = CHART_POINTS, upto_seq: int | None = None) -> list[Point]:
     """The window's active tokens at each usage reading and after each history replacement, oldest first.
 
     Usage readings are the `token_count` lines' totals (what the server counted); a replacement's value is the
     installed history's stored tokens plus the base instructions (spec §3.2: the meter restarts from the estimate).
     A compaction's drop carries the meter value it fired at (its tokens before) as its peak.
     """
-    rows = (
-        RolloutLine.objects.filter(session=session)
-        .filter(Q(kind=p.EVENT_MSG, payload__type="token_count") | Q(kind__in=p.HISTORY_INSTALLING_KINDS))
-        .order_by("-seq")
-        .values_list("seq", "kind", "payload", "tokens")[:limit]
-    )
-    rows = list(rows)
-    drop_seqs = [seq for seq, kind, _, _ in rows if kind != p.EVENT_MSG]
-    peaks = dict(
-        Compaction.objects.filter(session=session, rollout_seq__in=drop_seqs).values_list("rollout_seq", "tokens_before")
-    ) if drop_seqs else {}
-    points = []
-    for seq, kind, payload, tokens in reversed(rows):
-        if kind == p.EVENT_MSG:
-            usage = (payload.get("info") or {}).get("last_token_usage") or {}
-            total = int(usage.get("total_tokens") or 0)
-            if total:
-                points.append(Point(seq=seq, tokens=total))
-        else:
-            points.append(Point(seq=seq, tokens=int(tokens) + session.meter_base_tokens, drop=True, peak=peaks.get(seq)))
-    return points
+    points = (point_of(r, base_tokens=session.meter_base_tokens)
+              for r in chart_readings(session=session, limit=limit, upto_seq=upto_seq))
+    return [pt for pt in points if pt is not None]
 
 
 @dataclass(frozen=True)
