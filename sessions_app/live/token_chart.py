@@ -7,6 +7,8 @@ every live update.
 
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass
 
 
@@ -64,6 +66,42 @@ def short_tokens(n: int) -> str:
     return str(n)
 
 
+@functools.lru_cache(maxsize=64)
+def _x_axis(count: int, left: int, plot_w: int) -> tuple[tuple[float, ...], tuple[str, ...]]:
+    """The x of each of `count` readings laid out evenly, and its text with the comma that follows it in the SVG
+    `points` list: the same for every chart with as many readings (a full chart always has CHART_POINTS)."""
+    step = plot_w / max(count - 1, 1)
+    xs = tuple(round(left + i * step, 1) for i in range(count))
+    return xs, tuple(f"{x}," for x in xs)
+
+
+class _YTexts:
+    """The y (and its text) of a token value on an axis (top, plot height, ceiling), kept between charts: a live
+    chart shows nearly the same readings on the same axis at every update. Bounded: at most AXES axes of at most
+    VALUES values each; a full one is replaced by a new dict (never cleared in place: a chart being laid out on
+    another thread keeps the one it has)."""
+
+    AXES = 64
+    VALUES = 4096
+
+    def __init__(self) -> None:
+        self._axes: dict[tuple[int, int, int], dict[int, tuple[float, str]]] = {}
+        self._lock = threading.Lock()
+
+    def axis(self, top: int, plot_h: int, ceiling: int) -> dict[int, tuple[float, str]]:
+        key = (top, plot_h, ceiling)
+        with self._lock:
+            values = self._axes.get(key)
+            if values is None or len(values) > self.VALUES:
+                if len(self._axes) >= self.AXES:
+                    self._axes.clear()
+                values = self._axes[key] = {}
+            return values
+
+
+_y_texts = _YTexts()
+
+
 def chart_geometry(
     points: list[Point],
     *,
@@ -81,7 +119,8 @@ def chart_geometry(
     compaction fired at, when it has one) down to the value after the replacement, so the saw-tooth of compactions
     shows as it happened and each peak reaches the value that triggered it.
     """
-    values = [v for p in points for v in (p.tokens, p.peak) if v is not None]
+    values = [p.tokens for p in points]
+    values += [p.peak for p in points if p.peak is not None]
     ceiling = max([context_window, *values] or [1]) or 1
     plot_w = width - left - 6
     plot_h = height - top - bottom
@@ -89,23 +128,31 @@ def chart_geometry(
     def y_of(tokens: int) -> float:
         return round(top + plot_h * (1 - tokens / ceiling), 1)
 
-    step = plot_w / max(len(points) - 1, 1)
+    xs, x_texts = _x_axis(len(points), left, plot_w)
+    known = _y_texts.axis(top, plot_h, ceiling)
     coords: list[tuple[float, float]] = []
+    texts: list[str] = []  # "x,y" of each of coords
     drops: list[Marker] = []
     previous_y: float | None = None
     for i, point in enumerate(points):
-        x = round(left + i * step, 1)
-        y = y_of(point.tokens)
+        found = known.get(point.tokens)
+        if found is None:
+            y = y_of(point.tokens)
+            found = known[point.tokens] = (y, f"{y}")
+        y, y_text = found
         if point.drop and point.peak is not None:
             previous_y = y_of(point.peak)
         if point.drop and previous_y is not None:
-            coords.append((x, previous_y))
-            drops.append(Marker(x=x, y_from=previous_y, y_to=y, seq=point.seq))
-        coords.append((x, y))
+            coords.append((xs[i], previous_y))
+            texts.append(f"{x_texts[i]}{previous_y}")
+            drops.append(Marker(x=xs[i], y_from=previous_y, y_to=y, seq=point.seq))
+        coords.append((xs[i], y))
+        texts.append(x_texts[i] + y_text)
         previous_y = y
     if len(coords) == 1:  # one reading: draw it as a flat line so it is visible
         coords.append((left + plot_w, coords[0][1]))
-    line = " ".join(f"{x},{y}" for x, y in coords)
+        texts.append(f"{left + plot_w},{coords[0][1]}")
+    line = " ".join(texts)
     base = top + plot_h
     area = f"{coords[0][0]},{base} {line} {coords[-1][0]},{base}" if coords else ""
     ticks = tuple(Tick(y=y_of(v), label=short_tokens(v)) for v in (0, ceiling // 2, ceiling))

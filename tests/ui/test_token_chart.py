@@ -45,3 +45,25 @@ def test_a_drop_starts_at_the_value_its_compaction_fired_at_even_above_the_last_
     assert drop.y_from < chart.limit_y  # the peak is drawn above the limit line, where the meter was
     assert drop.y_from == round(8 + 164 * (1 - 30_500 / 32_000), 1)
     assert chart.peak_tokens == 30_500
+
+
+def test_a_chart_laid_out_again_after_others_on_other_axes_is_the_same():
+    # The x and y texts are kept between charts (a live chart is laid out again at every update).
+    points = [Point(i, 1_000 * (i % 29) + 7, drop=i % 17 == 0, peak=30_100 if i % 34 == 0 else None) for i in range(600)]
+    first = chart_geometry(points, context_window=32_000, limit=28_800)
+    for window in (16_000, 32_000, 64_000):
+        chart_geometry(points[:300], context_window=window, limit=None, height=110, top=5, bottom=5)
+    assert chart_geometry(list(points), context_window=32_000, limit=28_800) == first
+    pairs = first.line.split()
+    assert len(pairs) == 600 + len(first.drops) and pairs[:2] == ["44.0,17.7", "44.0,172.0"]  # a drop from its peak
+
+
+def test_the_kept_y_texts_stay_bounded():
+    from sessions_app.live.token_chart import _y_texts, _YTexts
+
+    for ceiling in range(1, _YTexts.AXES + 10):
+        chart_geometry([Point(1, ceiling)], context_window=ceiling, limit=None)
+    assert len(_y_texts._axes) <= _YTexts.AXES
+    chart_geometry([Point(i, i) for i in range(_YTexts.VALUES + 2)], context_window=10**9, limit=None)
+    chart_geometry([Point(1, 1)], context_window=10**9, limit=None)
+    assert all(len(values) <= _YTexts.VALUES + 2 for values in _y_texts._axes.values())
