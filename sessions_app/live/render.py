@@ -30,7 +30,7 @@ SESSION_PAGE = "sessions_app/session_detail.html"
 FLEET_PAGE = "sessions_app/fleet.html"
 MAX_BATCH_LINES = 400  # a client further behind than this re-syncs over HTTP instead of replaying lines
 BATCH_CACHE_SIZE = 512
-CHART_CACHE_SIZE = 256  # sessions whose chart a process keeps (a full chart: ~600 readings and points, ~150 KB)
+CHART_CACHE_SIZE = 128  # watched sessions whose chart a process keeps (a full one: 600 readings and points, ~175 KB)
 COMPACTION_EVENT_TYPES = frozenset({"error", "compaction_interrupted"})
 
 
