@@ -22,7 +22,7 @@ from django.db import connections, router
 from django.db.models import Field, Model
 
 # Values every backend takes as they are for these column types (`get_db_prep_save` would only return them again):
-# skipping the call for them is most of the cost of adapting a row's values. Booleans, JSON, datetimes, UUIDs and
+# skipping the call for them is most of the cost of adapting a row's values. JSON (but its None), datetimes, UUIDs and
 # anything of another type still go through the field. `type(v)`, not isinstance: a bool is not a plain int.
 _INTEGER_TYPES = ("AutoField", "BigAutoField", "IntegerField", "BigIntegerField", "PositiveIntegerField",
                   "PositiveBigIntegerField", "SmallIntegerField", "PositiveSmallIntegerField", "ForeignKey",
@@ -33,6 +33,8 @@ _PLAIN: dict[str, tuple[type, ...]] = {
     # A JSONField's None is SQL NULL (its `get_db_prep_save` returns it as it is); only `Value(None, JSONField())`
     # is JSON null, and no hot-path write passes one.
     "JSONField": (type(None),),
+    # A bool (or a nullable one's None) is what a BooleanField's `get_prep_value` returns, and no backend adapts it.
+    "BooleanField": (bool, type(None)),
 }
 _COMPARISONS = {"exact": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _SHARED_KINDS = frozenset({"DateTimeField", "JSONField"})  # adapted alike by every field of the kind (and encoder)

@@ -1,12 +1,13 @@
 """Statements written once (compactweb.statements): they write and read rows exactly as the ORM does."""
 
+import uuid
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from compactweb import statements
-from sessions_app.models import Session, SimulatorRun
+from sessions_app.models import RolloutLine, Session, SimulatorRun
 
 pytestmark = pytest.mark.django_db
 
@@ -123,6 +124,18 @@ def test_a_memo_adapts_a_shared_datetime_once_and_keeps_other_kinds_to_their_own
     first, second = statements.prep_save(times, [at, at], connection, memo=memo)
     assert first == second == real(times[0], at, connection) and len(adapted) == 1
 
-    flags = [SimulatorRun._meta.get_field("loop"), Session._meta.get_field("reference_context_set")]
-    statements.prep_save(flags, [True, True], connection, memo=memo)
-    assert len([key for key in memo if key[0] == id(True)]) == 2  # a boolean is adapted by its own field
+    thread, value = Session._meta.get_field("thread_id"), uuid.uuid4()
+    statements.prep_save([thread], [value], connection, memo=memo)
+    assert (id(value), id(thread)) in memo  # a kind not shared is adapted by its own field
+
+
+@pytest.mark.parametrize(("model", "name", "value"), [
+    (SimulatorRun, "loop", True), (SimulatorRun, "loop", False), (Session, "reference_context_set", True),
+    (Session, "meter_reasoning_included", False), (RolloutLine, "item_tokens", None), (SimulatorRun, "state", None),
+])
+def test_a_boolean_and_a_json_fields_none_are_written_as_the_field_itself_would_write_them(model, name, value):
+    from django.db import connection
+
+    field = model._meta.get_field(name)
+    [adapted] = statements.prep_save([field], [value], connection, memo={})
+    assert adapted is field.get_db_prep_save(value, connection)
