@@ -189,6 +189,16 @@ def live_entries(*, session: Session) -> QuerySet[LiveItem]:
     return LiveItem.objects.filter(session=session).order_by("position")
 
 
+_LINES_BETWEEN = statements.Select(RolloutLine, columns=("seq", "kind", "payload"),
+                                   where=("session", "seq__gt", "seq__lte"), order_by=("seq",))
+
+
+def lines_between(*, session_id: int, after_seq: int, upto_seq: int) -> list[RolloutLine]:
+    """The rollout lines after_seq < seq <= upto_seq, in order, with their seq, kind and payload (the other
+    fields deferred): what a cache of a session's state follows along. One indexed range read."""
+    return _LINES_BETWEEN.all(where=(session_id, after_seq, upto_seq))
+
+
 def rollout_lines(*, session: Session, after_seq: int = 0) -> Iterator[RolloutLine]:
     """The rollout in order, streamed from the database in chunks."""
     return (

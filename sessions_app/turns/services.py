@@ -37,7 +37,7 @@ from sessions_app.compactions.alerts import record_turn
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import events, selectors
 from sessions_app.rollout import lease as locks
-from sessions_app.rollout.projection import EVENT_MSG, RESPONSE_ITEM, TURN_CONTEXT
+from sessions_app.rollout.projection import EVENT_MSG, HISTORY_INSTALLING_KINDS, RESPONSE_ITEM, TURN_CONTEXT
 from sessions_app.rollout.services import NewLine, append_rollout_lines, usage_line
 from sessions_app.rollout.validation import ItemValidationError, validate_item
 from sessions_app.turns.loop import (
@@ -57,6 +57,7 @@ from sessions_app.turns.loop import (
 logger = logging.getLogger(__name__)
 MAX_INPUT_CHARS = 1_000_000
 RECENT_LINES = 2_000  # how far back the previous turn's context is looked for first
+MAX_CATCH_UP_LINES = 2_000  # a cached value this far behind its session is followed along; further, read again
 V = TypeVar("V")
 
 
@@ -96,8 +97,10 @@ def validate_user_input(user_input: Any) -> str | list[dict[str, Any]]:
 class SeqKeyedCache(ABC, Generic[V]):
     """Per-session values of recently active sessions, each valid for exactly one `last_seq` (LRU, thread-safe).
 
-    A turn's own appends carry an entry forward (`appended`); a line appended by anyone else moves the session's
-    `last_seq`, so the entry no longer matches and the next turn reads from the database again."""
+    A turn's own appends carry an entry forward (`appended`). A line appended by anyone else (an API message,
+    another worker running the session's last step: a fleet's steps go to any worker) moves the session's
+    `last_seq` past the entry; `caught_up` then follows the entry along the lines appended since, read by seq
+    range, so the next turn reads what is new, not the whole history again."""
 
     def __init__(self, size: int = 256) -> None:
         self.size = size
@@ -120,23 +123,46 @@ class SeqKeyedCache(ABC, Generic[V]):
                 self._entries.popitem(last=False)
 
     def appended(self, session_id: int, *, before_seq: int, after_seq: int, rows: Sequence[RolloutLine]) -> None:
-        """Lines `before_seq`+1..`after_seq` (`rows`) were appended: follow along, or forget the entry."""
+        """Lines `before_seq`+1..`after_seq` (`rows`) were appended: follow along. An entry at another seq is left
+        as it is: the rollout is append-only, so it stays the value at its own seq, which `caught_up` follows
+        from."""
         with self._lock:
             entry = self._entries.get(session_id)
-            if entry is None:
-                return
-            if entry[0] != before_seq:
-                del self._entries[session_id]
+            if entry is None or entry[0] != before_seq:
                 return
             self._entries[session_id] = (after_seq, self._follow(entry[1], rows))
+
+    def caught_up(self, session_id: int, last_seq: int,
+                  read_lines: Callable[[int, int], Sequence[Any]]) -> tuple[bool, V | None]:
+        """(True, the value at `last_seq`): the entry, or an entry at most MAX_CATCH_UP_LINES behind followed along
+        the lines `read_lines(after_seq, upto_seq)` reads (objects with `kind` and `payload`, in seq order);
+        (False, None) when there is no such entry. Called without a lock held: the read runs outside the lock,
+        and the entry is followed only if nobody moved it meanwhile."""
+        with self._lock:
+            entry = self._entries.get(session_id)
+        if entry is None or not 0 <= last_seq - entry[0] <= MAX_CATCH_UP_LINES:
+            return False, None
+        if entry[0] == last_seq:
+            return self._lookup(session_id, last_seq)
+        rows = read_lines(entry[0], last_seq)
+        if len(rows) != last_seq - entry[0]:  # not every line is there to read: read the value in full
+            return False, None
+        with self._lock:
+            current = self._entries.get(session_id)
+            if current is not entry:
+                return False, None
+            value = self._follow(entry[1], rows)
+            self._entries[session_id] = (last_seq, value)
+            self._entries.move_to_end(session_id)
+            return True, value
 
     def forget(self, session_id: int) -> None:
         with self._lock:
             self._entries.pop(session_id, None)
 
     @abstractmethod
-    def _follow(self, value: V, rows: Sequence[RolloutLine]) -> V:
-        """`value` once `rows` are appended."""
+    def _follow(self, value: V, rows: Sequence[Any]) -> V:
+        """`value` once `rows` (rollout lines: `kind`, `payload`) are appended."""
 
 
 class HistoryCache(SeqKeyedCache[list[Item]]):
@@ -148,8 +174,14 @@ class HistoryCache(SeqKeyedCache[list[Item]]):
         found, items = self._lookup(session_id, last_seq)
         return HistorySnapshot(items) if found else None
 
-    def _follow(self, value: list[Item], rows: Sequence[RolloutLine]) -> list[Item]:
-        value.extend(normalize_kind(r.payload) for r in rows if r.kind == RESPONSE_ITEM)
+    def _follow(self, value: list[Item], rows: Sequence[Any]) -> list[Item]:
+        # The projection's fold (spec §8.2) restricted to the items: an item line appends, a line that installs
+        # a history replaces the list (a new one: snapshots of the old one stay as they were).
+        for r in rows:
+            if r.kind == RESPONSE_ITEM:
+                value.append(normalize_kind(r.payload))
+            elif r.kind in HISTORY_INSTALLING_KINDS:
+                value = [normalize_kind(i) for i in r.payload.get("replacement_history") or []]
         return value
 
 
@@ -164,7 +196,7 @@ class TurnContextCache(SeqKeyedCache[dict[str, Any] | None]):
     def get(self, session_id: int, last_seq: int) -> tuple[bool, dict[str, Any] | None]:
         return self._lookup(session_id, last_seq)
 
-    def _follow(self, value: dict[str, Any] | None, rows: Sequence[RolloutLine]) -> dict[str, Any] | None:
+    def _follow(self, value: dict[str, Any] | None, rows: Sequence[Any]) -> dict[str, Any] | None:
         for row in rows:
             if row.kind == TURN_CONTEXT and isinstance(row.payload, dict) and "context_window" in row.payload:
                 value = row.payload
@@ -211,6 +243,10 @@ def model_limits(session: Session) -> ModelLimits:
         configured_limit=session.policy.auto_compact_token_limit,
         comp_hash=provider.comp_hash or None,
     )
+
+
+def _lines_of(session_id: int, after_seq: int, upto_seq: int) -> list[RolloutLine]:
+    return selectors.lines_between(session_id=session_id, after_seq=after_seq, upto_seq=upto_seq)
 
 
 def previous_turn_context(session: Session) -> dict[str, Any] | None:
@@ -337,6 +373,10 @@ class SessionTurnPort:
     def _state(self) -> TurnState:
         session = self._session or self._load()
         if not self._cached_previous():
+            found, previous = turn_context_cache.caught_up(session.pk, session.last_seq, partial(_lines_of, session.pk))
+            if found:
+                self._previous, self._previous_loaded = previous, True
+        if not self._previous_loaded:
             # Read once per turn: the previous-model check runs only at the turn's start.
             self._previous = previous_turn_context(session)
             self._previous_loaded = True
@@ -347,8 +387,10 @@ class SessionTurnPort:
         session = self._session or self._load()
         cached = history_cache.get(session.pk, session.last_seq)
         if cached is None:
-            items = selectors.live_items(session=session)
-            history_cache.put(session.pk, session.last_seq, items)
+            found, items = history_cache.caught_up(session.pk, session.last_seq, partial(_lines_of, session.pk))
+            if not found:
+                items = selectors.live_items(session=session)
+                history_cache.put(session.pk, session.last_seq, items)
             cached = HistorySnapshot(items)
         return cached
 
