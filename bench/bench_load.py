@@ -4,7 +4,7 @@ processes, all on PostgreSQL + Redis (issue 8). Run by hand, not in CI:
     DATABASE_URL=postgres://USER@HOST:5432/compactweb_bench REDIS_URL=redis://HOST:6379/4 \
     CELERY_BROKER_URL=redis://HOST:6379/5 .venv/bin/python bench/bench_load.py \
         [--sessions 100] [--watchers 50] [--web 2] [--workers 2] [--seconds 60] [--scenario many-short-turns] [--context-window N]
-        [--connect-late] [--kill-web-after SECONDS] [--worker-nice N]
+        [--connect-late] [--kill-web-after SECONDS] [--worker-nice N] [--model-latency SECONDS]
 
 Use a database and Redis numbers of their own: the benchmark migrates the database and leaves its sessions there.
 It starts the web processes (Daphne), the workers (`celery worker --pool prefork --concurrency 2`, at niceness
@@ -261,6 +261,10 @@ def main() -> None:
                         help="the workers' niceness, as scripts/scale-out gives them (default 10; 0: none)")
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--scenario", default="many-short-turns")
+    parser.add_argument("--model-latency", type=float, default=0.0,
+                        help="seconds the embedded model waits before each answer (its `slow` fault on every "
+                             "session), as a real model's latency: the workers then wait instead of competing for "
+                             "the cores, which shows whether anything between them is serial")
     parser.add_argument("--context-window", type=int, default=None,
                         help="the simulated model's window (smaller: more compactions)")
     parser.add_argument("--connect-late", action="store_true",
@@ -285,7 +289,7 @@ def main() -> None:
 
     from compaction_app.models import Compaction, CompactionPolicy, Provider
     from sessions_app.fleet import runtime as fleet
-    from sessions_app.models import RolloutLine, SimulatorRun
+    from sessions_app.models import RolloutLine, Session, SimulatorRun
 
     call_command("migrate", verbosity=0)
     if SimulatorRun.objects.filter(status=SimulatorRun.Status.RUNNING).exists():
@@ -322,6 +326,8 @@ def main() -> None:
                                     loop=True, seed=7, context_window=args.context_window)
         run_ids = [r.pk for r in runs]
         session_ids = [r.session_id for r in runs]
+        if args.model_latency:
+            Session.objects.filter(pk__in=session_ids).update(fault_injection={"fault": f"slow={args.model_latency}"})
         watchers = [Watcher(session_ids[i % len(session_ids)]) for i in range(args.watchers)]
 
         web, workers = children[:args.web], children[args.web:]
@@ -407,7 +413,7 @@ def main() -> None:
     turns = figures["steps"]
     print(f"setup: {args.sessions} sessions ({args.scenario}), {args.workers} workers x {args.concurrency} "
           f"(nice {args.worker_nice}), {args.watchers} watchers on {args.web} Daphne processes, "
-          f"{figures['elapsed']:.0f} s")
+          f"{figures['elapsed']:.0f} s" + (f", model latency {args.model_latency} s a request" if args.model_latency else ""))
     print(f"turns: {turns}  ({turns / figures['elapsed']:.1f} turns/s)")
     print(f"compactions: {figures['compactions']}  ({figures['compactions'] / figures['elapsed'] * 60:.1f} /min)")
     print(f"events received by watchers: {received}; latency p50 {q[49]:.0f} ms, p99 {q[98]:.0f} ms")
