@@ -68,6 +68,16 @@ class _ThreadLoops(threading.local):
 _thread_loops = _ThreadLoops()
 
 
+def close_thread_loop() -> None:
+    """Close the loop this thread publishes on, if it made one: a short-lived thread should call it before it
+    ends, or the garbage collector closes the loop later, on whichever thread it runs on (the Redis layer then
+    flushes its connections from inside another running loop, which fails)."""
+    loop = _thread_loops.loop
+    _thread_loops.loop = None
+    if loop is not None and not loop.is_closed():
+        loop.close()
+
+
 _local = threading.local()
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from django.db import connection
 
 from sessions_app.models import Session
+from sessions_app.rollout.events import close_thread_loop
 
 
 class AtOnce:
@@ -28,6 +29,7 @@ class AtOnce:
         except BaseException as exc:  # every outcome is the caller's to assert
             self.results[index] = exc
         finally:
+            close_thread_loop()  # a thread that published made a loop of its own: close it here, not in a GC
             connection.close()
 
     def start(self) -> AtOnce:

@@ -1,11 +1,13 @@
 """Every committed rollout line is published to the session's group and the fleet group, numbered by its seq."""
 
 import asyncio
+import threading
 
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from sessions_app.rollout import events
 from sessions_app.rollout.events import FLEET_GROUP, publish_transient, session_group
 from sessions_app.rollout.services import append_rollout_lines, do_append_items, estimate_line
 
@@ -172,3 +174,19 @@ def test_on_the_in_memory_layer_nothing_is_sent_while_no_page_of_the_process_lis
     assert sent == [FLEET_GROUP]  # the session's own group still has nobody
     (event,) = _drain(layer, channel)
     assert event["seq"] == session.last_seq
+
+
+def test_a_thread_closes_the_loop_it_published_on_before_it_ends():
+    loops = []
+
+    def publish_then_end():
+        events._thread_loops.run(asyncio.sleep(0))  # what a publish from a plain thread runs on
+        loops.append(events._thread_loops.loop)
+        events.close_thread_loop()
+
+    thread = threading.Thread(target=publish_then_end)
+    thread.start()
+    thread.join(10)
+
+    [loop] = loops
+    assert loop.is_closed()  # closed on its own thread, not later by the garbage collector on another one
