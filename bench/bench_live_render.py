@@ -101,9 +101,10 @@ def floor(session, before: int, upto: int, summary: dict) -> float:
     from sessions_app.live import render
     from sessions_app.live import selectors as ls
     from sessions_app.rollout import projection as p
+    from sessions_app.rollout import selectors as rollout_selectors
 
     start = time.perf_counter()
-    lines = ls.lines_between(session_id=session.pk, after_seq=before, upto_seq=upto)
+    lines = rollout_selectors.lines_between(session_id=session.pk, after_seq=before, upto_seq=upto)
     entries = [ls.HistoryEntry(item=ln.payload, tokens=ln.tokens, seq=ln.seq, position=-1)
                for ln in lines if ln.kind == p.RESPONSE_ITEM]
     html = render._partial(render.SESSION_PAGE, "history_append",

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.template.loader import render_to_string
 
@@ -32,6 +32,8 @@ MAX_BATCH_LINES = 400  # a client further behind than this re-syncs over HTTP in
 BATCH_CACHE_SIZE = 512
 CHART_CACHE_SIZE = 128  # watched sessions whose chart a process keeps (a full one: 600 readings and points, ~175 KB)
 COMPACTION_EVENT_TYPES = frozenset({"error", "compaction_interrupted"})
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def _partial(template: str, name: str, context: Mapping[str, Any]) -> str:
@@ -105,36 +107,42 @@ def _changes_compaction_state(line) -> bool:
     return line.kind == p.EVENT_MSG and line.payload.get("type") in COMPACTION_EVENT_TYPES
 
 
-def _is_usage(line) -> bool:
-    return line.kind == p.EVENT_MSG and line.payload.get("type") == "token_count"
+class _Lru(Generic[K, V]):
+    """A bounded map, least recently used out first, safe across the render pool's threads. `keeps(current, new)`:
+    when given, `put` leaves an entry whose current value it answers True for (the value still moves to the
+    front)."""
 
-
-class _BatchCache:
-    """Rendered batches by (thread id, after_seq, upto_seq). Every page watching a session asks for the same batch
-    when an event arrives, and a batch's content never changes (the rollout is append-only; its snapshots are those
-    of `upto_seq`), so it is rendered once per event, not once per watcher."""
-
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, keeps: Callable[[V, V], bool] | None = None) -> None:
         self.size = size
-        self._entries: OrderedDict[tuple, str] = OrderedDict()
+        self._keeps = keeps
+        self._entries: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple) -> str | None:
+    def get(self, key: K) -> V | None:
         with self._lock:
-            html = self._entries.get(key)
-            if html is not None:
+            value = self._entries.get(key)
+            if value is not None:
                 self._entries.move_to_end(key)
-            return html
+            return value
 
-    def put(self, key: tuple, html: str) -> None:
+    def put(self, key: K, value: V) -> None:
         with self._lock:
-            self._entries[key] = html
+            current = self._entries.get(key)
+            if current is None or self._keeps is None or not self._keeps(current, value):
+                self._entries[key] = value
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
 
-batch_cache = _BatchCache(BATCH_CACHE_SIZE)
+
+# Rendered batches by (thread id, after_seq, upto_seq). Every page watching a session asks for the same batch when
+# an event arrives, and a batch's content never changes (the rollout is append-only; its snapshots are those of
+# `upto_seq`), so it is rendered once per event, not once per watcher.
+batch_cache: _Lru[tuple, str] = _Lru(BATCH_CACHE_SIZE)
 
 
 @dataclass(frozen=True)
@@ -152,40 +160,12 @@ class ChartState:
         return [pt for pt in self.points if pt is not None]
 
 
-class _ChartCache:
-    """The newest ChartState of each watched session, by thread id (a session id can come back after a delete on
-    SQLite; a thread id does not). A batch extends its session's state with the chart lines among its own lines
-    instead of reading the chart's readings again; anything else (no state, a state the batch does not start from)
-    reads them in full. States are immutable: a render extends the one it got and puts a new one."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._entries: OrderedDict[str, ChartState] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> ChartState | None:
-        with self._lock:
-            state = self._entries.get(key)
-            if state is not None:
-                self._entries.move_to_end(key)
-            return state
-
-    def put(self, key: str, state: ChartState) -> None:
-        """Keep `state` unless the entry is already at a later seq (a render of an older batch finishing last)."""
-        with self._lock:
-            current = self._entries.get(key)
-            if current is None or current.seq <= state.seq:
-                self._entries[key] = state
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-chart_cache = _ChartCache(CHART_CACHE_SIZE)
+# The newest ChartState of each watched session, by thread id (a session id can come back after a delete on SQLite;
+# a thread id does not). A batch extends its session's state with the chart lines among its own lines instead of
+# reading the chart's readings again; anything else (no state, a state the batch does not start from) reads them in
+# full. States are immutable: a render extends the one it got and puts a new one, unless the entry is already at a
+# later seq (a render of an older batch finishing last).
+chart_cache: _Lru[str, ChartState] = _Lru(CHART_CACHE_SIZE, keeps=lambda current, new: current.seq > new.seq)
 
 
 def _points_of(readings: Iterable[ls.ChartReading], base_tokens: int) -> tuple[Point | None, ...]:
@@ -266,7 +246,7 @@ def _render_batch(*, session: Session, summary: Mapping[str, Any], after_seq: in
     session_id = session.pk
     if upto - after_seq > MAX_BATCH_LINES:
         return marker(seq=upto, from_seq=upto, kind="resync")
-    lines = ls.lines_between(session_id=session_id, after_seq=after_seq, upto_seq=upto)
+    lines = selectors.lines_between(session_id=session_id, after_seq=after_seq, upto_seq=upto)
     context: dict[str, Any] = {"s": summary, "session": session, "seq": upto, "oob": True, "progress": None}
     parts = [marker(seq=upto, from_seq=after_seq + 1), _partial(SESSION_PAGE, "session_head", context)]
 
@@ -284,7 +264,7 @@ def _render_batch(*, session: Session, summary: Mapping[str, Any], after_seq: in
         parts.append(_partial(SESSION_PAGE, "history_append", {**context, "entries": appended}))
         parts.append(_partial(SESSION_PAGE, "history_count", context))
 
-    if any(_is_usage(ln) or ln.kind in p.HISTORY_INSTALLING_KINDS for ln in lines):
+    if any(ls.is_chart_line(ln) for ln in lines):
         chart = batch_chart(session=session, summary=summary, after_seq=after_seq, upto=upto, lines=lines)
         parts.append(_partial(SESSION_PAGE, "chart", {**context, "chart": chart}))
     else:

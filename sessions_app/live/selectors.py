@@ -11,7 +11,6 @@ from typing import Any
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from compaction_app.models import Compaction, CompactionAttempt
-from compactweb import statements
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.live.token_chart import Point
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session, SimulatorRun
@@ -110,14 +109,17 @@ def chart_readings(*, session: Session, limit: int = CHART_POINTS, upto_seq: int
     ]
 
 
+def is_chart_line(line: RolloutLine) -> bool:
+    """Whether the chart reads this line: a `token_count` event or a history-installing line (the test
+    `chart_readings`' query makes in SQL)."""
+    return line.kind in p.HISTORY_INSTALLING_KINDS or (
+        line.kind == p.EVENT_MSG and line.payload.get("type") == "token_count")
+
+
 def chart_readings_of(*, session_id: int, lines: Iterable[RolloutLine]) -> list[ChartReading]:
     """The readings `chart_readings` would give for these lines (in their order), without reading them again: one
-    query for the peaks when a line replaced the history, none otherwise. A line the chart reads is a `token_count`
-    event (the same test as the query's) or a history-installing line."""
-    chart_lines = [
-        ln for ln in lines
-        if ln.kind in p.HISTORY_INSTALLING_KINDS or (ln.kind == p.EVENT_MSG and ln.payload.get("type") == "token_count")
-    ]
+    query for the peaks when a line replaced the history, none otherwise."""
+    chart_lines = [ln for ln in lines if is_chart_line(ln)]
     peaks = _peaks(session_id=session_id, seqs=[ln.seq for ln in chart_lines if ln.kind != p.EVENT_MSG])
     return [
         ChartReading(seq=ln.seq, tokens=_usage_total(ln.payload)) if ln.kind == p.EVENT_MSG
@@ -202,15 +204,6 @@ def history_entries(*, session: Session) -> list[HistoryEntry]:
         "item", "tokens", "source_seq", "position"
     )
     return [HistoryEntry(item=i, tokens=t, seq=s, position=pos) for i, t, s, pos in rows]
-
-
-_LINES_BETWEEN = statements.Select(RolloutLine, where=("session", "seq__gt", "seq__lte"), order_by=("seq",))
-
-
-def lines_between(*, session_id: int, after_seq: int, upto_seq: int) -> list[RolloutLine]:
-    """The rollout lines a websocket batch covers: after_seq < seq <= upto_seq, in order. A statement built once
-    (compactweb.statements): every live event of every watched session runs it."""
-    return _LINES_BETWEEN.all(where=(session_id, after_seq, upto_seq))
 
 
 def compaction_at(*, session_id: int, rollout_seq: int) -> Compaction | None:

@@ -189,13 +189,13 @@ def live_entries(*, session: Session) -> QuerySet[LiveItem]:
     return LiveItem.objects.filter(session=session).order_by("position")
 
 
-_LINES_BETWEEN = statements.Select(RolloutLine, columns=("seq", "kind", "payload"),
-                                   where=("session", "seq__gt", "seq__lte"), order_by=("seq",))
+_LINES_BETWEEN = statements.Select(RolloutLine, where=("session", "seq__gt", "seq__lte"), order_by=("seq",))
 
 
 def lines_between(*, session_id: int, after_seq: int, upto_seq: int) -> list[RolloutLine]:
-    """The rollout lines after_seq < seq <= upto_seq, in order, with their seq, kind and payload (the other
-    fields deferred): what a cache of a session's state follows along. One indexed range read."""
+    """The rollout lines after_seq < seq <= upto_seq, in order: what a websocket batch covers, and what a
+    process's cached state of a session follows along. One indexed range read, a statement built once
+    (compactweb.statements): every live event of every watched session runs it."""
     return _LINES_BETWEEN.all(where=(session_id, after_seq, upto_seq))
 
 

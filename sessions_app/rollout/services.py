@@ -179,22 +179,17 @@ class _AppendStatements:
                      memo: dict[tuple, Any] | None = None) -> bool:
         """Write `changes` to the session's row; with `guard`, only if its `GUARD_FIELDS` still hold those
         values. Returns whether the row was written."""
-        names = tuple(changes)
-        if guard is None:
-            update = _header_updates.get(names)
-            if update is None:
-                update = _header_updates[names] = statements.Update(Session, set=names, where=("pk",))
-            return update.run(values=list(changes.values()), where=(session_id,), memo=memo, cursor=cursor) == 1
-        update = _guarded_updates.get(names)
+        guarded = GUARD_FIELDS if guard is not None else ()
+        key = (tuple(changes), guard is not None)
+        update = _header_updates.get(key)
         if update is None:
-            update = _guarded_updates[names] = statements.Update(Session, set=names, where=("pk", *GUARD_FIELDS))
-        return update.run(values=list(changes.values()), where=(session_id, *(guard[n] for n in GUARD_FIELDS)),
+            update = _header_updates[key] = statements.Update(Session, set=key[0], where=("pk", *guarded))
+        return update.run(values=list(changes.values()), where=(session_id, *(guard[n] for n in guarded)),
                           memo=memo, cursor=cursor) == 1
 
 
 _statements: dict[str, _AppendStatements] = {}  # by database vendor
-_header_updates: dict[tuple[str, ...], statements.Update] = {}  # by the columns an append writes
-_guarded_updates: dict[tuple[str, ...], statements.Update] = {}  # the same, guarded by the caller's copy
+_header_updates: dict[tuple[tuple[str, ...], bool], statements.Update] = {}  # by the columns written, and guarded
 _LINE_ATTNAMES = ("id", "session_id", "seq", "timestamp", "kind", "payload", "tokens", "item_tokens", "actor_id")
 assert tuple(f.attname for f in RolloutLine._meta.concrete_fields) == _LINE_ATTNAMES, "the append builds rows by position"
 MAX_INSERT_ROWS = 1_000  # rows per INSERT where the database sets no parameter limit (PostgreSQL)

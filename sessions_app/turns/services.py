@@ -132,19 +132,17 @@ class SeqKeyedCache(ABC, Generic[V]):
                 return
             self._entries[session_id] = (after_seq, self._follow(entry[1], rows))
 
-    def caught_up(self, session_id: int, last_seq: int,
-                  read_lines: Callable[[int, int], Sequence[Any]]) -> tuple[bool, V | None]:
+    def caught_up(self, session_id: int, last_seq: int) -> tuple[bool, V | None]:
         """(True, the value at `last_seq`): the entry, or an entry at most MAX_CATCH_UP_LINES behind followed along
-        the lines `read_lines(after_seq, upto_seq)` reads (objects with `kind` and `payload`, in seq order);
-        (False, None) when there is no such entry. Called without a lock held: the read runs outside the lock,
-        and the entry is followed only if nobody moved it meanwhile."""
+        the lines appended since (one range read, outside the lock; the entry is followed only if nobody moved it
+        meanwhile); (False, None) when there is no such entry."""
         with self._lock:
             entry = self._entries.get(session_id)
         if entry is None or not 0 <= last_seq - entry[0] <= MAX_CATCH_UP_LINES:
             return False, None
         if entry[0] == last_seq:
             return self._lookup(session_id, last_seq)
-        rows = read_lines(entry[0], last_seq)
+        rows = selectors.lines_between(session_id=session_id, after_seq=entry[0], upto_seq=last_seq)
         if len(rows) != last_seq - entry[0]:  # not every line is there to read: read the value in full
             return False, None
         with self._lock:
@@ -161,8 +159,8 @@ class SeqKeyedCache(ABC, Generic[V]):
             self._entries.pop(session_id, None)
 
     @abstractmethod
-    def _follow(self, value: V, rows: Sequence[Any]) -> V:
-        """`value` once `rows` (rollout lines: `kind`, `payload`) are appended."""
+    def _follow(self, value: V, rows: Sequence[RolloutLine]) -> V:
+        """`value` once `rows` are appended."""
 
 
 class HistoryCache(SeqKeyedCache[list[Item]]):
@@ -174,7 +172,7 @@ class HistoryCache(SeqKeyedCache[list[Item]]):
         found, items = self._lookup(session_id, last_seq)
         return HistorySnapshot(items) if found else None
 
-    def _follow(self, value: list[Item], rows: Sequence[Any]) -> list[Item]:
+    def _follow(self, value: list[Item], rows: Sequence[RolloutLine]) -> list[Item]:
         # The projection's fold (spec §8.2) restricted to the items: an item line appends, a line that installs
         # a history replaces the list (a new one: snapshots of the old one stay as they were).
         for r in rows:
@@ -196,7 +194,7 @@ class TurnContextCache(SeqKeyedCache[dict[str, Any] | None]):
     def get(self, session_id: int, last_seq: int) -> tuple[bool, dict[str, Any] | None]:
         return self._lookup(session_id, last_seq)
 
-    def _follow(self, value: dict[str, Any] | None, rows: Sequence[Any]) -> dict[str, Any] | None:
+    def _follow(self, value: dict[str, Any] | None, rows: Sequence[RolloutLine]) -> dict[str, Any] | None:
         for row in rows:
             if row.kind == TURN_CONTEXT and isinstance(row.payload, dict) and "context_window" in row.payload:
                 value = row.payload
@@ -243,10 +241,6 @@ def model_limits(session: Session) -> ModelLimits:
         configured_limit=session.policy.auto_compact_token_limit,
         comp_hash=provider.comp_hash or None,
     )
-
-
-def _lines_of(session_id: int, after_seq: int, upto_seq: int) -> list[RolloutLine]:
-    return selectors.lines_between(session_id=session_id, after_seq=after_seq, upto_seq=upto_seq)
 
 
 def previous_turn_context(session: Session) -> dict[str, Any] | None:
@@ -372,27 +366,22 @@ class SessionTurnPort:
 
     def _state(self) -> TurnState:
         session = self._session or self._load()
-        if not self._cached_previous():
-            found, previous = turn_context_cache.caught_up(session.pk, session.last_seq, partial(_lines_of, session.pk))
-            if found:
-                self._previous, self._previous_loaded = previous, True
         if not self._previous_loaded:
-            # Read once per turn: the previous-model check runs only at the turn's start.
-            self._previous = previous_turn_context(session)
-            self._previous_loaded = True
-            turn_context_cache.put(session.pk, session.last_seq, self._previous)
+            found, previous = turn_context_cache.caught_up(session.pk, session.last_seq)
+            if not found:
+                # Read once per turn: the previous-model check runs only at the turn's start.
+                previous = previous_turn_context(session)
+                turn_context_cache.put(session.pk, session.last_seq, previous)
+            self._previous, self._previous_loaded = previous, True
         return _turn_state(session, self._previous)
 
     def _history(self) -> HistorySnapshot:
         session = self._session or self._load()
-        cached = history_cache.get(session.pk, session.last_seq)
-        if cached is None:
-            found, items = history_cache.caught_up(session.pk, session.last_seq, partial(_lines_of, session.pk))
-            if not found:
-                items = selectors.live_items(session=session)
-                history_cache.put(session.pk, session.last_seq, items)
-            cached = HistorySnapshot(items)
-        return cached
+        found, items = history_cache.caught_up(session.pk, session.last_seq)
+        if not found:
+            items = selectors.live_items(session=session)
+            history_cache.put(session.pk, session.last_seq, items)
+        return HistorySnapshot(items)
 
     def _record(self, records: Sequence[Record]) -> list:
         session = self._session or self._load()
