@@ -81,3 +81,17 @@ def test_screenshots_of_a_test_run_go_to_an_untracked_folder():
     target = module.SCREENSHOTS / "fleet.png"
     ignored = subprocess.run(["git", "check-ignore", "-q", str(target.relative_to(ROOT))], cwd=ROOT)
     assert ignored.returncode == 0, f"{target} would be a tracked file"
+
+
+def test_a_busy_port_is_refused_before_any_setup_with_how_to_choose_another():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(["bash", str(ROOT / "scripts" / "dev")], cwd=ROOT, capture_output=True, text=True,
+                                env={**os.environ, "HOST": "127.0.0.1", "PORT": str(port)}, timeout=60)
+    assert result.returncode == 1
+    assert f"127.0.0.1:{port} is already in use" in result.stderr
+    assert "PORT=8001 scripts/dev" in result.stderr
+    # Refused before the venv step: nothing of the setup was printed.
+    assert "setting up .venv" not in result.stdout and "migrating" not in result.stdout
