@@ -13,12 +13,14 @@ job's progress on its session's group (`job.queued`, `job.running`, `job.finishe
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 
 from compaction_app.models import CompactionPolicy, Provider
@@ -129,11 +131,18 @@ def runs_on_workers() -> bool:
     return background.uses_broker()
 
 
+def job_event_detail(job: Job) -> dict[str, Any]:
+    """`job_view` as a live event carries it: plain JSON values (timestamps as ISO 8601 strings, as the API shows
+    them). The Redis channel layer packs messages with msgpack, which has no datetime: a datetime made every
+    send raise TypeError, so a page watching through Redis never saw a job's progress."""
+    return json.loads(json.dumps(job_view(job), cls=DjangoJSONEncoder))
+
+
 def publish_job_event(job: Job, kind: str) -> None:
     if job.session_id is None:
         return
     try:
-        publish_transient(session_id=job.session_id, after_seq=0, kind=kind, detail=job_view(job))
+        publish_transient(session_id=job.session_id, after_seq=0, kind=kind, detail=job_event_detail(job))
     except Exception:  # progress is a courtesy; the job row is the record
         logger.exception("could not publish %s of job %s", kind, job.pk)
 
