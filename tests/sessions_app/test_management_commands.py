@@ -55,3 +55,10 @@ def test_setup_demo_is_idempotent_and_prints_a_working_login(client, db):
     assert not client.login(username="admin", password=old)
     assert client.login(username="admin", password=new)
     assert client.get("/").status_code == 200
+
+
+@pytest.mark.parametrize("password", ["short", "password123", "qwertyuiop", "boss-admin"])
+def test_create_user_refuses_a_password_the_validators_refuse_and_creates_nothing(db, password):
+    with pytest.raises(CommandError, match="password refused"):
+        _run("create_user", "--username", "boss-admin", "--role", "admin", "--password", password)
+    assert not User.objects.filter(username="boss-admin").exists()

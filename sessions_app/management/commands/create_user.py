@@ -2,6 +2,8 @@
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
@@ -21,8 +23,14 @@ class Command(BaseCommand):
         User = get_user_model()
         if User.objects.filter(username=username).exists():
             raise CommandError(f"user {username!r} already exists")
+        user = User(username=username, is_staff=role == ADMIN)
+        if password:
+            # The deployment's AUTH_PASSWORD_VALIDATORS, as the admin's and the password-change forms apply them.
+            try:
+                validate_password(password, user=user)
+            except ValidationError as exc:
+                raise CommandError("password refused: " + " ".join(exc.messages)) from None
         with transaction.atomic():
-            user = User(username=username, is_staff=role == ADMIN)
             if password:
                 user.set_password(password)
             else:
