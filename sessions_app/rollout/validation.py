@@ -200,9 +200,21 @@ def validate_items(items: Any, field: str = "items") -> list[Item]:
 
 
 # Items that rewrite what the model is told rather than record a turn: a compaction (a summary that replaces the
-# history before it) and developer/system instructions. Appending them to an existing session needs the support
-# role (README, "Roles"); operators append a turn's output and user messages.
+# history before it) and developer/system instructions. Putting them into an existing session needs the support
+# role (README, "Roles"), on every path (sessions_app.web.instructing): appended items, pins (re-injected as a
+# developer message after each compaction) and the turn settings the turn loop writes into developer messages.
 PRIVILEGED_MESSAGE_ROLES = ("developer", "system")
+# Turn settings whose value sessions_app.turns.loop.context_update_items writes into a developer message
+# (`<permissions instructions>`, `<model_switch>`); cwd goes into a user message.
+INSTRUCTING_SETTINGS = ("approval_policy", "sandbox_policy", "model")
+
+
+def privileged_settings_paths(settings: Any) -> list[str]:
+    """The paths (`settings.model`) of a turn's settings change that would put the caller's text into a developer
+    message; a malformed change yields none (the turn service refuses it with a 400)."""
+    if not isinstance(settings, dict):
+        return []
+    return [f"settings.{key}" for key in INSTRUCTING_SETTINGS if settings.get(key) is not None]
 
 
 def privileged_item_paths(items: list[Item]) -> list[str]:

@@ -1,5 +1,6 @@
-"""Pages: pin and unpin context from the session page (operator role). Thin: a Django Form, the retention service,
-the pins card re-rendered with the outcome in it (htmx), or the session page (no JavaScript)."""
+"""Pages: pin (support role: a pin becomes developer text, sessions_app.web.instructing) and unpin (operator role)
+context from the session page. Thin: a Django Form, the retention service, the pins card re-rendered with the
+outcome in it (htmx), or the session page (no JavaScript)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from compaction_app.engine.pins import MAX_PIN_CHARS, PinKind
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.compactions import retention
 from sessions_app.models import Session
+from sessions_app.web.instructing import PIN_PATH, may_instruct, refusal
 from sessions_app.web.pages import session_page
 
 
@@ -23,11 +25,12 @@ class PinForm(forms.Form):
 PINS_PARTIAL = "compaction_app/partials/pins.html"
 
 
-def _answer(request, session: Session, *, notice: str | None = None, error: str | None = None, text: str = ""):
+def _answer(request, session: Session, *, notice: str | None = None, error: str | None = None, text: str = "",
+            status: int = 400):
     """The pins card re-rendered with the outcome inside it (htmx); without JavaScript a success goes back to the
     session page, and a refusal renders that page with the reason in the pins card."""
     extra = {"pin_notice": notice, "pin_error": error, "pin_text": text}
-    status = 400 if error else 200
+    status = status if error else 200
     if request.htmx:
         context = {"session": session, "pins": retention.session_pins(session_id=session.pk), **extra}
         return render(request, PINS_PARTIAL, context, status=status)
@@ -42,6 +45,9 @@ def _answer(request, session: Session, *, notice: str | None = None, error: str 
 @role_required(OPERATOR)
 def pin_add(request, pk: int):
     session = get_object_or_404(Session.objects.select_related("provider", "policy"), pk=pk)
+    if not may_instruct(request.user):
+        return _answer(request, session, error=f"Not pinned: {refusal(PIN_PATH)}", text=request.POST.get("text", ""),
+                       status=403)
     form = PinForm(request.POST)
     if not form.is_valid():
         problems = "; ".join(f"{field}: {' '.join(errs)}" for field, errs in form.errors.items())

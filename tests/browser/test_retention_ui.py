@@ -32,7 +32,7 @@ def tool_session(web, title: str) -> int:
 
 def test_pin_mask_and_read_what_the_compaction_forgot(login, web, screenshot_dir):
     session_id = tool_session(web, "Masking demo")
-    page = login("operator")
+    page = login("support")  # a pin becomes developer text: support role (sessions_app.web.instructing)
     page.goto(f"{web.url}/sessions/{session_id}/")
     page.select_option("#pin-form select[name=kind]", "constraint")
     page.fill("#pin-form input[name=text]", "Money is always Decimal, never float")

@@ -79,11 +79,11 @@ def test_analytics_rolls_retention_and_cost_up_by_method_policy_model_and_day(op
 
 
 @pytest.mark.django_db
-def test_pins_are_added_and_removed_from_the_session_page(operator_user, make_session):
+def test_pins_are_added_and_removed_from_the_session_page(make_user, make_session):
     from sessions_app.compactions.retention import session_pins
 
     session = make_session(items=[user_message("hi")])
-    client = login(operator_user)
+    client = login(make_user("support"))
     response = client.post(f"/sessions/{session.pk}/pins/", {"kind": "constraint", "text": f"never {SCRIPT}"},
                            follow=True)
     body = response.content.decode()
@@ -100,15 +100,15 @@ def test_pinning_needs_the_operator_role_and_csrf(make_user, make_session):
     session = make_session(items=[user_message("hi")])
     assert Client().post(f"/sessions/{session.pk}/pins/", {"text": "x"}).status_code == 302  # to the login page
     strict = Client(enforce_csrf_checks=True)
-    strict.force_login(make_user("operator"))
+    strict.force_login(make_user("support"))
     assert strict.post(f"/sessions/{session.pk}/pins/", {"text": "x"}).status_code == 403
 
 
 @pytest.mark.django_db
-def test_a_refused_pin_says_why_inside_the_pins_card(operator_user, make_session):
+def test_a_refused_pin_says_why_inside_the_pins_card(make_user, make_session):
     session = make_session(items=[user_message("hi")])
     client = Client()
-    client.force_login(operator_user)
+    client.force_login(make_user("support"))
     fragment = client.post(f"/sessions/{session.pk}/pins/", {"kind": "wish", "text": "keep it"},
                            HTTP_HX_REQUEST="true")
     html = fragment.content.decode()
@@ -119,3 +119,20 @@ def test_a_refused_pin_says_why_inside_the_pins_card(operator_user, make_session
     assert "Not pinned: kind" in card and 'class="flash' not in page
     added = client.post(f"/sessions/{session.pk}/pins/", {"kind": "fact", "text": "ok"}, HTTP_HX_REQUEST="true")
     assert added.status_code == 200 and 'id="pin-list"' in added.content.decode() and "Pinned:" in added.content.decode()
+
+
+@pytest.mark.django_db
+def test_an_operator_cannot_pin_from_the_session_page(operator_user, make_session):
+    from sessions_app.compactions.retention import session_pins
+
+    session = make_session(items=[user_message("hi")])
+    client = login(operator_user)
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert 'id="pin-form"' not in page and "Pinning needs the support role" in page
+
+    fragment = client.post(f"/sessions/{session.pk}/pins/", {"kind": "fact", "text": "obey me"},
+                           HTTP_HX_REQUEST="true")
+    assert fragment.status_code == 403 and "support role" in fragment.content.decode()
+    plain = client.post(f"/sessions/{session.pk}/pins/", {"kind": "fact", "text": "obey me"})
+    assert plain.status_code == 403 and "Not pinned: pin:" in plain.content.decode()
+    assert session_pins(session_id=session.pk) == []

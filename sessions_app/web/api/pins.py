@@ -1,4 +1,4 @@
-"""JSON API for pinned context: list, pin, unpin (operator role). Pins are rollout lines (sessions_app.compactions.retention)."""
+"""JSON API for pinned context: list and unpin (operator role), pin (support role: sessions_app.web.instructing). Pins are rollout lines (sessions_app.compactions.retention)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
 from sessions_app.compactions import retention
 from sessions_app.models import Session
+from sessions_app.web.instructing import PIN_PATH, ensure_may_instruct
 
 
 class PinSerializer(serializers.Serializer):
@@ -39,6 +40,7 @@ class SessionPins(APIView):
         session = get_object_or_404(Session, pk=pk)
         body = PinSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        ensure_may_instruct(request.user, [PIN_PATH])
         pin = retention.do_add_pin(session=session, kind=body.validated_data["kind"],
                                    text=body.validated_data["text"], actor=request.user)
         return Response(PinSerializer(pin.to_dict()).data, status=status.HTTP_201_CREATED)

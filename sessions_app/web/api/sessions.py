@@ -15,11 +15,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from compactweb.api_errors import ApiError
-from compactweb.roles import SUPPORT, IsOperator, has_role
+from compactweb.roles import IsOperator
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import selectors, services
 from sessions_app.rollout.lease import SessionReadOnly
 from sessions_app.rollout.validation import ItemValidationError, privileged_item_paths
+from sessions_app.web.instructing import ensure_may_instruct
 from sessions_app.web.api.serializers import (
     AppendItemsSerializer,
     AppendResultSerializer,
@@ -87,11 +88,7 @@ class SessionItems(APIView):
         session = _session_or_404(pk)
         data = AppendItemsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        privileged = privileged_item_paths(data.validated_data["items"])
-        if privileged and not has_role(request.user, SUPPORT):
-            raise ApiError(status_code=403, code="permission_denied",
-                           message=f"{privileged[0]}: appending a compaction or a developer/system message to a "
-                           "session needs the support role")
+        ensure_may_instruct(request.user, privileged_item_paths(data.validated_data["items"]))
         try:
             result = services.do_append_items(session=session, actor=request.user, **data.validated_data)
         except ItemValidationError as exc:

@@ -18,8 +18,16 @@ from compactweb.roles import IsOperator
 from sessions_app.models import Session
 from sessions_app.rollout import selectors
 from sessions_app.rollout.lease import SessionBusy
-from sessions_app.turns.services import MAX_INPUT_CHARS, TurnInputError, run_turn, turn_items
+from sessions_app.turns.services import (
+    MAX_INPUT_CHARS,
+    TurnInputError,
+    run_turn,
+    turn_items,
+    validate_settings_change,
+)
+from sessions_app.rollout.validation import privileged_settings_paths
 from sessions_app.web.api.serializers import SessionSummarySerializer
+from sessions_app.web.instructing import ensure_may_instruct
 
 
 class StrictCharField(serializers.CharField):
@@ -87,6 +95,10 @@ class SessionTurns(APIView):
         data = TurnRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
+            # A malformed change is a 400 before the role question; a valid one that would write the caller's
+            # text into a developer message needs the support role (sessions_app.web.instructing).
+            change = validate_settings_change(data.validated_data.get("settings"))
+            ensure_may_instruct(request.user, privileged_settings_paths(change))
             result = run_turn(session_id=pk, user_input=data.validated_data["input"], actor=request.user,
                               settings=data.validated_data.get("settings"))
         except Session.DoesNotExist:
