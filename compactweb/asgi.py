@@ -8,6 +8,11 @@ from compactweb.request_threads import get_asgi_application  # noqa: E402
 
 django_asgi = get_asgi_application()
 
+# Under Daphne: refuse an oversized body before Twisted reads it, and keep Twisted's form parsing off the reactor.
+from compactweb import daphne_body  # noqa: E402
+
+daphne_body.install()
+
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from compactweb.routing import http_router, sim_websocket_router, websocket_urlpatterns  # noqa: E402
