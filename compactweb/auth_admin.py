@@ -4,6 +4,9 @@ A member of the admin role group (not a superuser) may manage users and groups, 
 - cannot grant superuser status, and cannot change, delete or set the password of a superuser;
 - can grant only permissions they hold themselves (to a user or a group), so no group becomes a way to rights the
   admin role does not have (API tokens, deleting rollout records);
+- can put a user (themselves included) only into groups whose permissions they hold (issue 27): a group a
+  superuser made with more rights is no way up either. A membership the user already has is kept (and may be
+  removed), so editing such a user changes nothing the admin did not choose;
 - cannot rename or delete the role groups, nor change their permissions (migrate keeps those in step).
 Superusers keep the stock admin.
 """
@@ -17,13 +20,29 @@ from django.contrib.auth.models import Group, Permission, User
 from compactweb.roles import ROLES
 
 
+def _held_permission_ids(request) -> set[int]:
+    held = request.user.get_all_permissions()
+    return {p.pk for p in Permission.objects.select_related("content_type")
+            if f"{p.content_type.app_label}.{p.codename}" in held}
+
+
 def _grantable(request, queryset):
     if request.user.is_superuser:
         return queryset
-    held = request.user.get_all_permissions()
-    ids = [p.pk for p in Permission.objects.select_related("content_type")
-           if f"{p.content_type.app_label}.{p.codename}" in held]
-    return queryset.filter(pk__in=ids)
+    return queryset.filter(pk__in=_held_permission_ids(request))
+
+
+def _joinable_groups(request, queryset, *, member=None):
+    """The groups `request.user` may put a user into: those whose every permission it holds, plus the groups
+    `member` is in already (kept unless unticked)."""
+    if request.user.is_superuser:
+        return queryset
+    held = _held_permission_ids(request)
+    beyond = Group.permissions.through.objects.exclude(permission_id__in=held).values("group_id")
+    joinable = queryset.exclude(pk__in=beyond)
+    if member is not None and member.pk is not None:
+        joinable = joinable | queryset.filter(pk__in=member.groups.values("pk"))
+    return joinable.distinct()
 
 
 class RoleSafeUserAdmin(UserAdmin):
@@ -37,7 +56,17 @@ class RoleSafeUserAdmin(UserAdmin):
         field = super().formfield_for_manytomany(db_field, request, **kwargs)
         if db_field.name == "user_permissions" and field is not None:
             field.queryset = _grantable(request, field.queryset)
+        if db_field.name == "groups" and field is not None:
+            field.queryset = _joinable_groups(request, field.queryset)
         return field
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        groups = form.base_fields.get("groups")
+        if groups is not None and obj is not None:
+            # a fresh form class per request: the edited user's own groups stay on offer (and stay ticked)
+            groups.queryset = _joinable_groups(request, Group.objects.all(), member=obj)
+        return form
 
     def _touches_superuser(self, request, obj) -> bool:
         return obj is not None and obj.is_superuser and not request.user.is_superuser

@@ -118,3 +118,44 @@ def test_the_admin_cannot_read_any_token(admin_client, make_user):
     token = issue_token(user=make_user("operator"))
     assert admin_client.get("/admin/knox/authtoken/").status_code == 403
     assert token not in admin_client.get("/admin/").content.decode()
+
+
+def _powerful_group():
+    """A group a superuser made with a right the admin role lacks (reading API tokens)."""
+    group = Group.objects.create(name="token readers")
+    group.permissions.add(Permission.objects.get(codename="view_authtoken"))
+    return group
+
+
+def test_the_admin_cannot_put_itself_or_anyone_into_a_group_with_rights_it_lacks(admin_client, make_user):
+    powerful = _powerful_group()
+    ordinary = Group.objects.create(name="night shift")
+    ordinary.permissions.add(Permission.objects.get(codename="view_provider"))
+    me = admin_client.user
+    for target in (me, make_user("operator")):
+        url = f"/admin/auth/user/{target.pk}/change/"
+        offered = admin_client.get(url).context["adminform"].form.fields["groups"].queryset
+        assert not offered.filter(pk=powerful.pk).exists() and offered.filter(pk=ordinary.pk).exists()
+        groups = [g.pk for g in target.groups.all()]
+        staff = {"is_staff": "on"} if target.is_staff else {}
+        response = admin_client.post(url, _user_form(target, groups=[*groups, powerful.pk], **staff))
+        assert response.status_code == 200 and "groups" in response.context["adminform"].form.errors
+        assert not target.groups.filter(pk=powerful.pk).exists()
+        assert admin_client.post(url, _user_form(target, groups=[*groups, ordinary.pk], **staff)).status_code == 302
+        assert target.groups.filter(pk=ordinary.pk).exists()
+    me = User.objects.get(pk=me.pk)
+    assert not me.has_perm("knox.view_authtoken")
+    assert admin_client.get("/admin/knox/authtoken/").status_code == 403
+
+
+def test_editing_a_user_already_in_such_a_group_keeps_the_membership(admin_client, make_user):
+    powerful = _powerful_group()
+    target = make_user("operator")
+    target.groups.add(powerful)
+    url = f"/admin/auth/user/{target.pk}/change/"
+    assert admin_client.post(url, _user_form(target, first_name="Ada")).status_code == 302
+    target.refresh_from_db()
+    assert target.first_name == "Ada" and target.groups.filter(pk=powerful.pk).exists()
+    operator = Group.objects.get(name="operator")
+    assert admin_client.post(url, _user_form(target, groups=[operator.pk])).status_code == 302  # may remove it
+    assert not target.groups.filter(pk=powerful.pk).exists()
