@@ -345,8 +345,23 @@ class CodexSource(models.Model):
         null=True, blank=True, help_text="The usable window Codex reported (model_context_window), if any."
     )
     problems = models.JSONField(default=list, blank=True, help_text="Lines skipped or repaired, with reasons.")
+    tail = models.CharField(
+        max_length=64, blank=True, help_text="SHA-256 of the bytes just before `offset`: the file still extends what was read."
+    )
+    inode = models.PositiveBigIntegerField(default=0, help_text="The followed file's inode when it was last read.")
+    events = models.JSONField(
+        default=list, blank=True, help_text="What happened to the followed file (a rewrite) and what was done about it."
+    )
+    continues = models.ForeignKey(
+        Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="continued_by",
+        help_text="The session this file was followed as before it was rewritten.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        # The dashboard finds what a follower in another process wrote since its last look (live pages, issue 30).
+        indexes = [models.Index(fields=["updated_at"], name="codexsource_updated_at")]
 
     def __str__(self) -> str:
         return f"{self.name} → session #{self.session_id}"

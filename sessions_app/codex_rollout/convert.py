@@ -55,6 +55,13 @@ def to_compactweb_lines(parsed: ParsedRollout, *, history: list[Item] | None = N
     return out
 
 
+def needs_history(lines) -> bool:
+    """Whether `convert_lines` needs the history before `lines`: only a thread rollback (its replacement history)
+    and a compacted line without one (rebuilt) read it; every other line converts the same without it."""
+    return any((line.kind == EVENT_MSG and line.payload["type"] == THREAD_ROLLED_BACK)
+               or (line.kind == COMPACTED and line.payload.get("replacement_history") is None) for line in lines)
+
+
 def convert_lines(lines, *, history: list[Item]) -> tuple[list[ImportedLine], list[Item]]:
     """`to_compactweb_lines` for one chunk of a big file: the history before the chunk in, after it out."""
     out: list[ImportedLine] = []

@@ -120,9 +120,12 @@ def export_filename(*, session: Session) -> str:
 
 
 def source_summary(*, session: Session) -> dict[str, Any] | None:
-    """What the inspector and the API say about a session's file: name, followed, lines, problems."""
+    """What the session page says about a session's Codex file: name, followed, lines, problems, what happened to
+    a followed file (a rewrite: `events`) and the sessions a rewrite links (`continues`, `continued_by`)."""
     source = CodexSource.objects.filter(session=session).first()
     if source is None:
         return None
+    continued_by = list(CodexSource.objects.filter(continues=session).values_list("session_id", flat=True))
     return {"name": source.name, "followed": source.followed, "lines": source.line_count,
-            "context_window": source.context_window, "problems": source.problems}
+            "context_window": source.context_window, "problems": source.problems, "events": source.events,
+            "continues": source.continues_id, "continued_by": continued_by}

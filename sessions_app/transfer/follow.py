@@ -1,42 +1,60 @@
-"""Live follow of a Codex sessions folder (issue 13, item 4; design user story 8).
+"""Live follow of a Codex sessions folder (issue 13, item 4; issue 30; design user story 8).
 
 `sync_file` brings one `rollout-*.jsonl` file up to date: a new file (once it has a complete first line) is
 imported as a session with source "followed" (tolerant, like any import), and lines Codex appends later are
-appended to that session's rollout as they arrive; a partial last line waits for its newline. The byte offset
-read so far is stored with the lines in the same transaction, so a restarted follower resumes where it stopped,
-with no duplicates. A file cut back (truncated) is noted and read on from its new end (what was read stays: the
-rollout is append-only); a file replaced under the same name (its first line differs: rotation, rewrite) is
-taken as a new file, and the old session stays as it was.
+appended to that session's rollout as they arrive; a partial last line waits for its newline. The read state
+(byte offset, a digest of the bytes before it, the inode) is stored with the lines in the same transaction, so a
+restarted follower resumes where it stopped, with no duplicates. Checking a file costs a stat and one read of at
+most TAIL_BYTES; appending a line costs work proportional to that line (the history is read only for the rare
+lines whose conversion needs it: a thread rollback, a compaction without its replacement history).
 
-`Follower` watches a folder with watchdog (inotify where available) and syncs the files it is told about,
-with a periodic rescan as a safety net (events can be missed, e.g. on network filesystems). Followed sessions
-are read-only: compactweb never writes into a Codex session it follows (sessions_app.rollout.lease.SessionReadOnly).
+A file whose content no longer extends what was read (rewritten in place, cut back, or another file saved under
+the name) is compared with the lines kept from it (`common_prefix`) and recorded on its CodexSource (`events`,
+shown on the session page):
+- it still starts with everything read: reading goes on after it ("resynced");
+- it starts with some of what was read: the lines read after that prefix stay (the rollout is append-only) and
+  reading goes on from the end of the prefix ("truncated" when nothing follows it, else "resynced");
+- it shares not even its first line: it is followed as a new session linked to the old one (`continues`; under a
+  new thread id when the old session has the file's thread id), and the old session keeps what it read
+  ("replaced").
+
+`Follower` watches a folder with watchdog (inotify where available) and syncs the files whose content events
+name (writes, creations, moves; never its own reads), with a periodic rescan as a safety net that only stats
+files (events can be missed, e.g. on network filesystems). Followed sessions are read-only: compactweb never
+writes into a Codex session it follows (sessions_app.rollout.lease.SessionReadOnly).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import close_old_connections, transaction
+from django.utils import timezone
 
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.codex_rollout import RolloutImportError, parse_rollout, to_compactweb_lines
 from sessions_app.codex_rollout.labels import infer_labels, latest_context_window
-from sessions_app.codex_rollout.parse import LineProblem, split_raw_lines
+from sessions_app.codex_rollout.convert import needs_history
+from sessions_app.codex_rollout.parse import split_raw_lines
 from sessions_app.codex_rollout.tail import (
     GROWN,
-    REPLACED,
-    TRUNCATED,
+    REWRITTEN,
     UNCHANGED,
+    NewLines,
+    ReadState,
+    common_prefix,
     file_change,
     first_line,
     head_digest,
     is_rollout_file,
     read_new_lines,
+    tail_digest,
 )
 from sessions_app.models import CodexSource, CodexSourceLine, LiveItem, Session
 from sessions_app.rollout import projection as p
@@ -53,50 +71,66 @@ LABEL_CONTEXT_LINES = 400
 @dataclass(frozen=True)
 class SyncResult:
     path: str
-    action: str  # imported, appended, waiting, unchanged, truncated, replaced, refused
+    action: str  # imported, appended, waiting, unchanged, truncated, resynced, replaced, refused
     session_id: int | None = None
     lines: int = 0
     detail: str = ""
 
 
-def rollout_files(root: Path) -> list[Path]:
-    """Codex's rollout files under a sessions folder (its YYYY/MM/DD tree), oldest path first."""
-    return sorted(f for f in root.rglob("rollout-*.jsonl") if f.is_file())
+def rollout_files(root: Path, matches: Callable[[Path], bool] = is_rollout_file) -> list[Path]:
+    """The followed files under a sessions folder (Codex's YYYY/MM/DD tree), oldest path first."""
+    return sorted(f for f in root.rglob("*") if matches(f) and f.is_file())
 
 
 def sync_file(*, path: Path, provider: Provider | None = None, policy: CompactionPolicy | None = None) -> SyncResult:
     """Bring the session of one rollout file up to date with the file (see the module docstring)."""
     key = str(path.resolve())
-    source = CodexSource.objects.filter(path=key, followed=True).select_related("session").first()
+    source = CodexSource.objects.filter(path=key, followed=True).first()
     if not path.exists():
         return SyncResult(key, "unchanged", source.session_id if source else None, detail="the file is gone")
-    if source is not None:
-        change = file_change(path, offset=source.offset, head=source.head)
-        if change == UNCHANGED:
-            return SyncResult(key, "unchanged", source.session_id)
-        if change == REPLACED:
-            # Another file under the same name: the old session keeps what it read, the new file starts over.
-            CodexSource.objects.filter(pk=source.pk).update(path="")
-            logger.info("follow: %s was replaced; session %s keeps what it read", key, source.session_id)
-            imported = _import_new(path, key, provider, policy)
-            return SyncResult(key, "replaced", imported.session_id, imported.lines, imported.detail)
-        if change == TRUNCATED:
-            return _truncated(path, source)
-        assert change == GROWN
+    if source is None:
+        return _import_new(path, key, provider, policy)
+    change = _change(path, source)
+    if change == UNCHANGED:
+        return SyncResult(key, "unchanged", source.session_id)
+    if change == GROWN:
         return _append(path, source)
-    return _import_new(path, key, provider, policy)
+    assert change == REWRITTEN
+    return _rewritten(path, source, provider, policy)
 
 
-def _import_new(path: Path, key: str, provider, policy) -> SyncResult:
+def _change(path: Path, source: CodexSource) -> str:
+    if source.tail or source.inode:
+        return file_change(path, state=ReadState(offset=source.offset, tail=source.tail, inode=source.inode))
+    # A source read before the tail digest existed: its first line tells whether it is the same file.
+    line = first_line(path)
+    if source.head and (line is None or head_digest(line) != source.head):
+        return REWRITTEN
+    size = path.stat().st_size
+    return REWRITTEN if size < source.offset else UNCHANGED if size == source.offset else GROWN
+
+
+def _state(new: NewLines, **more) -> dict:
+    return {"offset": new.offset, "tail": new.tail, "inode": new.inode, **more}
+
+
+def _import_new(path: Path, key: str, provider, policy, *, continues: Session | None = None) -> SyncResult:
     head = first_line(path)
     if head is None:
         return SyncResult(key, "waiting", detail="no complete first line yet")
     new = read_new_lines(path, 0)
+    kwargs = {"lines": new.lines, "source_name": path.name, "provider": provider, "policy": policy,
+              "follow_path": key, "follow_state": _state(new, head=head_digest(head)), "continues": continues}
     try:
-        # Committed in batches; the offset and head land with the import's last transaction.
-        result = importer.do_import_rollout(lines=new.lines, source_name=path.name, provider=provider,
-                                            policy=policy, follow_path=key, follow_offset=new.offset,
-                                            follow_head=head_digest(head))
+        # Committed in batches; the read state lands with the import's last transaction.
+        try:
+            result = importer.do_import_rollout(**kwargs)
+        except AlreadyImported:
+            if continues is None:
+                raise
+            # The rewritten file keeps the thread id of the session it continues: a new id, the old one kept as
+            # forked_from_id.
+            result = importer.do_import_rollout(**kwargs, new_thread_id=True)
     except AlreadyImported as exc:
         return SyncResult(key, "refused", exc.session_id, detail=str(exc))
     except (RolloutImportError, TransferRefused) as exc:
@@ -105,15 +139,54 @@ def _import_new(path: Path, key: str, provider, policy) -> SyncResult:
     return SyncResult(key, "imported", result.session.pk, len(new.lines))
 
 
-def _truncated(path: Path, source: CodexSource) -> SyncResult:
+def _record(source: CodexSource, *, action: str, detail: str, session_id: int | None = None, **fields) -> None:
+    event = {"at": timezone.now().isoformat(), "what": "rewritten", "action": action, "detail": detail}
+    if session_id is not None:
+        event["session"] = session_id
+    source.events = [*source.events, event]
+    CodexSource.objects.filter(pk=source.pk).update(events=source.events, updated_at=timezone.now(), **fields)
+    for name, value in fields.items():
+        setattr(source, name, value)
+
+
+def _rewritten(path: Path, source: CodexSource, provider, policy) -> SyncResult:
+    """The file no longer extends what was read: find how much of it still does, record what happened and
+    follow it on (the module docstring)."""
+    if first_line(path) is None:
+        return SyncResult(source.path, "waiting", source.session_id, detail="rewritten; no complete first line yet")
+    kept = (CodexSourceLine.objects.filter(source=source).order_by("number")
+            .values_list("text", flat=True).iterator(chunk_size=codex_sources.BATCH))
+    prefix = common_prefix(path, kept)
     size = path.stat().st_size
-    new = read_new_lines(path, 0)
-    note = LineProblem(source.line_count, f"the file was cut back from {source.offset} to {size} bytes; the lines "
-                       "read before stay (the rollout is append-only) and reading goes on from its new end",
-                       "skipped")
-    CodexSource.objects.filter(pk=source.pk).update(offset=new.offset, problems=[*source.problems, note.as_dict()])
-    logger.warning("follow: %s was truncated; reading on from byte %s", source.path, new.offset)
-    return SyncResult(source.path, "truncated", source.session_id, detail=note.reason)
+    if prefix.lines == 0:
+        key = source.path
+        CodexSource.objects.filter(pk=source.pk).update(path="")
+        imported = _import_new(path, key, provider, policy, continues=source.session)
+        detail = (f"the file was rewritten and shares no line with what was read; session {source.session_id} keeps "
+                  f"its {source.line_count} lines" + (f" and the file is followed as session {imported.session_id}"
+                                                      if imported.session_id else f" ({imported.detail})"))
+        _record(source, action="new_session", detail=detail, session_id=imported.session_id)
+        logger.warning("follow: %s", detail)
+        return SyncResult(key, "replaced" if imported.action == "imported" else imported.action,
+                          imported.session_id, imported.lines, detail)
+    if prefix.lines == source.line_count:
+        action, detail = "resynced", (f"the file was rewritten but still starts with the {prefix.lines} lines read; "
+                                      "reading goes on after them")
+    elif prefix.offset == size:
+        action, detail = "truncated", (
+            f"the file was cut back from {source.offset} to {size} bytes (its first {prefix.lines} lines, as read "
+            f"before); the {source.line_count - prefix.lines} lines read after them stay (the rollout is "
+            "append-only) and reading goes on from its new end")
+    else:
+        action, detail = "resynced", (
+            f"the file was rewritten: its first {prefix.lines} lines are as read before, line {prefix.lines + 1} on "
+            f"differs; the {source.line_count - prefix.lines} lines read after them stay (the rollout is "
+            f"append-only) and the file's new lines from line {prefix.lines + 1} on are read on")
+    _record(source, action=action, detail=detail, offset=prefix.offset,
+            tail=tail_digest(path, prefix.offset), inode=os.stat(path).st_ino)
+    logger.warning("follow: %s: %s", source.path, detail)
+    appended = _append(path, source) if size > prefix.offset else None
+    return SyncResult(source.path, action, source.session_id, appended.lines if appended else 0, detail)
 
 
 def _append(path: Path, source: CodexSource) -> SyncResult:
@@ -125,7 +198,7 @@ def _append(path: Path, source: CodexSource) -> SyncResult:
         if locked.offset != source.offset:  # another follower got there first
             return SyncResult(source.path, "unchanged", source.session_id)
         count = do_append_followed_lines(source=locked, lines=new.lines)
-        CodexSource.objects.filter(pk=locked.pk).update(offset=new.offset)
+        CodexSource.objects.filter(pk=locked.pk).update(**_state(new), updated_at=timezone.now())
     return SyncResult(source.path, "appended", source.session_id, count)
 
 
@@ -137,7 +210,9 @@ def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
     first_number = source.line_count + 1
     parsed = parse_rollout([r.raw for r in raw], source_name=source.name, strict=False)
     parsed = _renumbered(parsed, first_number - 1)
-    history = list(LiveItem.objects.filter(session=session).order_by("position").values_list("item", flat=True))
+    # Most lines convert without the history before them; reading it would cost the session's size per line.
+    history = (list(LiveItem.objects.filter(session=session).order_by("position").values_list("item", flat=True))
+               if needs_history(parsed.lines) else [])
     converted = [x for x in to_compactweb_lines(parsed, history=history) if x.kind != p.SESSION_META]
     new_lines, numbers, _, problems = importer.validated_lines(converted, strict=False)
     rows = append_rollout_lines(session=session, lines=new_lines) if new_lines else []
@@ -194,52 +269,85 @@ def sync_folder(*, root: Path, provider=None, policy=None) -> list[SyncResult]:
     return [sync_file(path=path, provider=provider, policy=policy) for path in rollout_files(root)]
 
 
-class Follower:
-    """Follows a Codex sessions folder until stopped: watchdog events trigger a sync of the file they name, and
-    every `rescan_seconds` the whole folder is synced (missed events, files that existed at start)."""
+# The watchdog events that mean a file's content may have changed. Opening, reading and closing a file unwritten
+# are events too (inotify reports them); reacting to them made the follower's own reads trigger more reads.
+CONTENT_EVENTS = frozenset({"created", "modified", "moved", "closed"})
 
-    def __init__(self, root: Path, *, provider=None, policy=None, rescan_seconds: float = 5.0) -> None:
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+class Follower:
+    """Follows a folder until stopped: watchdog content events trigger a sync of the file they name, and every
+    `rescan_seconds` the whole folder is looked at (missed events, files that existed at start).
+
+    A file is synced only when its stat (size, mtime, inode) differs from the one seen at its last sync, so an
+    idle folder costs a stat per file per rescan and no database query. The format is the caller's: `matches`
+    picks the followed files by path and `sync` brings one up to date (Codex rollouts by default)."""
+
+    def __init__(self, root: Path, *, provider=None, policy=None, rescan_seconds: float = 5.0,
+                 matches: Callable[[Path], bool] = is_rollout_file,
+                 sync: Callable[..., SyncResult] = sync_file) -> None:
         self.root = Path(root)
         self.provider, self.policy = provider, policy
         self.rescan_seconds = rescan_seconds
+        self.matches, self.sync = matches, sync
         self._queue: queue.Queue[Path | None] = queue.Queue()
         self._stop = threading.Event()
         self._observer = None
+        self._seen: dict[Path, tuple[int, int, int]] = {}
+        self.syncs = 0  # sync calls made (the bench and tests read it)
 
     def notify(self, path: str | Path) -> None:
         path = Path(path)
-        if is_rollout_file(path):
+        if self.matches(path):
             self._queue.put(path)
 
-    def _start_observer(self) -> None:
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    def handler(self):
+        """The watchdog handler: content events name a file to sync; opening, reading and closing unwritten do not."""
         from watchdog.events import FileSystemEventHandler
-        from watchdog.observers import Observer
 
         follower = self
 
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event):
-                if event.is_directory:
+                if event.is_directory or event.event_type not in CONTENT_EVENTS:
                     return
                 for name in (getattr(event, "dest_path", ""), event.src_path):
                     if name:
                         follower.notify(name)
 
+        return Handler()
+
+    def _start_observer(self) -> None:
+        from watchdog.observers import Observer
+
         self.root.mkdir(parents=True, exist_ok=True)
         self._observer = Observer()
-        self._observer.schedule(Handler(), str(self.root), recursive=True)
+        self._observer.schedule(self.handler(), str(self.root), recursive=True)
         self._observer.start()
 
-    def run(self, *, on_result=None) -> None:
-        """Follow until `stop()`; `on_result` is called with every SyncResult that changed something."""
+    def run(self, *, on_result=None, on_caught_up=None) -> None:
+        """Follow until `stop()`; `on_result` is called with every SyncResult that changed something,
+        `on_caught_up` with the number of files once the first look at the folder is done."""
         self._start_observer()
         try:
-            self._rescan(on_result)
+            self.rescan(on_result)
+            if on_caught_up is not None:
+                on_caught_up(len(self._seen))
             while not self._stop.is_set():
                 try:
                     path = self._queue.get(timeout=self.rescan_seconds)
                 except queue.Empty:
-                    self._rescan(on_result)
+                    self.rescan(on_result)
                     continue
                 if path is None:
                     break
@@ -256,17 +364,24 @@ class Follower:
                 self._observer.join(timeout=5)
             close_old_connections()
 
-    def _rescan(self, on_result) -> None:
-        for path in rollout_files(self.root):
+    def rescan(self, on_result=None) -> None:
+        """Look at every followed file; sync those whose stat changed since their last sync."""
+        for path in rollout_files(self.root, self.matches):
             self._sync(path, on_result)
 
     def _sync(self, path: Path, on_result) -> None:
+        signature = _signature(path)
+        if signature is None or self._seen.get(path) == signature:
+            return  # gone, or not changed since its last sync
         close_old_connections()
+        self.syncs += 1
         try:
-            result = sync_file(path=path, provider=self.provider, policy=self.policy)
+            result = self.sync(path=path, provider=self.provider, policy=self.policy)
         except Exception:  # one bad file must not stop the follower
             logger.exception("follow: syncing %s failed", path)
             return
+        # The stat taken before the sync: a write during it changes the stat again, so it is read next time.
+        self._seen[path] = signature
         if on_result is not None and result.action not in ("unchanged", "waiting"):
             on_result(result)
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from uuid6 import uuid7
 
 from compaction_app import records
@@ -325,8 +326,8 @@ def do_import_rollout(
     actor=None,
     strict: bool = False,
     follow_path: str = "",
-    follow_offset: int = 0,
-    follow_head: str = "",
+    follow_state: dict[str, Any] | None = None,
+    continues: Session | None = None,
 ) -> ImportResult:
     """Import one Codex rollout as a new session (source "imported", or "followed" with `follow_path`), all or
     nothing in the database (spec §15, §8.2; issue 13).
@@ -338,8 +339,9 @@ def do_import_rollout(
     Compactions are labelled from the rollout (sessions_app.codex_rollout.labels) and the session gets the
     context window Codex reported. Raises AlreadyImported when a session with the rollout's thread id exists
     (unless `new_thread_id`, which imports under a fresh id and keeps the original as `forked_from_id`),
-    TransferRefused when no provider or policy is configured. A followed file's byte offset and head
-    (`follow_offset`, `follow_head`) are stored in the import's last transaction.
+    TransferRefused when no provider or policy is configured. A followed file's read state (`follow_state`: the
+    CodexSource fields offset, head, tail, inode) is stored in the import's last transaction; `continues` links
+    the new session to the one a rewritten file was followed as before (issue 30).
 
     Big files (issue 13, item 5): the file is read and written IMPORT_CHUNK_LINES lines at a time, each batch in
     its own short transaction, into a staging table (StagedRolloutLine; the session is read-only, source
@@ -394,6 +396,8 @@ def do_import_rollout(
                 session=session, name=_file_name(source_name), raw=[], seq_by_line={}, problems=[],
                 path=follow_path,
             )
+            if continues is not None:
+                CodexSource.objects.filter(pk=source.pk).update(continues=continues)
     except IntegrityError:
         # Another import of the same thread won the race for the unique thread id.
         existing = Session.objects.filter(thread_id=thread_id).values_list("pk", flat=True).first()
@@ -424,7 +428,7 @@ def do_import_rollout(
             window = state.labeler.window
             CodexSource.objects.filter(pk=source.pk).update(
                 context_window=window, problems=[x.as_dict() for x in sorted(state.problems, key=_line_of)],
-                **({"offset": follow_offset, "head": follow_head} if follow_path else {}))
+                updated_at=timezone.now(), **((follow_state or {}) if follow_path else {}))
             updates = {"provider": provider_for_window(provider, window), "source": final_source}
             if not title and session.title.startswith(UNTITLED_PREFIX) and state.title:
                 updates["title"] = state.title

@@ -49,9 +49,13 @@ class Command(BaseCommand):
         follower = Follower(root, provider=provider_row, policy=policy_row, rescan_seconds=rescan)
         self.stdout.write(f"following {root} (Ctrl-C to stop)")
         try:
-            follower.run(on_result=self._report)
+            follower.run(on_result=self._report, on_caught_up=self._caught_up)
         except KeyboardInterrupt:
             follower.stop()
+
+    def _caught_up(self, files: int) -> None:
+        self.stdout.write(f"caught up with {files} files; watching for changes")
+        self.stdout.flush()
 
     def _report(self, result) -> None:
         if result.action in ("unchanged", "waiting"):

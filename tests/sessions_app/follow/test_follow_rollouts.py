@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from io import StringIO
 from pathlib import Path
 
@@ -90,7 +91,7 @@ def test_a_truncated_file_is_noted_and_read_on_from_its_new_end(rollout_path, pr
     _write(rollout_path, next(x for x in lines[100:] if b'"type":"response_item"' in x))
     assert sync_file(path=rollout_path).action == "appended"
     assert RolloutLine.objects.filter(session_id=result.session_id).count() == rows + 1
-    assert "cut back" in CodexSource.objects.get(session_id=result.session_id).problems[-1]["reason"]
+    assert "cut back" in CodexSource.objects.get(session_id=result.session_id).events[-1]["detail"]
 
 
 @pytest.mark.django_db
@@ -155,3 +156,126 @@ def test_the_fleet_board_and_the_session_page_mark_a_followed_session(rollout_pa
     client.force_login(operator_user)
     assert "follows a Codex rollout file live" in client.get("/").content.decode()
     assert 'id="followed-badge"' in client.get(f"/sessions/{session_id}/").content.decode()
+
+
+def _sessions_lines(session_id: int) -> int:
+    return RolloutLine.objects.filter(session_id=session_id).count()
+
+
+@pytest.mark.django_db
+def test_a_rewrite_that_keeps_a_prefix_is_resynced_recorded_and_shown(rollout_path, provider, policy, client,
+                                                                       operator_user):
+    lines = LOCAL.splitlines(keepends=True)
+    _write(rollout_path, b"".join(lines[:100]))
+    first = sync_file(path=rollout_path)
+    rows = _sessions_lines(first.session_id)
+    other = next(x for x in lines[100:] if b'"type":"response_item"' in x)
+    # Rewritten in place: the first 80 lines as before, then one line the follower never read.
+    _write(rollout_path, b"".join(lines[:80]) + other, mode="wb")
+    result = sync_file(path=rollout_path)
+    assert (result.action, result.session_id, result.lines) == ("resynced", first.session_id, 1)
+    assert _sessions_lines(first.session_id) == rows + 1  # what was read stays; the new line is read on
+    source = CodexSource.objects.get(session_id=first.session_id)
+    (event,) = source.events
+    assert event["action"] == "resynced" and "first 80 lines" in event["detail"] and "line 81 on differs" in event["detail"]
+    assert source.offset == rollout_path.stat().st_size
+    assert sync_file(path=rollout_path).action == "unchanged"
+    client.force_login(operator_user)
+    page = client.get(f"/sessions/{first.session_id}/").content.decode()
+    assert 'data-file-event="resynced"' in page and "line 81 on differs" in page
+
+
+@pytest.mark.django_db
+def test_a_file_saved_anew_with_the_same_lines_and_more_reads_only_the_new_ones(rollout_path, provider, policy):
+    lines = LOCAL.splitlines(keepends=True)
+    _write(rollout_path, b"".join(lines[:100]))
+    first = sync_file(path=rollout_path)
+    rows = _sessions_lines(first.session_id)
+    replacement = rollout_path.with_suffix(".tmp")
+    _write(replacement, b"".join(lines[:101]), mode="wb")
+    replacement.replace(rollout_path)  # an editor's atomic save: another inode under the same name
+    result = sync_file(path=rollout_path)
+    assert (result.action, result.lines) == ("resynced", 1)
+    assert _sessions_lines(first.session_id) >= rows
+    session = Session.objects.get(pk=first.session_id)
+    assert selectors.live_items(session=session) == _whole_import_history(b"".join(lines[:101]))
+    source = CodexSource.objects.get(session_id=first.session_id)
+    assert source.line_count == 101 and source.events[-1]["action"] == "resynced"
+
+
+@pytest.mark.django_db
+def test_a_rewrite_sharing_no_line_becomes_a_new_session_linked_to_the_old_one(rollout_path, provider, policy,
+                                                                              client, operator_user):
+    lines = LOCAL.splitlines(keepends=True)
+    _write(rollout_path, b"".join(lines[:100]))
+    old = sync_file(path=rollout_path)
+    rows = _sessions_lines(old.session_id)
+    meta = json.loads(lines[0])
+    meta["timestamp"] = "2026-12-01T09:00:00.000Z"  # the same thread, its first line written again differently
+    _write(rollout_path, json.dumps(meta).encode() + b"\n" + b"".join(lines[1:40]), mode="wb")
+    new = sync_file(path=rollout_path)
+    assert new.action == "replaced" and new.session_id not in (None, old.session_id)
+    assert _sessions_lines(old.session_id) == rows  # the old session keeps what it read
+    new_source = CodexSource.objects.get(session_id=new.session_id)
+    assert new_source.continues_id == old.session_id and new_source.followed and new_source.line_count == 40
+    old_thread = str(Session.objects.get(pk=old.session_id).thread_id)
+    new_meta = RolloutLine.objects.filter(session_id=new.session_id).order_by("seq").first().payload
+    assert new_meta["forked_from_id"] == old_thread != new_meta["id"]
+    (event,) = CodexSource.objects.get(session_id=old.session_id).events
+    assert event["action"] == "new_session" and event["session"] == new.session_id
+    _write(rollout_path, lines[40])
+    assert sync_file(path=rollout_path).session_id == new.session_id  # followed on as the new session
+    client.force_login(operator_user)
+    assert f'data-continued-by="{new.session_id}"' in client.get(f"/sessions/{old.session_id}/").content.decode()
+    assert f'data-continues="{old.session_id}"' in client.get(f"/sessions/{new.session_id}/").content.decode()
+
+
+@pytest.mark.django_db
+def test_appending_one_line_costs_the_same_queries_whatever_the_session_size(tmp_path, provider, policy):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    lines = LOCAL.splitlines(keepends=True)
+    line = next(x for x in lines[150:] if b'"type":"response_item"' in x and b'"role":"assistant"' in x)
+    queries = []
+    for size in (20, 150):
+        path = tmp_path / f"s{size}" / NAME
+        path.parent.mkdir()
+        meta = json.loads(lines[0])
+        meta["payload"]["id"] = str(uuid.uuid4())  # two sessions: two threads
+        _write(path, json.dumps(meta).encode() + b"\n" + b"".join(lines[1:size]))
+        sync_file(path=path)
+        _write(path, line)
+        with CaptureQueriesContext(connection) as captured:
+            assert sync_file(path=path).action == "appended"
+        sql = [q["sql"] for q in captured.captured_queries]
+        assert not any("sessions_app_liveitem" in s and s.lstrip().upper().startswith("SELECT") for s in sql)
+        queries.append(len(sql))
+    assert queries[0] == queries[1]
+
+
+def test_the_followers_own_reads_trigger_no_sync(tmp_path):
+    from watchdog.events import FileClosedNoWriteEvent, FileModifiedEvent, FileOpenedEvent
+
+    follower = Follower(tmp_path)
+    handler = follower.handler()
+    name = str(tmp_path / NAME)
+    handler.dispatch(FileOpenedEvent(name))
+    handler.dispatch(FileClosedNoWriteEvent(name))
+    assert follower.pending() == 0
+    handler.dispatch(FileModifiedEvent(name))
+    assert follower.pending() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rescan_of_an_unchanged_folder_syncs_nothing(rollout_path, provider, policy):
+    _write(rollout_path, LOCAL)
+    follower = Follower(rollout_path.parents[3])
+    follower.rescan()
+    assert follower.syncs == 1 and CodexSource.objects.count() == 1
+    follower.rescan()
+    follower.rescan()
+    assert follower.syncs == 1  # a stat per file, no read and no query
+    _write(rollout_path, next(x for x in LOCAL.splitlines(keepends=True) if b'"type":"response_item"' in x))
+    follower.rescan()
+    assert follower.syncs == 2
