@@ -28,6 +28,9 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.doc_section import write_section  # noqa: E402
 SECTION = "## An idle folder follower"
 TICKS = os.sysconf("SC_CLK_TCK")
 RESCAN = 5.0
@@ -184,20 +187,12 @@ def main() -> None:
     ]
     print("\n".join(table))
     if args.write:
-        doc = ROOT / "docs" / "benchmarks.md"
-        text = doc.read_text()
         block = (f"{SECTION}\n\n`bench/bench_follow_idle.py` (issue 30): `manage.py follow_rollouts` run as a user "
                  "runs it, its CPU time read from /proc while the folder is idle, against a floor process that only "
                  "lists and stats the tree as often; then its CPU time per line appended to a small and to a big "
                  "file. Target: under 1% of a core idle, and the same cost per line whatever the file's size.\n\n"
                  + "\n".join(table) + "\n")
-        if SECTION in text:
-            head, _, rest = text.partition(SECTION)
-            nxt = rest.find("\n## ")
-            text = head + block + (rest[nxt:] if nxt >= 0 else "")
-        else:
-            text = text.rstrip("\n") + "\n\n" + block
-        doc.write_text(text)
+        write_section(SECTION, block)
 
 
 if __name__ == "__main__":

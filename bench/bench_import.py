@@ -32,6 +32,9 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.doc_section import write_section  # noqa: E402
 SECTION = "## Importing a big Codex rollout"
 
 
@@ -213,18 +216,10 @@ def main() -> None:
     ]
     print("\n".join(table))
     if args.write:
-        doc = ROOT / "docs" / "benchmarks.md"
-        text = doc.read_text()
         block = (f"{SECTION}\n\n`bench/bench_import.py` (issue 13): a Codex-shaped rollout imported through "
                  "`do_import_rollout`, against the floor of parsing its JSON and bulk-inserting the same rows. "
                  "Target: at most 3× the floor and under 200 MB peak.\n\n" + "\n".join(table) + "\n")
-        if SECTION in text:
-            head, _, rest = text.partition(SECTION)
-            nxt = rest.find("\n## ")
-            text = head + block + (rest[nxt:] if nxt >= 0 else "")
-        else:
-            text = text.rstrip("\n") + "\n\n" + block
-        doc.write_text(text)
+        write_section(SECTION, block)
 
 
 if __name__ == "__main__":
