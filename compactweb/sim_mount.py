@@ -9,7 +9,9 @@ turns use an in-process transport and never pass here. The guard, in order:
    - `Authorization: Bearer <COMPACTWEB_SIM_TOKEN>` (a shared token from the environment; this is what an OpenAI
      client's `api_key`, or Codex's `env_key`, sends),
    - `Authorization: Bearer <API token>` or `Token <API token>` of a user with the operator role,
-   - the dashboard's session cookie of a user with the operator role.
+   - the dashboard's session cookie of a user with the operator role; then a POST must also carry an Origin
+     that is the dashboard's own or listed in CSRF_TRUSTED_ORIGINS (issue 27: a cookie alone is what a cross-site
+     form sends), else 403 `csrf_failed`.
    Anything else is a 401 in the OpenAI error shape.
 4. Bodies over `COMPACTWEB_SIM_MAX_BODY_BYTES` are refused with 413 before they are read (and the simulator caps
    every fault parameter itself).
@@ -25,11 +27,11 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
-from django.http.request import split_domain_port, validate_host
 from django.utils.crypto import constant_time_compare
 from django.utils.module_loading import import_string
 
 from compactweb.api_tokens import user_for_token
+from compactweb.origins import host_allowed, origin_allowed
 from compactweb.roles import OPERATOR, has_role
 
 MOUNT = "/sim"
@@ -46,15 +48,6 @@ async def _send_error(send, status: int, code: str, message: str, headers: dict[
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-
-
-def host_allowed(host: str) -> bool:
-    """Django's own Host check (ALLOWED_HOSTS; with DEBUG and no ALLOWED_HOSTS, the local names)."""
-    domain, _port = split_domain_port(host)
-    allowed = settings.ALLOWED_HOSTS
-    if settings.DEBUG and not allowed:
-        allowed = [".localhost", "127.0.0.1", "[::1]"]
-    return bool(domain) and validate_host(domain, allowed)
 
 
 def _operator_from_token(token: str) -> bool:
@@ -85,18 +78,33 @@ def _operator_from_session(cookie_header: str) -> bool:
     return has_role(user, OPERATOR)
 
 
-def _authorised(headers: dict[str, str]) -> bool:
-    """Sync (touches the database); run through database_sync_to_async."""
+COOKIE = "cookie"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _authorised(headers: dict[str, str]) -> str | None:
+    """How the caller showed who it is ("token" or COOKIE), or None. Sync (touches the database); run through
+    database_sync_to_async."""
     scheme, _, credential = headers.get("authorization", "").strip().partition(" ")
     credential = credential.strip()
     if credential and scheme.lower() in ("bearer", "token"):
         shared = getattr(settings, "COMPACTWEB_SIM_TOKEN", "")
         if shared and scheme.lower() == "bearer" and hmac.compare_digest(credential.encode(), shared.encode()):
-            return True
+            return "token"
         if _operator_from_token(credential):
-            return True
+            return "token"
     cookie = headers.get("cookie")
-    return bool(cookie) and _operator_from_session(cookie)
+    return COOKIE if cookie and _operator_from_session(cookie) else None
+
+
+def _cross_site(scope: dict[str, Any], headers: dict[str, str]) -> bool:
+    """A state-changing request on the strength of a cookie must come from the dashboard's own pages: its Origin
+    (browsers send one on every cross-site POST) is the dashboard's, or listed in CSRF_TRUSTED_ORIGINS. A request
+    without an Origin is refused too; clients that are not browsers authenticate with a token."""
+    if scope.get("method", "GET").upper() in SAFE_METHODS:
+        return False
+    return not origin_allowed(origin=headers.get("origin", ""), host=headers.get("host", ""),
+                              scheme=scope.get("scheme", "http"))
 
 
 def guarded_sim_app(sim_app):
@@ -106,11 +114,17 @@ def guarded_sim_app(sim_app):
         if not host_allowed(headers.get("host", "")):
             await _send_error(send, 400, "invalid_host", "the Host header is not in ALLOWED_HOSTS")
             return
-        if not await database_sync_to_async(_authorised)(headers):
+        shown = await database_sync_to_async(_authorised)(headers)
+        if shown is None:
             await _send_error(send, 401, "invalid_api_key",
                               "the simulated model needs COMPACTWEB_SIM_TOKEN as a bearer token, an operator's API "
                               "token, or a dashboard login (docs/security.md)",
                               {"WWW-Authenticate": 'Bearer realm="compactweb-sim"'})
+            return
+        if shown == COOKIE and _cross_site(scope, headers):
+            await _send_error(send, 403, "csrf_failed",
+                              "a POST authenticated by the dashboard's cookie must come from the dashboard's own "
+                              "origin (Origin header); other clients send a token")
             return
         await sim_app(scope, receive, send)
 

@@ -9,41 +9,7 @@ TLS-terminating proxy's public origin should be listed in).
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
-from django.conf import settings
-
-from compactweb.sim_mount import host_allowed
-
-DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def normalise_origin(origin: str) -> str | None:
-    """`scheme://host[:port]` in lower case with the default port dropped, or None when it is not an origin."""
-    try:
-        parts = urlsplit(origin.strip())
-        port = parts.port
-    except ValueError:
-        return None
-    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
-    if scheme not in DEFAULT_PORTS or not host or parts.path not in ("", "/") or parts.query or parts.username:
-        return None
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{scheme}://{host}" if port in (None, DEFAULT_PORTS[scheme]) else f"{scheme}://{host}:{port}"
-
-
-def origin_allowed(*, origin: str, host: str, scheme: str) -> bool:
-    wanted = normalise_origin(origin)
-    if wanted is None:
-        return False
-    trusted = {normalise_origin(o) for o in settings.CSRF_TRUSTED_ORIGINS}
-    if wanted in trusted:
-        return True
-    if not host or not host_allowed(host):
-        return False
-    http_scheme = "https" if scheme in ("wss", "https") else "http"
-    return wanted == normalise_origin(f"{http_scheme}://{host}")
+from compactweb.origins import origin_allowed
 
 
 async def deny_handshake(scope, receive, send) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from compaction_app.engine.content_encoding import ACCEPT_IDENTITY, compressed_encoding
 from compaction_app.engine.events import Emit, HookCompleted, HookStarted
 from compaction_app.engine.vocabulary import HookEvent, HookKind, HookMatcher, HookStatus
 
@@ -234,9 +235,11 @@ class HookRunner:
             return content.decode("utf-8", errors="replace")
 
     async def _read_capped(self, client: httpx.AsyncClient, url: str, request: dict[str, Any]) -> bytes:
-        async with client.stream("POST", url, json=request) as response:
+        async with client.stream("POST", url, json=request, headers=ACCEPT_IDENTITY) as response:
             if response.status_code >= 400:
                 raise RuntimeError(f"webhook answered HTTP {response.status_code}")
+            if compressed_encoding(response.headers) is not None:  # never inflated (engine/content_encoding)
+                raise RuntimeError("webhook answered with a compressed body; only uncompressed answers are read")
             chunks, size = [], 0
             async for chunk in response.aiter_bytes():
                 size += len(chunk)

@@ -9,12 +9,12 @@ installed tiktoken. The data is checked against the sha256 that tiktoken itself 
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
 import importlib.util
 import json
 import math
 import threading
+import zlib
 from collections.abc import Callable
 from functools import cache
 from json.encoder import c_make_encoder, encode_basestring
@@ -54,9 +54,22 @@ def _bundled_bpe_path(name: str) -> Path:
     return path
 
 
+# The bundled rank files inflate to under 4 MB (o200k_base 3.6 MB); a file that inflates past this is not one.
+MAX_RANKS_BYTES = 32 * 1024 * 1024
+
+
+def _inflate_bounded(data: bytes, name: str) -> bytes:
+    """gzip-decompress at most MAX_RANKS_BYTES: every decompression in the project is bounded (issue 27)."""
+    inflater = zlib.decompressobj(wbits=31)  # 31: gzip framing
+    raw = inflater.decompress(data, MAX_RANKS_BYTES + 1)
+    if len(raw) > MAX_RANKS_BYTES or not inflater.eof:
+        raise TokenizerDataMissing(f"tokenizer data for {name!r} inflates past {MAX_RANKS_BYTES} bytes or is cut")
+    return raw
+
+
 def _load_ranks_offline(name: str) -> Callable[..., dict[bytes, int]]:
     def load(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
-        raw = gzip.decompress(_bundled_bpe_path(name).read_bytes())
+        raw = _inflate_bounded(_bundled_bpe_path(name).read_bytes(), name)
         if expected_hash and hashlib.sha256(raw).hexdigest() != expected_hash:
             raise TokenizerDataMissing(f"tokenizer data for {name!r} does not match the hash tiktoken expects")
         ranks: dict[bytes, int] = {}

@@ -13,8 +13,9 @@ from typing import Any
 
 import httpx
 
+from compaction_app.engine.content_encoding import ACCEPT_IDENTITY, compressed_encoding
 from compaction_app.engine.history_snapshot import HistorySnapshot, as_list
-from compaction_app.engine.provider_errors import ProviderError
+from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.providers.classify import error_from_status, error_from_transport, redact
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.in_process import BODY_EXTENSION, InProcessTransport
@@ -58,7 +59,7 @@ class Connection:
         return f"Connection(provider={self.config.name!r}, base_url={self.base_url!r})"
 
     def headers(self, *, accept: str) -> dict[str, str]:
-        headers = {"Accept": accept, **self.config.extra_headers}
+        headers = {"Accept": accept, **self.config.extra_headers, **ACCEPT_IDENTITY}
         headers.update({name: value.reveal() or "" for name, value in self._env_headers.items()})
         key = self._key.reveal()
         if key:
@@ -84,7 +85,16 @@ class Connection:
             return response
         if isinstance(body.get("input"), HistorySnapshot):
             body = {**body, "input": as_list(body["input"])}
-        return await self._http.send(self._http.build_request("POST", url, headers=headers, json=body), stream=stream)
+        response = await self._http.send(self._http.build_request("POST", url, headers=headers, json=body), stream=True)
+        encoding = compressed_encoding(response.headers)
+        if encoding is not None:  # never inflated: a compressed answer can be a bomb (engine/content_encoding)
+            await response.aclose()
+            raise self.fail(ProviderError(ErrorKind.BAD_RESPONSE, f"the provider answered with Content-Encoding "
+                                          f"{encoding[:40]!r}; only uncompressed answers are read",
+                                          http_status=response.status_code))
+        if not stream:
+            await response.aread()
+        return response
 
     def fail(self, error: ProviderError) -> ProviderError:
         """Strip the key from an error before it leaves the connection."""

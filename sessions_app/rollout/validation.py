@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from compaction_app.engine.items import Item, normalize_kind
+from compaction_app.providers.simulated import codec
 
 MESSAGE_ROLES = ("user", "assistant", "developer", "system")
 MESSAGE_PHASES = ("commentary", "final_answer")
@@ -103,6 +104,19 @@ def _call_output(item: dict, path: str) -> None:
         raise ItemValidationError(f"{path}.output", "must be a string or a list of content parts")
 
 
+def _encrypted_content(item: dict, path: str, *, required: bool = False) -> None:
+    """A string (or null where optional); one carrying the simulated model's marker must inflate within its bound,
+    so a decompression bomb is refused here instead of exploding in the next request to the model (issue 27)."""
+    if required:
+        _string(item, "encrypted_content", path)
+    else:
+        _optional_string(item, "encrypted_content", path)
+    try:
+        codec.decode(item.get("encrypted_content"))
+    except codec.PayloadTooLarge as exc:
+        raise ItemValidationError(f"{path}.encrypted_content", str(exc)) from None
+
+
 def _reasoning(item: dict, path: str) -> None:
     summary = _require(item, "summary", path)
     if not isinstance(summary, list):
@@ -111,16 +125,16 @@ def _reasoning(item: dict, path: str) -> None:
         _content_part(part, f"{path}.summary[{i}]")
     if item.get("content") is not None:
         _parts(item["content"], f"{path}.content")
-    _optional_string(item, "encrypted_content", path)
+    _encrypted_content(item, path)
 
 
 def _compaction(item: dict, path: str) -> None:
-    _string(item, "encrypted_content", path)
+    _encrypted_content(item, path, required=True)
     _optional_string(item, "id", path)
 
 
 def _context_compaction(item: dict, path: str) -> None:
-    _optional_string(item, "encrypted_content", path)
+    _encrypted_content(item, path)
 
 
 def _local_shell_call(item: dict, path: str) -> None:

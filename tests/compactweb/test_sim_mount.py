@@ -143,3 +143,39 @@ def test_deeply_nested_json_is_a_400_not_a_crash(db):
     response = call("POST", "/sim/v1/responses", content=nested,
                     headers={**bearer(SIM_TOKEN), "Content-Type": "application/json"})
     assert response.status_code == 400
+
+
+def test_a_decompression_bomb_in_an_items_encrypted_content_is_a_400(db):
+    from tests.compaction_app.providers.simulated.test_codec import bomb
+
+    body = {"model": "m", "input": [USER, {"type": "compaction", "encrypted_content": bomb()}, USER]}
+    response = call("POST", "/sim/v1/responses", headers=bearer(SIM_TOKEN), json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    assert "inflates past" in response.json()["error"]["message"]
+
+
+def _operator_cookie(client, make_user) -> str:
+    client.force_login(make_user("operator"))
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+@pytest.mark.parametrize("origin", [None, "http://evil.example", "http://127.0.0.1:9999", "null"])
+def test_a_cookie_post_from_another_origin_or_none_is_a_403(client, make_user, origin):
+    headers = {"Cookie": _operator_cookie(client, make_user)}
+    if origin:
+        headers["Origin"] = origin
+    response = call("POST", "/sim/v1/responses", headers=headers, json={"model": "m", "input": [USER]})
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "csrf_failed"
+
+
+def test_a_cookie_post_from_the_dashboards_own_origin_is_served(client, make_user):
+    headers = {"Cookie": _operator_cookie(client, make_user), "Origin": "http://127.0.0.1"}
+    response = call("POST", "/sim/v1/responses", headers=headers, json={"model": "m", "input": [USER]})
+    assert response.status_code == 200
+
+
+def test_a_token_post_needs_no_origin(db):
+    assert call("POST", "/sim/v1/responses", headers=bearer(SIM_TOKEN),
+                json={"model": "m", "input": [USER]}).status_code == 200

@@ -13,7 +13,7 @@ from django.test import Client
 
 from compactweb.asgi import application
 from compactweb.roles import ROLES
-from compactweb.ws_origin import normalise_origin, origin_allowed
+from compactweb.origins import normalise_origin, origin_allowed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

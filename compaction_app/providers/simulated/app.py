@@ -27,7 +27,7 @@ from compaction_app.engine.items import is_compaction_item
 from compaction_app.engine.tokens import TokenCounter, counter, item_json
 from compaction_app.providers.chat_format import messages_to_items
 from compaction_app.providers.in_process import request_body
-from compaction_app.providers.simulated import compaction, faults, probes, replies
+from compaction_app.providers.simulated import codec, compaction, faults, probes, replies
 from compaction_app.providers.simulated.faults import Fault, FaultCounter, FaultSyntaxError
 from compaction_app.providers.simulated.recording import RequestRecorder
 from compaction_app.providers.simulated.summarizer import is_summarization_request
@@ -267,7 +267,10 @@ class SimulatedProvider:
                 body = await _read_json(receive, headers, limit=self.max_body_bytes)
             if self.recorder is not None:
                 self.recorder.record(endpoint=path, body=body, headers=headers)
-            await handler(body, headers, send)
+            try:
+                await handler(body, headers, send)
+            except codec.PayloadTooLarge as exc:  # a decompression bomb in an item's encrypted_content
+                raise HTTPError(400, "invalid_request_error", str(exc)) from None
         except HTTPError as error:
             await _send_json(send, error.status, error.body(), error.headers)
 
