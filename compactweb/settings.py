@@ -303,6 +303,9 @@ SPECTACULAR_SETTINGS = {
 # names starting with this prefix (empty = no prefix rule) or listed in COMPACTWEB_SECRET_ENV_NAMES.
 COMPACTWEB_SECRET_ENV_PREFIX = os.environ.get("COMPACTWEB_SECRET_ENV_PREFIX", "COMPACTWEB_KEY_").strip()
 COMPACTWEB_SECRET_ENV_NAMES = [n.strip() for n in os.environ.get("COMPACTWEB_SECRET_ENV_NAMES", "").split(",") if n.strip()]
+# Open websockets re-check their user this often (seconds) besides the immediate re-check a change made through
+# Django sends (compactweb.ws_revocation): the bound on a socket outliving access taken away by SQL.
+COMPACTWEB_WS_AUTH_RECHECK_SECONDS = float(os.environ.get("COMPACTWEB_WS_AUTH_RECHECK_SECONDS", "30"))
 # Refuse provider and webhook URLs whose host is loopback, private or link-local (for shared networks).
 COMPACTWEB_OUTBOUND_DENY_PRIVATE = _env_bool("COMPACTWEB_OUTBOUND_DENY_PRIVATE", False)
 

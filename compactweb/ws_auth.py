@@ -14,8 +14,11 @@ A consumer that reads `scope["user"]` without resolving it first fails loudly (c
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from channels.auth import AuthMiddleware, get_user
 from channels.sessions import CookieMiddleware, SessionMiddleware
+from django.conf import settings
 
 
 class DeferredAuthMiddleware(AuthMiddleware):
@@ -41,3 +44,20 @@ def resolve_user(scope: dict):
     user = get_user.func(scope)
     scope["user"]._wrapped = user
     return user
+
+
+def reload_user(scope: dict):
+    """The connection's user as a fresh read of its session would find it now (synchronous): AnonymousUser once
+    the session is gone (logout), its auth hash no longer matches (password changed) or the user is inactive or
+    deleted. Used to re-check an open connection (compactweb.ws_revocation)."""
+    session = scope.get("session")
+    if session is None or session.session_key is None:
+        return _anonymous()
+    fresh = import_module(settings.SESSION_ENGINE).SessionStore(session.session_key)
+    return get_user.func({"session": fresh})
+
+
+def _anonymous():
+    from django.contrib.auth.models import AnonymousUser
+
+    return AnonymousUser()

@@ -8,7 +8,7 @@ class SessionsAppConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
-        from compactweb import role_permissions
+        from compactweb import role_permissions, ws_revocation
         from compactweb.role_permissions import grant_admin_permissions
         from sessions_app import rollout_guard
         from sessions_app.compactions import alerts
@@ -20,6 +20,7 @@ class SessionsAppConfig(AppConfig):
 
         rollout_guard.connect_signals()
         role_permissions.connect_signals()
+        ws_revocation.connect_signals()
         rollout_appended.connect(events.on_rollout_appended, dispatch_uid="compactweb_publish_lines")
         post_migrate.connect(grant_admin_permissions, dispatch_uid="compactweb_admin_permissions")
         alerts.pause_requested.connect(fleet_runtime.pause_for_alert, dispatch_uid="compactweb_pause_on_alert")

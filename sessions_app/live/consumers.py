@@ -25,8 +25,9 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 
-from compactweb import ws_auth
+from compactweb import ws_auth, ws_revocation
 from compactweb.roles import OPERATOR, has_role
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.live import render as live_render
@@ -127,7 +128,9 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
         self.layer_down = False
         self.connected = False
         self.refresher: asyncio.Task | None = None
+        self.rechecker: asyncio.Task | None = None
         self.serving = False
+        self.user_id: int | None = None
         await super().__call__(scope, receive, send)
 
     # channels' AsyncConsumer assigns its layer receive to `channel_receive` and polls it; this property keeps that
@@ -198,6 +201,10 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
             await self.refuse(refused)
             return
         self.serving = True
+        # Access can be taken away while the page is open (compactweb.ws_revocation): listen for the user's
+        # changes, and re-check now and then for changes made behind the ORM's back.
+        await self.join(ws_revocation.user_group(self.user_id))
+        self.rechecker = asyncio.ensure_future(self._recheck_now_and_then())
         await self.start(first)
 
     def _admit_and_read(self) -> tuple[int | None, Any]:
@@ -208,7 +215,40 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
             return CLOSE_ANONYMOUS, None
         if not has_role(user, self.role):
             return CLOSE_FORBIDDEN, None
+        self.user_id = user.pk
         return None, self.read_first()
+
+    def _refusal_now(self) -> int | None:
+        """On the connect pool: the close code the connection would get if it connected now, or None."""
+        user = ws_auth.reload_user(self.scope)
+        if not user.is_authenticated or user.pk != self.user_id:
+            return CLOSE_ANONYMOUS
+        if not has_role(user, self.role):
+            return CLOSE_FORBIDDEN
+        return None
+
+    async def auth_changed(self, message) -> None:
+        """The user's password, activity, groups or login changed (compactweb.ws_revocation): check again."""
+        await self.recheck()
+
+    async def recheck(self) -> None:
+        if not self.serving:
+            return
+        refused = await in_connect_pool(self._refusal_now)()
+        if refused is not None and self.serving:
+            self.serving = False
+            logger.info("closing a websocket of user %s with %s: its access changed", self.user_id, refused)
+            await self.leave_all()
+            await self.close(code=refused)
+
+    async def _recheck_now_and_then(self) -> None:
+        interval = float(settings.COMPACTWEB_WS_AUTH_RECHECK_SECONDS)
+        while self.serving:
+            await asyncio.sleep(interval)
+            try:
+                await self.recheck()
+            except Exception:  # the database is away: the next round (or the disconnect) settles it
+                logger.warning("could not re-check the user of a websocket", exc_info=True)
 
     def groups_to_join(self) -> list[str]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -245,6 +285,8 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
     async def leave_all(self) -> None:
         if self.refresher is not None:
             self.refresher.cancel()
+        if self.rechecker is not None and self.rechecker is not asyncio.current_task():
+            self.rechecker.cancel()
         groups, self.joined = self.joined, []
         for group in groups:
             try:
