@@ -153,6 +153,25 @@
     showRefusal(evt.detail.elt, "Could not reach the server; nothing changed. Check the connection and try again.");
   });
 
+  // A note about a click on "Compact now" ("started", "queued behind the turn", "running already") ends with the
+  // compaction it speaks of: once the status shows a finished attempt other than the one shown when the note
+  // appeared (any finished attempt, if one was in flight then), the note goes instead of contradicting the result.
+  function statusBox() { return document.querySelector("#compaction-status [data-status]"); }
+  function inFlight(box) { return box && (box.dataset.status === "queued" || box.dataset.status === "running"); }
+  function dropEndedNotes() {
+    var box = statusBox();
+    document.querySelectorAll("[data-until-idle]").forEach(function (note) {
+      if (note.dataset.seenAttempt === undefined) {
+        note.dataset.seenAttempt = !box || inFlight(box) ? "*" : (box.dataset.attempt || "");
+        return;
+      }
+      var seen = note.dataset.seenAttempt;
+      if (box && !inFlight(box) && (seen === "*" || box.dataset.attempt !== seen)) { note.remove(); }
+    });
+  }
+  document.addEventListener("htmx:afterSettle", dropEndedNotes);
+  document.addEventListener("htmx:oobAfterSwap", dropEndedNotes);
+
   var opened = false;
   // 4013 "try again later" (the server's channel layer is down; Daphne cannot send 1013 itself): reconnect with
   // a growing, jittered delay, as the ws extension does on its own for 1006/1011/1012/1013.

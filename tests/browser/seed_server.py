@@ -64,6 +64,12 @@ stuck = do_create_session(title="Stuck over its window", provider=provider, poli
 # The same, for the session page's own stuck box and recovery (the fleet test recovers the first one).
 stuck_here = do_create_session(title="Stuck on its page", provider=provider, policy=policy, items=logs,
                                fault_injection={"context_window": 2500})
+# Another, for the controls' reach at 1280 px (nothing recovers it, so it stays stuck for that test).
+stuck_narrow = do_create_session(title="Stuck at 1280 px", provider=provider, policy=policy, items=logs,
+                                 fault_injection={"context_window": 2500})
+# A slow compaction of its own, so a notice can be seen before the compaction it speaks of ends.
+notice = do_create_session(title="Notice ends with its compaction", provider=provider, policy=policy, items=turns,
+                           fault_injection={"fault": "slow=2"})
 print(json.dumps({
     "provider": provider.pk,
     "policy": policy.pk,
@@ -71,5 +77,7 @@ print(json.dumps({
     "busy_session": busy.pk,
     "stuck_session": stuck.pk,
     "stuck_here_session": stuck_here.pk,
+    "stuck_narrow_session": stuck_narrow.pk,
+    "notice_session": notice.pk,
     "users": {role or "none": user(role or "norole", role) for role in ("operator", "support", "admin", None)},
 }))
