@@ -140,6 +140,11 @@ def set_rolled_back(*, compaction_ids: Iterable[int], rolled_back: bool) -> None
     Compaction.objects.filter(pk__in=list(compaction_ids)).update(rolled_back=rolled_back)
 
 
+def set_retention(*, compaction_id: int, retention: dict[str, Any], retention_score: float | None) -> None:
+    """The retention score of a compaction scored after the fact (an imported or followed rollout's)."""
+    Compaction.objects.filter(pk=compaction_id).update(retention=retention, retention_score=retention_score)
+
+
 def add_reread_tokens(*, compaction_id: int, tokens: int) -> None:
     """Add to the re-read tax measured after a compaction (the alert rules' cost of what it dropped)."""
     Compaction.objects.filter(pk=compaction_id).update(reread_tokens=F("reread_tokens") + tokens)

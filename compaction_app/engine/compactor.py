@@ -37,6 +37,7 @@ from compaction_app.engine.pins import Pin, apply_pins
 from compaction_app.engine.port import ModelClient
 from compaction_app.engine.prompts import HEADS_UP_WARNING, remote_error_text
 from compaction_app.engine.provider_errors import ErrorKind
+from compaction_app.engine.retention.facts import ProbeFact
 from compaction_app.engine.retention.probes import model_judged_check
 from compaction_app.engine.retention.score import RetentionScore, facts_that_left, structural_check
 from compaction_app.engine.select import select_strategy
@@ -103,6 +104,8 @@ class HistorySnapshot:
     item_tokens: list[int] | None = None
     prefill: int | None = None
     pins: list[Pin] = field(default_factory=list)
+    # Facts the session's previous compaction still held: the retention score is cumulative (docs/retention.md).
+    carried: list[ProbeFact] = field(default_factory=list)
     session_id: str = ""
     cwd: str = ""
     transcript_path: str | None = None
@@ -339,7 +342,7 @@ async def run_compaction(
     new_window = snapshot.window.advance(new_id)
     history = apply_pins(result.replacement_history, snapshot.pins, PinMode(used_settings.pin_mode))
     pin_facts = [p.fact() for p in snapshot.pins]
-    facts = facts_that_left(snapshot.items, history, pin_facts)
+    facts = facts_that_left(snapshot.items, history, pin_facts, snapshot.carried)
     retention = structural_check(facts, history)
     call_tokens = result.call_tokens
     retry: dict[str, Any] | None = None
@@ -355,7 +358,7 @@ async def run_compaction(
         else:
             call_tokens += second.call_tokens
             history2 = apply_pins(second.replacement_history, snapshot.pins, PinMode(used_settings.pin_mode))
-            facts2 = facts_that_left(snapshot.items, history2, pin_facts)
+            facts2 = facts_that_left(snapshot.items, history2, pin_facts, snapshot.carried)
             retention2 = structural_check(facts2, history2)
             retry["score_after"] = retention2.score
             if (retention2.score or 0) > retention.score:

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from compaction_app.engine.items import Item, is_message, message_text
-from compaction_app.engine.retention.facts import FactKind, ProbeFact, needle
+from compaction_app.engine.retention.facts import FactKind, ProbeFact
 from compaction_app.engine.vocabulary import PinMode
 
 PINNED_OPEN = "<pinned_context>"
@@ -49,8 +49,8 @@ class Pin:
         object.__setattr__(self, "text", text)
 
     def fact(self) -> ProbeFact:
-        return ProbeFact(kind=FactKind.PIN, text=self.text, evidence=((needle(self.text),),),
-                         question="Which pinned constraints, decisions and files must you keep in mind?")
+        return ProbeFact.of(FactKind.PIN, self.text,
+                            "Which pinned constraints, decisions and files must you keep in mind?")
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.pin_id, "kind": self.kind.value, "text": self.text}

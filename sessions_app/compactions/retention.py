@@ -18,7 +18,8 @@ from django.db.models.functions import TruncDate
 
 from compaction_app.engine.compactor import CompactionOutcome
 from compaction_app.engine.pins import PIN_ADDED, PIN_EVENTS, PIN_REMOVED, Pin, fold_pins
-from compaction_app.engine.retention.facts import FactKind
+from compaction_app.engine.retention.facts import FactKind, ProbeFact
+from compaction_app.engine.retention.score import carried_facts
 from compaction_app.models import Compaction
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import projection as p
@@ -33,7 +34,7 @@ def retention_fields(outcome: CompactionOutcome, *, flag_below: float | None) ->
         lost = [f.text for f in score.forgotten if f.kind is FactKind.PIN]
         if lost:
             reasons.append(f"lost {len(lost)} pin(s)")
-        if flag_below is not None and score.score is not None and score.score < flag_below:
+        if flag_below is not None and score.score is not None and score.score < flag_below:  # opaque: None
             reasons.append(f"retention {score.score:.0%} below {flag_below:.0%}")
     retry = outcome.retention_retry
     if retry is not None:
@@ -50,6 +51,13 @@ def retention_fields(outcome: CompactionOutcome, *, flag_below: float | None) ->
         "probe_tokens": probe.tokens_spent if probe is not None else 0,
         "flagged": "; ".join(reasons)[:200],
     }
+
+
+def session_carried_facts(*, session_id: int) -> list[ProbeFact]:
+    """The facts the session's newest installed compaction still held (the next one is scored on them too)."""
+    latest = (Compaction.objects.filter(session_id=session_id, rolled_back=False)
+              .order_by("-rollout_seq").values_list("retention", flat=True).first())
+    return carried_facts(latest)
 
 
 def session_pins(*, session_id: int) -> list[Pin]:

@@ -53,7 +53,7 @@ from compaction_app.models import AuditEntry, Compaction, CompactionAttempt
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.factory import build_client
 from sessions_app.compactions import alerts
-from sessions_app.compactions.retention import retention_fields, session_pins
+from sessions_app.compactions.retention import retention_fields, session_carried_facts, session_pins
 from sessions_app.compactions.settings_builder import (
     FaultInjectionError,
     compaction_settings,
@@ -226,6 +226,7 @@ def _plan(
             ),
             prefill=session.meter_prefill,
             pins=session_pins(session_id=session_id),
+            carried=session_carried_facts(session_id=session_id),
             session_id=thread_id,
             transcript_path=f"/api/v1/sessions/{session_id}/rollout",
         )

@@ -7,9 +7,11 @@ import uuid
 
 from celery import shared_task
 from django.contrib.auth import get_user_model
+from django.db import transaction
 
 from compactweb import background
 from sessions_app.compactions.queue_runner import run_queued
+from sessions_app.compactions.scoring import do_score_session
 from sessions_app.compactions.services import (
     CompactionFailed,
     CompactionInterrupted,
@@ -62,3 +64,15 @@ def run_queued_compaction_task(*, queued_id: int) -> int | None:
     """Run a manual compaction that was queued behind a turn, once the turn releases the session
     (sessions_app.compactions.queue_runner.run_queued); returns the Compaction id or None."""
     return run_queued(queued_id=queued_id)
+
+
+@shared_task(name="sessions_app.compactions.tasks.score_session_task")
+def score_session_task(*, session_id: int) -> int:
+    """Score the compactions of a session that have no retention score (sessions_app.compactions.scoring)."""
+    return do_score_session(session_id=session_id)
+
+
+def score_in_background(*, session_id: int) -> None:
+    """Queue the scoring of a session's unscored compactions once the caller's transaction commits (an import or
+    a followed file's new lines must not wait for it)."""
+    transaction.on_commit(lambda: background.submit(score_session_task, session_id=session_id))

@@ -53,6 +53,9 @@ def attempt_view(attempt: CompactionAttempt) -> dict[str, Any]:
         "duration_ms": attempt.duration_ms,
         "started_at": attempt.started_at,
         "retention_score": attempt.compaction.retention_score if attempt.compaction_id else None,
+        "retention_opaque": bool(attempt.compaction_id and (attempt.compaction.retention or {}).get("opaque")),
+        "retention_visible": (attempt.compaction.retention or {}).get("visible_score") if attempt.compaction_id
+        else None,
         "flagged": attempt.compaction.flagged if attempt.compaction_id else "",
     }
 

@@ -39,6 +39,7 @@ from sessions_app.compactions.rollback import (
     compaction_key,
     fold_compaction_states,
 )
+from sessions_app.compactions.tasks import score_in_background
 from sessions_app.models import (
     CodexSource,
     CodexSourceLine,
@@ -300,7 +301,9 @@ def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[i
             rolled_back=states[key].rolled_back if key in states else False,
             inferred=dict(label.inferred),
         ))
-    return records.record_imported_compactions(compactions=created)
+    count = records.record_imported_compactions(compactions=created)
+    score_in_background(session_id=session.pk)
+    return count
 
 
 def provider_for_window(provider: Provider, window: int | None) -> Provider:

@@ -136,3 +136,30 @@ def test_an_operator_cannot_pin_from_the_session_page(operator_user, make_sessio
     plain = client.post(f"/sessions/{session.pk}/pins/", {"kind": "fact", "text": "obey me"})
     assert plain.status_code == 403 and "Not pinned: pin:" in plain.content.decode()
     assert session_pins(session_id=session.pk) == []
+
+
+@pytest.fixture
+def remote(make_session):
+    from sessions_app.compactions.services import do_compact_session
+
+    session = make_session(items=[
+        user_message("Fix tests/billing/test_split.py"),
+        {"type": "function_call", "call_id": "c1", "name": "exec_command",
+         "arguments": json.dumps({"cmd": "pytest -q tests/billing/test_split.py"})},
+        {"type": "function_call_output", "call_id": "c1",
+         "output": "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 1\nOutput:\nFAILED x"},
+        user_message("then run ruff"),
+    ])
+    return session, do_compact_session(session_id=session.pk, strategy="remote_v1")
+
+
+@pytest.mark.django_db
+def test_a_remote_compaction_shows_opaque_not_a_red_zero(operator_user, remote):
+    _, compaction = remote
+    assert compaction.retention["opaque"] is True and compaction.retention_score is None
+    client = login(operator_user)
+    board = client.get("/").content.decode()
+    assert "opaque: not scored" in board and "kept 0%" not in board
+    card = client.get(f"/compactions/{compaction.pk}/").content.decode()
+    card = card[card.index('id="retention"'):card.index('id="compaction-cost"')]
+    assert "opaque: not scored" in card and 'id="retention-visible"' in card and "forgot:" not in card

@@ -1,10 +1,14 @@
 """Probe facts: what a compaction could forget, derived deterministically from the items that left the window.
 
 Categories follow Factory's probe study ("Evaluating context compression for AI agents"): *recall* (the user's
-goals and constraints), *artifact trail* (files read and changed, commands with their exit status, errors seen),
-*continuation* (the next step: the pending request, stated next steps) and *decision* (what the agent concluded or
-chose). Each fact carries the strings that prove it survived (`evidence`: alternatives, each a tuple of needles
-that must all appear in one segment of the new window) and a probe question for the model-judged check.
+goals and constraints, pins), *artifact trail* (files read and changed, commands with their exit status, errors
+seen, plain values the agent went on to use), *continuation* (the pending request, stated next steps) and
+*decision* (what the agent concluded or chose). Facts come from every item kind Codex and the simulator write:
+function calls (`shell`, `exec_command`, `read_file`, `apply_patch`...), custom tool calls (freeform
+`apply_patch`), `local_shell_call`, and their outputs in each exit-status form (`Exit code: N`, Codex 0.169's
+`Process exited with code N`, the JSON `metadata.exit_code`). Each fact carries what proves it survived: its
+anchors (identifiers and numbers from its whole text), its content words and, for a command, its exit status
+(`match.py`); and a weight by kind (a goal or a failing command matters more than one file read).
 
 Nothing here calls a model or touches Django; the same history always gives the same facts.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,6 +31,7 @@ from compaction_app.engine.items import (
     is_real_user_message,
     message_text,
 )
+from compaction_app.engine.retention.match import anchors_of, normalise, words_of
 
 
 class Category(StrEnum):
@@ -47,6 +53,7 @@ class FactKind(StrEnum):
     NEXT_STEP = "next_step"
     DECISION = "decision"
     PIN = "pin"
+    VALUE = "value"
 
 
 CATEGORY_OF = {
@@ -57,16 +64,39 @@ CATEGORY_OF = {
     FactKind.FILE_CHANGED: Category.ARTIFACT_TRAIL,
     FactKind.COMMAND: Category.ARTIFACT_TRAIL,
     FactKind.ERROR: Category.ARTIFACT_TRAIL,
+    FactKind.VALUE: Category.ARTIFACT_TRAIL,
     FactKind.NEXT_STEP: Category.CONTINUATION,
     FactKind.DECISION: Category.DECISION,
 }
 
-SHELL_TOOLS = frozenset({"shell", "exec_command", "container.exec", "bash", "run", "terminal"})
-READ_TOOLS = frozenset({"read_file", "view", "open_file", "cat"})
-PATCH_TOOLS = frozenset({"apply_patch", "edit_file", "write_file"})
+# How much a lost fact of each kind weighs in the score: what the user asked and how the work stands count most.
+WEIGHTS = {
+    FactKind.GOAL: 3, FactKind.CONSTRAINT: 3, FactKind.PIN: 3,
+    FactKind.COMMAND: 2, FactKind.ERROR: 2, FactKind.FILE_CHANGED: 2, FactKind.NEXT_STEP: 2, FactKind.DECISION: 2,
+    FactKind.FILE_READ: 1, FactKind.VALUE: 1,
+}
+
+SHELL_TOOLS = frozenset({"shell", "exec_command", "container.exec", "bash", "run", "terminal", "local_shell",
+                         "shell_command", "unified_exec"})
+READ_TOOLS = frozenset({"read_file", "view", "open_file", "cat", "view_image"})
+PATCH_TOOLS = frozenset({"apply_patch", "edit_file", "write_file", "create_file", "str_replace_editor"})
+# Shell programs whose path arguments are files read (`cat src/a.py`, `sed -n 1,80p src/a.py`, `rg x src/a.py`).
+READ_PROGRAMS = frozenset({"cat", "head", "tail", "less", "more", "nl", "bat", "sed", "awk", "grep", "rg", "wc",
+                           "view", "jq", "diff", "file", "stat", "batcat"})
 PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (\S+)", re.MULTILINE)
-EXIT_CODE = re.compile(r"^Exit code: (-?\d+)", re.MULTILINE)
-ERROR_LINE = re.compile(r"Traceback|FAILED|\w*Error\b|\bERROR\b|\berror:|Exception\b|panicked")
+EXIT_CODE = re.compile(
+    r"^(?:Exit code: |Process exited with code )(-?\d+)|\"exit_code\"\s*:\s*(-?\d+)", re.MULTILINE)
+# Header lines of a shell output (Codex's exec_command and shell formats, the simulator's): not the output's body.
+OUTPUT_HEADER = re.compile(
+    r"^(?:Chunk ID: .*|Wall time: .*|Exit code: -?\d+|Process exited with code -?\d+|Original token count: \d+|"
+    r"Process running with session ID \d+|Output:|Total output lines: \d+)\s*$")
+# Error lines in any wording: not only "Error"/"FAILED" but the failures shells and tools print.
+ERROR_LINE = re.compile(
+    r"Traceback|FAILED|\w*Error\b|\bERROR\b|\berror\b|Exception\b|panicked|\bfatal\b|\bfailed\b|"
+    r"No such file or directory|command not found|[Pp]ermission denied|\bnot found\b|\bcannot\b|\bcan't\b|"
+    r"\bunable to\b|\bdenied\b|\brefused\b|\btimed out\b|\bSegmentation fault\b|^E\s{2,}|\bexpected\b.*\bgot\b|"
+    r"\bmismatch\b|\binvalid\b|\bundefined\b|\bunresolved\b|\bconflict\b|\bassert\b",
+    re.IGNORECASE)
 CONSTRAINT = re.compile(r"\b(?:must(?: not)?|never|always|do not|don't|only|without)\b", re.IGNORECASE)
 NEXT_STEP = re.compile(r"^\s*(?:next(?: step)?s?\s*[:\-]|todo\s*[:\-]|- \[ \])\s*(.+)$", re.IGNORECASE)
 DECISION = re.compile(
@@ -75,18 +105,17 @@ DECISION = re.compile(
     re.IGNORECASE,
 )
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
-# How much of a long text proves it survived: its opening words, normalised (summaries clip long lines).
+# A plain value the agent may go on to use: a number of 3+ digits, an id with letters and digits, a hex digest.
+VALUE_TOKEN = re.compile(r"(?<![\w./-])(?:\d{3,}|[A-Za-z]+[-_]?\d[\w-]*|[0-9a-f]{7,40})(?![\w/])")
+MAX_ERRORS_PER_OUTPUT = 2
+MAX_VALUES_PER_OUTPUT = 3
+MAX_FACT_CHARS = 600
+# Kept for callers that show a short form of a fact (a pin's label, a probe answer's line).
 NEEDLE_CHARS = 80
-MAX_ERRORS_PER_OUTPUT = 1
-
-
-def normalise(text: str) -> str:
-    """Lower case, markdown quoting removed, whitespace collapsed: the form facts are compared in."""
-    return " ".join(text.replace("`", " ").replace("*", " ").replace('"', " ").lower().split())
 
 
 def needle(text: str, limit: int = NEEDLE_CHARS) -> str:
-    """The opening of a normalised text, cut at a word boundary."""
+    """The opening of a normalised text, cut at a word boundary (for display; matching uses `match.py`)."""
     norm = normalise(text)
     if len(norm) <= limit:
         return norm
@@ -96,24 +125,52 @@ def needle(text: str, limit: int = NEEDLE_CHARS) -> str:
 
 @dataclass(frozen=True)
 class ProbeFact:
-    """One fact that left the window. `evidence` is a tuple of alternatives; an alternative is kept when all its
-    needles occur in one segment of the new window (an item, or a tool call together with its output)."""
+    """One fact that left the window. It is kept when one segment of the new window holds all its `anchors`,
+    enough of its `words` and, for a command, its exit `status` (`match.states`); `subject` is the part of the
+    text that states the fact's topic (a command line), not its status."""
 
     kind: FactKind
     text: str
-    evidence: tuple[tuple[str, ...], ...]
     question: str
+    anchors: tuple[str, ...] = ()
+    words: tuple[str, ...] = ()
+    status: int | None = None
+    subject: str = ""
+
+    @classmethod
+    def of(cls, kind: FactKind, text: str, question: str, *, about: str | None = None, status: int | None = None,
+           subject: str = "") -> ProbeFact:
+        """A fact whose anchors and words come from `about` (its text by default)."""
+        about = text if about is None else about
+        return cls(kind=kind, text=text, question=question, anchors=anchors_of(about), words=words_of(about),
+                   status=status, subject=normalise(subject))
 
     @property
     def category(self) -> Category:
         return CATEGORY_OF[self.kind]
 
     @property
+    def weight(self) -> int:
+        return WEIGHTS[self.kind]
+
+    @property
     def key(self) -> str:
         return f"{self.kind.value}:{normalise(self.text)}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, "category": self.category.value, "text": self.text}
+        return {"kind": self.kind.value, "category": self.category.value, "text": self.text, "weight": self.weight,
+                "anchors": list(self.anchors), "words": list(self.words), "status": self.status,
+                "subject": self.subject, "question": self.question}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProbeFact:
+        """A fact stored with an earlier compaction's score (the cumulative score carries it forward)."""
+        kind = FactKind(data["kind"])
+        if "anchors" not in data:  # stored before anchors existed: derive them again from the text
+            return cls.of(kind, data["text"], data.get("question", ""))
+        return cls(kind=kind, text=data["text"], question=data.get("question", ""),
+                   anchors=tuple(data.get("anchors") or ()), words=tuple(data.get("words") or ()),
+                   status=data.get("status"), subject=data.get("subject", ""))
 
 
 def item_key(item: Item) -> str:
@@ -123,7 +180,10 @@ def item_key(item: Item) -> str:
         return f"message:{item.get('role')}:{message_text(item)}"
     kind = item.get("type")
     if kind in TOOL_CALL_KINDS or kind in TOOL_OUTPUT_KINDS:
-        payload = item.get("arguments") if kind in TOOL_CALL_KINDS else item.get("output")
+        if kind in TOOL_CALL_KINDS:
+            payload = item.get("arguments", item.get("input", item.get("action")))
+        else:
+            payload = item.get("output")
         return f"{kind}:{item.get('call_id')}:{json.dumps(payload, sort_keys=True, default=str)}"
     return json.dumps(item, sort_keys=True, default=str)
 
@@ -172,57 +232,156 @@ def output_text(item: Item) -> str:
         return output
     if isinstance(output, list):
         return "\n".join(p.get("text", "") for p in output if isinstance(p, dict))
+    if isinstance(output, dict):  # local_shell's {"output": ..., "metadata": {"exit_code": N}}
+        return json.dumps(output)
     return json.dumps(output) if output is not None else ""
+
+
+def call_text(item: Item) -> str:
+    """What a tool call says: its name, command, arguments, or a custom tool's free-form input."""
+    if item.get("type") == "custom_tool_call":
+        return f"{item.get('name', '')} {item.get('input', '')}"
+    if item.get("type") == "local_shell_call":
+        return f"local_shell {command_of(item) or ''}"
+    return f"{item.get('name', '')} {command_of(item) or ''} {item.get('arguments', '')}"
 
 
 def read_path(item: Item) -> str | None:
     if item.get("type") == "function_call" and item.get("name") in READ_TOOLS:
-        path = arguments(item).get("path")
+        args = arguments(item)
+        path = args.get("path") or args.get("file") or args.get("file_path")
         return str(path) if path else None
     return None
 
 
+def _looks_like_path(word: str) -> bool:
+    return not word.startswith("-") and ("/" in word or re.search(r"\.[A-Za-z0-9]{1,5}$", word) is not None) \
+        and not word.startswith(("http:", "https:")) and "*" not in word
+
+
+def command_reads(command: str) -> list[str]:
+    """Files a shell command reads: the path arguments of `cat`, `head`, `sed -n`, `rg`... in each pipeline step."""
+    paths: list[str] = []
+    for step in re.split(r"&&|\|\||[|;]", command):
+        try:
+            words = shlex.split(step)
+        except ValueError:
+            words = step.split()
+        if not words:
+            continue
+        program = words[0].rsplit("/", 1)[-1]
+        if program not in READ_PROGRAMS:
+            continue
+        for word in words[1:]:
+            if word in (">", ">>", "<", "2>", "2>&1"):
+                break
+            if _looks_like_path(word) and not re.match(r"^\d+(,\d+)?p$", word) and word not in paths:
+                paths.append(word)
+    return paths
+
+
 def changed_paths(item: Item) -> list[str]:
-    if item.get("type") == "function_call" and item.get("name") in PATCH_TOOLS:
+    """Files a call changes: apply_patch's `*** Update/Add/Delete File:` lines (function, custom or shell heredoc),
+    or the path of an edit/write tool."""
+    kind = item.get("type")
+    if kind == "custom_tool_call":
+        return PATCH_FILE.findall(str(item.get("input") or ""))
+    if kind == "function_call" and item.get("name") in PATCH_TOOLS:
         args = arguments(item)
         body = args.get("input") or args.get("patch") or ""
         paths = PATCH_FILE.findall(str(body))
-        if not paths and args.get("path"):
-            paths = [str(args["path"])]
+        if not paths and (args.get("path") or args.get("file_path")):
+            paths = [str(args.get("path") or args.get("file_path"))]
         return paths
-    return []
+    command = command_of(item)
+    return PATCH_FILE.findall(command.replace("\\n", "\n")) if command and "apply_patch" in command else []
 
 
 def exit_code(output: str) -> int | None:
     match = EXIT_CODE.search(output)
-    return int(match.group(1)) if match else None
+    if not match:
+        return None
+    return int(match.group(1) if match.group(1) is not None else match.group(2))
 
 
-def exit_evidence(command: str, code: int) -> tuple[tuple[str, ...], ...]:
-    """A command's exit status survives when the command and its status appear together: the call and its output
-    still in the window, or a summary line such as "`pytest -q` exited 1" / "pytest -q (exit code 1)"."""
-    cmd = needle(command)
-    return ((cmd, f"exit code: {code}"), (cmd, f"exit code {code}"), (cmd, f"exit {code}"), (cmd, f"exited {code}"),
-            (cmd, f"exited with {code}"))
+def output_body(output: str) -> list[str]:
+    """The output's own lines: the shell header (Chunk ID, Wall time, exit status, Output:) left out."""
+    text = output
+    if output.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(output)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and isinstance(parsed.get("output"), str):
+            text = parsed["output"]
+    return [line.strip() for line in text.splitlines() if line.strip() and not OUTPUT_HEADER.match(line.strip())]
+
+
+def error_lines(output: str, code: int | None) -> list[str]:
+    """The failure lines of an output: the first and the last line that reads as a failure; for a command that
+    exited non-zero with none of those, its last line (what a failure usually ends with)."""
+    body = output_body(output)
+    errors = [line for line in body if ERROR_LINE.search(line)]
+    if not errors and code not in (None, 0) and body:
+        errors = [body[-1]]
+    picked = errors[:1] + [e for e in errors[-1:] if e not in errors[:1]]
+    return picked[:MAX_ERRORS_PER_OUTPUT]
 
 
 class _Collector:
     def __init__(self) -> None:
         self.facts: dict[str, ProbeFact] = {}
 
-    def add(self, kind: FactKind, text: str, question: str,
-            evidence: tuple[tuple[str, ...], ...] | None = None) -> None:
-        text = " ".join(text.split())
+    def add(self, kind: FactKind, text: str, question: str, **kwargs: Any) -> None:
+        text = " ".join(text.split())[:MAX_FACT_CHARS]
         if not text:
             return
-        fact = ProbeFact(kind=kind, text=text, evidence=evidence or ((needle(text),),), question=question)
+        fact = ProbeFact.of(kind, text, question, **kwargs)
+        if not fact.anchors and not fact.words:
+            return
         self.facts.setdefault(fact.key, fact)
 
 
-def extract_facts(items: list[Item]) -> list[ProbeFact]:
-    """The probe facts of `items` (normally what left the window), deduplicated, in order of appearance."""
+def _uses(context: list[Item]) -> dict[str, list[int]]:
+    """Where each value token is used by the agent: positions of assistant messages and tool calls mentioning it."""
+    found: dict[str, list[int]] = {}
+    for index, item in enumerate(context):
+        if is_message(item, "assistant"):
+            text = message_text(item)
+        elif item.get("type") in TOOL_CALL_KINDS:
+            text = call_text(item)
+        else:
+            continue
+        for token in set(VALUE_TOKEN.findall(text)):
+            found.setdefault(token, []).append(index)
+    return found
+
+
+def used_values(output: str, position: int, uses: dict[str, list[int]], call: str) -> list[str]:
+    """Values of an output that the agent used after seeing it (and that its own call did not already hold)."""
+    values: list[str] = []
+    for token in VALUE_TOKEN.findall("\n".join(output_body(output))):
+        if token in values or token in call or not any(i > position for i in uses.get(token, ())):
+            continue
+        if token.isalpha():
+            continue
+        values.append(token)
+        if len(values) == MAX_VALUES_PER_OUTPUT:
+            break
+    return values
+
+
+def extract_facts(items: list[Item], context: list[Item] | None = None) -> list[ProbeFact]:
+    """The probe facts of `items` (normally what left the window), deduplicated, in order of appearance.
+    `context` is the whole history they came from: a value in an output is a fact when the agent used it later
+    (in a message or a call), possibly in an item still in the window."""
     c = _Collector()
+    context = items if context is None else context
+    positions = {id(item): index for index, item in enumerate(context)}
+    uses = _uses(context)
     outputs = {i.get("call_id"): i for i in items if i.get("type") in TOOL_OUTPUT_KINDS}
+    calls = {i.get("call_id"): i for i in context if i.get("type") in TOOL_CALL_KINDS}
+    in_items = {id(i) for i in items}
     last_goal: str | None = None
     for item in items:
         kind = item.get("type")
@@ -250,19 +409,32 @@ def extract_facts(items: list[Item]) -> list[ProbeFact]:
             for changed in changed_paths(item):
                 c.add(FactKind.FILE_CHANGED, changed, "Which files were changed?")
             command = command_of(item)
+            for read in command_reads(command or ""):
+                c.add(FactKind.FILE_READ, read, "Which files were read?")
             output = outputs.get(item.get("call_id"))
+            text = output_text(output) if output is not None else ""
+            code = exit_code(text) if output is not None else None
             if command:
-                code = exit_code(output_text(output)) if output is not None else None
                 if code is None:
                     c.add(FactKind.COMMAND, command, "Which commands were run?")
                 else:
                     c.add(FactKind.COMMAND, f"exit {code} of {command}", "Which commands were run, and how did "
-                          "they exit?", evidence=exit_evidence(command, code))
+                          "they exit?", about=command, status=code, subject=command)
             if output is not None:
-                errors = [line.strip() for line in output_text(output).splitlines() if ERROR_LINE.search(line)]
-                for line in errors[:MAX_ERRORS_PER_OUTPUT]:
+                for line in error_lines(text, code):
                     c.add(FactKind.ERROR, line, "Which errors were seen?")
+        if kind in TOOL_OUTPUT_KINDS:
+            call = calls.get(item.get("call_id"))
+            if call is None or id(call) not in in_items:
+                # An output whose call stayed in the window (or has none): its errors still left with it.
+                text = output_text(item)
+                for line in error_lines(text, exit_code(text)):
+                    c.add(FactKind.ERROR, line, "Which errors were seen?")
+            call_said = call_text(call) if call is not None else ""
+            source = (command_of(call) if call is not None else None) or (call or {}).get("name") or "a tool"
+            for value in used_values(output_text(item), positions.get(id(item), -1), uses, call_said):
+                c.add(FactKind.VALUE, f"{value} (from the output of `{source}`)", "Which values did you use?",
+                      about=value)
     if last_goal is not None:
-        c.add(FactKind.NEXT_STEP, f"continue: {needle(last_goal)}", "What is the next step?",
-              evidence=((needle(last_goal),),))
+        c.add(FactKind.NEXT_STEP, f"continue: {needle(last_goal)}", "What is the next step?", about=last_goal)
     return list(c.facts.values())

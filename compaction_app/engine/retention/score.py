@@ -1,9 +1,17 @@
 """Scoring what a new window retains of the probe facts (the structural check, and the shape both checks share).
 
-The structural check needs no model: a fact is *kept* when one of its evidence alternatives has all its needles in
-one segment of the post-compaction history (a message line, or a tool call read together with its output), compared
-in normalised form. Encrypted compaction items are opaque to it: only the model can say what they remember, which
-is what the model-judged check (`probes.py`) asks.
+The structural check needs no model: a fact is *kept* when one segment of the post-compaction history states it
+(`match.states`: every anchor, enough content words, the exit status), a segment being a message, a message line,
+two adjacent summary lines, a tool call read together with its output, or a reasoning summary. The score weighs each
+fact by its kind (`facts.WEIGHTS`).
+
+Two more rules make the score track what the model can still use:
+- **cumulative**: a compaction is scored on the facts that left at it *plus* the facts an earlier compaction of the
+  session still held (`carried`), so a second compaction is judged on everything the first one's window kept, and a
+  fact lost once stays lost (it is not carried);
+- **opaque**: a window holding an encrypted compaction item (remote compaction) may remember what is not visible.
+  Facts not visibly stated are then *not scored* rather than lost: the score is None with `opaque` set, and what is
+  visible is reported separately (`visible_kept`).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from compaction_app.engine.items import (
     TOOL_CALL_KINDS,
     TOOL_OUTPUT_KINDS,
     Item,
+    is_compaction_item,
     is_message,
     is_summary_message,
     message_text,
@@ -23,13 +32,17 @@ from compaction_app.engine.items import (
 from compaction_app.engine.retention.facts import (
     Category,
     ProbeFact,
-    arguments,
-    command_of,
+    call_text,
     extract_facts,
     left_items,
-    normalise,
     output_text,
 )
+from compaction_app.engine.retention.match import Segment, states
+
+# The cumulative score carries at most this many held facts from one compaction to the next (newest kept).
+MAX_CARRIED = 400
+# How much of a tool output a segment reads: the status header and the lines a summary would quote.
+OUTPUT_CHARS = 8000
 
 
 class CheckMethod(StrEnum):
@@ -46,14 +59,21 @@ class Verdict:
         return {**self.fact.to_dict(), "kept": self.kept}
 
 
+def _weighted(verdicts: list[Verdict] | tuple[Verdict, ...]) -> float | None:
+    total = sum(v.fact.weight for v in verdicts)
+    return round(sum(v.fact.weight for v in verdicts if v.kept) / total, 4) if total else None
+
+
 @dataclass(frozen=True)
 class RetentionScore:
-    """The verdicts of one check. `score` is kept / total (None when nothing left the window)."""
+    """The verdicts of one check. `score` is the weighted share of facts kept (None when nothing left the window,
+    or when the window is opaque: then `visible_score` is the share visibly kept)."""
 
     method: CheckMethod
     verdicts: tuple[Verdict, ...]
     tokens_spent: int = 0
     answers: dict[str, str] = field(default_factory=dict)
+    opaque: bool = False
 
     @property
     def total(self) -> int:
@@ -64,71 +84,104 @@ class RetentionScore:
         return sum(1 for v in self.verdicts if v.kept)
 
     @property
+    def visible_score(self) -> float | None:
+        return _weighted(self.verdicts)
+
+    @property
     def score(self) -> float | None:
-        return round(self.kept / self.total, 4) if self.total else None
+        return None if self.opaque else self.visible_score
 
     @property
     def forgotten(self) -> list[ProbeFact]:
         return [v.fact for v in self.verdicts if not v.kept]
+
+    @property
+    def held(self) -> list[ProbeFact]:
+        return [v.fact for v in self.verdicts if v.kept]
 
     def by_category(self) -> dict[str, dict[str, Any]]:
         rows: dict[str, dict[str, Any]] = {}
         for category in Category:
             verdicts = [v for v in self.verdicts if v.fact.category is category]
             kept = sum(1 for v in verdicts if v.kept)
-            rows[category.value] = {
-                "kept": kept, "total": len(verdicts),
-                "score": round(kept / len(verdicts), 4) if verdicts else None,
-            }
+            rows[category.value] = {"kept": kept, "total": len(verdicts),
+                                    "score": None if self.opaque else _weighted(verdicts)}
         return rows
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "method": self.method.value, "score": self.score, "kept": self.kept, "total": self.total,
             "categories": self.by_category(), "facts": [v.to_dict() for v in self.verdicts],
-            "tokens_spent": self.tokens_spent,
+            "tokens_spent": self.tokens_spent, "opaque": self.opaque, "visible_score": self.visible_score,
+            "weighted": True,
         }
 
 
-def segments(items: list[Item]) -> list[str]:
-    """The normalised texts a fact may be found in: each message line (a summary line is one claim), each tool call
-    together with its output, reasoning summaries. Compaction items carry no visible text."""
+def _summary_segments(text: str) -> list[Segment]:
+    """A summary is many claims: each line stands alone, and so do two adjacent lines (a claim wrapped in two)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    found = [Segment(line) for line in lines]
+    found += [Segment(f"{a} {b}", joined=True) for a, b in zip(lines, lines[1:], strict=False)]
+    return found
+
+
+def segments(items: list[Item]) -> list[Segment]:
+    """The texts a fact may be found in: each message and each of its lines, each tool call with its output,
+    reasoning summaries. Encrypted compaction items carry no visible text."""
     outputs = {i.get("call_id"): i for i in items if i.get("type") in TOOL_OUTPUT_KINDS}
     paired: set[str] = set()
-    found: list[str] = []
+    found: list[Segment] = []
     for item in items:
         kind = item.get("type")
         if is_message(item):
             text = message_text(item)
-            if not is_summary_message(item):  # a summary is many claims: each of its lines stands alone
-                found.append(normalise(text))
-            found += [normalise(line) for line in text.splitlines() if line.strip()]
+            if not is_summary_message(item):
+                found.append(Segment(text))
+            found += _summary_segments(text)
         elif kind in TOOL_CALL_KINDS:
             output = outputs.get(item.get("call_id"))
             if output is not None:
                 paired.add(str(item.get("call_id")))
-            parts = [str(item.get("name", "")), command_of(item) or "", str(arguments(item) or item.get("arguments"))]
-            # Only the head of an output holds the status line: keeping a whole 20k-token log is not needed.
-            parts.append(output_text(output)[:2000] if output is not None else "")
-            found.append(normalise(" ".join(parts)))
+            body = output_text(output)[:OUTPUT_CHARS] if output is not None else ""
+            found.append(Segment(f"{call_text(item)}\n{body}"))
         elif kind in TOOL_OUTPUT_KINDS and str(item.get("call_id")) not in paired:
-            found.append(normalise(output_text(item)[:2000]))
+            found.append(Segment(output_text(item)[:OUTPUT_CHARS]))
         elif kind == "reasoning":
             summary = " ".join(p.get("text", "") for p in item.get("summary") or [] if isinstance(p, dict))
             if summary:
-                found.append(normalise(summary))
+                found.append(Segment(summary))
     return found
 
 
-def is_present(fact: ProbeFact, texts: list[str]) -> bool:
-    return any(all(n in text for n in alternative) for alternative in fact.evidence for text in texts)
+def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
+    return any(
+        states(segment if not fact.subject else _without(segment, fact.subject), anchors=fact.anchors,
+               words=fact.words, status=fact.status)
+        for segment in found if not (segment.joined and fact.status is not None)
+    )
+
+
+def _without(segment: Segment, subject: str) -> Segment:
+    """The segment with a command's own text taken out before its status is read (`grep error` states no error)."""
+    if subject not in segment.text:
+        return segment
+    stripped = Segment("", joined=segment.joined)
+    stripped.tokens, stripped.words = segment.tokens, segment.words
+    stripped.text = segment.text.replace(subject, " ")
+    return stripped
+
+
+def is_opaque(items: list[Item]) -> bool:
+    """Whether the window holds an encrypted compaction item whose content the structural check cannot read."""
+    return any(is_compaction_item(i) and i.get("encrypted_content") for i in items)
 
 
 def structural_check(facts: list[ProbeFact], after: list[Item]) -> RetentionScore:
-    texts = segments(after)
+    found = segments(after)
     return RetentionScore(
         method=CheckMethod.STRUCTURAL,
-        verdicts=tuple(Verdict(fact=f, kept=is_present(f, texts)) for f in facts),
+        verdicts=tuple(Verdict(fact=f, kept=fact_in(f, found)) for f in facts),
+        opaque=is_opaque(after),
     )
 
 
@@ -138,25 +191,41 @@ def judge_answers(facts: list[ProbeFact], answers: dict[str, str], *, tokens_spe
     verdicts = []
     for fact in facts:
         answer = answers.get(fact.category.value, "")
-        texts = [normalise(answer), *(normalise(line) for line in answer.splitlines() if line.strip())]
-        verdicts.append(Verdict(fact=fact, kept=is_present(fact, texts)))
+        verdicts.append(Verdict(fact=fact, kept=fact_in(fact, [Segment(answer), *_summary_segments(answer)])))
     return RetentionScore(method=CheckMethod.MODEL_JUDGED, verdicts=tuple(verdicts), tokens_spent=tokens_spent,
                           answers=dict(answers))
 
 
-def facts_that_left(before: list[Item], after: list[Item], pins: list[ProbeFact] | None = None) -> list[ProbeFact]:
-    """The facts to probe for one compaction: those of the items that left the window, plus every pin (a pin is
-    checked whether or not its item left)."""
+def facts_that_left(before: list[Item], after: list[Item], pins: list[ProbeFact] | None = None,
+                    carried: list[ProbeFact] | None = None) -> list[ProbeFact]:
+    """The facts to probe for one compaction: those of the items that left the window, every pin (checked whether
+    or not its item left), and the facts an earlier compaction still held (`carried`: the score is cumulative)."""
     gone = left_items(before, after)
     # An output that left while its call stayed (masking) is read with its call, so "exit 1 of pytest -q" is probed.
     gone_ids = {i.get("call_id") for i in gone if i.get("type") in TOOL_OUTPUT_KINDS}
-    calls = {i.get("call_id"): i for i in before if i.get("type") in TOOL_CALL_KINDS and i.get("call_id") in gone_ids}
-    with_calls = [c for c in calls.values() if c not in gone] + gone
-    facts = extract_facts(with_calls)
+    gone_set = {id(i) for i in gone}
+    calls = [i for i in before
+             if i.get("type") in TOOL_CALL_KINDS and i.get("call_id") in gone_ids and id(i) not in gone_set]
+    facts = extract_facts([*calls, *gone], context=before)
     keys = {f.key for f in facts}
-    return [*facts, *(p for p in pins or [] if p.key not in keys)]
+    out = list(facts)
+    for extra in [*(carried or [])[-MAX_CARRIED:], *(pins or [])]:
+        if extra.key not in keys:
+            keys.add(extra.key)
+            out.append(extra)
+    return out
 
 
-def score_compaction(before: list[Item], after: list[Item], pins: list[ProbeFact] | None = None) -> RetentionScore:
+def score_compaction(before: list[Item], after: list[Item], pins: list[ProbeFact] | None = None,
+                     carried: list[ProbeFact] | None = None) -> RetentionScore:
     """The structural retention score of one compaction."""
-    return structural_check(facts_that_left(before, after, pins), after)
+    return structural_check(facts_that_left(before, after, pins, carried), after)
+
+
+def carried_facts(retention: dict[str, Any] | None) -> list[ProbeFact]:
+    """The facts a stored score held (what the next compaction of the session is scored on as well). Pins are not
+    carried: the pins in force are added on each compaction."""
+    if not retention or retention.get("opaque"):
+        return []
+    held = [f for f in retention.get("facts") or [] if f.get("kept") and f.get("kind") != "pin"]
+    return [ProbeFact.from_dict(f) for f in held][-MAX_CARRIED:]

@@ -95,6 +95,7 @@ class CategoryScoreSerializer(serializers.Serializer):
 
 class FactSerializer(serializers.Serializer):
     kind = serializers.CharField()
+    weight = serializers.IntegerField(default=1, help_text="How much the fact counts in the score (by kind).")
     category = serializers.CharField()
     text = serializers.CharField()
     kept = serializers.BooleanField()
@@ -102,7 +103,13 @@ class FactSerializer(serializers.Serializer):
 
 class RetentionSerializer(serializers.Serializer):
     method = serializers.CharField()
-    score = serializers.FloatField(allow_null=True, help_text="kept / total, null when nothing left the window.")
+    score = serializers.FloatField(
+        allow_null=True, help_text="Weighted share of facts kept; null when nothing left the window or when the "
+                                   "window is opaque (an encrypted remote compaction item: not scored).")
+    opaque = serializers.BooleanField(default=False, help_text="The window holds an encrypted compaction item: what "
+                                      "it remembers is not visible, so the score is not given (docs/retention.md).")
+    visible_score = serializers.FloatField(allow_null=True, default=None,
+                                           help_text="Weighted share of facts visibly kept (also for opaque windows).")
     kept = serializers.IntegerField()
     total = serializers.IntegerField()
     categories = serializers.DictField(child=CategoryScoreSerializer())

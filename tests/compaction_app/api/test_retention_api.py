@@ -83,7 +83,8 @@ def test_a_pin_survives_compaction_and_is_checked(operator_api, support_api, his
                              format="json").json()
     assert is_pinned_block(live(history_session)[-1])
     pins = [f for f in body["retention"]["facts"] if f["kind"] == "pin"]
-    assert pins == [{"kind": "pin", "category": "recall", "text": "Never touch migrations", "kept": True}]
+    assert pins == [{"kind": "pin", "category": "recall", "text": "Never touch migrations", "kept": True,
+                     "weight": 3}]
     assert body["flagged"] == ""
     rollout = b"".join(operator_api.get(f"/api/v1/sessions/{history_session.pk}/rollout").streaming_content).decode()
     assert '"pin_added"' in rollout

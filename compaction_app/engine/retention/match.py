@@ -1,0 +1,172 @@
+"""How a fact is recognised in a text: normalised tokens, with identifiers and numbers as anchors.
+
+A fact survives a compaction when one segment of the new window (a message line, a tool call with its output)
+states it. Neither a paraphrase nor a clipped line should decide that by accident, so a fact is compared by:
+
+- its **anchors**: identifiers and numbers (paths, snake_case and dotted names, CamelCase words, ids, ports, amounts)
+  taken from its whole text, not its opening characters. Every anchor must occur in the segment as a whole token: a
+  summary that clipped an error line before the detail at character 200 loses the detail's anchors, and the fact;
+- its **content words** (lower case, stop words removed, a light suffix stemming): at least `WORD_COVER` of them must
+  occur, so a faithful paraphrase that keeps the identifiers and most of the meaning counts and a different sentence
+  that shares one path does not;
+- a command's **exit status**, stated as a number next to exit/code/status words, or as pass/fail words.
+
+Plain Python; the same texts always give the same verdict.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+
+# Share of a fact's content words a segment must hold (with every anchor) to state the fact.
+WORD_COVER = 0.5
+# A fact with no anchor at all is matched on its words alone, so it needs more of them.
+NO_ANCHOR_WORD_COVER = 0.7
+# With anchors, a long text needs at most this many of its words (its anchors carry the rest): a paraphrase of a
+# 40-word error line keeps the account and offset, not the filler.
+ANCHORED_MAX_WORDS = 3
+# A fact with this many anchors or more is matched on its anchors and a lower share of words.
+MANY_ANCHORS = 3
+MANY_ANCHORS_WORD_COVER = 0.34
+
+STOP_WORDS = frozenset("""
+a an and are as at be been but by can could did do does for from had has have he her his i if in into is it its
+me my of on or our out over so than that the their them then there these they this to too up us was we were what
+when where which while who will with would you your yet also just now let lets use used using via per about after
+before again all any each more most other some such own same both here how why should shall may might
+""".split())
+# Words that carry a constraint's meaning and must not be dropped as stop words.
+KEEP_WORDS = frozenset({"not", "no", "never", "always", "only", "must", "without", "dont", "don't"})
+
+_TOKEN = re.compile(r"[a-z0-9_$@#%~+\-]+(?:[./:\\][a-z0-9_$@#%~+\-]+)*")
+_TOKEN_ANY_CASE = re.compile(_TOKEN.pattern, re.IGNORECASE)
+_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
+_NUMBER = re.compile(r"^-?\d+(?:[.,:]\d+)*$")
+_SUFFIXES = ("ations", "ation", "ures", "ure", "ings", "ing", "ies", "ied", "ers", "er", "ed", "ly", "s")
+_UNDOUBLE = ("ing", "ed", "er", "ers", "ings")
+
+
+def _unquote(text: str) -> str:
+    return text.replace("`", " ").replace("*", " ").replace('"', " ").replace("'", " ")
+
+
+def normalise(text: str) -> str:
+    """Lower case, markdown quoting removed, whitespace collapsed: the form facts are compared in."""
+    return " ".join(_unquote(text).lower().split())
+
+
+def tokens(text: str) -> list[str]:
+    """The tokens of a normalised text (paths and dotted names stay one token; trailing dots and colons go)."""
+    return [t.strip("-.:") for t in _TOKEN.findall(text) if t.strip("-.:")]
+
+
+def stem(word: str) -> str:
+    """A light suffix stemmer: fail, fails, failed, failing, failure all give `fail`; running gives `run`;
+    file and files give `fil`, reconcile and reconciling `reconcil`."""
+    if word in KEEP_WORDS:
+        return word
+    base = word
+    if len(word) > 4:
+        for suffix in _SUFFIXES:
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+                base = word[: -len(suffix)]
+                if suffix in _UNDOUBLE and len(base) > 2 and base[-1] == base[-2] and base[-1] not in "slz":
+                    base = base[:-1]
+                break
+    if base.endswith("e") and len(base) > 3:
+        base = base[:-1]
+    return base
+
+
+def is_anchor(original: str) -> bool:
+    """An identifier or a number (in its original case): what a faithful paraphrase keeps verbatim."""
+    token = original.lower()
+    if _NUMBER.match(token):
+        return len(token.strip("-").replace(".", "").replace(",", "").replace(":", "")) >= 2
+    if any(ch.isdigit() for ch in token) and any(ch.isalpha() for ch in token):
+        return True
+    if any(sep in token for sep in ("_", "/", "\\")) or "." in token:
+        return True
+    return bool(_CAMEL.search(original))
+
+
+def anchors_of(text: str) -> tuple[str, ...]:
+    """The identifiers and numbers of a text, in order, without repeats (compared in lower case)."""
+    found: list[str] = []
+    for match in _TOKEN_ANY_CASE.finditer(_unquote(text)):
+        original = match.group().strip("-.:")
+        token = original.lower()
+        if original and is_anchor(original) and token not in found:
+            found.append(token)
+    return tuple(found)
+
+
+def words_of(text: str) -> tuple[str, ...]:
+    """The stemmed content words of a text (anchors and stop words excluded), without repeats."""
+    found: list[str] = []
+    for token in tokens(normalise(text)):
+        if not token.isalpha() and token.replace("'", "") not in KEEP_WORDS:
+            continue
+        if token in STOP_WORDS and token not in KEEP_WORDS:
+            continue
+        stemmed = stem(token)
+        if len(stemmed) >= 2 and stemmed not in found:
+            found.append(stemmed)
+    return tuple(found)
+
+
+class Segment:
+    """One searchable text of a window: its normalised form, its token set and its stemmed word set."""
+
+    __slots__ = ("text", "tokens", "words", "joined")
+
+    def __init__(self, text: str, *, joined: bool = False) -> None:
+        self.joined = joined  # two adjacent summary lines read as one (not for an exit status: headers sit there)
+        self.text = normalise(text)
+        toks = tokens(self.text)
+        self.tokens = set(toks)
+        # Sub-parts of compound tokens (`tests/x.py::test_y` also holds `tests/x.py` and `test_y`).
+        for t in toks:
+            for part in t.split(":") if ":" in t else ():  # host:port, file.py:12
+                if part:
+                    self.tokens.add(part)
+            for part in t.split(":"):
+                pieces = re.split(r"[/\\]", part)
+                for i in range(1, len(pieces)):  # a path also names its shorter tails (src/a/b.py holds a/b.py)
+                    self.tokens.add("/".join(pieces[i:]))
+        self.words = {stem(t) for t in toks if t.isalpha()}
+
+    def has_anchor(self, anchor: str) -> bool:
+        return anchor in self.tokens
+
+
+@lru_cache(maxsize=4096)
+def status_pattern(code: int) -> re.Pattern[str]:
+    """A command's exit status stated in words: `exit code: 1`, `exited with 1`, `Process exited with code 1`,
+    `exit_code: 1`, `(exit 1)`, `status 1`, `returned 1`; for 0 also passed/succeeded/ok, for others failed/error."""
+    number = r"(?:exit(?:ed)?(?:[ _](?:with|code|status))*[: =]*|code[: =]+|status[: =]+|returned |rc[ =:]+)"
+    words = r"pass(?:ed|es|ing)?|succeed(?:ed|s)?|success(?:ful(?:ly)?)?|ok|green|clean" if code == 0 else \
+        r"fail(?:ed|s|ing|ure)?|errored|broke|crash(?:ed|es)?"
+    return re.compile(rf"{number}\(?{code}\b|\b(?:{words})\b")
+
+
+def states(segment: Segment, *, anchors: tuple[str, ...], words: tuple[str, ...], status: int | None = None,
+           cover: float | None = None) -> bool:
+    """Whether a segment states a fact: every anchor, enough content words, and the exit status when there is one."""
+    if not all(segment.has_anchor(a) for a in anchors):
+        return False
+    if words:
+        need = cover if cover is not None else (
+            NO_ANCHOR_WORD_COVER if not anchors else
+            MANY_ANCHORS_WORD_COVER if len(anchors) >= MANY_ANCHORS else WORD_COVER)
+        held = sum(1 for w in words if w in segment.words)
+        required = math.ceil(need * len(words) - 1e-9)
+        if anchors:
+            required = min(required, ANCHORED_MAX_WORDS)
+        if held < max(1, required):
+            return False
+    elif not anchors:
+        return False
+    return status is None or bool(status_pattern(status).search(segment.text))

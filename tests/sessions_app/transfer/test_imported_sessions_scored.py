@@ -1,0 +1,46 @@
+"""Imported Codex rollouts get retention scores like live compactions, in the background after the import commits:
+a local compaction is scored, a remote one whose window is an encrypted item is "opaque: not scored" (never 0%)."""
+
+from __future__ import annotations
+
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from compaction_app.models import Compaction
+from sessions_app.compactions.scoring import do_score_session
+
+
+def _import(api, rollout_bytes, name, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = api.post("/api/v1/sessions/import", {"file": SimpleUploadedFile(name, rollout_bytes(name))})
+    assert response.status_code == 201, response.content
+    return response.json()["session"], callbacks
+
+
+def test_an_imported_local_compaction_is_scored_after_the_import(
+    operator_api, rollout_bytes, provider, policy, django_capture_on_commit_callbacks
+):
+    session_id, callbacks = _import(operator_api, rollout_bytes, "codex_0169_local_compaction.jsonl",
+                                    django_capture_on_commit_callbacks)
+    # Not on the import's path: the rows are unscored when the import answers, a job is queued on commit.
+    assert callbacks and all(c.retention is None for c in Compaction.objects.filter(session_id=session_id))
+    assert do_score_session(session_id=session_id) == Compaction.objects.filter(session_id=session_id).count()
+    compaction = Compaction.objects.filter(session_id=session_id).first()
+    assert compaction.retention["total"] > 0 and compaction.retention["opaque"] is False
+    assert compaction.retention_score is not None
+    kinds = {f["kind"] for f in compaction.retention["facts"]}
+    assert "command" in kinds  # exec_command with "Process exited with code N"
+    assert do_score_session(session_id=session_id) == 0  # scored once
+    detail = operator_api.get(f"/api/v1/compactions/{compaction.pk}").json()
+    assert detail["retention"]["score"] == compaction.retention_score
+
+
+def test_an_imported_remote_compaction_is_opaque_not_zero(
+    operator_api, rollout_bytes, provider, policy, django_capture_on_commit_callbacks
+):
+    session_id, _ = _import(operator_api, rollout_bytes, "codex_0169_remote_v2_compaction.jsonl",
+                            django_capture_on_commit_callbacks)
+    do_score_session(session_id=session_id)
+    compaction = Compaction.objects.filter(session_id=session_id).first()
+    assert compaction.retention["opaque"] is True
+    assert compaction.retention_score is None and compaction.retention["score"] is None
+    assert compaction.retention["visible_score"] is not None
