@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from compactweb.roles import ADMIN, ROLES
 
-# The admin role configures everything (design): full rights on configuration and users, read-only on records.
+# The admin role configures everything (design): full rights on configuration (gateway routes and keys too) and
+# users, read-only on records.
 # No rights on API tokens (knox): they are stored hashed and issued to their owner only (issue 14).
-FULL_APPS = ("compaction_app", "auth")
+FULL_APPS = ("compaction_app", "gateway_app", "auth")
 VIEW_APPS = ("sessions_app",)
 
 

@@ -11,6 +11,7 @@ from compaction_app.providers.simulated.recording import RequestRecorder
 from compactweb import daphne_denial
 from compactweb.body_limit import asgi_body_limit
 from compactweb.sim_mount import MOUNT, guarded_sim_app
+from gateway_app import proxy as gateway
 from sessions_app.live.consumers import FleetConsumer, SessionConsumer
 
 
@@ -44,17 +45,28 @@ def _is_sim(path: str) -> bool:
     return path == "/sim" or path.startswith("/sim/")
 
 
+def _is_gateway(path: str) -> bool:
+    return path == gateway.MOUNT or path.startswith(gateway.MOUNT + "/")
+
+
+def _to_gateway(scope):
+    path = scope.get("path", "")
+    return {**scope, "path": path[len(gateway.MOUNT):] or "/", "root_path": scope.get("root_path", "") + gateway.MOUNT}
+
+
 def sim_websocket_router(websocket_app):
-    """Websockets to /sim/... reach the simulated model, which refuses the upgrade so that clients (Codex tries a
-    Responses websocket first) fall back to HTTP at once; every other websocket goes to `websocket_app`."""
+    """Websockets to /sim/... reach the simulated model and those to /gateway/... the gateway, which both refuse the
+    upgrade so that clients (Codex tries a Responses websocket first) fall back to HTTP at once; every other
+    websocket goes to `websocket_app`."""
     sim_app = create_app(root_path="/sim")
     daphne_denial.install()
 
     async def app(scope, receive, send):
-        if _is_sim(scope.get("path", "")):
+        path = scope.get("path", "")
+        if _is_sim(path) or _is_gateway(path):
             if daphne_denial.SUPPORTED:
                 scope = {**scope, "extensions": {**(scope.get("extensions") or {}), "websocket.http.response": {}}}
-            await sim_app(scope, receive, send)
+            await (sim_app if _is_sim(path) else gateway.app)(scope, receive, send)
         else:
             await websocket_app(scope, receive, send)
 
@@ -62,16 +74,17 @@ def sim_websocket_router(websocket_app):
 
 
 def http_router(django_app):
-    """Send /sim/... to the embedded simulated provider (an ASGI app of its own, behind the guard of
-    compactweb.sim_mount) when COMPACTWEB_SIM_ENABLED, everything else to Django."""
+    """Send /gateway/... to the gateway (gateway_app.proxy: its own keys and body limits), /sim/... to the embedded
+    simulated provider (an ASGI app of its own, behind the guard of compactweb.sim_mount) when
+    COMPACTWEB_SIM_ENABLED, everything else to Django."""
     django_app = asgi_body_limit(django_app)  # 413 before an oversized body is read (the simulator has its own cap)
-    if not settings.COMPACTWEB_SIM_ENABLED:
-        return django_app
-    sim_app = create_mounted_app(recorder=_sim_recorder())
+    sim_app = create_mounted_app(recorder=_sim_recorder()) if settings.COMPACTWEB_SIM_ENABLED else None
 
     async def app(scope, receive, send):
         path = scope.get("path", "")
-        if _is_sim(path):
+        if _is_gateway(path):
+            await gateway.app(_to_gateway(scope), receive, send)
+        elif sim_app is not None and _is_sim(path):
             scope = {**scope, "path": path[len("/sim") :] or "/", "root_path": scope.get("root_path", "") + "/sim"}
             await sim_app(scope, receive, send)
         else:

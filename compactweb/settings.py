@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "csp",
     "sessions_app",
     "compaction_app",
+    "gateway_app",
 ]
 
 MIDDLEWARE = [

@@ -415,6 +415,9 @@ def do_create_session(
     tools: Sequence[dict[str, Any]] = (),
     parallel_tool_calls: bool = False,
     actor=None,
+    thread_id: uuid.UUID | None = None,
+    source: str = "native",
+    originator: str = ORIGINATOR,
 ) -> Session:
     """Create a session: a `session_meta` line opening window 0 and the given items. Invalid items raise before
     anything is stored.
@@ -422,17 +425,19 @@ def do_create_session(
     The initial context is stored on the session. With no items (a fresh thread) it is not written yet: as in
     Codex, the first turn's pre-turn check sees an empty history and the turn records the context as its context
     update, after `turn_started` (spec §2.4.1, §5.3). With items (a thread that already has a history, e.g. an
-    import) the context is written first, then a `turn_context` marking it installed, then the items."""
+    import) the context is written first, then a `turn_context` marking it installed, then the items.
+    `thread_id`, `source` and `originator`: a session recorded from another client (the gateway) keeps that
+    client's thread id, so an export resumes under it."""
     context = validate_items(_as_list(initial_context), "initial_context")
     body = validate_items(_as_list(items), "items")
     tool_specs = validate_tools(_as_list(tools), "tools")
     with transaction.atomic():
-        thread_id = uuid.UUID(int=uuid7().int)
+        thread_id = thread_id or uuid.UUID(int=uuid7().int)
         window_id = new_window_id()
         session = Session.objects.create(
             title=title, provider=provider, policy=policy, base_instructions=base_instructions,
             initial_context=context, thread_id=thread_id, model=provider.model, fault_injection=fault_injection or {},
-            tools=tool_specs, parallel_tool_calls=bool(parallel_tool_calls),
+            tools=tool_specs, parallel_tool_calls=bool(parallel_tool_calls), source=source,
         )
         lines = [
             NewLine(
@@ -440,7 +445,7 @@ def do_create_session(
                 {
                     "id": str(thread_id),
                     "timestamp": timezone.now().isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-                    "originator": ORIGINATOR,
+                    "originator": originator,
                     "source": "api",
                     "model_provider": provider.name,
                     "model": provider.model,

@@ -238,7 +238,7 @@ class SimulatedProvider:
             await _lifespan(receive, send)
             return
         if scope["type"] == "websocket":
-            await _refuse_websocket(scope, receive, send)
+            await refuse_websocket(scope, receive, send)
             return
         if scope["type"] != "http":
             return
@@ -620,14 +620,16 @@ async def _send_json(send: Send, status: int, payload: Any, headers: dict[str, s
     await send({"type": "http.response.body", "body": data, "more_body": False})
 
 
-async def _refuse_websocket(scope: Scope, receive: Receive, send: Send) -> None:
-    """The simulated model speaks HTTP only. Codex tries a Responses websocket first and falls back to HTTP when
-    the handshake is refused: answer the handshake with HTTP 426 (the ASGI websocket denial response where the
-    server supports it, else a plain close, which servers send as 403), so the fallback is immediate."""
+async def refuse_websocket(scope: Scope, receive: Receive, send: Send, *,
+                           text: str = "the simulated model serves the Responses API over HTTP only") -> None:
+    """The simulated model speaks HTTP only (and so does the gateway, which answers with this too). Codex tries a
+    Responses websocket first and falls back to HTTP when the handshake is refused: answer the handshake with HTTP
+    426 (the ASGI websocket denial response where the server supports it, else a plain close, which servers send
+    as 403), so the fallback is immediate."""
     message = await receive()
     if message.get("type") != "websocket.connect":
         return
-    body = json.dumps({"error": {"message": "the simulated model serves the Responses API over HTTP only",
+    body = json.dumps({"error": {"message": text,
                                  "type": "invalid_request_error", "param": None,
                                  "code": "websocket_not_supported"}}).encode("utf-8")
     if "websocket.http.response" in (scope.get("extensions") or {}):

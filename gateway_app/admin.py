@@ -1,0 +1,71 @@
+"""The gateway in Django's admin (issue 29): routes, and keys that are shown once when created."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from gateway_app.keys import do_create_gateway_key
+from gateway_app.models import GatewayAttempt, GatewayKey, GatewayRoute, GatewaySession
+
+
+class GatewayKeyInline(admin.TabularInline):
+    model = GatewayKey
+    extra = 0
+    fields = ("client_name", "prefix", "revoked", "created", "last_used")
+    readonly_fields = ("prefix", "created", "last_used")
+
+    def has_add_permission(self, request, obj=None):
+        return False  # keys are created with the "create a key" action, which shows the key once
+
+
+@admin.register(GatewayRoute)
+class GatewayRouteAdmin(admin.ModelAdmin):
+    list_display = ("name", "provider", "policy", "compaction_mode", "requests_per_minute", "enabled")
+    list_filter = ("compaction_mode", "enabled")
+    inlines = [GatewayKeyInline]
+    actions = ["create_key"]
+
+    @admin.action(description="Create a gateway key for each selected route (shown once)")
+    def create_key(self, request, queryset):
+        for route in queryset:
+            new = do_create_gateway_key(route=route, client_name=f"created by {request.user.get_username()}")
+            messages.warning(request, f"Key for route {route.name} (shown only now, store it): {new.key}")
+
+
+@admin.register(GatewayKey)
+class GatewayKeyAdmin(admin.ModelAdmin):
+    list_display = ("client_name", "route", "prefix", "revoked", "created", "last_used")
+    list_filter = ("route", "revoked")
+    fields = ("route", "client_name", "prefix", "revoked", "created", "last_used")
+    readonly_fields = ("prefix", "created", "last_used")
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields + (("route",) if obj is not None else ())
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        new = do_create_gateway_key(route=obj.route, client_name=obj.client_name)
+        obj.pk = new.row.pk
+        messages.warning(request, f"The key (shown only now, store it): {new.key}")
+
+
+@admin.register(GatewaySession)
+class GatewaySessionAdmin(admin.ModelAdmin):
+    list_display = ("session", "route", "client_name", "group_key", "requests", "updated")
+    list_filter = ("route",)
+    readonly_fields = [f.name for f in GatewaySession._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(GatewayAttempt)
+class GatewayAttemptAdmin(admin.ModelAdmin):
+    list_display = ("created", "route", "gateway_session", "endpoint", "request_kind", "status")
+    list_filter = ("route", "status")
+    readonly_fields = [f.name for f in GatewayAttempt._meta.fields]
+
+    def has_add_permission(self, request):
+        return False

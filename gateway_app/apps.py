@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class GatewayAppConfig(AppConfig):
+    name = "gateway_app"
+    verbose_name = "Gateway"

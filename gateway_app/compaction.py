@@ -1,0 +1,80 @@
+"""compactweb mode (issue 29): the gateway answers Codex's compaction itself, with the route's policy.
+
+The compaction runs through the same service as any compactweb session (`sessions_app.compactions.services`):
+the policy's strategy (local summarisation with the upstream model, observation masking, pins, retention
+probes), its hooks, the attempt and Compaction rows, the atomic install. Codex gets, in the shape of the endpoint
+it called, one `compaction` item whose `encrypted_content` is a handle (`wire.new_handle`); the handle is stored
+with the replacement history, and when the item comes back in a later request the gateway puts the replacement
+in its place before forwarding (`expanded_input`), so the upstream sees a real history. A handle the gateway does
+not know is refused (`UnknownHandle`, 400), never forwarded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, transaction
+
+from sessions_app.compactions.services import acompact_session
+from sessions_app.models import Session
+from sessions_app.rollout.services import append_rollout_lines
+
+from gateway_app import recording, wire
+from gateway_app.models import CompactionHandle, GatewaySession
+
+
+class UnknownHandle(Exception):
+    def __init__(self, handle: str) -> None:
+        super().__init__(f"the compaction item's encrypted_content {handle[:12]}… is not a handle this gateway "
+                         "issued for this route (or it was removed); start a new Codex session or compact again")
+
+
+def _replacement_of(*, handle: str, route_id: int) -> list[dict[str, Any]]:
+    close_old_connections()
+    row = (CompactionHandle.objects.filter(handle=handle, gateway_session__route_id=route_id)
+           .values_list("replacement", flat=True).first())
+    if row is None:
+        raise UnknownHandle(handle)
+    return row
+
+
+async def expanded_input(*, items: list[dict[str, Any]], route_id: int) -> list[dict[str, Any]] | None:
+    """The input with its newest handle expanded (None when it carries none); every handle must be known."""
+    found = wire.handles_in(items)
+    if not found:
+        return None
+    for _, handle in found[:-1]:
+        await sync_to_async(_replacement_of, thread_sensitive=False)(handle=handle, route_id=route_id)
+    position, handle = found[-1]
+    replacement = await sync_to_async(_replacement_of, thread_sensitive=False)(handle=handle, route_id=route_id)
+    return wire.expand(items, position, replacement)
+
+
+def record_history(*, exchange: recording.Exchange) -> GatewaySession:
+    """Bring the session's history up to the compaction request's (on the recorder's thread)."""
+    close_old_connections()
+    with transaction.atomic():
+        gs = recording.gateway_session_for(exchange)
+        GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + 1, pending_compaction=None)
+        session = Session.objects.select_related("provider", "policy").get(pk=gs.session_id)
+        lines, _, _ = recording.history_lines(gs=gs, session=session, exchange=exchange)
+        if lines:
+            append_rollout_lines(session=session, lines=lines)
+    return gs
+
+
+def _store_handle(*, gs: GatewaySession, compaction_id: int) -> str:
+    handle = wire.new_handle()
+    CompactionHandle.objects.create(handle=handle, gateway_session=gs, compaction_id=compaction_id,
+                                    replacement=recording.live_history(gs.session_id))
+    return handle
+
+
+async def compact(*, gs: GatewaySession, history: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    """Run the policy's compaction on the session; (the compaction item to answer with, tokens before)."""
+    compaction = await acompact_session(session_id=gs.session_id, trigger="auto", reason="context_limit",
+                                        phase=recording.phase_of(history))
+    handle = await sync_to_async(_store_handle, thread_sensitive=False)(gs=gs, compaction_id=compaction.pk)
+    item = {"type": "compaction", "id": "cmp_" + handle[len(wire.HANDLE_PREFIX):][:24], "encrypted_content": handle}
+    return item, int(compaction.tokens_before or 0)

@@ -1,0 +1,102 @@
+"""The gateway's configuration and bookkeeping (issue 29): routes, client keys, which compactweb session a Codex
+session's requests land in, compaction handles, and failed attempts.
+
+A route is what an admin configures: the upstream Provider the requests go to (its key comes from the Provider's
+`api_key_env`, never from the client), the policy that governs compaction, the compaction mode and the limits. A
+Codex CLI authenticates with a gateway key of one route, sent as its API key; only the key's SHA-256 is stored.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class GatewayRoute(models.Model):
+    class Mode(models.TextChoices):
+        UPSTREAM = "upstream", "upstream: forward compaction requests and record what came back"
+        COMPACTWEB = "compactweb", "compactweb: compute the replacement with the route's policy"
+
+    name = models.SlugField(max_length=64, unique=True, help_text="Shown on the fleet board with each session.")
+    provider = models.ForeignKey("compaction_app.Provider", on_delete=models.PROTECT, related_name="gateway_routes",
+                                 help_text="The upstream Responses endpoint; its key comes from its api_key_env.")
+    policy = models.ForeignKey("compaction_app.CompactionPolicy", on_delete=models.PROTECT,
+                               related_name="gateway_routes", help_text="Governs the sessions of this route.")
+    compaction_mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.UPSTREAM)
+    max_body_bytes = models.PositiveIntegerField(default=8 * 1024 * 1024,
+                                                 help_text="Bigger request bodies are refused with 413.")
+    requests_per_minute = models.PositiveIntegerField(
+        default=600, help_text="Per route and per process; more are refused with 429 (0 = no limit).")
+    enabled = models.BooleanField(default=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GatewayKey(models.Model):
+    """A client key of one route: shown once when created, stored as its SHA-256 (`digest`)."""
+
+    route = models.ForeignKey(GatewayRoute, on_delete=models.CASCADE, related_name="keys")
+    client_name = models.CharField(max_length=100, help_text="Who uses it (a person, a CI runner): on the fleet board.")
+    prefix = models.CharField(max_length=16, help_text="The key's first characters, to tell keys apart.")
+    digest = models.CharField(max_length=64, unique=True)
+    revoked = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["route", "client_name"]
+
+    def __str__(self) -> str:
+        return f"{self.client_name} on {self.route} ({self.prefix}…)"
+
+
+class GatewaySession(models.Model):
+    """The compactweb session one Codex session's requests are recorded in, and what the gateway needs to go on
+    recording it: the key it is grouped by and a compaction whose replacement the next request will show."""
+
+    session = models.OneToOneField("sessions_app.Session", on_delete=models.PROTECT, related_name="gateway")
+    route = models.ForeignKey(GatewayRoute, on_delete=models.PROTECT, related_name="sessions")
+    key = models.ForeignKey(GatewayKey, on_delete=models.SET_NULL, null=True, blank=True, related_name="sessions")
+    client_name = models.CharField(max_length=100)
+    group_key = models.CharField(max_length=300, help_text="thread:<id>, cache:<prompt_cache_key> or prefix:<hash>.")
+    prefix_digest = models.CharField(max_length=64, blank=True, help_text="Digest of the first input items.")
+    pending_compaction = models.JSONField(
+        null=True, blank=True, help_text="A forwarded compaction whose replacement Codex sends with its next request.")
+    requests = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["route", "group_key"], name="gateway_session_unique_group")]
+
+
+class CompactionHandle(models.Model):
+    """compactweb mode, v2: the opaque `encrypted_content` Codex got back, and the replacement it stands for."""
+
+    handle = models.CharField(max_length=80, unique=True)
+    gateway_session = models.ForeignKey(GatewaySession, on_delete=models.CASCADE, related_name="handles")
+    replacement = models.JSONField(help_text="The replacement history the handle expands to.")
+    compaction = models.ForeignKey("compaction_app.Compaction", on_delete=models.SET_NULL, null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+
+class GatewayAttempt(models.Model):
+    """A request the gateway could not complete: an upstream error, a transport failure, a refused compaction or a
+    client that went away mid-stream."""
+
+    gateway_session = models.ForeignKey(GatewaySession, on_delete=models.CASCADE, null=True, blank=True,
+                                        related_name="failed_attempts")
+    route = models.ForeignKey(GatewayRoute, on_delete=models.CASCADE, related_name="failed_attempts")
+    endpoint = models.CharField(max_length=64)
+    request_kind = models.CharField(max_length=32, blank=True)
+    status = models.PositiveSmallIntegerField(help_text="HTTP status the client got (0: the client went away).")
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]

@@ -1,0 +1,354 @@
+"""The gateway's ASGI app, mounted at /gateway (issue 29): Codex -> compactweb -> the route's upstream.
+
+    POST /gateway/v1/responses           streamed (SSE) or JSON, passed through as it arrives
+    POST /gateway/v1/responses/compact   remote v1 compaction
+    GET  /gateway/v1/models              the upstream's model list
+    websocket /gateway/...               refused with 426, so Codex falls back to HTTP at once (as /sim does)
+
+In order: the route (a gateway key as the bearer: 401 otherwise), the route's requests per minute (429), its body
+limit (413), the body (400 unless a JSON object with an item list), compaction handles expanded (an unknown one is
+400, never forwarded), then either compactweb's own compaction (compactweb mode, `compaction`) or the upstream.
+Upstream answers reach the client chunk by chunk as they arrive, status and body unchanged, errors included. What
+passed is recorded afterwards on one recorder thread per process (`recording`), in arrival order, off the stream:
+a slow database delays the record, not the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+from compaction_app.providers.config import ProviderConfig
+from compaction_app.providers.simulated.app import refuse_websocket
+from sessions_app.compactions.settings_builder import provider_config
+
+from gateway_app import compaction, keys, recording, upstream, wire
+from gateway_app.models import GatewayRoute
+
+logger = logging.getLogger(__name__)
+
+MOUNT = "/gateway"
+ENDPOINTS = {"/v1/responses": ("POST", "responses"), "/v1/responses/compact": ("POST", "responses/compact"),
+             "/v1/models": ("GET", "models")}
+CLIENT_GONE = "the client disconnected mid-stream"
+KEY_CACHE_SECONDS = 5.0  # a revoked key or a disabled route stops working within this time
+
+
+@dataclass(frozen=True)
+class Caller:
+    key_id: int
+    client_name: str
+    route_id: int
+    route_name: str
+    mode: str
+    max_body_bytes: int
+    requests_per_minute: int
+    config: ProviderConfig
+
+
+_keys: dict[str, tuple[float, Caller | None]] = {}
+_keys_lock = threading.Lock()
+
+
+def _lookup(presented: str) -> Caller | None:
+    close_old_connections()
+    row = keys.key_for(presented=presented)
+    if row is None:
+        return None
+    route = row.route
+    return Caller(key_id=row.pk, client_name=row.client_name, route_id=route.pk, route_name=route.name,
+                  mode=route.compaction_mode, max_body_bytes=route.max_body_bytes,
+                  requests_per_minute=route.requests_per_minute,
+                  config=provider_config(provider=route.provider, policy=route.policy))
+
+
+async def authenticate(headers: dict[str, str]) -> Caller | None:
+    scheme, _, presented = headers.get("authorization", "").strip().partition(" ")
+    presented = presented.strip()
+    if scheme.lower() != "bearer" or not presented:
+        return None
+    digest = keys.digest_of(presented)
+    now = time.monotonic()
+    cached = _keys.get(digest)
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    caller = await sync_to_async(_lookup, thread_sensitive=False)(presented)
+    with _keys_lock:
+        if len(_keys) > 10_000:
+            _keys.clear()
+        _keys[digest] = (now + KEY_CACHE_SECONDS, caller)
+    return caller
+
+
+class RateLimiter:
+    """Requests per minute per route, in this process (a fixed one-minute window)."""
+
+    def __init__(self) -> None:
+        self._windows: dict[int, tuple[int, int]] = {}
+
+    def allow(self, caller: Caller) -> bool:
+        if not caller.requests_per_minute:
+            return True
+        minute = int(time.time() // 60)
+        start, count = self._windows.get(caller.route_id, (minute, 0))
+        if start != minute:
+            start, count = minute, 0
+        if count >= caller.requests_per_minute:
+            return False
+        self._windows[caller.route_id] = (start, count + 1)
+        return True
+
+
+limiter = RateLimiter()
+
+# One thread writes every record, in the order the exchanges ended: a Codex session's exchanges land in order.
+_recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compactweb-gateway-record")
+_in_flight: set[asyncio.Future] = set()
+
+
+def _on_recorder(fn, /, **kwargs):
+    close_old_connections()
+    try:
+        return fn(**kwargs)
+    finally:
+        close_old_connections()
+
+
+def _record_safely(exchange: recording.Exchange) -> None:
+    try:
+        _on_recorder(recording.do_record_exchange, exchange=exchange)
+    except Exception:  # a record that cannot be written must not take the recorder down
+        logger.exception("gateway: recording an exchange of route %s failed", exchange.route_id)
+
+
+def schedule_record(exchange: recording.Exchange) -> None:
+    future = asyncio.get_running_loop().run_in_executor(_recorder, _record_safely, exchange)
+    _in_flight.add(future)
+    future.add_done_callback(_in_flight.discard)
+
+
+async def on_recorder(fn, /, **kwargs):
+    """Run `fn` on the recorder thread, after every record scheduled before it."""
+    return await asyncio.get_running_loop().run_in_executor(_recorder, functools.partial(_on_recorder, fn, **kwargs))
+
+
+async def drain() -> None:
+    """Wait until every record scheduled in this loop is written (tests, and a clean shutdown)."""
+    while _in_flight:
+        await asyncio.gather(*list(_in_flight), return_exceptions=True)
+
+
+# -- HTTP plumbing ---------------------------------------------------------------------------------------------------
+
+
+async def _start(send, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+
+
+async def _send_error(send, status: int, code: str, message: str, *, kind: str = "invalid_request_error",
+                      headers: dict[str, str] | None = None) -> None:
+    body = upstream.error_body(code, message, kind=kind)
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    await _start(send, status, raw)
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _send_json(send, status: int, payload: Any, content_type: bytes = b"application/json") -> None:
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    await _start(send, status, [(b"content-type", content_type), (b"content-length", str(len(body)).encode())])
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Gone(Exception):
+    pass
+
+
+async def _read_body(receive, headers: dict[str, str], limit: int) -> bytes:
+    declared = headers.get("content-length", "").strip()
+    if declared.isdigit() and int(declared) > limit:
+        raise _TooLarge
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Gone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+# -- the app ---------------------------------------------------------------------------------------------------------
+
+
+async def app(scope, receive, send) -> None:
+    if scope["type"] == "websocket":
+        await refuse_websocket(scope, receive, send,
+                               text="the compactweb gateway serves the Responses API over HTTP only")
+        return
+    if scope["type"] != "http":
+        return
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    path = scope.get("path", "")
+    route = ENDPOINTS.get(path.rstrip("/") or "/")
+    if route is None:
+        await _send_error(send, 404, "not_found", f"no gateway route for {path}")
+        return
+    method, endpoint = route
+    if scope.get("method") != method:
+        await _send_error(send, 405, "method_not_allowed", f"use {method}", headers={"Allow": method})
+        return
+    caller = await authenticate(headers)
+    if caller is None:
+        await _send_error(send, 401, "invalid_api_key", "the gateway needs a gateway key of a route as the bearer "
+                          "token (docs/gateway.md)", headers={"WWW-Authenticate": 'Bearer realm="compactweb-gateway"'})
+        return
+    if not limiter.allow(caller):
+        await _send_error(send, 429, "rate_limit_exceeded",
+                          f"route {caller.route_name} allows {caller.requests_per_minute} requests per minute",
+                          kind="requests", headers={"Retry-After": str(60 - int(time.time()) % 60)})
+        return
+    if endpoint == "models":
+        await _forward_models(caller, headers, send)
+        return
+    try:
+        raw = await _read_body(receive, headers, caller.max_body_bytes)
+        body = wire.parse_body(raw)
+    except _TooLarge:
+        await _send_error(send, 413, "request_too_large",
+                          f"the request body is larger than route {caller.route_name}'s {caller.max_body_bytes} bytes")
+        return
+    except _Gone:
+        return
+    except wire.BadRequest as exc:
+        await _send_error(send, 400, "invalid_request_error", str(exc))
+        return
+    meta = wire.turn_metadata(headers, body)
+    kind = wire.request_kind(endpoint=endpoint, body=body, meta=meta)
+    exchange = dict(route_id=caller.route_id, key_id=caller.key_id, client_name=caller.client_name,
+                    group=wire.group_key(meta=meta, body=body), endpoint=endpoint, kind=kind, meta=meta,
+                    model=str(body.get("model") or ""))
+    try:
+        expanded = await compaction.expanded_input(items=body["input"], route_id=caller.route_id)
+    except compaction.UnknownHandle as exc:
+        schedule_record(recording.Exchange(**exchange, base_instructions="", history=[], status=400,
+                                           error=str(exc)))
+        await _send_error(send, 400, "unknown_compaction_handle", str(exc))
+        return
+    if expanded is not None:
+        body["input"] = expanded
+        raw = json.dumps(body).encode("utf-8")
+    base, _ = wire.split_base(body)
+    exchange.update(base_instructions=base, history=wire.history_of(body, kind))
+    if caller.mode == GatewayRoute.Mode.COMPACTWEB and kind in (wire.COMPACTION_V2, wire.COMPACTION_V1):
+        await _compactweb_compaction(caller, exchange, body, send)
+        return
+    await _forward(caller, endpoint, headers, raw, exchange, send)
+
+
+async def _forward_models(caller: Caller, headers: dict[str, str], send) -> None:
+    client, request = upstream.request(caller.config, "GET", "models", headers)
+    try:
+        response = await client.send(request)
+    except httpx.HTTPError as exc:
+        await _send_error(send, 502, "upstream_unreachable", f"the upstream did not answer: {upstream.describe(exc)}",
+                          kind="server_error")
+        return
+    await _start(send, response.status_code, upstream.returned_headers(response.headers))
+    await send({"type": "http.response.body", "body": response.content, "more_body": False})
+
+
+async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: bytes, exchange: dict[str, Any],
+                   send) -> None:
+    client, request = upstream.request(caller.config, "POST", endpoint, headers, raw)
+    try:
+        response = await client.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        message = f"the upstream did not answer: {upstream.describe(exc)}"
+        schedule_record(recording.Exchange(**exchange, status=502, error=message))
+        await _send_error(send, 502, "upstream_unreachable", message, kind="server_error")
+        return
+    status = response.status_code
+    ok = 200 <= status < 300
+    streamed = "text/event-stream" in response.headers.get("content-type", "")
+    reader = wire.SseReader() if streamed and ok else None
+    kept: list[bytes] = []
+    error = ""
+    try:
+        await _start(send, status, upstream.returned_headers(response.headers))
+        async for chunk in response.aiter_bytes():
+            if reader is not None:
+                reader.feed(chunk)
+            else:
+                kept.append(chunk)
+            try:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except Exception:  # the client went away: stop reading the upstream too
+                error = CLIENT_GONE
+                break
+        else:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+    except httpx.HTTPError as exc:
+        error = f"the upstream stream failed: {upstream.describe(exc)}"
+        try:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except Exception:
+            pass
+    finally:
+        await response.aclose()
+    if reader is not None:
+        summary = reader.finish()
+        if not error and not summary.completed:
+            error = summary.error or "the stream closed before response.completed"
+    elif ok:
+        try:
+            summary = wire.summary_of_json(json.loads(b"".join(kept)))
+        except ValueError:
+            summary, error = wire.StreamSummary(), "the upstream's answer is not JSON"
+    else:
+        summary = wire.StreamSummary()
+        error = error or b"".join(kept).decode("utf-8", "replace")[:2000] or f"HTTP {status}"
+    schedule_record(recording.Exchange(**exchange, status=0 if error == CLIENT_GONE else status,
+                                       output=summary.output, usage=summary.usage, response_id=summary.response_id,
+                                       error=error))
+
+
+async def _compactweb_compaction(caller: Caller, exchange: dict[str, Any], body: dict[str, Any], send) -> None:
+    ex = recording.Exchange(**exchange, status=200)
+    try:
+        gs = await on_recorder(compaction.record_history, exchange=ex)
+        item, before = await compaction.compact(gs=gs, history=ex.history)
+    except Exception as exc:  # refused or failed: answer as an upstream that failed, history unchanged
+        logger.info("gateway: compactweb compaction on route %s failed: %s", caller.route_name, exc)
+        message = f"compactweb could not compact this session: {exc}"
+        schedule_record(recording.Exchange(**exchange, status=500, error=message))
+        await _send_error(send, 500, "compaction_failed", message, kind="server_error")
+        return
+    usage = {"input_tokens": before, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 0,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": before}
+    model = str(body.get("model") or caller.config.model)
+    if ex.kind == wire.COMPACTION_V2:
+        _, data = wire.sse_response(model=model, output=[item], usage=usage)
+        await _send_json(send, 200, data, content_type=b"text/event-stream")
+    else:
+        await _send_json(send, 200, {"id": "resp_" + item["id"], "object": "response.compaction",
+                                     "created_at": int(time.time()), "output": [item], "usage": usage})

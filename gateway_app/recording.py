@@ -1,0 +1,222 @@
+"""Recording what passes through the gateway as a compactweb session (issue 29).
+
+One Codex session is one compactweb session (source `gateway`), found by its thread id (turn metadata), else its
+prompt cache key, else the digest of its first history items. Each exchange is written in the line kinds an
+imported rollout uses (`response_item`, `turn_context`, `event_msg` `token_count`, `compacted`), so the session
+page, the inspector, retention, alerts and export work on it as on any session:
+
+- the request's history (its input without the base instructions) extends what is recorded: the new items are
+  appended; it does not (Codex installed a compaction, or rewrote its history): a `compacted` line whose
+  replacement is the request's history, labelled with the compaction request that came before (v2 keeps its
+  `compaction_response_id`, a local summary its message), so the live history is always what the upstream got;
+- the answer's output items and usage follow; a compaction request's answer becomes that pending compaction;
+- a request that failed (upstream status, transport, client gone) is a GatewayAttempt; history is not touched.
+
+Runs in a worker thread after the answer has streamed (`proxy`), never in the stream's path; one Codex session's
+exchanges are written in order (a lock per group in the proxy, and the GatewaySession row lock here).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from compaction_app.engine.items import is_real_user_message, message_text
+from sessions_app.codex_rollout.labels import REMOTE_V1, REMOTE_V2, LOCAL, Labels
+from sessions_app.models import LiveItem, RolloutLine, Session
+from sessions_app.rollout import projection as p
+from sessions_app.rollout.services import NewLine, append_rollout_lines, do_create_session, usage_line
+from sessions_app.rollout.validation import ItemValidationError, validate_item
+from sessions_app.transfer.importer import create_compactions
+
+from gateway_app import wire
+from gateway_app.models import GatewayAttempt, GatewayRoute, GatewaySession
+
+logger = logging.getLogger(__name__)
+
+GATEWAY_SOURCE = "gateway"
+ORIGINATOR = "compactweb_gateway"
+_LABELS = {wire.COMPACTION_V2: REMOTE_V2, wire.COMPACTION_V1: REMOTE_V1, wire.COMPACTION_LOCAL: LOCAL}
+_SEEN = {wire.COMPACTION_V2: "a streamed /responses compaction (compaction_trigger) passed the gateway: remote v2",
+         wire.COMPACTION_V1: "a /responses/compact request passed the gateway: remote v1",
+         wire.COMPACTION_LOCAL: "a compaction-kind /responses request (the summarization prompt) passed the "
+                                "gateway: local summarization"}
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request through the gateway and what came back."""
+
+    route_id: int
+    key_id: int | None
+    client_name: str
+    group: str
+    endpoint: str
+    kind: str
+    meta: dict[str, Any]
+    base_instructions: str
+    history: list[dict[str, Any]]
+    model: str
+    status: int
+    output: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    response_id: str = ""
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300 and not self.error
+
+
+def _title(route: GatewayRoute, client: str, history: list[dict[str, Any]]) -> str:
+    first = next((message_text(i) for i in history if is_real_user_message(i)), "")
+    text = " ".join(first.split())[:80]
+    return f"{client} via {route.name}" + (f": {text}" if text else "")
+
+
+def _thread_uuid(exchange: Exchange) -> uuid.UUID | None:
+    for key in ("thread_id", "session_id"):
+        try:
+            return uuid.UUID(str(exchange.meta.get(key)))
+        except ValueError:
+            continue
+    return None
+
+
+def _create(exchange: Exchange, route: GatewayRoute, group: str) -> GatewaySession:
+    thread = _thread_uuid(exchange)
+    if thread is not None and Session.objects.filter(thread_id=thread).exists():
+        thread = None  # e.g. the same Codex session also followed from its rollout file: a fresh id here
+    session = do_create_session(
+        title=_title(route, exchange.client_name, exchange.history), provider=route.provider, policy=route.policy,
+        base_instructions=exchange.base_instructions, thread_id=thread, source=GATEWAY_SOURCE, originator=ORIGINATOR)
+    return GatewaySession.objects.create(
+        session=session, route=route, key_id=exchange.key_id, client_name=exchange.client_name, group_key=group,
+        prefix_digest=wire.prefix_digest(exchange.history))
+
+
+def gateway_session_for(exchange: Exchange) -> GatewaySession:
+    """The session of this exchange's Codex session, created on its first request. Runs in a transaction; the row
+    is locked, so two processes recording one session write in turn."""
+    route = GatewayRoute.objects.select_related("provider", "policy").get(pk=exchange.route_id)
+    group = exchange.group
+    if not group:
+        digest = wire.prefix_digest(exchange.history)
+        found = (GatewaySession.objects.filter(route=route, prefix_digest=digest)
+                 .order_by("-updated").values_list("group_key", flat=True).first())
+        group = found or f"prefix:{digest}"
+    existing = GatewaySession.objects.select_for_update().filter(route=route, group_key=group).first()
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            return _create(exchange, route, group)
+    except IntegrityError:  # another process created it first
+        return GatewaySession.objects.select_for_update().get(route=route, group_key=group)
+
+
+def live_history(session_id: int) -> list[dict[str, Any]]:
+    return list(LiveItem.objects.filter(session_id=session_id).order_by("position").values_list("item", flat=True))
+
+
+def _valid_items(items: list[dict[str, Any]], gs: GatewaySession) -> list[dict[str, Any]]:
+    kept = []
+    for n, item in enumerate(items):
+        try:
+            kept.append(validate_item(item, f"items[{n}]"))
+        except ItemValidationError as exc:  # kept out of the history; the next request shows the gap
+            logger.warning("gateway session %s: an item was not recorded: %s", gs.session_id, exc)
+    return kept
+
+
+def _record_failure(exchange: Exchange, gs: GatewaySession | None) -> None:
+    GatewayAttempt.objects.create(gateway_session=gs, route_id=exchange.route_id, endpoint=exchange.endpoint,
+                                  request_kind=exchange.kind, status=exchange.status, error=exchange.error[:4000])
+
+
+def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
+    """Write one exchange into its session (see the module docstring)."""
+    with transaction.atomic():
+        if not exchange.ok and not exchange.history:
+            _record_failure(exchange, None)
+            return None
+        gs = gateway_session_for(exchange)
+        GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + 1)
+        if not exchange.ok:
+            _record_failure(exchange, gs)
+            return gs
+        session = Session.objects.select_related("provider", "policy").get(pk=gs.session_id)
+        lines, labels, pending = history_lines(gs=gs, session=session, exchange=exchange)
+        if exchange.kind in wire.COMPACTION_KINDS:
+            text = "".join(message_text(i) for i in exchange.output
+                           if i.get("type") == "message" and i.get("role") == "assistant")
+            pending = {"kind": exchange.kind, "response_id": exchange.response_id, "phase": phase_of(exchange.history),
+                       "summary": text if exchange.kind == wire.COMPACTION_LOCAL else ""}
+        else:
+            lines += [NewLine(p.RESPONSE_ITEM, i) for i in _valid_items(exchange.output, gs)]
+        if exchange.usage:
+            lines.append(usage_line(usage=_codex_usage(exchange.usage),
+                                    model_context_window=session.provider.usable_context_window))
+        GatewaySession.objects.filter(pk=gs.pk).update(pending_compaction=pending)
+        if lines:
+            rows = append_rollout_lines(session=session, lines=lines)
+            compacted = [r for r in rows if r.kind == p.COMPACTED]
+            if compacted:
+                create_compactions(session, rows, {compacted[0].seq: labels} if labels else None)
+        return gs
+
+
+def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange
+                  ) -> tuple[list[NewLine], Labels | None, dict[str, Any] | None]:
+    """The lines that bring the recorded history to the request's history: (lines, the labels of a compaction
+    among them, what stays pending)."""
+    live = live_history(session.pk)
+    history = exchange.history
+    lines: list[NewLine] = []
+    labels = None
+    pending = gs.pending_compaction
+    turn_id = str(exchange.meta.get("turn_id") or "")
+    if turn_id and turn_id != _last_turn_id(session):
+        lines.append(NewLine(p.TURN_CONTEXT, {"turn_id": turn_id, "model": exchange.model, "source": "gateway",
+                                             "window_id": str(exchange.meta.get("window_id") or "")}))
+    shared = wire.common_prefix(live, history)
+    if shared == len(live):
+        lines += [NewLine(p.RESPONSE_ITEM, i) for i in _valid_items(history[shared:], gs)]
+        return lines, None, None  # an extension: a compaction asked for before was not installed by Codex
+    # Codex replaced its history: the compaction it asked for before, or a rewrite of its own.
+    payload: dict[str, Any] = {"message": (pending or {}).get("summary", ""),
+                               "replacement_history": _valid_items(history, gs)}
+    kind = (pending or {}).get("kind")
+    if kind == wire.COMPACTION_V2 and pending.get("response_id"):
+        payload["compaction_response_id"] = pending["response_id"]
+    lines.append(NewLine(p.COMPACTED, payload))
+    if kind in _LABELS:
+        implementation, strategy = _LABELS[kind]
+        labels = Labels(implementation=implementation, strategy=strategy, phase=pending.get("phase") or "pre_turn",
+                        trigger="auto",
+                        reason="context_limit", inferred={"implementation": _SEEN[kind]})
+    return lines, labels, None
+
+
+def phase_of(history: list[dict[str, Any]]) -> str:
+    """Mid-turn when the compacted history ends in tool traffic or model output (the turn was under way), pre-turn
+    when it ends in the user's message or is empty (spec §2.4)."""
+    last = history[-1] if history else {}
+    return "pre_turn" if not last or is_real_user_message(last) else "mid_turn"
+
+
+def _last_turn_id(session: Session) -> str:
+    payload = (RolloutLine.objects.filter(session=session, kind=p.TURN_CONTEXT).order_by("-seq")
+               .values_list("payload", flat=True).first())
+    return str((payload or {}).get("turn_id") or "")
+
+
+def _codex_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    details = usage.get("input_tokens_details") or {}
+    out_details = usage.get("output_tokens_details") or {}
+    return {**usage, "cached_input_tokens": int(details.get("cached_tokens") or 0),
+            "reasoning_output_tokens": int(out_details.get("reasoning_tokens") or 0)}

@@ -1,0 +1,126 @@
+"""Issue 29: the gateway passes Codex's requests through to the route's upstream and answers what it answered."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gateway_app.models import GatewayAttempt, GatewayKey
+from tests.gateway_app.conftest import UPSTREAM_KEY, call, make_route
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def user(text: str) -> dict:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+BASE = {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]}
+
+
+def meta(thread: str, turn: str = "turn-1", kind: str = "turn") -> dict:
+    return {"x-codex-turn-metadata": json.dumps({"session_id": thread, "thread_id": thread, "turn_id": turn,
+                                                  "request_kind": kind, "window_number": 0})}
+
+
+def bearer(key: str) -> dict:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def events(text: str) -> list[dict]:
+    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+
+
+def test_without_a_gateway_key_the_answer_is_401_in_the_api_error_shape(sim_upstream, route):
+    for headers in ({}, bearer("cwg_not-a-key"), bearer(UPSTREAM_KEY), {"Authorization": "Token cwg_x"}):
+        response = call("POST", "/gateway/v1/responses", json={"model": "m", "input": [user("hi")]}, headers=headers)
+        assert response.status_code == 401
+        assert response.json()["error"]["code"] == "invalid_api_key"
+    assert sim_upstream.requests() == []
+
+
+def test_a_revoked_key_is_refused(sim_upstream, route, gateway_key):
+    GatewayKey.objects.update(revoked=True)
+    response = call("GET", "/gateway/v1/models", headers=bearer(gateway_key))
+    assert response.status_code == 401
+
+
+def test_keys_are_stored_as_digests_only(gateway_key):
+    row = GatewayKey.objects.get()
+    assert gateway_key not in json.dumps(list(GatewayKey.objects.values()), default=str)
+    assert row.prefix == gateway_key[:10] and len(row.digest) == 64
+
+
+def test_a_streamed_response_passes_through_with_the_upstreams_key_not_the_clients(sim_upstream, gateway_key):
+    body = {"model": "compactweb-sim", "stream": True, "input": [BASE, user("please fix parser bug 3")]}
+    response = call("POST", "/gateway/v1/responses", json=body, headers={**bearer(gateway_key),
+                                                                          **meta("0190aaaa-0000-7000-8000-000000000001")})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    kinds = [e["type"] for e in events(response.text)]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    (seen,) = sim_upstream.seen_headers
+    assert seen["authorization"] == f"Bearer {UPSTREAM_KEY}"
+    assert "x-codex-turn-metadata" in seen
+    (received,) = sim_upstream.requests()
+    assert received["body"]["input"] == body["input"]
+
+
+def test_models_are_the_upstreams(sim_upstream, gateway_key):
+    response = call("GET", "/gateway/v1/models", headers=bearer(gateway_key))
+    assert response.status_code == 200 and response.json()["data"][0]["id"] == "compactweb-sim"
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b'{"input": 3}', b'{"input": [1]}'])
+def test_a_malformed_body_is_400_and_never_forwarded(sim_upstream, gateway_key, raw):
+    response = call("POST", "/gateway/v1/responses", content=raw, headers=bearer(gateway_key))
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    assert sim_upstream.requests() == []
+
+
+def test_a_body_over_the_routes_limit_is_413(sim_upstream, db):
+    from gateway_app.keys import do_create_gateway_key
+
+    small = make_route(max_body=200)
+    key = do_create_gateway_key(route=small, client_name="ci").key
+    response = call("POST", "/gateway/v1/responses", json={"input": [user("x" * 500)]}, headers=bearer(key))
+    assert response.status_code == 413
+    assert sim_upstream.requests() == []
+
+
+def test_requests_over_the_routes_rate_are_429(sim_upstream, db):
+    from gateway_app.keys import do_create_gateway_key
+
+    slow = make_route(rpm=2)
+    key = do_create_gateway_key(route=slow, client_name="ci").key
+    statuses = [call("GET", "/gateway/v1/models", headers=bearer(key)).status_code for _ in range(3)]
+    assert statuses[:2] == [200, 200] and statuses[2] == 429
+
+
+def test_an_upstream_error_reaches_the_client_unchanged_and_is_recorded(sim_upstream, gateway_key):
+    headers = {**bearer(gateway_key), **meta("0190aaaa-0000-7000-8000-000000000002"),
+               "x-sim-fault": "overloaded;retry_after=7"}
+    body = {"model": "compactweb-sim", "stream": True, "input": [BASE, user("hello")]}
+    response = call("POST", "/gateway/v1/responses", json=body, headers=headers)
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "7"
+    assert response.json()["error"]["code"] == "rate_limit_exceeded"
+    attempt = GatewayAttempt.objects.get()
+    assert attempt.status == 429 and "rate_limit_exceeded" in attempt.error
+    assert attempt.gateway_session is not None
+
+
+def test_an_unreachable_upstream_is_502_and_recorded(monkeypatch, route, gateway_key):
+    import httpx
+
+    from gateway_app import upstream
+
+    def refuse(request):
+        raise httpx.ConnectError("connection refused")
+
+    monkeypatch.setattr(upstream, "client_for", lambda config: httpx.AsyncClient(transport=httpx.MockTransport(refuse)))
+    response = call("POST", "/gateway/v1/responses", json={"input": [BASE, user("x")]}, headers=bearer(gateway_key))
+    assert response.status_code == 502 and response.json()["error"]["code"] == "upstream_unreachable"
+    assert GatewayAttempt.objects.get().status == 502

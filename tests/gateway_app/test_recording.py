@@ -1,0 +1,186 @@
+"""Issue 29: what passes the gateway becomes one compactweb session per Codex session, whose live history is what
+the upstream received, with compactions labelled by how they ran; in compactweb mode the route's policy compacts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compaction_app.models import Compaction, CompactionPolicy
+from gateway_app.keys import do_create_gateway_key
+from gateway_app.models import CompactionHandle, GatewayAttempt, GatewaySession
+from sessions_app.models import LiveItem, Session
+from tests.gateway_app.conftest import call, make_route
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+THREAD = "0190bbbb-0000-7000-8000-000000000001"
+BASE = {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]}
+TRIGGER = {"type": "compaction_trigger"}
+
+
+def user(text: str) -> dict:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def wire(item: dict) -> dict:
+    return {k: v for k, v in item.items() if k not in ("id", "status") and v is not None}
+
+
+class Codex:
+    """Sends requests the way Codex 0.169 does: base instructions first, the turn metadata header, the history
+    growing by the answer's output and the tool outputs."""
+
+    def __init__(self, key: str, thread: str = THREAD) -> None:
+        self.key, self.thread = key, thread
+        self.history: list[dict] = []
+        self.sent: list[list[dict]] = []
+
+    def post(self, items: list[dict], *, kind: str = "turn", path: str = "/gateway/v1/responses"):
+        headers = {"Authorization": f"Bearer {self.key}", "x-codex-turn-metadata": json.dumps(
+            {"session_id": self.thread, "thread_id": self.thread, "turn_id": f"turn-{len(self.sent)}",
+             "request_kind": kind})}
+        body = {"model": "compactweb-sim", "stream": path.endswith("responses"), "input": [BASE, *items],
+                "tools": [{"type": "function", "name": "exec_command", "parameters": {
+                    "type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}]}
+        self.sent.append(body["input"])
+        return call("POST", path, json=body, headers=headers)
+
+    def turn(self, text: str | None = None) -> list[dict]:
+        if text is not None:
+            self.history.append(user(text))
+        response = self.post(self.history)
+        assert response.status_code == 200, response.text
+        output = [e["item"] for e in _events(response.text) if e["type"] == "response.output_item.done"]
+        self.history += output
+        for item in output:
+            if item["type"] == "function_call":
+                self.history.append({"type": "function_call_output", "call_id": item["call_id"],
+                                     "output": "Process exited with code 0\nOutput:\n" + "notes line\n" * 60})
+        return output
+
+    def compact_v2(self) -> dict:
+        response = self.post([*self.history, TRIGGER], kind="compaction")
+        assert response.status_code == 200, response.text
+        (item,) = [e["item"] for e in _events(response.text)
+                   if e["type"] == "response.output_item.done" and e["item"]["type"] == "compaction"]
+        # Codex keeps the real user messages and the compaction item (spec §4.3 step 8, §5.4).
+        self.history = [*[i for i in self.history if i.get("role") == "user"], item]
+        return item
+
+
+def _events(text: str) -> list[dict]:
+    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+
+
+def live(session: Session) -> list[dict]:
+    return [wire(i) for i in LiveItem.objects.filter(session=session).order_by("position")
+            .values_list("item", flat=True)]
+
+
+def gateway_session() -> Session:
+    return GatewaySession.objects.select_related("session").get().session
+
+
+def test_requests_of_one_codex_session_are_one_session_whose_history_is_what_the_upstream_got(sim_upstream, route):
+    codex = Codex(do_create_gateway_key(route=route, client_name="alice-laptop").key)
+    codex.turn("please fix parser bug 3")
+    codex.turn()
+    codex.turn("now write the docs")
+    session = gateway_session()
+    assert session.source == "gateway" and str(session.thread_id) == THREAD
+    assert session.title.startswith("alice-laptop via team-upstream-600: please fix parser bug 3")
+    received = sim_upstream.requests()
+    assert len(received) == 3
+    # After each request was recorded the history was its input (minus the base instructions); the last answer
+    # follows it.
+    assert live(session)[:len(received[-1]["body"]["input"]) - 1] == [wire(i) for i in received[-1]["body"]["input"][1:]]
+    assert live(session) == [wire(i) for i in codex.history[:len(live(session))]]
+    assert Session.objects.count() == 1 and GatewaySession.objects.get().requests == 3
+
+
+def test_two_codex_sessions_are_two_sessions(sim_upstream, route):
+    key = do_create_gateway_key(route=route, client_name="bob").key
+    Codex(key, "0190bbbb-0000-7000-8000-00000000000a").turn("first")
+    Codex(key, "0190bbbb-0000-7000-8000-00000000000b").turn("second")
+    assert Session.objects.filter(source="gateway").count() == 2
+
+
+def test_without_metadata_requests_are_grouped_by_their_history_prefix(sim_upstream, route):
+    from tests.gateway_app.conftest import call as raw_call
+
+    key = do_create_gateway_key(route=route, client_name="sdk").key
+    first = [BASE, user("a client without metadata")]
+    raw_call("POST", "/gateway/v1/responses", json={"model": "m", "input": first},
+             headers={"Authorization": f"Bearer {key}"})
+    raw_call("POST", "/gateway/v1/responses", json={"model": "m", "input": [*first, user("more")]},
+             headers={"Authorization": f"Bearer {key}"})
+    assert Session.objects.count() == 1
+    assert GatewaySession.objects.get().group_key.startswith("prefix:")
+
+
+def test_an_upstream_v2_compaction_is_recorded_as_remote_v2_with_codexs_replacement(sim_upstream, route):
+    codex = Codex(do_create_gateway_key(route=route, client_name="alice").key)
+    codex.turn("please fix parser bug 3")
+    codex.turn()
+    item = codex.compact_v2()
+    assert not item["encrypted_content"].startswith("cwgh_")  # the upstream's own item
+    codex.turn("now the docs")
+    session = gateway_session()
+    (compaction,) = Compaction.objects.filter(session=session)
+    assert compaction.implementation == "responses_compaction_v2" and compaction.strategy == "remote_v2"
+    assert "remote v2" in compaction.inferred["implementation"]
+    last = sim_upstream.requests()[-1]["body"]["input"][1:]
+    assert live(session)[:len(last)] == [wire(i) for i in last]
+
+
+def test_compactweb_mode_compacts_with_the_policy_and_expands_its_handle_for_the_upstream(sim_upstream, db):
+    masking = CompactionPolicy.objects.create(name="masking", strategy="masking", masking_keep_turns=1)
+    route = make_route(mode="compactweb", policy=masking)
+    codex = Codex(do_create_gateway_key(route=route, client_name="ci").key)
+    codex.turn("please fix parser bug 3")
+    codex.turn()
+    codex.turn("now write the docs")
+    codex.turn()
+    before = len(sim_upstream.requests())
+    item = codex.compact_v2()
+    assert item["encrypted_content"].startswith("cwgh_")
+    assert len(sim_upstream.requests()) == before  # compactweb answered; the upstream never saw the trigger
+    session = gateway_session()
+    (compaction,) = Compaction.objects.filter(session=session)
+    assert (compaction.strategy, compaction.implementation) == ("masking", "observation_masking")
+    handle = CompactionHandle.objects.get()
+    assert handle.handle == item["encrypted_content"] and handle.compaction == compaction
+    codex.turn("and the changelog")
+    received = sim_upstream.requests()[-1]["body"]["input"]
+    assert not any(i.get("type") == "compaction" for i in received)  # the handle was expanded ...
+    masked = [i for i in received if i.get("type") == "function_call_output"
+              and i["output"].startswith("[output masked by compactweb")]
+    assert masked  # ... into the masked history
+    assert live(session)[:len(received) - 1] == [wire(i) for i in received[1:]]
+
+
+def test_an_unknown_handle_is_refused_and_never_forwarded(sim_upstream, route):
+    codex = Codex(do_create_gateway_key(route=route, client_name="x").key)
+    codex.history = [user("hi"), {"type": "compaction", "encrypted_content": "cwgh_forged"}]
+    response = codex.post(codex.history)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "unknown_compaction_handle"
+    assert sim_upstream.requests() == []
+    assert GatewayAttempt.objects.get().status == 400
+
+
+def test_a_compaction_the_policy_cannot_run_fails_like_an_upstream_and_leaves_history(sim_upstream, db):
+    masking = CompactionPolicy.objects.create(name="masking-none", strategy="masking")
+    route = make_route(mode="compactweb", policy=masking)
+    codex = Codex(do_create_gateway_key(route=route, client_name="ci").key)
+    codex.turn("hello")  # no tool output at all: nothing to mask
+    session = gateway_session()
+    response = codex.post([*codex.history, TRIGGER], kind="compaction")
+    assert response.status_code == 500 and response.json()["error"]["code"] == "compaction_failed"
+    # The history is the compaction request's (its tool output recorded), with no partial replacement.
+    assert live(session) == [wire(i) for i in codex.history]
+    assert not session.rollout_lines.filter(kind="compacted").exists()
+    assert not Compaction.objects.filter(session=session).exists()
+    assert GatewayAttempt.objects.filter(status=500).exists()
