@@ -33,6 +33,12 @@ from sessions_app.transfer.follow import start_from_settings  # noqa: E402
 
 start_from_settings()
 
+# A follower in another process (`manage.py follow_rollouts`) on the in-memory channel layer: the dashboard reads
+# its writes from the database and publishes them, so pages stay live (issue 30).
+from sessions_app.transfer import follow_live  # noqa: E402
+
+follow_live.start_from_settings()
+
 # The embedded simulator: the dashboard's ASGI startup runs the scheduler when COMPACTWEB_RUN_SIMULATOR=1 (scripts/dev
 # sets it); `manage.py simulate --scheduler` runs it on its own. Not from AppConfig.ready, which also runs under
 # migrate, shell and every Celery worker.
