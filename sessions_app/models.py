@@ -387,10 +387,11 @@ class CodexSourceLine(models.Model):
 
 
 class Job(models.Model):
-    """A piece of heavy API work (a compaction, a replay, an import) handed to a worker: what the caller polls.
+    """A piece of heavy work (a manual compaction from a page or the API, a replay, an import) handed to a runner:
+    what the caller follows.
 
-    With a broker the API answers 202 with the job and a Celery worker runs it (`sessions_app.jobs.services.run_job`);
-    without one the same job runs in-process. A job runs at most once: a worker takes it with a conditional
+    With a broker a Celery worker runs it (`sessions_app.jobs.services.run_job`); without one the same job runs on
+    the in-process pool, or in the request that asked to wait for it. A job runs at most once: a worker takes it with a conditional
     update from `queued` (a redelivered task finds it taken). The outcome is what the synchronous API would have
     answered: `http_status` and `result` (the body, or `{"error": {...}}`)."""
 
@@ -424,33 +425,14 @@ class Job(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["status", "created_at"])]
+        constraints = [
+            # One manual compaction of a session at a time, decided by the database whatever process answers the
+            # request (sessions_app.compactions.queue): a second request meets this index and is refused with 409.
+            models.UniqueConstraint(
+                fields=["session"], condition=models.Q(kind="compaction", status__in=["queued", "running"]),
+                name="one_active_compaction_job",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} job #{self.pk} ({self.status})"
-
-
-class QueuedCompaction(models.Model):
-    """A manual compaction asked for while a turn (a simulator step, an API turn) held the session: it runs as soon
-    as that turn releases the session, and simulator steps wait for it (sessions_app.compactions.queue)."""
-
-    class Status(models.TextChoices):
-        QUEUED = "queued", "queued"
-        STARTED = "started", "started"
-        EXPIRED = "expired", "expired"
-
-    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="queued_compactions")
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    strategy = models.CharField(max_length=16, blank=True)
-    instructions = models.TextField(blank=True)
-    behind = models.CharField(max_length=32, blank=True, help_text="What held the session when it was queued.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        indexes = [models.Index(fields=["session", "status"])]
-
-    def __str__(self) -> str:
-        return f"queued compaction #{self.pk} of session #{self.session_id} ({self.status})"

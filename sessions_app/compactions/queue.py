@@ -1,143 +1,119 @@
-"""Manual compactions the operator asks for, started at once or queued behind the turn that holds the session.
+"""Manual compactions waiting for their session: what a new request is refused for, what simulator steps and the
+status box read, and the wait on the worker for the turn that holds the session.
 
-`request_manual_compaction` is the UI's entry point (the API's is sessions_app.jobs.tasks.do_queue_compaction_job,
-which queues the same way and runs the request as a job to poll): when the session is free
-the compaction starts in the background at once; when a turn holds it (a simulator step, an API turn), the request
-is stored as a QueuedCompaction and a background job starts it as soon as that turn releases the session. Meanwhile
-simulator steps of the session wait (`has_queued`), so the queued compaction cannot be starved by the next step.
-Live events say what happens: `compaction.queued` (transient), then the compaction's own progress and result.
-A second compaction is never queued beside a running or queued one: that request is refused with the reason.
+A manual compaction ("Compact now" on a page, a recovery, `POST /api/v1/sessions/<id>/compact`) is one `Job` of
+kind `compaction` (sessions_app.jobs writes it and runs it). A session has at most one such job queued or running
+(`one_active_compaction_job`, a partial unique index): twenty requests at once make one job, the nineteen others are
+refused with 409, whatever process answers them. The request reads the lease once (`holder_to_queue_behind`): a
+compaction holding it refuses the request, a turn holding it (a simulator step, an API turn, a rollback) is what
+the job waits behind (`wait_for_lease`, on the worker, never in a request). Meanwhile simulator steps of the
+session wait (`has_queued`), so the compaction cannot be starved by the next step.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
+import time
 from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from compactweb import background, statements
-from sessions_app.compactions.queue_runner import (
-    COMPACTION_PURPOSE,
-    EXPIRED_EVENT,
-    QUEUED_EVENT,
-    WAIT_SECONDS,
-)
+from compactweb import statements
 from sessions_app.compactions.services import lease_is_free
-from sessions_app.compactions.tasks import run_queued_compaction_task, start_compaction
-from sessions_app.models import QueuedCompaction, Session
-from sessions_app.rollout.events import publish_transient
-from sessions_app.rollout.lease import SessionBusy
+from sessions_app.models import Job, Session
+from sessions_app.rollout.lease import Lease, SessionBusy, SessionReadOnly, acquire
 
-logger = logging.getLogger(__name__)
-
+COMPACTION_PURPOSE = "compaction"
+WAIT_SECONDS = 600.0  # a queued compaction gives up when the session stays held this long
+POLL_SECONDS = 0.25
 LOCAL_ONLY_MESSAGE = (
     "Extra instructions apply to local summarisation only: remote and new-window compaction send no prompt."
 )
+ALREADY_ACTIVE_MESSAGE = ("A manual compaction of this session is already queued or running; it runs when the "
+                          "current step ends, wait for its result.")
+RUNNING_MESSAGE = "A compaction of this session is running already; wait for its result."
 
 
 class CompactionRequestRefused(ValueError):
-    """The request cannot be started or queued; nothing changed. `status` is the HTTP status that fits."""
+    """The request cannot be started or queued; nothing changed. `status` and `code` are what the API answers."""
 
-    def __init__(self, message: str, *, status: int = 409) -> None:
+    def __init__(self, message: str, *, status: int = 409, code: str = "busy") -> None:
         super().__init__(message)
         self.status = status
+        self.code = code
 
 
-@dataclass(frozen=True)
-class CompactionRequestOutcome:
-    queued: bool
-    message: str
-    queued_id: int | None = None
-
-
-def _waiting(*, session_id: int):
-    """The session's requests still waiting. One older than WAIT_SECONDS has no live waiter (its waiter gives up
-    then; one whose process died, or a dashboard restarted with the request in its in-process pool, never marks
-    it): it no longer holds simulator steps back, nor blocks a new request."""
-    return QueuedCompaction.objects.filter(session_id=session_id, status=QueuedCompaction.Status.QUEUED,
-                                           created_at__gte=_fresh_since())
-
-
-def _fresh_since() -> datetime:
-    """The oldest creation time of a request that still has a live waiter (see `_waiting`)."""
+def fresh_since() -> datetime:
+    """The oldest creation time of a queued compaction that still has a live waiter: its waiter gives up after
+    WAIT_SECONDS, and one that never started by then (a dead pool, a broker without workers) never will."""
     return timezone.now() - timedelta(seconds=WAIT_SECONDS)
 
 
+def waiting_jobs(*, session_id: int):
+    return Job.objects.filter(session_id=session_id, kind=Job.Kind.COMPACTION, status=Job.Status.QUEUED,
+                              created_at__gte=fresh_since())
+
+
 def has_queued(*, session_id: int) -> bool:
-    """Whether a compaction request waits for the session (`_waiting` exists). Every simulator step asks before it
-    takes the session, so this is `_waiting`'s filter as a statement written once (compactweb.statements): the ORM
-    built the same `exists()` in about five times the time the query took."""
-    return _QUEUED.exists(where=(session_id, QueuedCompaction.Status.QUEUED.value, _fresh_since()))
+    """Whether a manual compaction waits for the session. Every simulator step asks before it takes the session, so
+    this is `waiting_jobs` as a statement written once (compactweb.statements): the ORM built the same `exists()`
+    in about five times the time the query took."""
+    return _QUEUED.exists(where=(session_id, Job.Kind.COMPACTION.value, Job.Status.QUEUED.value, fresh_since()))
 
 
-_QUEUED = statements.Select(QueuedCompaction, columns=(), where=("session", "status", "created_at__gte"))
+_QUEUED = statements.Select(Job, columns=(), where=("session", "kind", "status", "created_at__gte"))
 
 
 def queued_for(*, session_id: int) -> dict | None:
-    """The session's waiting compaction request, for the status box (None when there is none)."""
-    return _waiting(session_id=session_id).order_by("pk").values("id", "strategy", "behind", "created_at").first()
+    """The session's waiting compaction, for the status box (None when there is none)."""
+    job = waiting_jobs(session_id=session_id).order_by("pk").values("id", "params", "created_at").first()
+    if job is None:
+        return None
+    params = job["params"] or {}
+    return {"id": job["id"], "strategy": params.get("strategy") or "", "behind": params.get("behind") or "",
+            "created_at": job["created_at"]}
 
 
 def holder_to_queue_behind(*, session_id: int) -> str | None:
-    """What a manual compaction asked for now waits behind: None when the session is free, else the purpose of the
-    turn (a simulator step, an API turn, a rollback) holding it. Refused (CompactionRequestRefused) when the session
-    does not exist, or when another compaction runs or waits already: a second one is never queued beside it."""
-    if has_queued(session_id=session_id):
-        raise CompactionRequestRefused("A manual compaction is already queued for this session; it runs when the "
-                                       "current step ends.")
+    """The one lease read of a request: None when the session is free, else the purpose of the turn holding it.
+    Refused when the session does not exist or a compaction holds it."""
     try:
         lease_is_free(session_id=session_id)
     except Session.DoesNotExist:
-        raise CompactionRequestRefused(f"Session {session_id} does not exist.", status=404) from None
+        raise CompactionRequestRefused(f"Session {session_id} does not exist.", status=404, code="not_found") from None
     except SessionBusy as exc:
         if exc.purpose == COMPACTION_PURPOSE:
-            raise CompactionRequestRefused("A compaction of this session is running already; wait for its result."
-                                           ) from None
+            raise CompactionRequestRefused(RUNNING_MESSAGE) from None
         return exc.purpose
     return None
 
 
-def queue_behind(*, session_id: int, actor, behind: str, strategy: str | None = None,
-                 instructions: str = "") -> QueuedCompaction:
-    """Store the request (simulator steps of the session wait for it from now on) and say so live. The caller
-    starts whatever runs it: the UI's queued job, or an API job."""
-    queued = QueuedCompaction.objects.create(
-        session_id=session_id, requested_by_id=getattr(actor, "pk", None), strategy=strategy or "",
-        instructions=instructions, behind=behind,
-    )
-    after_seq = Session.objects.filter(pk=session_id).values_list("last_seq", flat=True).first() or 0
-    publish_transient(session_id=session_id, after_seq=after_seq, kind=QUEUED_EVENT,
-                      detail={"queued_id": queued.pk, "behind": behind})
-    return queued
+def check_instructions(*, strategy: str | None, instructions: str) -> None:
+    if instructions.strip() and strategy not in (None, "", "local"):
+        raise CompactionRequestRefused(LOCAL_ONLY_MESSAGE, status=400, code="compaction_refused")
 
 
-def request_manual_compaction(
-    *, session_id: int, actor, strategy: str | None = None, instructions: str = ""
-) -> CompactionRequestOutcome:
-    """Start a manual compaction now, or queue it behind the turn holding the session.
-
-    Refused (CompactionRequestRefused, nothing changed) when extra instructions come with a method that sends no
-    prompt, when another compaction runs or waits already, or when the session does not exist."""
-
-    strategy = strategy or None
-    if instructions.strip() and strategy not in (None, "local"):
-        raise CompactionRequestRefused(LOCAL_ONLY_MESSAGE, status=400)
-    behind = holder_to_queue_behind(session_id=session_id)
-    if behind is not None:
-        queued = queue_behind(session_id=session_id, actor=actor, behind=behind, strategy=strategy,
-                              instructions=instructions)
-        background.submit(run_queued_compaction_task, queued_id=queued.pk)
-        return CompactionRequestOutcome(True, f"Queued behind the running {behind}: it starts when that ends.",
-                                        queued.pk)
-    try:
-        start_compaction(session_id=session_id, actor_id=getattr(actor, "pk", None), strategy=strategy,
-                         instructions=instructions)
-    except SessionBusy as exc:  # taken between the check and the start: say so rather than guess
-        raise CompactionRequestRefused(str(exc)) from None
-    return CompactionRequestOutcome(False, "Compaction started: progress appears below.")
+def wait_for_lease(*, session_id: int, wait_seconds: float = WAIT_SECONDS, poll_seconds: float = POLL_SECONDS,
+                   clock=time.monotonic, sleep=time.sleep) -> Lease | None:
+    """Take the session's lease for a compaction job, waiting (on the worker) until the turn holding it releases
+    it; None when it stayed held for `wait_seconds`. Raises Session.DoesNotExist when the session is gone,
+    SessionBusy when another compaction holds it, SessionReadOnly when it follows a Codex rollout file."""
+    deadline = clock() + wait_seconds
+    while True:
+        try:
+            return acquire(session_id=session_id, purpose=COMPACTION_PURPOSE)
+        except SessionReadOnly:
+            raise  # a followed session never frees up
+        except SessionBusy as exc:
+            if exc.purpose == COMPACTION_PURPOSE:
+                raise  # another compaction took it meanwhile: refused, as the request would have been
+            if clock() >= deadline:
+                return None
+            sleep(poll_seconds)
 
 
-__all__ = ["EXPIRED_EVENT", "QUEUED_EVENT", "CompactionRequestRefused", "CompactionRequestOutcome", "has_queued",
-           "holder_to_queue_behind", "queue_behind", "queued_for", "request_manual_compaction"]
+def request_notice(job: Job) -> str:
+    """What a page says about a manual compaction it just asked for."""
+    behind = (job.params or {}).get("behind")
+    if behind:
+        return f"Queued behind the running {behind}: it starts when that ends."
+    return "Compaction started: progress appears below."

@@ -13,8 +13,10 @@ A live job that outlasts a reap (its database was unreachable for a whole TTL) s
 the end: `_finish` overwrites the interrupted answer.
 
 A compaction queued behind a turn stays `queued` while its process waits for that turn, and beats meanwhile; one
-that has beaten and then stopped has lost its process too and ends the same way, its queued request leaving the
-queue. A queued job that never beat is still waiting for a worker (a broker's queue) and is left alone.
+that has beaten and then stopped has lost its process too and ends the same way (simulator steps of its session go
+on). A queued job that never beat is still waiting for a worker (a broker's queue) and is left alone, except a
+compaction that waited longer than a queued compaction may (`expire_unstarted_compactions`): its session may be
+compacted again.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from sessions_app.compactions import queue_runner
-from sessions_app.jobs.services import QUEUED_PARAM, error, publish_job_event
+from sessions_app.compactions import queue
+from sessions_app.jobs.services import error, publish_job_event
 from sessions_app.models import Job
 from sessions_app.rollout.lease import RENEWALS_PER_TTL, lease_ttl
 
@@ -94,10 +96,27 @@ def reap_dead_jobs(*, job_id: int | None = None, now=None, **_signal_kwargs) -> 
         )
         if ended:
             reaped.append(job.pk)
-            if job.status == Job.Status.QUEUED and (job.params or {}).get(QUEUED_PARAM) is not None:
-                queue_runner.expire(queued_id=job.params[QUEUED_PARAM])
             job.refresh_from_db()
             publish_job_event(job, "job.finished")
     if reaped:
         logger.warning("ended %d job(s) whose worker died: %s", len(reaped), reaped)
-    return reaped
+    return reaped + expire_unstarted_compactions(job_id=job_id)
+
+
+def expire_unstarted_compactions(*, session_id: int | None = None, job_id: int | None = None) -> list[int]:
+    """Fail every compaction job (of `session_id`, or `job_id` alone, or all) that was never started by a runner within
+    queue.WAIT_SECONDS (a broker without workers, a pool that died with its process): the session is no longer
+    held back for it; a runner that takes it later finds it ended. Returns their ids."""
+    stale = Job.objects.filter(kind=Job.Kind.COMPACTION, status=Job.Status.QUEUED, heartbeat_at__isnull=True,
+                               created_at__lt=queue.fresh_since())
+    if session_id is not None:
+        stale = stale.filter(session_id=session_id)
+    if job_id is not None:
+        stale = stale.filter(pk=job_id)
+    status, result = error(409, "busy", "no worker started this compaction in time; ask again")
+    expired = [pk for pk in stale.values_list("pk", flat=True)
+               if Job.objects.filter(pk=pk, status=Job.Status.QUEUED, heartbeat_at__isnull=True).update(
+                   status=Job.Status.FAILED, http_status=status, result=result, finished_at=timezone.now())]
+    for job in Job.objects.filter(pk__in=expired):
+        publish_job_event(job, "job.finished")
+    return expired

@@ -1,22 +1,23 @@
-"""Heavy API work off the request: compactions, replays and imports as jobs a worker runs and a caller polls.
+"""Heavy work off the request: compactions, replays and imports as jobs a worker runs and a caller follows.
 
-With a broker (CELERY_BROKER_URL) `POST /sessions/<id>/compact`, `/replay` and `/sessions/import` answer 202 with a
-job (`GET /api/v1/jobs/<id>` to poll it) and a Celery worker runs it (`sessions_app.jobs.tasks.run_job`); a caller that
-asks to wait (`?wait=true`) gets the finished answer instead, as long as it comes within WAIT_SECONDS. Without a
-broker (the embedded default) the API runs the work in the request as it always did, and `?wait=false` runs it on
-the in-process pool (compactweb.background) with the same job to poll.
+A job is one row (`Job`) and one runner (`run_job`): on a Celery worker when a broker is configured
+(`sessions_app.jobs.tasks.run_job`), else on the in-process pool, or in the request itself when the caller asked to
+wait and nothing needs waiting for (`do_submit_job(inline=True)`: the request is the runner, it never polls). A
+caller that did not get the outcome gets 202 with the job and follows it at `GET /api/v1/jobs/<id>` or over the
+session's websocket: live events report a job's progress on its session's group (`job.queued`, `job.running`,
+`job.finished`) next to the compaction's own.
 
-Each job's outcome is exactly what the synchronous API answers (`http_status`, `result`): the runners below are
-the one place that turns a service call and its refusals into that answer, for both paths. Live events report a
-job's progress on its session's group (`job.queued`, `job.running`, `job.finished`) next to the compaction's own.
+A manual compaction ("Compact now" on a page, a recovery, the API) is such a job (`do_request_compaction`); while
+a turn holds its session the runner waits for it on the worker (sessions_app.compactions.queue.wait_for_lease).
+
+Each job's outcome is what the synchronous API answers (`http_status`, `result`): the runners below are the one
+place that turns a service call and its refusals into that answer.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -26,7 +27,7 @@ from django.utils import timezone
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb import background
 from sessions_app.codex_rollout import RolloutImportError
-from sessions_app.compactions import queue_runner, services
+from sessions_app.compactions import queue, services
 from sessions_app.models import Job, Session
 from sessions_app.rollout.events import publish_transient
 from sessions_app.rollout.lease import Lease, LeaseLost, SessionBusy, release
@@ -36,9 +37,7 @@ from sessions_app.transfer.replay import do_replay_session
 
 logger = logging.getLogger(__name__)
 
-WAIT_SECONDS = 120.0  # a waiting caller gets 202 and the job after this long
-POLL_SECONDS = 0.2
-QUEUED_PARAM = "queued_id"  # a compaction job's QueuedCompaction, when it was queued behind a turn
+COMPACTION_PARAMS = ("trigger", "phase", "strategy", "instructions")  # a compaction job's params also say `behind`
 
 Outcome = tuple[int, dict[str, Any]]
 
@@ -116,7 +115,7 @@ def import_outcome(*, actor, lines: list, source_name: str, title: str | None = 
 def _run_kind(job: Job, *, lease: Lease | None = None) -> Outcome:
     actor = get_user_model().objects.filter(pk=job.actor_id).first() if job.actor_id else None
     if job.kind == Job.Kind.COMPACTION:
-        params = {k: v for k, v in job.params.items() if k != QUEUED_PARAM}
+        params = {k: v for k, v in job.params.items() if k in COMPACTION_PARAMS}
         return compaction_outcome(session_id=job.session_id, actor=actor, lease=lease, **params)
     if job.kind == Job.Kind.REPLAY:
         return replay_outcome(session_id=job.session_id, actor=actor, **job.params)
@@ -147,28 +146,33 @@ def publish_job_event(job: Job, kind: str) -> None:
         logger.exception("could not publish %s of job %s", kind, job.pk)
 
 
-def run_job(*, job_id: int, **waiting: Any) -> Job | None:
+def run_job(*, job_id: int, inline: bool = False, **waiting: Any) -> Job | None:
     """Run a queued job once and store its outcome; None when it was already taken (a redelivered task).
 
-    A compaction queued behind a turn (`do_queue_compaction_job`) first waits for that turn to release the
-    session (`waiting`: queue_runner.wait_for_lease's pacing); the job stays `queued` meanwhile and turns `running`
-    once it holds the session."""
-    job = Job.objects.filter(pk=job_id).first()
-    queued_id = (job.params or {}).get(QUEUED_PARAM) if job is not None else None
+    A compaction first takes its session's lease, waiting (`waiting`: queue.wait_for_lease's pacing) while a turn
+    holds it; the job stays `queued` meanwhile and turns `running` once it holds the session. `inline` (the request
+    runs the job) never waits: a session taken since the request read it leaves the job queued and returns None,
+    for the caller to hand it to the background."""
+    job = Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).first()
+    if job is None:
+        return None
     lease = None
-    if queued_id is not None:
-        lease = queue_runner.wait_for_lease(queued_id=queued_id, **waiting)
-        if lease is None:  # the session stayed busy (or the request left the queue): the API's busy answer
-            if not _take(job_id):
+    if job.kind == Job.Kind.COMPACTION:
+        try:
+            lease = queue.wait_for_lease(session_id=job.session_id, **({"wait_seconds": 0} if inline else waiting))
+        except Session.DoesNotExist:
+            return _end_unrun(job_id, error(404, "not_found", f"session {job.session_id} does not exist"))
+        except SessionBusy as exc:  # a session that follows a Codex rollout file never frees up
+            return _end_unrun(job_id, error(409, "busy", str(exc)))
+        if lease is None:
+            if inline:
                 return None
-            return _finish(job_id, error(409, "busy", f"session {job.session_id} stayed busy: the compaction queued "
-                                                      "behind its turn was dropped; ask again"))
+            return _end_unrun(job_id, error(409, "busy", f"session {job.session_id} stayed busy: the compaction "
+                                                          "queued behind its turn was dropped; ask again"))
     try:
         if not _take(job_id):
             logger.info("job %s was already taken", job_id)
             return None
-        if queued_id is not None:
-            queue_runner.mark_started(queued_id=queued_id)
         job = Job.objects.get(pk=job_id)
         publish_job_event(job, "job.running")
         try:
@@ -182,10 +186,16 @@ def run_job(*, job_id: int, **waiting: Any) -> Job | None:
     return _finish(job_id, outcome)
 
 
-def _take(job_id: int) -> bool:
-    """Take a queued job (a conditional update: a job runs at most once)."""
+def _end_unrun(job_id: int, outcome: Outcome) -> Job | None:
+    """A job that could not start ends with `outcome` (None when another runner took it meanwhile)."""
+    return _finish(job_id, outcome) if _take(job_id, start=False) else None
+
+
+def _take(job_id: int, *, start: bool = True) -> bool:
+    """Take a queued job (a conditional update: a job runs at most once); `start=False` to end it unrun (it keeps
+    no start time)."""
     return bool(Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(
-        status=Job.Status.RUNNING, started_at=timezone.now()
+        status=Job.Status.RUNNING, **({"started_at": timezone.now()} if start else {})
     ))
 
 
@@ -202,16 +212,6 @@ def _finish(job_id: int, outcome: Outcome) -> Job:
     job.refresh_from_db()
     publish_job_event(job, "job.finished")
     return job
-
-
-def wait_for_job(*, job_id: int, timeout: float = WAIT_SECONDS, sleep: Callable[[float], None] = time.sleep) -> Job:
-    """The job once finished, or as it is when `timeout` runs out."""
-    deadline = time.monotonic() + timeout
-    while True:
-        job = Job.objects.get(pk=job_id)
-        if job.status in (Job.Status.SUCCEEDED, Job.Status.FAILED) or time.monotonic() >= deadline:
-            return job
-        sleep(POLL_SECONDS)
 
 
 # --- reads --------------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 from django.template.loader import render_to_string
 
 from compaction_app.models import CompactionPolicy, Provider
-from sessions_app.compactions.queue import EXPIRED_EVENT, queued_for
+from sessions_app.compactions.queue import queued_for
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.live import selectors as ls
 from sessions_app.live.token_chart import Chart, Point, chart_geometry
@@ -278,6 +278,16 @@ def _render_batch(*, session: Session, summary: Mapping[str, Any], after_seq: in
     return "".join(parts)
 
 
+def _compaction_job_refusal(event: Mapping[str, Any]) -> str | None:
+    """The reason a manual compaction job ended without running (its session stayed busy, or is gone): no attempt
+    says so. A compaction that ran and failed is shown by its attempt instead."""
+    job = event.get("detail") or {}
+    error = (job.get("result") or {}).get("error") if isinstance(job.get("result"), dict) else None
+    if event.get("kind") != "job.finished" or job.get("kind") != "compaction" or not error or job.get("started_at"):
+        return None
+    return error.get("message")
+
+
 RUN_EVENT_PREFIX = "run."  # a simulated run paused, resumed or stopped (sessions_app.fleet)
 
 
@@ -320,7 +330,7 @@ def session_transient(*, session_id: int, event: Mapping[str, Any]) -> str:
         "attempt": ls.latest_attempt(session_id=session_id),
         "queued": queued_for(session_id=session_id),
         "progress": {"kind": event.get("kind", ""), "detail": detail},
-        "expired": detail.get("message") if event.get("kind") == EXPIRED_EVENT else None,
+        "expired": _compaction_job_refusal(event),
         # the live numbers too: whether the session is stuck depends on them (compaction_app.engine.stuck)
         "s": selectors.session_summary(session=selectors.get_session(session_id=session_id)),
     }

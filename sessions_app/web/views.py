@@ -16,9 +16,10 @@ from django.views.decorators.http import require_GET, require_POST
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.compactions.alerts import recent_alerts
-from sessions_app.compactions.queue import CompactionRequestRefused, request_manual_compaction
+from sessions_app.compactions.queue import CompactionRequestRefused, request_notice
 from sessions_app.fleet import runtime as fleet_runtime
 from sessions_app.fleet.filter import STATES, FleetFilter
+from sessions_app.jobs.tasks import do_request_compaction
 from sessions_app.live import render as live_render
 from sessions_app.models import Session, SimulatorRun
 from sessions_app.simulator.scenarios import list_scenarios
@@ -85,8 +86,8 @@ def session_live(request, pk: int):
 @require_POST
 @role_required(OPERATOR)
 def compact_now(request, pk: int):
-    """Start a manual compaction, or queue it behind the running step; progress and the result arrive over the
-    session's websocket. A refusal is answered with the form and its reason (htmx swaps 4xx, see base.html)."""
+    """Start a manual compaction (a job a runner takes at once), or queue it behind the running step; the job's
+    progress and the compaction's result arrive over the session's websocket. A refusal is answered with the form and its reason (htmx swaps 4xx, see base.html)."""
     session = _session_or_404(pk)
     strategy = request.POST.get("strategy", "")
     instructions = request.POST.get("instructions", "").strip()
@@ -97,13 +98,12 @@ def compact_now(request, pk: int):
         error, status = f"Extra instructions are limited to {MAX_INSTRUCTIONS} characters.", 400
     else:
         try:
-            outcome = request_manual_compaction(
-                session_id=session.pk, actor=request.user, strategy=strategy or None, instructions=instructions
-            )
+            job = do_request_compaction(session_id=session.pk, actor=request.user, strategy=strategy or None,
+                                        instructions=instructions)
         except CompactionRequestRefused as exc:
             error, status = str(exc), exc.status
         else:
-            notice = outcome.message
+            notice = request_notice(job)
     if request.htmx:
         context = {"s": {"id": session.pk}, "strategies": STRATEGIES, "notice": notice, "error": error,
                    "chosen": strategy, "instructions": "" if notice else instructions}

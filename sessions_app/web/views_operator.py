@@ -14,8 +14,9 @@ from django.views.decorators.http import require_POST
 
 from compaction_app.engine.stuck import RECOVERIES
 from compactweb.roles import OPERATOR, role_required
-from sessions_app.compactions.queue import CompactionRequestRefused, request_manual_compaction
+from sessions_app.compactions.queue import CompactionRequestRefused
 from sessions_app.fleet.faults import FaultInjectionError, do_set_session_faults
+from sessions_app.jobs.tasks import do_request_compaction
 from sessions_app.live import render as live_render
 from sessions_app.models import Session
 from sessions_app.web.operator_forms import FaultInjectionForm, RecoverForm
@@ -72,13 +73,13 @@ def recover_session(request, pk: int):
         return redirect(back)
     method = form.cleaned_data["method"]
     try:
-        outcome = request_manual_compaction(session_id=session.pk, actor=request.user, strategy=method)
+        job = do_request_compaction(session_id=session.pk, actor=request.user, strategy=method)
     except CompactionRequestRefused as exc:
         if request.htmx:
             return refusal(str(exc), status=exc.status)
         messages.error(request, str(exc))
         return redirect(back)
-    notice = f"Recovery {'queued' if outcome.queued else 'started'}: {RECOVERIES[method].lower()}."
+    notice = f"Recovery {'queued' if job.params['behind'] else 'started'}: {RECOVERIES[method].lower()}."
     if request.htmx and request.htmx.target == "compaction-status":
         return HttpResponse(live_render.compaction_status(session_id=session.pk, notice=notice))
     if request.htmx:

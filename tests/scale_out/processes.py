@@ -116,3 +116,16 @@ def stop(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
     process.wait(timeout=10)
+
+
+RUN_JOB_TASK = "sessions_app.jobs.tasks.run_job"
+
+
+def send_compaction_job(broker, *, session_id: int, strategy: str = "local", queue: str | None = None) -> int:
+    """A manual compaction as the dashboard hands it to a worker: a queued compaction job, then its task."""
+    from sessions_app.models import Job
+
+    job = Job.objects.create(kind=Job.Kind.COMPACTION, session_id=session_id,
+                             params={"trigger": "manual", "strategy": strategy, "behind": ""})
+    broker.send_task(RUN_JOB_TASK, kwargs={"job_id": job.pk}, **({"queue": queue} if queue else {}))
+    return job.pk

@@ -35,6 +35,7 @@ from sessions_app.rollout.services import verify_projection
 from tests.scale_out.processes import (
     child_env,
     free_port,
+    send_compaction_job,
     start_daphne,
     start_scheduler,
     start_worker,
@@ -51,7 +52,6 @@ BATCHES_BEFORE = 3
 BATCHES_AFTER = 3
 DEADLINE_SECONDS = 30
 STEP_TASK = "sessions_app.fleet.tasks.run_simulator_step"
-COMPACTION_TASK = "sessions_app.compactions.tasks.run_compaction_task"
 SLOW_SECONDS = 5  # the simulated model's answer: the worker is mid-task for the whole outage
 TRY_AGAIN = 4013  # sessions_app.live.consumers.CLOSE_TRY_AGAIN, as the browser sees it
 
@@ -356,7 +356,7 @@ def test_a_worker_busy_with_a_task_when_redis_restarts_reconnects_instead_of_exi
     try:
         worker = start_worker(queue="celery", env=env, log=log, pool="prefork", concurrency=2)
         wait_for_log(worker, log, "ready")
-        broker.send_task(COMPACTION_TASK, kwargs={"session_id": slow.pk, "strategy": "local"})
+        send_compaction_job(broker, session_id=slow.pk)
         wait_until(lambda: CompactionAttempt.objects.filter(session=slow, status="running").exists(),
                    f"the compaction to start\n{log.read_text()[-3000:]}")
         stop(redis_server)
@@ -366,7 +366,7 @@ def test_a_worker_busy_with_a_task_when_redis_restarts_reconnects_instead_of_exi
         wait_until(lambda: worker.poll() is not None or log.read_text().count("Connected to redis://") == 2,
                    f"the worker to reconnect\n{log.read_text()[-3000:]}")
         assert worker.poll() is None, f"the worker exited instead of reconnecting:\n{log.read_text()[-3000:]}"
-        broker.send_task(COMPACTION_TASK, kwargs={"session_id": quick.pk, "strategy": "local"})
+        send_compaction_job(broker, session_id=quick.pk)
         wait_until(lambda: all(RolloutLine.objects.filter(session=s, kind="compacted").exists()
                                for s in (slow, quick)),
                    f"both compactions to finish\n{log.read_text()[-3000:]}")

@@ -16,9 +16,11 @@ from django.contrib.sessions.backends.db import SessionStore
 from compaction_app.engine.items import user_message
 from sessions_app.models import RolloutLine
 from tests.scale_out.processes import (
+    RUN_JOB_TASK,
     child_env,
     forget_queue,
     free_port,
+    send_compaction_job,
     start_daphne,
     start_worker,
     stop,
@@ -71,8 +73,7 @@ def test_a_line_written_by_a_celery_worker_reaches_a_websocket_on_another_daphne
         ) as ws:
             hello = MARKER.search(ws.recv(timeout=30))
             assert hello and hello.group(1) == "hello" and int(hello.group(2)) == session.last_seq
-            broker.send_task("sessions_app.compactions.tasks.run_compaction_task", queue=queue,
-                             kwargs={"session_id": session.pk, "strategy": "local"})
+            send_compaction_job(broker, session_id=session.pk, queue=queue)
             deadline = time.monotonic() + DEADLINE_SECONDS
             received: set[int] = set()
             compacted_seq = None
@@ -89,7 +90,7 @@ def test_a_line_written_by_a_celery_worker_reaches_a_websocket_on_another_daphne
             assert compacted_seq is not None, f"the worker wrote no compacted line:\n{_tail(tmp_path)}"
             assert compacted_seq in received, (
                 f"seq {compacted_seq} never reached the websocket (got {sorted(received)}):\n{_tail(tmp_path)}")
-        assert "sessions_app.compactions.tasks.run_compaction_task" in (tmp_path / "worker.log").read_text()
+        assert RUN_JOB_TASK in (tmp_path / "worker.log").read_text()
     finally:
         for process in (worker, web):
             if process is not None:

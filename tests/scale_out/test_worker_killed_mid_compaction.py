@@ -22,7 +22,14 @@ from sessions_app.compactions.services import do_compact_session
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.rollout.lease import SessionBusy
 from sessions_app.rollout.services import verify_projection
-from tests.scale_out.processes import child_env, forget_queue, start_worker, stop, wait_for_log
+from tests.scale_out.processes import (
+    child_env,
+    forget_queue,
+    send_compaction_job,
+    start_worker,
+    stop,
+    wait_for_log,
+)
 
 # The simulated model answers after this long: the worker is killed well inside it, after renewing its lease.
 SLOW_SECONDS = 30
@@ -64,8 +71,7 @@ def test_a_worker_killed_mid_compaction_leaves_history_unchanged_and_the_next_co
                "COMPACTWEB_LEASE_TTL_SECONDS": str(TTL_SECONDS)}
         worker = start_worker(queue=queue, env=env, log=log)
         wait_for_log(worker, log, "ready")
-        broker.send_task("sessions_app.compactions.tasks.run_compaction_task", queue=queue,
-                         kwargs={"session_id": session.pk, "strategy": "local"})
+        send_compaction_job(broker, session_id=session.pk, queue=queue)
         deadline = time.monotonic() + DEADLINE_SECONDS
         while not CompactionAttempt.objects.filter(session=session, status="running").exists():
             assert worker.poll() is None, f"the worker exited:\n{log.read_text()[-3000:]}"

@@ -12,10 +12,11 @@ from asgiref.sync import async_to_sync
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction
 from compactweb import background
+from sessions_app.compactions import queue as compaction_queue
 from sessions_app.fleet import runtime as fleet
 from sessions_app.fleet.runtime import STEP_LEASE_PURPOSE
 from sessions_app.jobs import services as jobs
-from sessions_app.models import Job, QueuedCompaction
+from sessions_app.models import Job
 from sessions_app.rollout import lease as locks
 
 
@@ -52,7 +53,7 @@ def test_a_compaction_asked_for_during_a_step_is_queued_then_runs_then_is_done(
     assert body["job"]["status"] == "queued" and response["Location"] == job_url
     assert body["queued"]["behind"] == STEP_LEASE_PURPOSE and "queued behind the running turn" in body["queued"][
         "message"]
-    assert QueuedCompaction.objects.get(pk=body["queued"]["id"]).status == "queued"
+    assert body["queued"]["id"] == body["job"]["id"] and Job.objects.get().params["behind"] == STEP_LEASE_PURPOSE
     assert [name for name, _ in submitted] == ["sessions_app.jobs.tasks.run_job"]
     assert async_to_sync(fleet.arun_step)(session_id=session.pk).status == "busy"  # the next step waits for it
 
@@ -75,7 +76,7 @@ def test_a_compaction_asked_for_during_a_step_is_queued_then_runs_then_is_done(
     compaction = Compaction.objects.get(session=session)
     assert polls == ["queued", "running"]
     assert (done["status"], done["http_status"], done["result"]) == ("succeeded", 201, {"compaction": compaction.pk})
-    assert compaction.trigger == "manual" and QueuedCompaction.objects.get().status == "started"
+    assert compaction.trigger == "manual" and not compaction_queue.has_queued(session_id=session.pk)
     assert operator_api.get(f"/api/v1/sessions/{session.pk}/compactions").json()[0]["id"] == compaction.pk
 
 
@@ -86,7 +87,7 @@ def test_a_second_compaction_is_refused_while_one_is_queued(operator_api, held_s
     again = compact(operator_api, session)
     assert again.status_code == 409 and again.json()["error"]["code"] == "busy"
     assert "already queued" in again.json()["error"]["message"]
-    assert Job.objects.count() == QueuedCompaction.objects.count() == 1
+    assert Job.objects.count() == 1
 
 
 @pytest.mark.django_db
@@ -102,7 +103,7 @@ def test_a_queued_compaction_whose_step_never_ends_fails_with_409_and_changes_no
     polled = operator_api.get(f"/api/v1/jobs/{job_id}").json()
     assert (polled["status"], polled["http_status"], polled["result"]["error"]["code"]) == ("failed", 409, "busy")
     assert "stayed busy" in polled["result"]["error"]["message"]
-    assert QueuedCompaction.objects.get().status == "expired" and not Compaction.objects.exists()
+    assert not compaction_queue.has_queued(session_id=session.pk) and not Compaction.objects.exists()
     assert session.rollout_lines.count() == lines_before
 
 

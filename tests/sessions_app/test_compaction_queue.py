@@ -1,5 +1,6 @@
-"""A manual compaction asked for while a turn holds the session is queued behind it (shown as queued, then run as
-soon as the turn ends, and simulator steps wait for it), never run twice and never refused in silence."""
+"""A manual compaction asked for from a page while a turn holds the session is a job queued behind it (shown as
+queued, then run as soon as the turn ends, and simulator steps wait for it), never run twice and never refused in
+silence; the page follows the job over the session's websocket (its job.* events re-render the status box)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,29 @@ from asgiref.sync import async_to_sync
 from django.test import Client
 
 from compaction_app.models import Compaction
+from compactweb import background
 from sessions_app.compactions import queue as compaction_queue
-from sessions_app.compactions import queue_runner
-from sessions_app.compactions.queue import CompactionRequestRefused, request_manual_compaction
+from sessions_app.compactions.queue import CompactionRequestRefused
 from sessions_app.fleet import runtime as fleet
+from sessions_app.jobs import services as jobs
+from sessions_app.jobs.tasks import do_request_compaction
 from sessions_app.live import render as live_render
-from sessions_app.models import QueuedCompaction
+from sessions_app.models import Job
 from sessions_app.rollout import lease as locks
+
+RUN_JOB = "sessions_app.jobs.tasks.run_job"
 
 
 @pytest.fixture
 def submitted(monkeypatch, no_engine_sleeps):
-    """The background jobs submitted (not run): the test runs them when it wants."""
-    jobs = []
-    monkeypatch.setattr(compaction_queue.background, "submit", lambda task, **kw: jobs.append((task, kw)))
-    return jobs
+    """The background work handed over (not run): the test runs it when it wants."""
+    handed = []
+    monkeypatch.setattr(background, "submit", lambda task, **kw: handed.append((task, kw)))
+    return handed
+
+
+def request(user, session, **params):
+    return do_request_compaction(session_id=session.pk, actor=user, **params)
 
 
 @pytest.fixture
@@ -40,14 +49,17 @@ def login(user) -> Client:
 
 
 @pytest.mark.django_db
-def test_compact_now_during_a_turn_is_queued_and_the_page_says_so(operator_user, busy_session, submitted):
+def test_compact_now_during_a_turn_is_queued_and_the_page_says_so(operator_user, busy_session, submitted,
+                                                                   django_capture_on_commit_callbacks):
     session, _ = busy_session
-    response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": "local"},
-                                         HTTP_HX_REQUEST="true")
+    with django_capture_on_commit_callbacks(execute=True):  # handed to the runner once the request commits
+        response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": "local"},
+                                             HTTP_HX_REQUEST="true")
     assert response.status_code == 200 and b"Queued behind the running turn" in response.content
-    (queued,) = QueuedCompaction.objects.filter(session=session)
-    assert queued.status == "queued" and queued.behind == "turn" and queued.strategy == "local"
-    assert [task.name for task, _ in submitted] == ["sessions_app.compactions.tasks.run_queued_compaction_task"]
+    (queued,) = Job.objects.filter(session=session)
+    assert (queued.kind, queued.status, queued.params["behind"], queued.params["strategy"]) == (
+        "compaction", "queued", "turn", "local")
+    assert [(task.name, kw) for task, kw in submitted] == [(RUN_JOB, {"job_id": queued.pk})]
     status = live_render.session_region(session=session)
     assert 'data-status="queued"' in status and "waiting behind the running turn" in status
 
@@ -55,24 +67,24 @@ def test_compact_now_during_a_turn_is_queued_and_the_page_says_so(operator_user,
 @pytest.mark.django_db
 def test_the_queued_compaction_runs_when_the_turn_releases_the_session(operator_user, busy_session, submitted):
     session, lease = busy_session
-    outcome = request_manual_compaction(session_id=session.pk, actor=operator_user, strategy="local")
+    job = request(operator_user, session, strategy="local")
     waits = []
 
     def sleep(seconds):  # the turn ends while the queued job waits
         waits.append(seconds)
         locks.release(lease)
 
-    compaction_id = queue_runner.run_queued(queued_id=outcome.queued_id, sleep=sleep)
-    compaction = Compaction.objects.get(pk=compaction_id)
+    done = jobs.run_job(job_id=job.pk, sleep=sleep)
+    compaction = Compaction.objects.get(pk=done.result["compaction"])
     assert waits and compaction.session_id == session.pk and compaction.trigger == "manual"
-    assert QueuedCompaction.objects.get(pk=outcome.queued_id).status == "started"
+    assert (done.status, done.http_status) == ("succeeded", 201)
     assert 'data-status="queued"' not in live_render.session_region(session=session)
 
 
 @pytest.mark.django_db
 def test_a_simulator_step_waits_while_an_operators_compaction_is_queued(operator_user, busy_session, submitted):
     session, lease = busy_session
-    request_manual_compaction(session_id=session.pk, actor=operator_user, strategy="local")
+    request(operator_user, session, strategy="local")
     locks.release(lease)
     result = async_to_sync(fleet.arun_step)(session_id=session.pk)
     assert result.status == "busy"
@@ -81,10 +93,10 @@ def test_a_simulator_step_waits_while_an_operators_compaction_is_queued(operator
 @pytest.mark.django_db
 def test_a_second_request_while_one_is_queued_is_refused_with_the_reason(operator_user, busy_session, submitted):
     session, _ = busy_session
-    request_manual_compaction(session_id=session.pk, actor=operator_user, strategy="local")
+    request(operator_user, session, strategy="local")
     with pytest.raises(CompactionRequestRefused, match="already queued"):
-        request_manual_compaction(session_id=session.pk, actor=operator_user, strategy="local")
-    assert QueuedCompaction.objects.count() == 1
+        request(operator_user, session, strategy="local")
+    assert Job.objects.count() == 1
 
 
 @pytest.mark.django_db
@@ -94,7 +106,7 @@ def test_a_request_while_a_compaction_runs_is_refused_not_queued(operator_user, 
     response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": ""},
                                          HTTP_HX_REQUEST="true")
     assert response.status_code == 409 and b"running already" in response.content
-    assert not QueuedCompaction.objects.exists() and submitted == []
+    assert not Job.objects.exists() and submitted == []
 
 
 @pytest.mark.django_db
@@ -105,31 +117,47 @@ def test_extra_instructions_with_a_method_that_sends_no_prompt_are_refused_up_fr
                                          {"strategy": "token_budget", "instructions": "keep names"},
                                          HTTP_HX_REQUEST="true")
     assert response.status_code == 400 and b"local summarisation only" in response.content and submitted == []
+    assert not Job.objects.exists()
 
 
 @pytest.mark.django_db
-def test_a_queued_compaction_that_waits_too_long_expires_and_says_so(operator_user, busy_session, submitted):
+def test_a_queued_compaction_that_waits_too_long_expires_and_the_page_says_so(operator_user, busy_session,
+                                                                            submitted):
     session, _ = busy_session
-    outcome = request_manual_compaction(session_id=session.pk, actor=operator_user, strategy="local")
+    job = request(operator_user, session, strategy="local")
     ticks = iter(range(100))
-    assert queue_runner.run_queued(queued_id=outcome.queued_id, wait_seconds=2, clock=lambda: next(ticks),
-                                       sleep=lambda s: None) is None
-    assert QueuedCompaction.objects.get(pk=outcome.queued_id).status == "expired"
+    events = []
+    real_publish = jobs.publish_transient
+
+    def publish(**kw):
+        events.append(kw)
+        real_publish(**kw)
+
+    jobs.publish_transient = publish
+    try:
+        done = jobs.run_job(job_id=job.pk, wait_seconds=2, clock=lambda: next(ticks), sleep=lambda s: None)
+    finally:
+        jobs.publish_transient = real_publish
+    assert (done.status, done.http_status, done.result["error"]["code"]) == ("failed", 409, "busy")
     assert not Compaction.objects.filter(session=session).exists()
+    finished = next(e for e in events if e["kind"] == "job.finished")
+    box = live_render.session_transient(session_id=session.pk, event=finished)  # what the page receives
+    assert "stayed busy" in box and 'data-status="queued"' not in box
 
 
 @pytest.mark.django_db
-def test_a_request_whose_waiter_died_stops_holding_simulator_steps_back(operator_user, busy_session, submitted):
+def test_a_request_whose_runner_never_started_stops_holding_simulator_steps_back(operator_user, busy_session,
+                                                                               submitted):
     from datetime import timedelta
 
     from django.utils import timezone
 
     session, lease = busy_session
-    outcome = request_manual_compaction(session_id=session.pk, actor=operator_user, strategy="local")
+    job = request(operator_user, session, strategy="local")
     locks.release(lease)
     assert compaction_queue.has_queued(session_id=session.pk)
-    # its waiter never ran (a restart dropped the in-process pool): once past the waiting limit it counts no more
-    QueuedCompaction.objects.filter(pk=outcome.queued_id).update(
-        created_at=timezone.now() - timedelta(seconds=queue_runner.WAIT_SECONDS + 1))
+    # its runner never ran (a restart dropped the in-process pool): once past the waiting limit it counts no more
+    Job.objects.filter(pk=job.pk).update(
+        created_at=timezone.now() - timedelta(seconds=compaction_queue.WAIT_SECONDS + 1))
     assert not compaction_queue.has_queued(session_id=session.pk)
     assert async_to_sync(fleet.arun_step)(session_id=session.pk).status == "skipped"  # not held back: past the queue check

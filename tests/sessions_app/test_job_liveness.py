@@ -12,9 +12,11 @@ import pytest
 from django.utils import timezone
 
 from compaction_app.engine.items import user_message
+from sessions_app.compactions.queue import WAIT_SECONDS, has_queued
 from sessions_app.fleet.scheduler import Scheduler
 from sessions_app.jobs import liveness
 from sessions_app.jobs import services as jobs
+from sessions_app.jobs.tasks import do_request_compaction
 from sessions_app.models import Job
 
 TTL = timedelta(seconds=30)  # the test settings' lease TTL (the default)
@@ -109,12 +111,9 @@ def test_a_dead_jobs_real_outcome_still_wins_when_it_comes(running_job):
 
 @pytest.fixture
 def job_queued_behind_a_turn(make_session):
-    from sessions_app.models import QueuedCompaction
-
     session = make_session(items=[user_message("collect the deploy logs")])
-    queued = QueuedCompaction.objects.create(session=session, behind="simulator step")
     return Job.objects.create(kind="compaction", session=session, status=Job.Status.QUEUED,
-                              params={"strategy": "local", jobs.QUEUED_PARAM: queued.pk})
+                              params={"strategy": "local", "behind": "simulator step"})
 
 
 @pytest.mark.django_db
@@ -130,15 +129,14 @@ def test_a_job_waiting_behind_a_turn_beats_while_it_waits(job_queued_behind_a_tu
 def test_a_job_waiting_behind_a_turn_whose_process_died_ends_interrupted_and_leaves_the_queue(
     job_queued_behind_a_turn,
 ):
-    from sessions_app.models import QueuedCompaction
-
+    session_id = job_queued_behind_a_turn.session_id
+    assert has_queued(session_id=session_id)
     long_ago = timezone.now() - TTL - timedelta(seconds=5)
     Job.objects.filter(pk=job_queued_behind_a_turn.pk).update(heartbeat_at=long_ago)
 
     assert liveness.reap_dead_jobs() == [job_queued_behind_a_turn.pk]
     assert interrupted(job_queued_behind_a_turn)
-    queued_id = job_queued_behind_a_turn.params[jobs.QUEUED_PARAM]
-    assert QueuedCompaction.objects.get(pk=queued_id).status == "expired"  # simulator steps go on
+    assert not has_queued(session_id=session_id)  # simulator steps go on
 
 
 @pytest.mark.django_db
@@ -148,3 +146,20 @@ def test_a_queued_job_no_process_has_taken_yet_is_left_waiting(job_queued_behind
     assert liveness.reap_dead_jobs() == []
     job_queued_behind_a_turn.refresh_from_db()
     assert job_queued_behind_a_turn.status == "queued"
+
+
+@pytest.mark.django_db
+def test_a_compaction_no_runner_started_within_the_queue_wait_ends_and_frees_its_session(
+    job_queued_behind_a_turn, operator_user
+):
+    session_id = job_queued_behind_a_turn.session_id
+    Job.objects.filter(pk=job_queued_behind_a_turn.pk).update(
+        created_at=timezone.now() - timedelta(seconds=WAIT_SECONDS + 1))
+
+    assert liveness.reap_dead_jobs() == [job_queued_behind_a_turn.pk]
+    job_queued_behind_a_turn.refresh_from_db()
+    assert (job_queued_behind_a_turn.status, job_queued_behind_a_turn.http_status) == ("failed", 409)
+    assert "no worker started this compaction" in job_queued_behind_a_turn.result["error"]["message"]
+    assert jobs.run_job(job_id=job_queued_behind_a_turn.pk) is None  # a runner that comes late does nothing
+    again = do_request_compaction(session_id=session_id, actor=operator_user, strategy="local", inline=True)
+    assert again.status == "succeeded"  # the session takes a new manual compaction

@@ -1,7 +1,7 @@
-"""Heavy API work as jobs (issue 15): with workers (a broker) a compaction, a replay or an import answers 202 with
-a job to poll at GET /api/v1/jobs/<id>, or the outcome when the caller waits; without workers the same API runs
-in the request (the default) or, with wait=false, on the in-process pool. A job's outcome is what the synchronous
-API answers, errors included, and a job runs at most once.
+"""Heavy API work as jobs (issues 15, 28): with workers (a broker) a compaction, a replay or an import answers 202
+with a job to follow at GET /api/v1/jobs/<id>, waiting or not (a request never waits for another process); without
+workers the request runs the job itself (the default) or, with wait=false, hands it to the in-process pool. A job's
+outcome is what the synchronous API answers, errors included, and a job runs at most once.
 
 "With a broker" here means `background.uses_broker()` answers yes while Celery stays eager (the test settings have
 no broker), so the task runs inside `apply_async`; tests/scale_out/test_api_jobs_on_a_worker.py runs it on a
@@ -68,14 +68,19 @@ def test_with_workers_a_compaction_answers_202_with_a_job_to_poll(operator_api, 
     assert polled["started_at"] and polled["finished_at"]
 
 
-# A caller that waits needs the job sent while it waits: the request commits the job at once (no test transaction).
-@pytest.mark.django_db(transaction=True)
-def test_with_workers_a_caller_that_waits_gets_the_compaction(operator_api, api_session, with_workers):
-    response = compact(operator_api, api_session, query="?wait=true")
+@pytest.mark.django_db
+def test_with_workers_a_caller_that_asks_to_wait_gets_the_job_to_follow_not_a_wait(
+    operator_api, api_session, with_workers, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks() as handed_over:
+        response = compact(operator_api, api_session, query="?wait=true")
 
-    assert response.status_code == 201, response.content
-    assert response.json()["id"] == Compaction.objects.get(session=api_session).pk
+    assert response.status_code == 202, response.content
+    assert response.json()["job"]["status"] == "queued" and not Compaction.objects.exists()
+    for callback in handed_over:  # the worker runs it after the request answered
+        callback()
     assert Job.objects.get().status == "succeeded"
+    assert Job.objects.get().result == {"compaction": Compaction.objects.get(session=api_session).pk}
 
 
 @pytest.mark.django_db
@@ -109,11 +114,13 @@ def test_a_job_runs_at_most_once(api_session, operator_user):
 
 
 @pytest.mark.django_db
-def test_without_workers_the_api_compacts_in_the_request_by_default(operator_api, api_session):
+def test_without_workers_the_request_runs_the_compaction_job_by_default(operator_api, api_session):
     response = compact(operator_api, api_session)
 
     assert response.status_code == 201
-    assert not Job.objects.exists()
+    job = Job.objects.get()  # the one job model: the request was its runner
+    assert (job.kind, job.status, job.http_status) == ("compaction", "succeeded", 201)
+    assert response.json()["id"] == job.result["compaction"] == Compaction.objects.get().pk
 
 
 @pytest.mark.django_db(transaction=True)
@@ -160,14 +167,17 @@ def test_with_workers_a_replay_is_a_job_whose_result_is_the_replay(operator_api,
     assert Session.objects.filter(pk=polled["result"]["replay"]).exists()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_with_workers_an_import_is_a_job_that_names_the_new_session(operator_api, with_workers, provider, policy):
-    response = operator_api.generic("POST", "/api/v1/sessions/import?wait=true", ROLLOUT.encode(),
-                                    content_type="application/x-ndjson")
+@pytest.mark.django_db
+def test_with_workers_an_import_is_a_job_that_names_the_new_session(operator_api, with_workers, provider, policy,
+                                                                    django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = operator_api.generic("POST", "/api/v1/sessions/import?wait=true", ROLLOUT.encode(),
+                                        content_type="application/x-ndjson")
 
-    assert response.status_code == 201, response.content
+    assert response.status_code == 202, response.content
     job = Job.objects.get()
-    assert job.kind == "import" and job.session_id == response.json()["session"]
+    assert (job.kind, job.status, job.http_status) == ("import", "succeeded", 201)
+    assert job.session_id == job.result["session"] and Session.objects.filter(pk=job.session_id).exists()
 
 
 @pytest.mark.django_db

@@ -10,8 +10,8 @@ from django.test import Client
 
 from compaction_app.models import CompactionAttempt
 from sessions_app.live import render as live_render
-from sessions_app.models import Session, SimulatorRun
-from sessions_app.rollout.lease import SessionBusy
+from sessions_app.models import Job, Session, SimulatorRun
+from sessions_app.rollout.lease import acquire
 from sessions_app.rollout.services import do_append_items
 
 SCRIPT = "<script>alert(1)</script>"
@@ -133,44 +133,41 @@ def test_the_resync_answer_carries_the_pages_fragments_out_of_band(operator_user
     assert f'data-seq="{session.last_seq}"' in region
 
 
+def compaction_jobs(session) -> list[tuple]:
+    """The manual compactions asked for (jobs handed to a runner when the request commits; not run here)."""
+    return [(job.kind, job.status, job.actor_id, job.params["strategy"], job.params["instructions"])
+            for job in Job.objects.filter(session=session)]
+
+
 @pytest.mark.django_db
-def test_compact_now_starts_a_compaction_with_the_chosen_strategy(operator_user, session, monkeypatch):
-    calls = []
-    monkeypatch.setattr("sessions_app.compactions.queue.start_compaction", lambda **kw: calls.append(kw))
+def test_compact_now_starts_a_compaction_with_the_chosen_strategy(operator_user, session):
     response = login(operator_user).post(
         f"/sessions/{session.pk}/compact/", {"strategy": "local", "instructions": " keep names "},
         HTTP_HX_REQUEST="true",
     )
     assert response.status_code == 200 and b"Compaction started" in response.content
-    assert calls == [{"session_id": session.pk, "actor_id": operator_user.pk, "strategy": "local",
-                      "instructions": "keep names"}]
+    assert compaction_jobs(session) == [("compaction", "queued", operator_user.pk, "local", "keep names")]
 
 
 @pytest.mark.django_db
-def test_compact_now_with_the_policy_default_passes_no_strategy(operator_user, session, monkeypatch):
-    calls = []
-    monkeypatch.setattr("sessions_app.compactions.queue.start_compaction", lambda **kw: calls.append(kw))
+def test_compact_now_with_the_policy_default_passes_no_strategy(operator_user, session):
     response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": ""})
-    assert response.status_code == 302 and calls[0]["strategy"] is None
+    assert response.status_code == 302 and compaction_jobs(session)[0][3] is None
 
 
 @pytest.mark.django_db
-def test_compact_now_says_so_when_the_session_is_busy(operator_user, session, monkeypatch):
-    def busy(**kwargs):
-        raise SessionBusy(session_id=session.pk, purpose="compaction")
-
-    monkeypatch.setattr("sessions_app.compactions.queue.start_compaction", busy)
+def test_compact_now_says_so_when_the_session_is_busy(operator_user, session):
+    acquire(session_id=session.pk, purpose="compaction")
     response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": ""}, HTTP_HX_REQUEST="true")
-    assert response.status_code == 409 and b"is busy" in response.content
+    assert response.status_code == 409 and b"running already" in response.content
+    assert compaction_jobs(session) == []
 
 
 @pytest.mark.django_db
-def test_compact_now_refuses_an_unknown_strategy_and_queues_nothing(operator_user, session, monkeypatch):
-    calls = []
-    monkeypatch.setattr("sessions_app.compactions.queue.start_compaction", lambda **kw: calls.append(kw))
+def test_compact_now_refuses_an_unknown_strategy_and_queues_nothing(operator_user, session):
     response = login(operator_user).post(f"/sessions/{session.pk}/compact/", {"strategy": "magic"},
                                          HTTP_HX_REQUEST="true")
-    assert response.status_code == 400 and b"Unknown strategy" in response.content and calls == []
+    assert response.status_code == 400 and b"Unknown strategy" in response.content and compaction_jobs(session) == []
 
 
 @pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""JSON API views for compactions: compact a session now (in the request, or as a job on a worker), list a
+"""JSON API views for compactions: compact a session now (a job: run in the request, or on a worker), list a
 session's compactions, read one."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from compactweb.roles import IsOperator
 from sessions_app.compactions import presentation, selectors
 from sessions_app.compactions.queue import CompactionRequestRefused
 from sessions_app.jobs import services as jobs
-from sessions_app.jobs.tasks import do_queue_compaction_job, do_submit_job
-from sessions_app.models import Job, QueuedCompaction, Session
+from sessions_app.jobs.tasks import do_request_compaction
+from sessions_app.models import Job, Session
 from sessions_app.web.api.compaction_serializers import (
     AttemptSerializer,
     CompactionDetailSerializer,
@@ -48,12 +48,13 @@ def _answer(status_code: int, result: dict) -> Response:
 
 
 class SessionCompact(APIView):
-    """Compact a session now. With workers (a broker) the compaction runs on one and the answer is 202 with a job
-    to poll (`GET /jobs/<id>`), unless the caller asks to wait; without, it runs in the request.
-
-    While a turn (a simulator step, an API turn, a rollback) holds the session the compaction is queued behind it,
-    as the dashboard's "Compact now" is: 202 with the job (`queued` until the turn ends, then `running`, then
-    `succeeded` with the compaction or `failed` with the error) and `queued` saying what it waits behind."""
+    """Compact a session now, as a job. Without workers (no broker) and with the session free, the request runs
+    the job and answers with the compaction (201) or the error. With workers, with `wait=false`, or while a turn (a
+    simulator step, an API turn, a rollback) holds the session, the compaction is queued behind it and the answer
+    is 202 with the job to follow at `GET /jobs/<id>` (or on the session's websocket): `queued` until the session
+    is free (`queued` says what it waits behind), then `running`, then `succeeded` with the compaction or `failed`
+    with the error. A request never waits for another process. One manual compaction per session at a time: a
+    request while one is queued or running is refused with 409."""
 
     permission_classes = [IsOperator]
 
@@ -66,38 +67,23 @@ class SessionCompact(APIView):
         data = CompactRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         body = data.validated_data
-        wait = wants_wait(request)
-        params = {"trigger": body["trigger"], "phase": body["phase"], "strategy": body["method"],
-                  "instructions": body["instructions"]}
-        if not Session.objects.filter(pk=pk).exists():
-            raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist")
+        inline = wants_wait(request) and not jobs.runs_on_workers()
         try:
-            queued_job = do_queue_compaction_job(session_id=pk, actor=request.user, params=params)
+            job = do_request_compaction(session_id=pk, actor=request.user, trigger=body["trigger"],
+                                        phase=body["phase"], strategy=body["method"],
+                                        instructions=body["instructions"], inline=inline)
         except CompactionRequestRefused as exc:
-            raise ApiError(status_code=exc.status, code="not_found" if exc.status == 404 else "busy",
-                           message=str(exc)) from None
-        if queued_job is not None:  # answered at once unless the caller asked to wait for the outcome
-            return _job_answer(queued_job, wait=wants_wait(request, default=False), queued=_queued_view(queued_job))
-        if wait and not jobs.runs_on_workers():
-            return _answer(*jobs.compaction_outcome(session_id=pk, actor=request.user, **params))
-        job = do_submit_job(kind=Job.Kind.COMPACTION, session_id=pk, actor=request.user, params=params)
-        return _job_answer(job, wait=wait)
+            raise ApiError(status_code=exc.status, code=exc.code, message=str(exc)) from None
+        if job.http_status is None:
+            return accepted(job, queued=_queued_view(job))
+        return _answer(job.http_status, job.result)
 
 
-def _job_answer(job: Job, *, wait: bool, queued: dict | None = None) -> Response:
-    """202 with the job to poll, or (when the caller waits) the compaction's outcome once the job finished."""
-    if not wait:
-        return accepted(job, queued=queued)
-    job = jobs.wait_for_job(job_id=job.pk)
-    if job.http_status is None:
-        return accepted(job, queued=queued)  # still running after the wait limit: poll it
-    return _answer(job.http_status, job.result)
-
-
-def _queued_view(job: Job) -> dict:
-    queued = QueuedCompaction.objects.get(pk=job.params[jobs.QUEUED_PARAM])
-    return {"id": queued.pk, "behind": queued.behind,
-            "message": f"queued behind the running {queued.behind}: it starts when that ends"}
+def _queued_view(job: Job) -> dict | None:
+    behind = (job.params or {}).get("behind")
+    if not behind:
+        return None
+    return {"id": job.pk, "behind": behind, "message": f"queued behind the running {behind}: it starts when that ends"}
 
 
 class SessionCompactions(APIView):

@@ -1,5 +1,5 @@
-"""JSON API for jobs: heavy work a worker runs (sessions_app.jobs). `GET /jobs/<id>` polls one; the helpers here
-let the compaction, replay and import views answer 202 with the job, or wait for its outcome."""
+"""JSON API for jobs: heavy work a runner runs (sessions_app.jobs). `GET /jobs/<id>` reads one; the helpers here
+let the compaction, replay and import views answer 202 with the job, or its outcome once it is finished."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class JobSerializer(serializers.Serializer):
 
 
 class QueuedBehindSerializer(serializers.Serializer):
-    id = serializers.IntegerField(help_text="The queued request (the session page shows it as queued).")
+    id = serializers.IntegerField(help_text="The queued compaction job (the session page shows it as queued).")
     behind = serializers.CharField(help_text="What held the session when the compaction was asked for (a turn, ...).")
     message = serializers.CharField()
 
@@ -42,8 +42,9 @@ class JobAcceptedSerializer(serializers.Serializer):
 
 
 WAIT_PARAMETER_HELP = (
-    "wait=true: answer with the outcome (waiting up to the server's limit); wait=false: answer 202 with a job to "
-    "poll. Default: 202 when workers run the work (a broker is configured), else the outcome."
+    "wait=true: the request runs the work and answers with the outcome, where it can (no broker configured, and "
+    "for a compaction a free session); elsewhere 202 with the job to follow. wait=false: 202 with the job. "
+    "Default: true without a broker, false with one. A request never waits for another process."
 )
 
 
@@ -74,12 +75,9 @@ def accepted(job: Job, *, queued: dict | None = None) -> Response:
     return response
 
 
-def answer_job(job: Job, *, wait: bool, outcome: type[serializers.Serializer]) -> Response:
-    """202 with the job, or (when the caller waits) its outcome once finished, shown by `outcome` when it
-    succeeded (an error keeps the API's error shape); 202 again if the wait ran out."""
-    if not wait:
-        return accepted(job)
-    job = jobs.wait_for_job(job_id=job.pk)
+def answer_job(job: Job, *, outcome: type[serializers.Serializer]) -> Response:
+    """202 with the job while it is not finished, else its outcome, shown by `outcome` when it succeeded (an error
+    keeps the API's error shape)."""
     if job.http_status is None:
         return accepted(job)
     body = outcome(job.result).data if 200 <= job.http_status < 300 else job.result

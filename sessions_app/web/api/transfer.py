@@ -186,7 +186,7 @@ tolerant of bad lines (reported in `problems`) unless `strict`."""
             return Response(ImportResultSerializer(result).data if code == 201 else result, status=code)
         job = do_submit_job(kind=Job.Kind.IMPORT, session_id=None, actor=request.user, params=params,
                                  payload=raw)
-        return answer_job(job, wait=wait, outcome=ImportResultSerializer)
+        return answer_job(job, outcome=ImportResultSerializer)
 
 
 def _take(lines: Iterator[str]) -> str:
@@ -257,7 +257,7 @@ class SessionReplay(APIView):
             code, result = jobs.replay_outcome(session_id=original.pk, actor=request.user, **params)
             return Response(ReplayResultSerializer(result).data if code == 201 else result, status=code)
         job = do_submit_job(kind=Job.Kind.REPLAY, session_id=original.pk, actor=request.user, params=params)
-        return answer_job(job, wait=wait, outcome=ReplayResultSerializer)
+        return answer_job(job, outcome=ReplayResultSerializer)
 
 
 class SessionComparison(APIView):

@@ -8,7 +8,7 @@ import pytest
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction, CompactionAttempt, Hook
-from sessions_app.models import Session
+from sessions_app.models import Job, Session
 from sessions_app.rollout.lease import acquire, release
 
 U1, U2 = user_message("add pagination to the list endpoint"), user_message("and document it")
@@ -94,8 +94,8 @@ def test_a_strategy_the_configuration_refuses_is_400(operator_api, api_session):
                                  {"strategy": "remote_v2", "instructions": "be brief"}, format="json")
     assert response.status_code == 400
     assert error_of(response)["code"] == "compaction_refused"
-    assert "extra instructions apply to local summarization only" in error_of(response)["message"]
-    assert not CompactionAttempt.objects.exists()
+    assert "Extra instructions apply to local summarisation only" in error_of(response)["message"]
+    assert not CompactionAttempt.objects.exists() and not Job.objects.exists()  # refused before it became a job
 
 
 @pytest.mark.django_db

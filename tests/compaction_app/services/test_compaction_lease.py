@@ -16,8 +16,9 @@ from django.utils import timezone
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction, CompactionAttempt, Hook
 from compaction_app.records import STALE_ATTEMPT_MESSAGE
+from sessions_app.compactions.queue import CompactionRequestRefused
 from sessions_app.compactions.services import do_compact_session
-from sessions_app.compactions.tasks import start_compaction
+from sessions_app.jobs.tasks import do_request_compaction
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.rollout.lease import SessionBusy, acquire, release
 from sessions_app.rollout.services import do_append_items, verify_projection
@@ -48,8 +49,8 @@ def test_a_second_compaction_is_refused_while_the_lease_is_held(session, observa
     try:
         with pytest.raises(SessionBusy) as busy:
             do_compact_session(session_id=session.pk, strategy="local")
-        with pytest.raises(SessionBusy):
-            start_compaction(session_id=session.pk, actor_id=None, strategy="local")
+        with pytest.raises(CompactionRequestRefused, match="running already"):
+            do_request_compaction(session_id=session.pk, actor=None, strategy="local")
     finally:
         release(lease)
     assert str(busy.value) == f"session {session.pk} is busy: a compaction is running; try again when it ends"
