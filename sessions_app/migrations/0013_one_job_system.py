@@ -43,7 +43,7 @@ def queued_requests_to_jobs(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0011_job_heartbeat'),
+        ('sessions_app', '0012_follow_rewrites'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
