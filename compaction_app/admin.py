@@ -160,7 +160,7 @@ class CompactionPolicyAdmin(AuditedAdminMixin, admin.ModelAdmin):
         ("Retention and pins", {
             "description": "The structural retention check runs after every compaction; the model-judged probes "
                            "cost tokens. A compaction is flagged below the threshold or when it loses a pin.",
-            "fields": ("retention_probes", "retention_flag_below", "retention_retry_prompt", "pin_mode"),
+            "fields": ("retention_probes", "retention_flag_below", "retention_retry_prompt", "pin_mode", "pin_budget_tokens"),
         }),
         ("Hooks", {"fields": ("hooks",)}),
     )

@@ -274,6 +274,10 @@ class CompactionPolicy(models.Model):
         max_length=16, choices=PinMode.choices, default=PinMode.REINJECT,
         help_text="What happens to the session's pinned context at each compaction.",
     )
+    pin_budget_tokens = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="The pins' total token budget; pinning past it is refused (blank = 5% of the usable window).",
+    )
     hooks = models.ManyToManyField(
         Hook, blank=True, related_name="policies", help_text="PreCompact / PostCompact hooks run by this policy (§7)."
     )

@@ -43,7 +43,7 @@ class CompactionPolicySerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "auto_compact_token_limit", "auto_compact_scope", "token_counter", "strategy",
             "remote_compaction_v2", "token_budget", "compact_prompt", "prompt", "user_message_budget",
-            "retained_message_budget", "stream_max_retries", "request_max_retries", "fallback_model", "hooks",
+            "retained_message_budget", "stream_max_retries", "request_max_retries", "fallback_model", "pin_budget_tokens", "hooks",
             "created", "updated",
         ]
         read_only_fields = ["id", "created", "updated"]

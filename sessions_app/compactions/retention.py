@@ -17,13 +17,23 @@ from django.db.models import Avg, Count, F, Q, Sum
 from django.db.models.functions import TruncDate
 
 from compaction_app.engine.compactor import CompactionOutcome
-from compaction_app.engine.pins import PIN_ADDED, PIN_EVENTS, PIN_REMOVED, Pin, fold_pins
+from compaction_app.engine.pins import (
+    PIN_ADDED,
+    PIN_EVENTS,
+    PIN_REMOVED,
+    Pin,
+    check_budget,
+    fold_pins,
+    pinned_block,
+)
 from compaction_app.engine.retention.facts import FactKind, ProbeFact
 from compaction_app.engine.retention.score import carried_facts
+from compaction_app.engine.vocabulary import PinMode
+from compaction_app.limits import session_pin_budget
 from compaction_app.models import Compaction
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import projection as p
-from sessions_app.rollout.services import NewLine, append_rollout_lines
+from sessions_app.rollout.services import NewLine, append_rollout_lines, counter_for
 
 
 def retention_fields(outcome: CompactionOutcome, *, flag_below: float | None) -> dict[str, Any]:
@@ -68,21 +78,51 @@ def session_pins(*, session_id: int) -> list[Pin]:
     return fold_pins(list(payloads))
 
 
+def pin_usage(*, session: Session) -> dict[str, Any]:
+    """The pins' tokens and their budget (what the pins card and a refusal show)."""
+    budget, source = session_pin_budget(provider=session.provider, policy=session.policy)
+    pins = session_pins(session_id=session.pk)
+    used = counter_for(session).count_item(pinned_block(pins)) if pins else 0
+    return {"used": used, "budget": budget, "source": source}
+
+
+def _block_line(session: Session, pins: list[Pin]) -> list[NewLine]:
+    """The pinned block as a history item, so the change reaches the model at its next request (reinject mode;
+    check_only never shows pins to the model)."""
+    if session.policy.pin_mode != PinMode.REINJECT:
+        return []
+    return [NewLine(p.RESPONSE_ITEM, pinned_block(pins))]
+
+
 def do_add_pin(*, session: Session, kind: str, text: str, actor=None) -> Pin:
-    """Pin a constraint, decision, file or fact; raises ValueError for an empty text or an unknown kind."""
+    """Pin a constraint, decision, file or fact: a `pin_added` line and, in reinject mode, the new pinned block in
+    the history. Raises ValueError for an empty text or an unknown kind, PinBudgetExceeded (a ValueError, with the
+    figures) when the pins would pass their token budget."""
     pin = Pin(pin_id=uuid.uuid4().hex[:12], kind=kind, text=text)
     with transaction.atomic():
-        append_rollout_lines(session=session, lines=[NewLine(p.EVENT_MSG, {"type": PIN_ADDED,
-                                                                          "pin": pin.to_dict()})], actor=actor)
+        # One pin at a time per session: two concurrent pins cannot both fit in the budget's last tokens.
+        locked = Session.objects.select_for_update().select_related("provider", "policy").get(pk=session.pk)
+        pins = session_pins(session_id=session.pk)
+        budget, source = session_pin_budget(provider=locked.provider, policy=locked.policy)
+        check_budget(pins, pin, count=counter_for(locked).count_item, budget=budget, source=source)
+        append_rollout_lines(session=locked, lines=[
+            NewLine(p.EVENT_MSG, {"type": PIN_ADDED, "pin": pin.to_dict()}), *_block_line(locked, [*pins, pin]),
+        ], actor=actor)
     return pin
 
 
 def do_remove_pin(*, session: Session, pin_id: str, actor=None) -> None:
-    """Unpin; raises KeyError when the session has no such pin."""
-    if pin_id not in {pin.pin_id for pin in session_pins(session_id=session.pk)}:
-        raise KeyError(pin_id)
-    append_rollout_lines(session=session, lines=[NewLine(p.EVENT_MSG, {"type": PIN_REMOVED, "pin_id": pin_id})],
-                         actor=actor)
+    """Unpin: a `pin_removed` line and, in reinject mode, the pinned block without it (the model stops seeing it
+    at its next request; the next compaction keeps no older block). Raises KeyError when there is no such pin."""
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().select_related("provider", "policy").get(pk=session.pk)
+        pins = session_pins(session_id=session.pk)
+        if pin_id not in {pin.pin_id for pin in pins}:
+            raise KeyError(pin_id)
+        rest = [pin for pin in pins if pin.pin_id != pin_id]
+        append_rollout_lines(session=locked, lines=[
+            NewLine(p.EVENT_MSG, {"type": PIN_REMOVED, "pin_id": pin_id}), *_block_line(locked, rest),
+        ], actor=actor)
 
 
 def retention_rollup(*, by: str, since=None) -> list[dict[str, Any]]:

@@ -39,8 +39,8 @@ from django.utils import timezone
 
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.codex_rollout import RolloutImportError, parse_rollout, to_compactweb_lines
-from sessions_app.codex_rollout.labels import infer_labels, latest_context_window
 from sessions_app.codex_rollout.convert import needs_history
+from sessions_app.codex_rollout.labels import infer_labels, latest_context_window
 from sessions_app.codex_rollout.parse import split_raw_lines
 from sessions_app.codex_rollout.tail import (
     GROWN,

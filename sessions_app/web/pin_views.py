@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from compaction_app.engine.pins import MAX_PIN_CHARS, PinKind
+from compaction_app.engine.pins import MAX_PIN_CHARS, PinBudgetExceeded, PinKind
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.compactions import retention
 from sessions_app.models import Session
@@ -32,7 +32,8 @@ def _answer(request, session: Session, *, notice: str | None = None, error: str 
     extra = {"pin_notice": notice, "pin_error": error, "pin_text": text}
     status = status if error else 200
     if request.htmx:
-        context = {"session": session, "pins": retention.session_pins(session_id=session.pk), **extra}
+        context = {"session": session, "pins": retention.session_pins(session_id=session.pk),
+                   "pin_budget": retention.pin_usage(session=session), **extra}
         return render(request, PINS_PARTIAL, context, status=status)
     if error:
         return render(request, "sessions_app/session_detail.html", session_page(session=session, **extra),
@@ -52,10 +53,13 @@ def pin_add(request, pk: int):
     if not form.is_valid():
         problems = "; ".join(f"{field}: {' '.join(errs)}" for field, errs in form.errors.items())
         return _answer(request, session, error=f"Not pinned: {problems}", text=request.POST.get("text", ""))
-    retention.do_add_pin(session=session, kind=form.cleaned_data["kind"], text=form.cleaned_data["text"],
-                         actor=request.user)
-    return _answer(request, session, notice="Pinned: it will be kept through every compaction and checked by the "
-                                            "scorer.")
+    try:
+        retention.do_add_pin(session=session, kind=form.cleaned_data["kind"], text=form.cleaned_data["text"],
+                             actor=request.user)
+    except PinBudgetExceeded as exc:
+        return _answer(request, session, error=f"Not pinned: {exc}.", text=form.cleaned_data["text"], status=409)
+    return _answer(request, session, notice="Pinned: the model sees it from its next request, it is kept through "
+                                            "every compaction and checked by the scorer.")
 
 
 @require_POST

@@ -20,7 +20,6 @@ from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import selectors, services
 from sessions_app.rollout.lease import SessionReadOnly
 from sessions_app.rollout.validation import ItemValidationError, privileged_item_paths
-from sessions_app.web.instructing import ensure_may_instruct
 from sessions_app.web.api.serializers import (
     AppendItemsSerializer,
     AppendResultSerializer,
@@ -28,6 +27,7 @@ from sessions_app.web.api.serializers import (
     SessionCreateSerializer,
     SessionSummarySerializer,
 )
+from sessions_app.web.instructing import ensure_may_instruct
 
 ROLLOUT_CHUNK = 1000
 

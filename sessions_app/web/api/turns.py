@@ -18,6 +18,7 @@ from compactweb.roles import IsOperator
 from sessions_app.models import Session
 from sessions_app.rollout import selectors
 from sessions_app.rollout.lease import SessionBusy
+from sessions_app.rollout.validation import privileged_settings_paths
 from sessions_app.turns.services import (
     MAX_INPUT_CHARS,
     TurnInputError,
@@ -25,7 +26,6 @@ from sessions_app.turns.services import (
     turn_items,
     validate_settings_change,
 )
-from sessions_app.rollout.validation import privileged_settings_paths
 from sessions_app.web.api.serializers import SessionSummarySerializer
 from sessions_app.web.instructing import ensure_may_instruct
 

@@ -54,3 +54,32 @@ def test_a_pin_needs_text_and_a_known_kind():
         Pin(pin_id="x", kind="constraint", text="  ")
     with pytest.raises(ValueError):
         Pin(pin_id="x", kind="wish", text="a")
+
+
+def test_with_no_pin_left_every_older_pinned_block_is_taken_out():
+    from compaction_app.engine.pins import Pin, apply_pins, is_pinned_block, pinned_block
+
+    old = pinned_block([Pin(pin_id="p1", kind="fact", text="gone now")])
+    note = pinned_block([])
+    history = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}, old, note]
+    assert not any(is_pinned_block(i) for i in apply_pins(history, []))
+    assert apply_pins(history, [], "check_only") == history
+
+
+def test_the_pins_budget_refuses_a_pin_that_does_not_fit_and_says_by_how_much():
+    import pytest
+
+    from compaction_app.engine.pins import Pin, PinBudgetExceeded, check_budget, pin_budget
+
+    budget, source = pin_budget(usable_window=30_400, configured=None)
+    assert budget == 1520 and source == "5% of the 30400-token usable window"
+    assert pin_budget(usable_window=30_400, configured=50) == (50, "the policy's pin budget")
+
+    def count(item):
+        return len(str(item)) // 4
+
+    small = Pin(pin_id="a", kind="fact", text="short")
+    assert check_budget([], small, count=count, budget=200, source="s") <= 200
+    with pytest.raises(PinBudgetExceeded) as refused:
+        check_budget([small], Pin(pin_id="b", kind="fact", text="x" * 900), count=count, budget=200, source="s")
+    assert refused.value.budget == 200 and refused.value.after > 200 and "over their budget of 200" in str(refused.value)

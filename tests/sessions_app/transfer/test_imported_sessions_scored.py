@@ -44,3 +44,19 @@ def test_an_imported_remote_compaction_is_opaque_not_zero(
     assert compaction.retention["opaque"] is True
     assert compaction.retention_score is None and compaction.retention["score"] is None
     assert compaction.retention["visible_score"] is not None
+
+
+def test_an_imported_session_can_be_pinned_and_its_window_shows_the_pin(
+    operator_api, support_api, rollout_bytes, provider, policy, django_capture_on_commit_callbacks
+):
+    from compaction_app.engine.items import message_text
+    from compaction_app.engine.pins import is_pinned_block
+    from sessions_app.models import Session
+    from sessions_app.rollout import selectors
+
+    session_id, _ = _import(operator_api, rollout_bytes, "codex_0169_local_compaction.jsonl",
+                            django_capture_on_commit_callbacks)
+    pinned = support_api.post(f"/api/v1/sessions/{session_id}/pins", {"text": "Keep notes.txt sorted"}, format="json")
+    assert pinned.status_code == 201, pinned.json()
+    window = list(selectors.live_items(session=Session.objects.get(pk=session_id)))
+    assert is_pinned_block(window[-1]) and "Keep notes.txt sorted" in message_text(window[-1])
