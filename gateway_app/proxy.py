@@ -246,7 +246,7 @@ async def app(scope, receive, send) -> None:
     kind = wire.request_kind(endpoint=endpoint, body=body, meta=meta)
     exchange = dict(route_id=caller.route_id, key_id=caller.key_id, client_name=caller.client_name,
                     group=wire.group_key(meta=meta, body=body), endpoint=endpoint, kind=kind, meta=meta,
-                    model=str(body.get("model") or ""))
+                    model=str(body.get("model") or ""), client_provider=wire.client_provider(headers))
     try:
         expanded = await compaction.expanded_input(items=body["input"], route_id=caller.route_id)
     except compaction.UnknownHandle as exc:

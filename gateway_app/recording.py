@@ -66,6 +66,10 @@ class Exchange:
     usage: dict[str, Any] | None = None
     response_id: str = ""
     error: str = ""
+    # The id of the provider in the client's config.toml, as Codex writes it in its session_meta (so an export
+    # resumes): "openai" for the built-in provider (recognised by its remote_compaction_v2 beta header), else the
+    # route's name (docs/gateway.md: name the custom provider after the route).
+    client_provider: str = ""
 
     @property
     def ok(self) -> bool:
@@ -93,7 +97,8 @@ def _create(exchange: Exchange, route: GatewayRoute, group: str) -> GatewaySessi
         thread = None  # e.g. the same Codex session also followed from its rollout file: a fresh id here
     session = do_create_session(
         title=_title(route, exchange.client_name, exchange.history), provider=route.provider, policy=route.policy,
-        base_instructions=exchange.base_instructions, thread_id=thread, source=GATEWAY_SOURCE, originator=ORIGINATOR)
+        base_instructions=exchange.base_instructions, thread_id=thread, source=GATEWAY_SOURCE, originator=ORIGINATOR,
+        model_provider=exchange.client_provider or route.name)
     return GatewaySession.objects.create(
         session=session, route=route, key_id=exchange.key_id, client_name=exchange.client_name, group_key=group,
         prefix_digest=wire.prefix_digest(exchange.history))

@@ -27,7 +27,8 @@ COMPACTION_LOCAL = "compaction_local"
 COMPACTION_KINDS = (COMPACTION_V2, COMPACTION_V1, COMPACTION_LOCAL)
 
 # Fields an item carries on the wire that say nothing about its content: a client may send an item back without
-# them (ids, stream status), so histories are compared without them.
+# them (ids, stream status, Codex's own metadata), so histories are compared without them and without null fields
+# (Codex sends a reasoning item back with `"content": null`).
 WIRE_ONLY_FIELDS = frozenset({"id", "status", "internal_chat_message_metadata_passthrough"})
 # At most this many leading history items name a session that sends no metadata and no prompt_cache_key.
 PREFIX_ITEMS = 20
@@ -58,6 +59,12 @@ def turn_metadata(headers: dict[str, str], body: dict[str, Any]) -> dict[str, An
         if not meta:
             meta = {k: v for k, v in client.items() if k in ("session_id", "thread_id", "turn_id")}
     return meta
+
+
+def client_provider(headers: dict[str, str]) -> str:
+    """"openai" when the request comes from Codex's built-in openai provider (it alone sends the
+    remote_compaction_v2 beta feature, spec §16), else "" (unknown: a custom provider)."""
+    return "openai" if "remote_compaction_v2" in headers.get("x-codex-beta-features", "") else ""
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -114,7 +121,7 @@ def history_of(body: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 
 def wire_form(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in item.items() if k not in WIRE_ONLY_FIELDS}
+    return {k: v for k, v in item.items() if k not in WIRE_ONLY_FIELDS and v is not None}
 
 
 def fingerprint(item: dict[str, Any]) -> str:

@@ -418,6 +418,7 @@ def do_create_session(
     thread_id: uuid.UUID | None = None,
     source: str = "native",
     originator: str = ORIGINATOR,
+    model_provider: str | None = None,
 ) -> Session:
     """Create a session: a `session_meta` line opening window 0 and the given items. Invalid items raise before
     anything is stored.
@@ -426,8 +427,8 @@ def do_create_session(
     Codex, the first turn's pre-turn check sees an empty history and the turn records the context as its context
     update, after `turn_started` (spec §2.4.1, §5.3). With items (a thread that already has a history, e.g. an
     import) the context is written first, then a `turn_context` marking it installed, then the items.
-    `thread_id`, `source` and `originator`: a session recorded from another client (the gateway) keeps that
-    client's thread id, so an export resumes under it."""
+    `thread_id`, `source`, `originator` and `model_provider`: a session recorded from another client (the gateway)
+    keeps that client's thread id and provider id, so an export resumes under them."""
     context = validate_items(_as_list(initial_context), "initial_context")
     body = validate_items(_as_list(items), "items")
     tool_specs = validate_tools(_as_list(tools), "tools")
@@ -447,7 +448,7 @@ def do_create_session(
                     "timestamp": timezone.now().isoformat(timespec="milliseconds").replace("+00:00", "Z"),
                     "originator": originator,
                     "source": "api",
-                    "model_provider": provider.name,
+                    "model_provider": model_provider or provider.name,
                     "model": provider.model,
                     "base_instructions": {"text": base_instructions},
                     "window_number": 0,

@@ -184,3 +184,15 @@ def test_a_compaction_the_policy_cannot_run_fails_like_an_upstream_and_leaves_hi
     assert not session.rollout_lines.filter(kind="compacted").exists()
     assert not Compaction.objects.filter(session=session).exists()
     assert GatewayAttempt.objects.filter(status=500).exists()
+
+
+def test_an_item_codex_sends_back_with_null_fields_and_its_metadata_still_extends_the_history(sim_upstream, route):
+    codex = Codex(do_create_gateway_key(route=route, client_name="alice").key)
+    output = codex.turn("please fix parser bug 3")
+    assert output[0]["type"] == "reasoning"
+    # Codex echoes a reasoning item with "content": null and its own metadata.
+    codex.history = [{**i, "content": None, "internal_chat_message_metadata_passthrough": {"turn_id": "t"}}
+                     if i["type"] == "reasoning" else i for i in codex.history]
+    codex.turn()
+    assert not Compaction.objects.exists()
+    assert not gateway_session().rollout_lines.filter(kind="compacted").exists()
