@@ -28,7 +28,7 @@ routes = {
                                             policy=CompactionPolicy.objects.create(name="as-codex")),
     "compactweb": GatewayRoute.objects.create(
         name="masking", provider=upstream, compaction_mode="compactweb",
-        policy=CompactionPolicy.objects.create(name="masking", strategy="masking", masking_keep_turns=1)),
+        policy=CompactionPolicy.objects.create(name="masking", strategy="masking", masking_keep_turns=0)),
 }
 operator = User.objects.create_user(username="ops", password="gateway-e2e-password")
 operator.groups.add(Group.objects.get(name="operator"))

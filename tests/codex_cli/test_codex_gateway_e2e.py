@@ -202,6 +202,9 @@ def test_codex_through_the_gateway_in_compactweb_mode_is_compacted_by_the_routes
     url, seed, recorded = gateway
     api = Api(url, seed["token"])
     run = _codex(tmp_path, url, seed["keys"]["compactweb"], "compactweb")
+    # A workspace with some files, so that listing it (the simulated model's `ls -a`) is an output worth masking.
+    for n in range(40):
+        (run.scratch / f"module_{n:02d}_with_a_long_descriptive_name.py").write_text("")
     _drive(run, lambda: run.compactions_in_file() >= 2)
     thread = _thread(run)
     mine = [r["body"] for r in read_requests(recorded) if r["headers"].get("thread-id") == thread]
