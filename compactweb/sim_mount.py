@@ -7,7 +7,7 @@ turns use an in-process transport and never pass here. The guard, in order:
 2. The Host header must match ALLOWED_HOSTS, as Django checks it (400 otherwise).
 3. The caller must show one of:
    - `Authorization: Bearer <COMPACTWEB_SIM_TOKEN>` (a shared token from the environment; this is what an OpenAI
-     client's `api_key`, or Codex's `env_key`, sends),
+     client's `api_key`, or Codex's `env_key`, sends; an Anthropic client's `x-api-key` header counts the same),
    - `Authorization: Bearer <API token>` or `Token <API token>` of a user with the operator role,
    - the dashboard's session cookie of a user with the operator role; then a POST must also carry an Origin
      that is the dashboard's own or listed in CSRF_TRUSTED_ORIGINS (issue 27: a cookie alone is what a cross-site
@@ -87,6 +87,10 @@ def _authorised(headers: dict[str, str]) -> str | None:
     database_sync_to_async."""
     scheme, _, credential = headers.get("authorization", "").strip().partition(" ")
     credential = credential.strip()
+    api_key = headers.get("x-api-key", "").strip()
+    if api_key and not credential:
+        # Anthropic clients (Claude Code with ANTHROPIC_API_KEY) send the key in x-api-key instead.
+        scheme, credential = "bearer", api_key
     if credential and scheme.lower() in ("bearer", "token"):
         shared = getattr(settings, "COMPACTWEB_SIM_TOKEN", "")
         if shared and scheme.lower() == "bearer" and hmac.compare_digest(credential.encode(), shared.encode()):

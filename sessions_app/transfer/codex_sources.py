@@ -12,6 +12,7 @@ became, so that:
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -109,7 +110,7 @@ def export_filename(*, session: Session) -> str:
     """The imported file's name; else Codex's pattern with the session's start: for an imported session the
     time its session_meta gives (not the time of the import), for a native one its creation."""
     source = CodexSource.objects.filter(session=session).values_list("name", flat=True).first()
-    if source and source.startswith("rollout-") and source.endswith(".jsonl"):
+    if source and source.endswith(".jsonl") and (source.startswith("rollout-") or _is_claude_name(source)):
         return source
     started = session.created_at
     if source is not None:
@@ -117,6 +118,15 @@ def export_filename(*, session: Session) -> str:
                  .values_list("timestamp", flat=True).first())
         started = first or started
     return f"rollout-{started:%Y-%m-%dT%H-%M-%S}-{session.thread_id}.jsonl"
+
+
+def _is_claude_name(name: str) -> bool:
+    """Claude Code names a transcript `<session id>.jsonl` (issue 35)."""
+    try:
+        uuid.UUID(name.removesuffix(".jsonl"))
+    except ValueError:
+        return False
+    return True
 
 
 def source_summary(*, session: Session) -> dict[str, Any] | None:

@@ -25,6 +25,7 @@ from compaction_app.config_services import derived_provider
 from compaction_app.engine.items import is_real_user_message, message_text
 from compaction_app.engine.windows import new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
+from sessions_app.claude_transcript import EPOCH, TranscriptChunk, TranscriptReader, looks_like_claude_transcript
 from sessions_app.codex_rollout import (
     ImportedLine,
     ParsedRollout,
@@ -356,23 +357,36 @@ def do_import_rollout(
     chunks = _chunks(lines, IMPORT_CHUNK_LINES)
     first_chunk = next(chunks, [])
     raw = split_raw_lines(first_chunk)
-    try:
-        parsed = parse_rollout([r.raw for r in raw], source_name=source_name, strict=strict)
-    except RolloutImportError as exc:
-        # Strict: name every bad line of the whole file, as the unchunked reader did.
-        errors = list(exc.errors)
-        for more in _strict_errors_in(chunks, first_line_no=len(raw) + 1, source_name=source_name):
-            errors.append(more)
-        raise RolloutImportError(errors, source_name=source_name) from None
-    original_id, meta_time = _thread_id_and_time(parsed)
+    state: _ImportStream
+    if looks_like_claude_transcript(first_chunk):
+        # A Claude Code transcript (issue 35): same staging, source lines and export, its own reader.
+        state = _ClaudeImportStream(strict=strict, source_name=source_name)
+        parsed = state.parse(raw, first_line_no=1)
+        if state.errors:
+            raise RolloutImportError(
+                [*state.errors, *_claude_strict_errors_in(chunks, first_line_no=len(raw) + 1)],
+                source_name=source_name)
+        original_id, meta_time, meta, meta_line_no = state.header(parsed)
+        window_id = meta["context_window"]["window_id"]
+    else:
+        try:
+            parsed = parse_rollout([r.raw for r in raw], source_name=source_name, strict=strict)
+        except RolloutImportError as exc:
+            # Strict: name every bad line of the whole file, as the unchunked reader did.
+            errors = list(exc.errors)
+            for more in _strict_errors_in(chunks, first_line_no=len(raw) + 1, source_name=source_name):
+                errors.append(more)
+            raise RolloutImportError(errors, source_name=source_name) from None
+        original_id, meta_time = _thread_id_and_time(parsed)
+        meta = dict(parsed.session_meta or {})
+        meta_line_no = next(line.line_no for line in parsed.lines if line.kind == p.SESSION_META)
+        window_id = _meta_window_id(meta, parsed)
+        state = _ImportStream(strict=strict, source_name=source_name)
     provider, policy = default_provider_and_policy(provider, policy)
     thread_id = uuid.UUID(int=uuid7().int) if new_thread_id else original_id
     existing = Session.objects.filter(thread_id=thread_id).values_list("pk", flat=True).first()
     if existing is not None:
         raise AlreadyImported(thread_id=str(thread_id), session_id=existing)
-    meta = dict(parsed.session_meta or {})
-    meta_line_no = next(line.line_no for line in parsed.lines if line.kind == p.SESSION_META)
-    window_id = _meta_window_id(meta, parsed)
     meta_payload = {
         **meta,
         "id": str(thread_id),
@@ -383,13 +397,12 @@ def do_import_rollout(
     }
     if new_thread_id:
         meta_payload["forked_from_id"] = str(original_id)
-    state = _ImportStream(strict=strict, source_name=source_name)
     final_source = FOLLOWED if follow_path else IMPORTED
     try:
         # Short transaction 1: the session (read-only while it imports: source "importing"), its first line staged.
         with transaction.atomic():
             session = Session.objects.create(
-                title=_title(parsed, title), provider=provider, policy=policy,
+                title=state.first_title(parsed, title), provider=provider, policy=policy,
                 base_instructions=_base_text(meta), thread_id=thread_id, model=provider.model, source=IMPORTING,
             )
             meta_rows = append_rollout_lines(
@@ -428,7 +441,7 @@ def do_import_rollout(
             if state.errors:
                 raise _StrictRefusal(RolloutImportError(state.errors, source_name=source_name))
             install_staged_lines(session_id=session.pk)
-            window = state.labeler.window
+            window = state.window
             CodexSource.objects.filter(pk=source.pk).update(
                 context_window=window, problems=[x.as_dict() for x in sorted(state.problems, key=_line_of)],
                 updated_at=timezone.now(), **((follow_state or {}) if follow_path else {}))
@@ -586,6 +599,13 @@ class _ImportStream:
             self.errors.extend(exc.errors)
             return ParsedRollout(source_name=self.source_name, lines=[], session_meta=None)
 
+    @property
+    def window(self) -> int | None:
+        return self.labeler.window
+
+    def first_title(self, parsed: ParsedRollout, given: str | None) -> str:
+        return _title(parsed, given)
+
     def feed(self, *, session: Session, source, raw: list[RawLine], parsed: ParsedRollout, actor) -> None:
         self.kind_counts.update(parsed.kind_counts)
         self.skipped_kinds.update(parsed.skipped_kinds)
@@ -596,6 +616,10 @@ class _ImportStream:
         if self.title is None:
             self.title = title_from_lines(parsed.lines)
         converted, self.history = convert_lines(parsed.lines, history=self.history)
+        self._take(session=session, source=source, raw=raw, converted=converted, actor=actor)
+
+    def _take(self, *, session: Session, source, raw: list[RawLine], converted: list[ImportedLine], actor) -> None:
+        """Write a batch's converted lines (staged) and keep its file lines."""
         converted = [*self.carry, *converted]
         # A compactweb rollback exported as `compacted` + marker may straddle two chunks: keep the last one back.
         self.carry = [converted.pop()] if converted and converted[-1].kind == p.COMPACTED and not (
@@ -627,6 +651,65 @@ class _ImportStream:
         if self.carry:
             self._write(session, self.carry, actor)
             self.carry = []
+
+
+class _ClaudeImportStream(_ImportStream):
+    """The import of a Claude Code transcript (sessions_app.claude_transcript): its reader keeps the conversation
+    tree across batches; staging, kept file lines and compactions are the Codex import's."""
+
+    def __init__(self, *, strict: bool, source_name: str) -> None:
+        super().__init__(strict=strict, source_name=source_name)
+        self.reader = TranscriptReader()
+
+    @property
+    def window(self) -> int | None:
+        return None  # Claude Code does not write the model's context window into its transcript
+
+    def first_title(self, parsed: TranscriptChunk, given: str | None) -> str:
+        if given:
+            return given[:200]
+        return self.reader.title or f"{UNTITLED_PREFIX} {self.source_name or ''}".strip()[:200]
+
+    def parse(self, raw: list[RawLine], *, first_line_no: int) -> TranscriptChunk:
+        chunk = self.reader.feed([r.raw for r in raw], first_line_no=first_line_no)
+        if self.strict:
+            self.errors.extend((x.line_no, x.reason) for x in chunk.problems)
+        return chunk
+
+    def header(self, parsed: TranscriptChunk) -> tuple[uuid.UUID, datetime, dict[str, Any], int]:
+        """(session id, start, session_meta payload, the line it is tied to) from the transcript's first entries."""
+        meta = self.reader.meta
+        if meta.session_id is None:
+            raise RolloutImportError([(1, "the transcript names no sessionId in its first lines")],
+                                     source_name=self.source_name)
+        try:
+            thread_id = uuid.UUID(meta.session_id)
+        except ValueError:
+            raise RolloutImportError([(1, f"sessionId {meta.session_id[:60]!r} is not a UUID")],
+                                     source_name=self.source_name) from None
+        try:
+            started = _parse_time(meta.started or EPOCH)
+        except ValueError:
+            started = _parse_time(EPOCH)
+        first_line = min((line.source_line_no for line in parsed.lines), default=1)
+        payload = {**meta.session_meta(), "context_window": {"window_id": self.reader.first_window_id}}
+        return thread_id, started, payload, first_line
+
+    def feed(self, *, session: Session, source, raw: list[RawLine], parsed: TranscriptChunk, actor) -> None:
+        self.kind_counts.update(parsed.kind_counts)
+        self.problems.extend(parsed.problems)
+        self.labels.update(parsed.labels)
+        self.title = self.title or self.reader.title
+        self._take(session=session, source=source, raw=raw, converted=parsed.lines, actor=actor)
+
+
+def _claude_strict_errors_in(chunks, *, first_line_no: int) -> list[tuple[int, str]]:
+    errors = []
+    reader = TranscriptReader()
+    for chunk in chunks:
+        errors += [(x.line_no, x.reason) for x in reader.feed(chunk, first_line_no=first_line_no).problems]
+        first_line_no += len(chunk)
+    return errors
 
 
 def _file_name(source_name: str) -> str:

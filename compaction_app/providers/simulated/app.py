@@ -4,6 +4,8 @@ Routes (relative to the mount point; the dashboard serves it under /sim, the in-
     POST /v1/responses            streamed (SSE) turns, summaries and remote v2 compaction (`compaction_trigger`)
     POST /v1/responses/compact    remote v1 compaction (JSON)
     POST /v1/chat/completions     the same model over chat completions (streamed or not)
+    POST /anthropic/v1/messages   the same model over Anthropic's Messages API (streamed or not; `anthropic`)
+    POST /anthropic/v1/messages/count_tokens
     GET  /v1/models               the model list
 
 Usage is the exact o200k_base token count of what was received (instructions + input items); an input over the
@@ -27,7 +29,7 @@ from compaction_app.engine.items import is_compaction_item
 from compaction_app.engine.tokens import TokenCounter, counter, item_json
 from compaction_app.providers.chat_format import messages_to_items
 from compaction_app.providers.in_process import request_body
-from compaction_app.providers.simulated import codec, compaction, faults, probes, replies
+from compaction_app.providers.simulated import anthropic, codec, compaction, faults, probes, replies
 from compaction_app.providers.simulated.faults import Fault, FaultCounter, FaultSyntaxError
 from compaction_app.providers.simulated.recording import RequestRecorder
 from compaction_app.providers.simulated.summarizer import is_summarization_request
@@ -36,6 +38,8 @@ from compaction_app.providers.simulated.tool_arguments import references_in
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "compactweb-sim"
+ANTHROPIC_MESSAGES = "/anthropic/v1/messages"
+ANTHROPIC_COUNT_TOKENS = "/anthropic/v1/messages/count_tokens"
 DEFAULT_CONTEXT_WINDOW = 272_000
 ENCODING = "o200k_base"
 # OpenAI caches prompt prefixes of at least 1024 tokens, in steps of 128.
@@ -257,6 +261,8 @@ class SimulatedProvider:
                 "/v1/responses": self._responses,
                 "/v1/responses/compact": self._compact,
                 "/v1/chat/completions": self._chat,
+                ANTHROPIC_MESSAGES: self._messages,
+                ANTHROPIC_COUNT_TOKENS: self._count_tokens,
             }.get(path)
             if handler is None:
                 raise HTTPError(404, "not_found", f"no route for {method} {path}")
@@ -487,6 +493,51 @@ class SimulatedProvider:
         await _start(send, 200, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         for part in parts:
             await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+    # -- Anthropic Messages API (issue 35) -------------------------------------------------------------------------
+
+    def _read_messages(self, body: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+        try:
+            system, items, tools = anthropic.read_request(body)
+        except anthropic.MessagesFormatError as exc:
+            raise HTTPError(400, "invalid_request_error", str(exc)) from None
+        # The tool definitions are part of the prompt Anthropic counts: they are counted with the system text.
+        return system + ("\n" + json.dumps(body["tools"]) if body.get("tools") else ""), items, tools
+
+    async def _count_tokens(self, body: dict[str, Any], headers: dict[str, str], send: Send) -> None:
+        instructions, items, _tools = self._read_messages(body)
+        counted, _ = self._count_input({"model": body.get("model")}, instructions, items)
+        await _send_json(send, 200, {"input_tokens": counted.input_tokens})
+
+    async def _messages(self, body: dict[str, Any], headers: dict[str, str], send: Send) -> None:
+        instructions, items, tools = self._read_messages(body)
+        firing = await self._apply_faults(headers, "messages")
+        counted, shared = self._count_input({"model": body.get("model")}, instructions, items)
+        items = counted.items
+        self._check_window(counted, headers)
+        request = {"model": body.get("model"), "instructions": instructions, "input": items, "tools": tools}
+        if anthropic.is_summary_request(items):
+            output = replies.summary_reply(request)
+        else:
+            output = replies.turn_reply(request, compaction_positions=counted.compactions,
+                                        references=counted.references)
+        blocks = anthropic.content_blocks(output)
+        output_tokens = sum(self._tokens.count_item(i) for i in output)
+        usage = self._usage(request, counted, shared, output_tokens)
+        message_id = replies.short_id("msg", *_request_identity(request, counted), str(time.time_ns()))
+        answer = anthropic.message(message_id, str(body.get("model") or self.model), blocks,
+                                   anthropic.usage(usage["input_tokens"], output_tokens, shared))
+        if not body.get("stream"):
+            await _send_json(send, 200, answer)
+            return
+        await _start(send, 200, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        events = anthropic.stream_events(answer, _pieces)
+        if "stream_closed" in firing:
+            events = events[:-2]
+        for event in events:
+            await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

@@ -66,13 +66,13 @@ _DIGITS = re.compile(r"[0-9]{1,12}\Z")  # ASCII digits only: str.isdigit() also 
 def is_whole_number(value: str) -> bool:
     return bool(_DIGITS.match(value))
 
-# endpoint names used by the app: "responses", "responses_v2", "compact", "chat"
+# endpoint names used by the app: "responses", "responses_v2", "compact", "chat", "messages" (Anthropic)
 APPLIES_TO = {
-    "overloaded": {"responses", "responses_v2", "compact", "chat"},
-    "server_error": {"responses", "responses_v2", "compact", "chat"},
-    "context_window_exceeded": {"responses", "responses_v2", "compact", "chat"},
-    "slow": {"responses", "responses_v2", "compact", "chat"},
-    "stream_closed": {"responses", "responses_v2", "chat"},
+    "overloaded": {"responses", "responses_v2", "compact", "chat", "messages"},
+    "server_error": {"responses", "responses_v2", "compact", "chat", "messages"},
+    "context_window_exceeded": {"responses", "responses_v2", "compact", "chat", "messages"},
+    "slow": {"responses", "responses_v2", "compact", "chat", "messages"},
+    "stream_closed": {"responses", "responses_v2", "chat", "messages"},
     "v2_zero": {"responses_v2"},
     "v2_two": {"responses_v2"},
     "compact_malformed": {"compact"},

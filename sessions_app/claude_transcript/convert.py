@@ -1,0 +1,326 @@
+"""Turning a Claude Code transcript into compactweb rollout lines (issue 35).
+
+compactweb's history is one list folded from append-only lines (`response_item` appends; `compacted` and `rollback`
+replace it). A Claude Code transcript is a tree of entries (sessions_app.claude_transcript.parse); its live history
+is the main chain from the newest entry back to the root, or to the newest compact boundary. `TranscriptReader`
+follows the file in order, line by line (so a follower can feed it what was appended), and writes:
+
+- the conversation of each main-chain `user` / `assistant` entry as Responses items: text → a `message`,
+  `tool_use` → `function_call` (its `input` as JSON `arguments`), `tool_result` → `function_call_output`, an image
+  → an `input_image` part; `thinking` blocks are not history (Claude Code's own resume leaves them out of the
+  request once the turn ended) and stay in the file only;
+- a compact boundary followed by its summary (`isCompactSummary`) → one `compacted` line: the summary text as the
+  message, the summary message as the new history (then the messages a partial compaction preserved, as Claude
+  Code sends them), a new window, `pre_tokens`, and the compaction's labels (trigger
+  from `compactMetadata.trigger`: `auto` → auto / context_limit, `manual` → manual / user_requested; Claude Code
+  summarises with a model request of its own, so implementation `responses`, strategy `local`);
+- an entry whose parent is not the newest main-chain entry (a rewind, an edited prompt: a side branch becomes the
+  live one) → a `rollback` line carrying the history of the new branch (`source: "claude_code_branch"`);
+- each assistant message's `usage` (once per message id) → an `event_msg` `token_count` line with the server's
+  figures (`source: "server"`: Claude models are not counted with tiktoken, compactweb's own counts are estimates);
+- sidechain entries (subagents), attachments, other system entries and the bookkeeping lines → nothing: they stay
+  in the file (kept verbatim by the importer) and are counted in `kind_counts`.
+
+Plain Python, no Django.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessions_app.codex_rollout.convert import ROLLBACK, ImportedLine
+from sessions_app.codex_rollout.labels import LOCAL, Labels
+from sessions_app.codex_rollout.parse import COMPACTED, EVENT_MSG, RESPONSE_ITEM, LineProblem
+from sessions_app.claude_transcript.parse import ASSISTANT, MANUAL, USER, Entry, parse_line
+
+BRANCH_SOURCE = "claude_code_branch"
+SERVER_USAGE = "server"
+FORMAT = "claude_code"
+EPOCH = "1970-01-01T00:00:00.000Z"
+
+
+@dataclass
+class Meta:
+    """What the session is, from the transcript's first entries."""
+
+    session_id: str | None = None
+    started: str | None = None
+    cwd: str | None = None
+    version: str | None = None
+    model: str | None = None
+
+    def session_meta(self) -> dict[str, Any]:
+        """A Codex-like `session_meta` payload for the compactweb session."""
+        meta: dict[str, Any] = {"id": self.session_id, "source": FORMAT, "model_provider": "anthropic",
+                                "format": FORMAT}
+        for key, value in (("cwd", self.cwd), ("cli_version", self.version), ("timestamp", self.started),
+                           ("model", self.model)):
+            if value:
+                meta[key] = value
+        return meta
+
+
+@dataclass
+class Chunk:
+    """What one batch of lines became."""
+
+    lines: list[ImportedLine] = field(default_factory=list)
+    labels: dict[int, Labels] = field(default_factory=dict)  # by source line number of the `compacted` line
+    kind_counts: Counter[str] = field(default_factory=Counter)
+    problems: list[LineProblem] = field(default_factory=list)
+    sidechain_entries: int = 0
+    branch_switches: int = 0
+
+
+def _text_part(role: str, text: str) -> dict[str, Any]:
+    return {"type": "output_text" if role == ASSISTANT else "input_text", "text": text}
+
+
+def _tool_output(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return "" if content is None else json.dumps(content)
+
+
+def entry_items(entry: Entry) -> list[dict[str, Any]]:
+    """The Responses items one user or assistant entry adds to the conversation."""
+    message = entry.message
+    role = message.get("role") if message.get("role") in (USER, ASSISTANT) else entry.type
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "message", "role": role, "content": [_text_part(role, content)]}] if content else []
+    if not isinstance(content, list):
+        return []
+    items: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if parts:
+            items.append({"type": "message", "role": role, "content": list(parts)})
+            parts.clear()
+
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(_text_part(role, block["text"]))
+        elif kind == "image" and role == USER:
+            source = block.get("source") if isinstance(block.get("source"), dict) else {}
+            if source.get("type") == "base64":
+                parts.append({"type": "input_image",
+                              "image_url": f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"})
+            elif isinstance(source.get("url"), str):
+                parts.append({"type": "input_image", "image_url": source["url"]})
+        elif kind == "tool_use":
+            flush()
+            items.append({"type": "function_call", "call_id": str(block.get("id", "")), "name": str(block.get("name", "")),
+                          "arguments": json.dumps(block.get("input") if block.get("input") is not None else {})})
+        elif kind == "tool_result":
+            flush()
+            items.append({"type": "function_call_output", "call_id": str(block.get("tool_use_id", "")),
+                          "output": _tool_output(block.get("content"))})
+    flush()
+    return items
+
+
+def summary_text(entry: Entry) -> str:
+    message = entry.message
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def usage_payload(usage: dict[str, Any]) -> dict[str, Any] | None:
+    """An Anthropic usage object as a `token_count` event: input counts what was read from and written to the
+    prompt cache too (Anthropic's `input_tokens` leaves them out)."""
+    def number(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    fresh, created, read, output = (number("input_tokens"), number("cache_creation_input_tokens"),
+                                    number("cache_read_input_tokens"), number("output_tokens"))
+    if not (fresh or created or read or output):
+        return None
+    total_input = fresh + created + read
+    return {"type": "token_count", "source": SERVER_USAGE, "info": {
+        "last_token_usage": {"input_tokens": total_input, "cached_input_tokens": read, "output_tokens": output,
+                             "reasoning_output_tokens": 0, "total_tokens": total_input + output},
+        "model_context_window": None}, "rate_limits": None}
+
+
+def _labels(boundary: Entry | None, *, mid_turn: bool) -> Labels:
+    trigger = boundary.compact_trigger if boundary is not None else "auto"
+    evidence = {"implementation": "Claude Code summarises with a model request of its own: a local summary",
+                "trigger": (f"compact boundary trigger {trigger!r}" if boundary is not None
+                            else "a summary without a compact boundary: taken as auto")}
+    if trigger == MANUAL:
+        phase, reason = "standalone_turn", "user_requested"
+        evidence["phase"] = "/compact is a command of its own"
+    else:
+        phase, reason = ("mid_turn", "context_limit") if mid_turn else ("pre_turn", "context_limit")
+        evidence["phase"] = ("the entry before the boundary was a tool call or its result: inside a turn" if mid_turn
+                             else "the entry before the boundary ended a turn")
+    if boundary is not None and boundary.pre_tokens is not None:
+        evidence["pre_tokens"] = f"Claude Code counted {boundary.pre_tokens} tokens before compacting"
+    return Labels(implementation=LOCAL[0], strategy=LOCAL[1], phase=phase, trigger=trigger, reason=reason,
+                  inferred=evidence)
+
+
+class TranscriptReader:
+    """Follows one transcript, line by line or batch by batch, and remembers the tree so later lines (a follower's)
+    are placed right. Memory: every main-chain entry's items (to rebuild a branch's history)."""
+
+    def __init__(self) -> None:
+        self.meta = Meta()
+        self.history: list[dict[str, Any]] = []
+        self.leaf: str | None = None
+        self._parent: dict[str, str | None] = {}
+        self._items: dict[str, list[dict[str, Any]]] = {}
+        self._replaces: set[str] = set()  # entries whose items replace the history (compact summaries)
+        self._boundary: Entry | None = None  # a compact boundary waiting for its summary
+        self._usage_ids: set[str] = set()
+        self._last_timestamp: str | None = None
+        self._window_number = 0
+        self._window_id: str | None = None
+        self._mid_turn = False
+        self.title: str | None = None
+
+    @property
+    def first_window_id(self) -> str:
+        return self.meta.session_id or ""
+
+    def feed(self, raw_lines, *, first_line_no: int) -> Chunk:
+        chunk = Chunk()
+        for line_no, raw in enumerate(raw_lines, start=first_line_no):
+            parsed = parse_line(raw, line_no)
+            if parsed is None:
+                continue
+            if isinstance(parsed, LineProblem):
+                chunk.problems.append(parsed)
+                continue
+            chunk.kind_counts[parsed.type] += 1
+            self._entry(parsed, chunk)
+        return chunk
+
+    # -- one entry -----------------------------------------------------------------------------------------------
+
+    def _timestamp(self, entry: Entry) -> str:
+        stamp = entry.timestamp or self._last_timestamp or EPOCH
+        self._last_timestamp = stamp
+        return stamp
+
+    def _note_meta(self, entry: Entry) -> None:
+        data = entry.data
+        meta = self.meta
+        if meta.session_id is None and isinstance(data.get("sessionId"), str):
+            meta.session_id = data["sessionId"]
+        if meta.started is None and entry.timestamp:
+            meta.started = entry.timestamp
+        if meta.cwd is None and isinstance(data.get("cwd"), str):
+            meta.cwd = data["cwd"]
+        if meta.version is None and isinstance(data.get("version"), str):
+            meta.version = data["version"]
+        if meta.model is None and entry.type == ASSISTANT and isinstance(entry.message.get("model"), str):
+            meta.model = entry.message["model"]
+
+    def _entry(self, entry: Entry, chunk: Chunk) -> None:
+        self._note_meta(entry)
+        if not entry.in_tree:
+            return
+        if entry.sidechain:
+            chunk.sidechain_entries += 1
+            return
+        stamp = self._timestamp(entry)
+        uuid, parent = entry.uuid, entry.parent
+        if entry.is_compact_boundary:
+            self._boundary = entry
+            self._parent[uuid] = None
+            self._items[uuid] = []
+            self.leaf = uuid
+            return
+        if parent != self.leaf and not (parent is not None and parent not in self._parent):
+            branch = self._history_at(parent)
+            if branch != self.history:
+                chunk.branch_switches += 1
+                chunk.lines.append(ImportedLine(ROLLBACK, {"replacement_history": list(branch),
+                                                           "source": BRANCH_SOURCE, "to_uuid": parent},
+                                                stamp, entry.line_no))
+            self.history = list(branch)
+            self._boundary = None
+        items = entry_items(entry) if entry.type in (USER, ASSISTANT) else []
+        self._parent[uuid] = parent if parent in self._parent else self.leaf
+        self.leaf = uuid
+        if entry.is_compact_summary:
+            kept = [i for u in (self._boundary.preserved_uuids if self._boundary else []) for i in self._items.get(u, [])]
+            self._compacted(entry, items + kept, stamp, chunk)
+            return
+        if self._boundary is not None and entry.type in (USER, ASSISTANT):
+            # A boundary with no summary after it: the history still starts over there.
+            self._compacted(None, [], stamp, chunk, message="")
+        self._items[uuid] = items
+        for item in items:
+            chunk.lines.append(ImportedLine(RESPONSE_ITEM, item, stamp, entry.line_no))
+        self.history.extend(items)
+        if entry.type in (USER, ASSISTANT):
+            self._mid_turn = any(i["type"] in ("function_call", "function_call_output") for i in items) or (
+                self._mid_turn and not items)
+            if self.title is None and entry.type == USER and not entry.data.get("isMeta"):
+                text = " ".join(" ".join(str(p.get("text", "")) for i in items if i["type"] == "message"
+                                         for p in i["content"]).split())
+                if text:
+                    self.title = f"imported: {text[:80]}"
+        if entry.type == ASSISTANT:
+            message = entry.message
+            message_id = message.get("id") if isinstance(message.get("id"), str) else f"line-{entry.line_no}"
+            usage = message.get("usage")
+            if isinstance(usage, dict) and message_id not in self._usage_ids:
+                payload = usage_payload(usage)
+                if payload is not None:
+                    self._usage_ids.add(message_id)
+                    chunk.lines.append(ImportedLine(EVENT_MSG, payload, stamp, entry.line_no))
+
+    def _compacted(self, summary: Entry | None, items: list[dict[str, Any]], stamp: str, chunk: Chunk, *,
+                   message: str | None = None) -> None:
+        boundary = self._boundary
+        self._boundary = None
+        previous = self._window_id or self.first_window_id
+        self._window_number += 1
+        self._window_id = (boundary.uuid if boundary is not None else None) or (summary.uuid if summary else "")
+        payload: dict[str, Any] = {
+            "message": summary_text(summary) if message is None and summary is not None else (message or ""),
+            "replacement_history": list(items),
+            "window_number": self._window_number, "window_id": self._window_id,
+            "previous_window_id": previous, "first_window_id": self.first_window_id,
+        }
+        if boundary is not None and boundary.pre_tokens is not None:
+            payload["pre_tokens"] = boundary.pre_tokens
+        line_no = summary.line_no if summary is not None else (boundary.line_no if boundary else 0)
+        chunk.lines.append(ImportedLine(COMPACTED, payload, stamp, line_no))
+        chunk.labels[line_no] = _labels(boundary, mid_turn=self._mid_turn)
+        self._mid_turn = False
+        if summary is not None and summary.uuid:
+            self._items[summary.uuid] = list(items)
+            self._replaces.add(summary.uuid)
+        self.history = list(items)
+
+    def _history_at(self, uuid: str | None) -> list[dict[str, Any]]:
+        """The history of the main chain ending at `uuid` (empty for none), rebuilt from the remembered tree."""
+        path: list[str] = []
+        while uuid is not None:
+            path.append(uuid)
+            if uuid in self._replaces:
+                break
+            uuid = self._parent.get(uuid)
+        history: list[dict[str, Any]] = []
+        for node in reversed(path):
+            history.extend(self._items.get(node, []))
+        return history
