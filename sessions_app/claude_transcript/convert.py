@@ -26,15 +26,15 @@ Plain Python, no Django.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction_app.providers.anthropic_format import MessagesFormatError, content_items, result_text
+from sessions_app.claude_transcript.parse import ASSISTANT, MANUAL, USER, Entry, parse_line
 from sessions_app.codex_rollout.convert import ROLLBACK, ImportedLine
 from sessions_app.codex_rollout.labels import LOCAL, Labels
 from sessions_app.codex_rollout.parse import COMPACTED, EVENT_MSG, RESPONSE_ITEM, LineProblem
-from sessions_app.claude_transcript.parse import ASSISTANT, MANUAL, USER, Entry, parse_line
 
 BRANCH_SOURCE = "claude_code_branch"
 SERVER_USAGE = "server"
@@ -75,68 +75,19 @@ class Chunk:
     branch_switches: int = 0
 
 
-def _text_part(role: str, text: str) -> dict[str, Any]:
-    return {"type": "output_text" if role == ASSISTANT else "input_text", "text": text}
-
-
-def _tool_output(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return "" if content is None else json.dumps(content)
-
-
 def entry_items(entry: Entry) -> list[dict[str, Any]]:
-    """The Responses items one user or assistant entry adds to the conversation."""
+    """The Responses items one user or assistant entry adds to the conversation
+    (compaction_app.providers.anthropic_format); an entry whose content is malformed adds none."""
     message = entry.message
     role = message.get("role") if message.get("role") in (USER, ASSISTANT) else entry.type
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "message", "role": role, "content": [_text_part(role, content)]}] if content else []
-    if not isinstance(content, list):
+    try:
+        return content_items(role, message.get("content"))
+    except MessagesFormatError:
         return []
-    items: list[dict[str, Any]] = []
-    parts: list[dict[str, Any]] = []
-
-    def flush() -> None:
-        if parts:
-            items.append({"type": "message", "role": role, "content": list(parts)})
-            parts.clear()
-
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            parts.append(_text_part(role, block["text"]))
-        elif kind == "image" and role == USER:
-            source = block.get("source") if isinstance(block.get("source"), dict) else {}
-            if source.get("type") == "base64":
-                parts.append({"type": "input_image",
-                              "image_url": f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"})
-            elif isinstance(source.get("url"), str):
-                parts.append({"type": "input_image", "image_url": source["url"]})
-        elif kind == "tool_use":
-            flush()
-            items.append({"type": "function_call", "call_id": str(block.get("id", "")), "name": str(block.get("name", "")),
-                          "arguments": json.dumps(block.get("input") if block.get("input") is not None else {})})
-        elif kind == "tool_result":
-            flush()
-            items.append({"type": "function_call_output", "call_id": str(block.get("tool_use_id", "")),
-                          "output": _tool_output(block.get("content"))})
-    flush()
-    return items
 
 
 def summary_text(entry: Entry) -> str:
-    message = entry.message
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
+    return result_text(entry.message.get("content"))
 
 
 def usage_payload(usage: dict[str, Any]) -> dict[str, Any] | None:

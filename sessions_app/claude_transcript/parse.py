@@ -25,10 +25,12 @@ skipped); `convert` turns them into compactweb lines. Plain Python, no Django.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from sessions_app.codex_rollout.parse import SKIPPED, LineProblem, strip_nul
+from sessions_app.codex_rollout.parse import SKIPPED, LineProblem, json_error, strip_nul
 
 USER = "user"
 ASSISTANT = "assistant"
@@ -109,6 +111,16 @@ class Entry:
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+# `<session id>.jsonl` directly in a project folder; a subagent's own file (`<session>/subagents/agent-*.jsonl`)
+# is not a session of its own.
+TRANSCRIPT_NAME = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.jsonl$")
+
+
+def is_transcript_file(path: Path) -> bool:
+    """Claude Code's own transcript names (a session id), as found under `~/.claude/projects/<project>/`."""
+    return bool(TRANSCRIPT_NAME.match(path.name))
+
+
 def is_claude_transcript_line(text: str) -> bool:
     """Whether one line looks like Claude Code's (a `sessionId`, or a tree entry's `uuid`), not a Codex rollout line
     (`payload`). Used to tell the formats apart on import."""
@@ -139,15 +151,13 @@ def parse_line(raw: str | bytes, line_no: int) -> Entry | LineProblem | None:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             return LineProblem(line_no, f"not valid UTF-8 ({exc.reason} at byte {exc.start})", SKIPPED)
+    raw = raw.rstrip("\r\n")
     if not raw.strip():
         return None
     try:
         obj = json.loads(raw)
     except json.JSONDecodeError as exc:
-        cut = exc.msg.startswith("Unterminated string") or (
-            exc.pos >= len(raw.rstrip("\r\n")) and exc.msg.startswith("Expecting"))
-        reason = "invalid JSON, the line is cut short" if cut else "invalid JSON"
-        return LineProblem(line_no, f"{reason} ({exc.msg} at column {exc.colno})", SKIPPED)
+        return LineProblem(line_no, json_error(exc, raw), SKIPPED)
     if not isinstance(obj, dict):
         return LineProblem(line_no, "a transcript line must be a JSON object", SKIPPED)
     if not isinstance(obj.get("type"), str) or not obj["type"]:

@@ -252,6 +252,14 @@ class _Parsed:
     repairs: list[str] = field(default_factory=list)
 
 
+def json_error(exc: json.JSONDecodeError, raw: str) -> str:
+    """Why a line is not JSON; a line cut in the middle (a session still writing, or one that crashed) says so."""
+    cut = exc.msg.startswith("Unterminated string") or (
+        exc.pos >= len(raw.rstrip("\r\n")) and exc.msg.startswith("Expecting"))
+    reason = "invalid JSON, the line is cut short" if cut else "invalid JSON"
+    return f"{reason} ({exc.msg} at column {exc.colno})"
+
+
 def _parse_line(raw: str | bytes, *, strict: bool) -> _Parsed:
     if isinstance(raw, bytes):
         try:
@@ -261,10 +269,7 @@ def _parse_line(raw: str | bytes, *, strict: bool) -> _Parsed:
     try:
         obj = json.loads(raw)
     except json.JSONDecodeError as exc:
-        cut = exc.msg.startswith("Unterminated string") or (
-            exc.pos >= len(raw.rstrip("\r\n")) and exc.msg.startswith("Expecting"))
-        reason = "invalid JSON, the line is cut short" if cut else "invalid JSON"
-        raise _Malformed(f"{reason} ({exc.msg} at column {exc.colno})") from None
+        raise _Malformed(json_error(exc, raw)) from None
     if not isinstance(obj, dict):
         raise _Malformed("a rollout line must be a JSON object")
     kind = obj.get("type")

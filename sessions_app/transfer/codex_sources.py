@@ -65,6 +65,12 @@ def append_source_lines(*, source: CodexSource, raw: Sequence[RawLine], seq_by_l
     source.line_count = first_number - 1 + len(rows)
 
 
+def add_problems(*, source: CodexSource, problems: Sequence[LineProblem]) -> None:
+    """Note more problems of a followed file (lines skipped or repaired as they were appended)."""
+    if problems:
+        CodexSource.objects.filter(pk=source.pk).update(problems=[*source.problems, *(x.as_dict() for x in problems)])
+
+
 def last_source_seq(*, source: CodexSource) -> int:
     """The seq of the newest rollout line that came from the file (0 when none did)."""
     return CodexSourceLine.objects.filter(source=source).aggregate(m=Max("rollout_seq"))["m"] or 0

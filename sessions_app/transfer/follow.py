@@ -1,4 +1,6 @@
-"""Live follow of a Codex sessions folder (issue 13, item 4; issue 30; design user story 8).
+"""Live follow of a Codex sessions folder or a Claude Code projects folder (issue 13, item 4; issue 30; issue 35;
+design user story 8). A Claude Code transcript is imported like a rollout (the importer tells the formats apart);
+its appended lines go through sessions_app.transfer.claude_follow.
 
 `sync_file` brings one `rollout-*.jsonl` file up to date: a new file (once it has a complete first line) is
 imported as a session with source "followed" (tolerant, like any import), and lines Codex appends later are
@@ -38,6 +40,7 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from compaction_app.models import CompactionPolicy, Provider
+from sessions_app.claude_transcript import is_transcript_file
 from sessions_app.codex_rollout import RolloutImportError, parse_rollout, to_compactweb_lines
 from sessions_app.codex_rollout.convert import needs_history
 from sessions_app.codex_rollout.labels import infer_labels, latest_context_window
@@ -59,7 +62,7 @@ from sessions_app.codex_rollout.tail import (
 from sessions_app.models import CodexSource, CodexSourceLine, LiveItem, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import append_rollout_lines
-from sessions_app.transfer import codex_sources, importer
+from sessions_app.transfer import claude_follow, codex_sources, importer
 from sessions_app.transfer.refusals import AlreadyImported, TransferRefused
 
 logger = logging.getLogger(__name__)
@@ -77,7 +80,13 @@ class SyncResult:
     detail: str = ""
 
 
-def rollout_files(root: Path, matches: Callable[[Path], bool] = is_rollout_file) -> list[Path]:
+def is_followed_file(path: Path) -> bool:
+    """A Codex rollout (`rollout-*.jsonl`) or a Claude Code transcript (`<session id>.jsonl`, issue 35): one
+    follower serves `~/.codex/sessions`, `~/.claude/projects` or a folder holding both."""
+    return is_rollout_file(path) or is_transcript_file(path)
+
+
+def rollout_files(root: Path, matches: Callable[[Path], bool] = is_followed_file) -> list[Path]:
     """The followed files under a sessions folder (Codex's YYYY/MM/DD tree), oldest path first."""
     return sorted(f for f in root.rglob("*") if matches(f) and f.is_file())
 
@@ -205,6 +214,8 @@ def _append(path: Path, source: CodexSource) -> SyncResult:
 def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
     """Append lines Codex added to a followed file: tolerant parse, the same conversion and labels as an import,
     the file's lines kept as read. Runs inside the caller's transaction. Returns the lines read."""
+    if claude_follow.is_claude_source(source):
+        return claude_follow.do_append_claude_lines(source=source, lines=lines)
     session = Session.objects.select_related("provider", "policy").get(pk=source.session_id)
     raw = split_raw_lines(lines)
     first_number = source.line_count + 1
@@ -218,10 +229,7 @@ def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
     rows = append_rollout_lines(session=session, lines=new_lines) if new_lines else []
     seq_by_line = dict(zip(numbers, (r.seq for r in rows), strict=True))
     codex_sources.append_source_lines(source=source, raw=raw, seq_by_line=seq_by_line, first_number=first_number)
-    all_problems = [*parsed.problems, *problems]
-    if all_problems:
-        CodexSource.objects.filter(pk=source.pk).update(
-            problems=[*source.problems, *(x.as_dict() for x in all_problems)])
+    codex_sources.add_problems(source=source, problems=[*parsed.problems, *problems])
     if any(r.kind == p.COMPACTED for r in rows):
         labels = _labels_with_context(source, parsed, first_number)
         importer.create_compactions(session, rows, {seq_by_line[n]: lab for n, lab in labels.items()
@@ -288,10 +296,11 @@ class Follower:
 
     A file is synced only when its stat (size, mtime, inode) differs from the one seen at its last sync, so an
     idle folder costs a stat per file per rescan and no database query. The format is the caller's: `matches`
-    picks the followed files by path and `sync` brings one up to date (Codex rollouts by default)."""
+    picks the followed files by path and `sync` brings one up to date (Codex rollouts and Claude Code transcripts
+    by default)."""
 
     def __init__(self, root: Path, *, provider=None, policy=None, rescan_seconds: float = 5.0,
-                 matches: Callable[[Path], bool] = is_rollout_file,
+                 matches: Callable[[Path], bool] = is_followed_file,
                  sync: Callable[..., SyncResult] = sync_file) -> None:
         self.root = Path(root)
         self.provider, self.policy = provider, policy

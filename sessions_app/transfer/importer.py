@@ -25,7 +25,12 @@ from compaction_app.config_services import derived_provider
 from compaction_app.engine.items import is_real_user_message, message_text
 from compaction_app.engine.windows import new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
-from sessions_app.claude_transcript import EPOCH, TranscriptChunk, TranscriptReader, looks_like_claude_transcript
+from sessions_app.claude_transcript import (
+    EPOCH,
+    TranscriptChunk,
+    TranscriptReader,
+    looks_like_claude_transcript,
+)
 from sessions_app.codex_rollout import (
     ImportedLine,
     ParsedRollout,

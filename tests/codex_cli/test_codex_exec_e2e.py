@@ -16,13 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
-import socket
 import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -34,8 +29,8 @@ from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import do_append_items
 from sessions_app.transfer import exporter, importer
 from sessions_app.transfer.follow import Follower
+from tests.live_dashboard import histories_after, installed_cli_or_skip, live_dashboard, wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 CODEX = HERE / "node_modules" / ".bin" / "codex"
 PINNED = json.loads((HERE / "package.json").read_text())["devDependencies"]["@openai/codex"]
@@ -55,57 +50,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _codex_or_skip() -> Path:
-    problem = None
-    if shutil.which("node") is None:
-        problem = "node is not installed"
-    elif not CODEX.exists():
-        problem = "the Codex CLI is not installed: run `npm ci --prefix tests/codex_cli` (scripts/test does)"
-    else:
-        version = subprocess.run([str(CODEX), "--version"], capture_output=True, text=True, timeout=60).stdout
-        if PINNED not in version:
-            problem = f"tests/codex_cli has {version.strip()!r}, not the pinned {PINNED}: run `npm ci --prefix tests/codex_cli`"
-    if problem is None:
-        return CODEX
-    if os.environ.get("CI"):
-        pytest.fail(f"{problem}; CI must run the Codex CLI end-to-end test")
-    pytest.skip(problem)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return installed_cli_or_skip(CODEX, PINNED, name="Codex CLI", folder="tests/codex_cli")
 
 
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory):
     """A live dashboard (Daphne) whose simulated model records every request; yields (base URL, token, dir)."""
     _codex_or_skip()
-    work = tmp_path_factory.mktemp("dashboard")
-    token = secrets.token_hex(16)
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")}
-    env.update(COMPACTWEB_VAR_DIR=str(work), SQLITE_PATH=str(work / "db.sqlite3"), COMPACTWEB_RUN_SIMULATOR="0",
-               COMPACTWEB_SIM_TOKEN=token, COMPACTWEB_SIM_RECORD_DIR=str(work / "requests"),
-               COMPACTWEB_FOLLOW_ROLLOUTS_DIR="", PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                             "compactweb.asgi:application"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=(work / "daphne.log").open("wb"))
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((work / "daphne.log").read_text()[-2000:]) from None
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/sim/v1", token, work / "requests"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with live_dashboard(tmp_path_factory.mktemp("dashboard")) as (url, token, requests):
+        yield f"{url}/sim/v1", token, requests
 
 
 class CodexRun:
@@ -151,28 +104,8 @@ def _codex(tmp_path, base_url: str, token: str, *, custom_provider: bool, name: 
     return CodexRun(home, scratch, env)
 
 
-def _wait(condition, limit: float = 30.0) -> None:
-    deadline = time.monotonic() + limit
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("the follower did not catch up with Codex's rollout")
-        time.sleep(0.05)
-
-
 def _wire(item: dict) -> dict:
     return {k: v for k, v in item.items() if k not in WIRE_ONLY_FIELDS}
-
-
-def _histories_after(session: Session) -> list[tuple[int, list[dict]]]:
-    """(seq, live history after that line) for every rollout line: compactweb's view as it followed."""
-    projection = p.Projection()
-    out = []
-    rows = RolloutLine.objects.filter(session=session).order_by("seq").values_list(
-        "seq", "kind", "payload", "tokens", "item_tokens")
-    for seq, kind, payload, tokens, item_tokens in rows:
-        projection.apply(p.Line(seq=seq, kind=kind, payload=payload, tokens=tokens, item_tokens=item_tokens))
-        out.append((seq, [_wire(i) for i in projection.items]))
-    return out
 
 
 def _is_compaction_request(body: dict, *, custom_provider: bool) -> bool:
@@ -193,7 +126,8 @@ def _drive_until_compacted(run: CodexRun, follower_root: Path) -> Session:
                 break
         (path,) = run.rollout_files()
         lines = path.read_bytes().count(b"\n")
-        _wait(lambda: CodexSource.objects.filter(line_count=lines).exists())
+        wait_for(lambda: CodexSource.objects.filter(line_count=lines).exists(),
+                 what="the follower catching up with Codex's rollout")
     finally:
         follower.stop()
         thread.join(timeout=10)
@@ -213,7 +147,7 @@ def _check_history_is_codexs_next_input(session: Session, requests: list[dict], 
     thread = str(session.thread_id)
     mine = [r["body"] for r in requests if r["headers"].get("thread-id", thread) == thread
             or r["headers"].get("session-id") == thread]
-    histories = _histories_after(session)
+    histories = histories_after(session, lambda items: [_wire(i) for i in items])
     compacted_seqs = list(Compaction.objects.filter(session=session).order_by("rollout_seq")
                           .values_list("rollout_seq", flat=True))
     marks = [i for i, body in enumerate(mine) if _is_compaction_request(body, custom_provider=custom_provider)]

@@ -58,6 +58,14 @@ def test_the_sim_token_as_a_bearer_is_accepted_as_an_openai_client_sends_it(db):
     assert response.status_code == 200 and response.json()["object"] == "list"
 
 
+def test_the_sim_token_in_x_api_key_is_accepted_as_an_anthropic_client_sends_it_and_a_wrong_one_is_not(db):
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": [USER]}
+    response = call("POST", "/sim/anthropic/v1/messages", headers={"x-api-key": SIM_TOKEN}, json=body)
+    assert response.status_code == 200 and response.json()["type"] == "message"
+    assert call("POST", "/sim/anthropic/v1/messages", headers={"x-api-key": "wrong"}, json=body).status_code == 401
+    assert call("POST", "/sim/anthropic/v1/messages", json=body).status_code == 401
+
+
 def test_no_shared_token_configured_means_the_empty_bearer_never_matches(db, settings):
     settings.COMPACTWEB_SIM_TOKEN = ""
     assert call("GET", "/sim/v1/models", headers={"Authorization": "Bearer "}).status_code == 401

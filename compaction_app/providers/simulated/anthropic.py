@@ -20,16 +20,13 @@ import json
 from typing import Any
 
 from compaction_app.engine.items import is_message, message_text
+from compaction_app.providers.anthropic_format import MessagesFormatError, content_items
 
-# What Claude Code's compaction prompt says (its own wording, checked against the pinned CLI).
 # Context Claude Code adds to user messages on its own (environment, dates, tool lists): not the user's words, so
 # the simulated model does not read it (it would take it for the user's request).
 REMINDER = "<system-reminder>"
+# What Claude Code's compaction prompt says (its own wording, checked against the pinned CLI).
 SUMMARY_PROMPT_MARKERS = ("your task is to create a detailed summary of",)
-
-
-class MessagesFormatError(ValueError):
-    """A Messages request the simulator cannot read (answered 400 invalid_request_error)."""
 
 
 def _text_of_system(system: Any) -> str:
@@ -42,55 +39,28 @@ def _text_of_system(system: Any) -> str:
     raise MessagesFormatError("`system` must be a string or an array of text blocks")
 
 
-def _result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content.split("\n\n" + REMINDER)[0]
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-                         and not str(b.get("text", "")).lstrip().startswith(REMINDER))
-    return "" if content is None else json.dumps(content)
+def _not_reminder(text: str) -> bool:
+    return not text.lstrip().startswith(REMINDER)
+
+
+def _without_reminders(text: str) -> str:
+    return text.split("\n\n" + REMINDER)[0]
 
 
 def messages_to_items(messages: Any) -> list[dict[str, Any]]:
-    """Anthropic `messages` → Responses items, in order (thinking blocks and images are left out: the simulated
-    model neither reads nor writes them)."""
+    """Anthropic `messages` → Responses items, in order (compaction_app.providers.anthropic_format), without the
+    `<system-reminder>` context Claude Code adds."""
     if not isinstance(messages, list):
         raise MessagesFormatError("`messages` must be an array")
     items: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
             raise MessagesFormatError(f"messages[{index}] must be an object with role user or assistant")
-        role, content = message["role"], message.get("content")
-        part_type = "output_text" if role == "assistant" else "input_text"
-        if isinstance(content, str):
-            items.append({"type": "message", "role": role, "content": [{"type": part_type, "text": content}]})
-            continue
-        if not isinstance(content, list):
-            raise MessagesFormatError(f"messages[{index}].content must be a string or an array of blocks")
-        texts: list[dict[str, Any]] = []
-
-        def flush() -> None:
-            if texts:
-                items.append({"type": "message", "role": role, "content": list(texts)})
-                texts.clear()
-
-        for block in content:
-            if not isinstance(block, dict):
-                raise MessagesFormatError(f"messages[{index}].content holds a block that is not an object")
-            kind = block.get("type")
-            if kind == "text":
-                text = str(block.get("text", ""))
-                if not text.lstrip().startswith(REMINDER):
-                    texts.append({"type": part_type, "text": text})
-            elif kind == "tool_use":
-                flush()
-                items.append({"type": "function_call", "call_id": str(block.get("id", "")),
-                              "name": str(block.get("name", "")), "arguments": json.dumps(block.get("input") or {})})
-            elif kind == "tool_result":
-                flush()
-                items.append({"type": "function_call_output", "call_id": str(block.get("tool_use_id", "")),
-                              "output": _result_text(block.get("content"))})
-        flush()
+        try:
+            items += content_items(message["role"], message.get("content"), keep_text=_not_reminder,
+                                   output_of=_without_reminders)
+        except MessagesFormatError as exc:
+            raise MessagesFormatError(f"messages[{index}]: {exc}") from None
     return items
 
 
