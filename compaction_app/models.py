@@ -15,6 +15,7 @@ from compaction_app.engine import vocabulary as v
 from compaction_app.engine.alerts import AlertKind
 from compaction_app.engine.hooks import MAX_HOOK_TIMEOUT, callable_allowed
 from compaction_app.validators import (
+    provider_key_problems,
     validate_header_envs,
     validate_outbound_url,
     validate_provider_base_url,
@@ -114,6 +115,13 @@ class Provider(models.Model):
     @property
     def is_embedded(self) -> bool:
         return self.base_url == self.EMBEDDED
+
+    def clean(self) -> None:
+        # Issue 27: a key goes only to the base URLs the deployment bound it to (the API serializer asks the same).
+        problems = provider_key_problems(base_url=self.base_url, api_key_env=self.api_key_env,
+                                         header_envs=self.header_envs)
+        if problems:
+            raise ValidationError(problems)
 
     @property
     def usable_context_window(self) -> int:

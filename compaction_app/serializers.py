@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from compaction_app.models import CompactionPolicy, Hook, Prompt, Provider
+from compaction_app.validators import provider_key_problems
 
 SECRET_FIELDS = ("api_key", "key", "secret", "token", "password")
 
@@ -31,6 +32,17 @@ class ProviderSerializer(serializers.ModelSerializer):
                      "api_key_env to that variable's name."}
                 )
         return super().to_internal_value(data)
+
+    def validate(self, attrs):
+        # Issue 27: each secret variable is bound to base URLs (compaction_app.validators, as Provider.clean).
+        def current(field, default):
+            return attrs.get(field, getattr(self.instance, field, default))
+
+        problems = provider_key_problems(base_url=current("base_url", ""), api_key_env=current("api_key_env", ""),
+                                         header_envs=current("header_envs", {}))
+        if problems:
+            raise serializers.ValidationError(problems)
+        return attrs
 
 
 

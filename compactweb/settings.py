@@ -307,8 +307,15 @@ COMPACTWEB_SECRET_ENV_NAMES = [n.strip() for n in os.environ.get("COMPACTWEB_SEC
 # Open websockets re-check their user this often (seconds) besides the immediate re-check a change made through
 # Django sends (compactweb.ws_revocation): the bound on a socket outliving access taken away by SQL.
 COMPACTWEB_WS_AUTH_RECHECK_SECONDS = float(os.environ.get("COMPACTWEB_WS_AUTH_RECHECK_SECONDS", "30"))
-# Refuse provider and webhook URLs whose host is loopback, private or link-local (for shared networks).
-COMPACTWEB_OUTBOUND_DENY_PRIVATE = _env_bool("COMPACTWEB_OUTBOUND_DENY_PRIVATE", False)
+# Refuse provider and webhook URLs whose host is loopback, private or link-local (issue 27: on by default), except
+# the hosts, host:port pairs and networks listed in COMPACTWEB_OUTBOUND_ALLOW (comma-separated), e.g. a local model
+# server: COMPACTWEB_OUTBOUND_ALLOW=127.0.0.1:11434,10.1.0.0/16. Checked on save and again before each send.
+COMPACTWEB_OUTBOUND_DENY_PRIVATE = _env_bool("COMPACTWEB_OUTBOUND_DENY_PRIVATE", True)
+COMPACTWEB_OUTBOUND_ALLOW = [e.strip() for e in os.environ.get("COMPACTWEB_OUTBOUND_ALLOW", "").split(",") if e.strip()]
+# Which base URLs each secret variable may be sent to (issue 27): "NAME=URL URL;NAME2=URL". A provider naming a
+# variable in api_key_env or header_envs must have a base URL at or under one of that variable's URLs, checked on
+# save and before each send; a variable listed nowhere is sent nowhere.
+COMPACTWEB_PROVIDER_KEYS = os.environ.get("COMPACTWEB_PROVIDER_KEYS", "")
 
 # The simulated model at /sim/ for outside clients (compactweb.sim_mount): on in the embedded default; a real
 # deployment turns it off with COMPACTWEB_SIM_ENABLED=0. Outside callers authenticate with

@@ -60,9 +60,20 @@ def url_for(config: ProviderConfig, path: str) -> str:
     return f"{base}/{path.lstrip('/')}"
 
 
+class _Refused(httpx.AsyncBaseTransport):
+    """A transport that sends nothing: the deployment's outbound rule refuses the route's upstream now
+    (ProviderConfig.refused, issue 27); the proxy answers it as an unreachable upstream."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError(f"refused by the deployment's outbound rule: {self.reason}", request=request)
+
+
 def request(config: ProviderConfig, method: str, path: str, headers: dict[str, str],
             content: bytes | None = None) -> tuple[httpx.AsyncClient, httpx.Request]:
-    client = client_for(config)
+    client = httpx.AsyncClient(transport=_Refused(config.refused)) if config.refused else client_for(config)
     return client, client.build_request(method, url_for(config, path), headers=forwarded_headers(headers, config),
                                         content=content)
 

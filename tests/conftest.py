@@ -68,6 +68,14 @@ def _test_hook_modules(settings):
 
 
 @pytest.fixture(autouse=True)
+def _loopback_test_servers(settings):
+    """The tests' scripted providers and webhooks listen on 127.0.0.1. A deployment refuses loopback and private
+    targets unless it lists them (issue 27); the tests list loopback explicitly, as a deployment with a model
+    server on the same machine would. Tests of the refusal itself set their own list."""
+    settings.COMPACTWEB_OUTBOUND_ALLOW = ["127.0.0.1", "localhost", "::1"]
+
+
+@pytest.fixture(autouse=True)
 def _empty_cache():
     """API throttling counts requests in Django's cache, keyed by user id or address: start every test at zero."""
     from django.core.cache import cache

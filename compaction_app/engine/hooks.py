@@ -20,6 +20,7 @@ import httpx
 
 from compaction_app.engine.content_encoding import ACCEPT_IDENTITY, compressed_encoding
 from compaction_app.engine.events import Emit, HookCompleted, HookStarted
+from compaction_app.engine.reasons import short_reason
 from compaction_app.engine.vocabulary import HookEvent, HookKind, HookMatcher, HookStatus
 
 DEFAULT_HOOK_TIMEOUT = 10.0
@@ -27,6 +28,8 @@ DEFAULT_HOOK_TIMEOUT = 10.0
 # DEFAULT_MAX_RESPONSE_BYTES is read or stored.
 MAX_HOOK_TIMEOUT = 60.0
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024
+# Issue 27: what a webhook answered is shown to operators only as the decision the engine reads (continue) and a
+# short, single-line stop reason (engine/reasons.py); the rest of the body (whatever the target returns) is dropped.
 
 
 def callable_allowed(path: str, prefixes: tuple[str, ...] | None) -> bool:
@@ -158,9 +161,12 @@ class HookRunner:
         callable_prefixes: tuple[str, ...] | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_timeout: float = MAX_HOOK_TIMEOUT,
+        url_check: Callable[[str], str | None] | None = None,
     ) -> None:
         """`callable_prefixes`: the module prefixes a callable hook's path must start with (None = any);
-        `max_response_bytes`: a larger webhook answer fails the hook; `max_timeout` caps every hook's timeout."""
+        `max_response_bytes`: a larger webhook answer fails the hook; `max_timeout` caps every hook's timeout;
+        `url_check(url)`: why a webhook target is refused now, or None (checked before every post)."""
+        self.url_check = url_check
         self.specs = tuple(specs)
         self.callable_prefixes = callable_prefixes
         self.max_response_bytes = max_response_bytes
@@ -222,6 +228,10 @@ class HookRunner:
         return result
 
     async def _post(self, spec: HookSpec, request: dict[str, Any]) -> Any:
+        if self.url_check is not None:
+            refused = self.url_check(spec.target)
+            if refused:  # the deployment's outbound rule, again at send time (a row saved under an older rule)
+                raise PermissionError(f"webhook target refused: {refused}")
         timeout = self._timeout(spec)
         async with httpx.AsyncClient(transport=self._transport, timeout=timeout) as client:
             # The whole exchange is bounded by the timeout, not only each read: a server trickling bytes cannot
@@ -230,9 +240,9 @@ class HookRunner:
         if not content:
             return None
         try:
-            return json.loads(content)
+            return webhook_decision(json.loads(content))
         except ValueError:
-            return content.decode("utf-8", errors="replace")
+            return None
 
     async def _read_capped(self, client: httpx.AsyncClient, url: str, request: dict[str, Any]) -> bytes:
         async with client.stream("POST", url, json=request, headers=ACCEPT_IDENTITY) as response:
@@ -250,6 +260,18 @@ class HookRunner:
 
     def _ms(self, start: float) -> int:
         return max(0, int(round((self._monotonic() - start) * 1000)))
+
+
+def webhook_decision(answer: Any) -> dict[str, Any] | None:
+    """What is kept of a webhook's JSON answer: `continue` (a boolean) and a short `stopReason` (spec §7)."""
+    if not isinstance(answer, dict):
+        return None
+    kept: dict[str, Any] = {}
+    if isinstance(answer.get("continue"), bool):
+        kept["continue"] = answer["continue"]
+    if isinstance(answer.get("stopReason"), str):
+        kept["stopReason"] = short_reason(answer["stopReason"])
+    return kept or None
 
 
 def hook_request(

@@ -16,13 +16,13 @@ from typing import Any
 import httpx
 
 from compaction_app.engine.provider_errors import ErrorKind, ProviderError
+from compaction_app.engine.reasons import short_reason
 
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 OVERLOAD_CODES = frozenset({"server_is_overloaded", "slow_down"})
 RATE_LIMIT_CODE = "rate_limit_exceeded"
 # "Please try again in 1.5s" / "in 250ms": OpenAI puts the rate-limit delay in the message of a failed stream.
 _TRY_AGAIN = re.compile(r"try again in\s*(\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
-_MAX_BODY_IN_MESSAGE = 500
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -75,8 +75,15 @@ def error_from_status(status: int, body: bytes | str, headers: Mapping[str, str]
         parsed = None
     err = _error_object(parsed)
     code = err.get("code") if isinstance(err.get("code"), str) else None
-    detail = err.get("message") if isinstance(err.get("message"), str) else text[:_MAX_BODY_IN_MESSAGE]
-    message = f"HTTP {status}: {detail}" if detail else f"HTTP {status}"
+    detail = err.get("message") if isinstance(err.get("message"), str) else ""
+    # Issue 27: operators see the status and a short reason from the provider's JSON error, never the raw body
+    # (a URL pointed at some other server would otherwise show that server's answers).
+    if detail:
+        message = f"HTTP {status}: {short_reason(detail)}"
+    elif text:
+        message = f"HTTP {status} (an answer of {len(text)} characters without a JSON error message)"
+    else:
+        message = f"HTTP {status}"
     retry_after = parse_retry_after(headers)
 
     if status == 400 and code == CONTEXT_LENGTH_EXCEEDED:
@@ -103,7 +110,8 @@ def error_from_event(data: Mapping[str, Any]) -> ProviderError:
     kind_name = data.get("type")
     if kind_name == "response.incomplete":
         reason = ((data.get("response") or {}).get("incomplete_details") or {}).get("reason", "unknown")
-        return ProviderError(kind=ErrorKind.SERVER_ERROR, message=f"Incomplete response returned, reason: {reason}")
+        return ProviderError(kind=ErrorKind.SERVER_ERROR,
+                             message=f"Incomplete response returned, reason: {short_reason(str(reason))}")
     err = _error_object(data.get("response") if kind_name == "response.failed" else data)
     code = err.get("code") if isinstance(err.get("code"), str) else None
     message = err.get("message") if isinstance(err.get("message"), str) else f"{kind_name} without a message"
@@ -118,7 +126,7 @@ def error_from_event(data: Mapping[str, Any]) -> ProviderError:
     else:
         # An unexplained failure mid-stream is worth another try (spec §6.2 retries stream errors).
         kind = ErrorKind.SERVER_ERROR
-    return ProviderError(kind=kind, message=message, retry_after=retry_after, code=code)
+    return ProviderError(kind=kind, message=short_reason(message), retry_after=retry_after, code=code)
 
 
 def error_from_transport(exc: httpx.TransportError) -> ProviderError:

@@ -36,6 +36,9 @@ class ProviderConfig:
     extra_headers: dict[str, str] = field(default_factory=dict)
     # Headers whose values are read from environment variables when a client is built: {header: variable name}.
     header_envs: dict[str, str] = field(default_factory=dict)
+    # Why the deployment refuses to send to base_url now (its outbound rule, checked when the config is built);
+    # non-empty: every request fails at once with this reason, nothing leaves the process.
+    refused: str = ""
 
     def __post_init__(self) -> None:
         problems = []

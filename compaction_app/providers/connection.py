@@ -76,6 +76,9 @@ class Connection:
         as much per request as the embedded model's work and do nothing for an app in the same process, which
         sets no cookie and never redirects; the request is still an HTTP request to the app (method, URL,
         headers) and its answer an HTTP response (status, headers, streamed body)."""
+        if self.config.refused:
+            raise ProviderError(kind=ErrorKind.INVALID_REQUEST,
+                                message=f"the deployment does not send requests to this provider: {self.config.refused}")
         if self._in_process_transport is not None:
             request = httpx.Request("POST", url, headers=headers, extensions={BODY_EXTENSION: body})
             response = await self._in_process_transport.handle_async_request(request)

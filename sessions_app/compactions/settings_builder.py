@@ -22,7 +22,7 @@ from compaction_app.providers.simulated.faults import (
     REASONING_INCLUDED_HEADER,
     parse_faults,
 )
-from compaction_app.validators import header_env_problem, secret_env_allowed
+from compaction_app.validators import header_env_problem, key_url_problem, outbound_url_problem, secret_env_allowed
 from sessions_app.simulator.initial_context import ContextWindowIds, context_window_message
 
 # Reasoning settings sent when the provider's models reason (Codex's defaults: medium effort, auto summary).
@@ -48,6 +48,10 @@ def allowed_api_key_env(*, provider: Provider) -> str:
         logger.warning("provider %s names api_key_env %s, which the deployment does not allow; sending no key",
                        provider.name, name)
         return ""
+    problem = key_url_problem(name, provider.base_url) if name else None
+    if problem:  # issue 27: the key goes only where the deployment bound it
+        logger.warning("provider %s: sending no key: %s", provider.name, problem)
+        return ""
     return name
 
 
@@ -56,7 +60,7 @@ def allowed_header_envs(*, provider: Provider) -> dict[str, str]:
     with a warning, so no variable outside the rule is ever read into a request."""
     allowed = {}
     for header, name in dict(provider.header_envs or {}).items():
-        problem = header_env_problem(header, name)
+        problem = header_env_problem(header, name) or key_url_problem(name, provider.base_url)
         if problem:
             logger.warning("provider %s: header %r not sent: %s", provider.name, header, problem)
             continue
@@ -133,6 +137,11 @@ def provider_config(
     """The ProviderConfig of a Provider row; `fault_injection` (a session's) becomes simulator headers and
     `policy` overrides the retry counts."""
     retries = dict(stream_max_retries=provider.stream_max_retries, request_max_retries=provider.request_max_retries)
+    # Issue 27: the outbound rule again before any send (a row saved under an older rule, a name that moved to a
+    # private address); a refused provider is reached by nothing and gets no key.
+    refused = "" if provider.is_embedded else (outbound_url_problem(provider.base_url) or "")
+    if refused:
+        logger.warning("provider %s: not sending to its base URL: %s", provider.name, refused)
     if policy is not None:
         retries = dict(
             stream_max_retries=stream_max_retries(provider=provider, policy=policy),
@@ -147,11 +156,12 @@ def provider_config(
         context_window=provider.context_window,
         effective_context_window_percent=provider.effective_context_window_percent,
         remote_compaction=provider.remote_compaction,
-        api_key_env=allowed_api_key_env(provider=provider),
+        api_key_env="" if refused else allowed_api_key_env(provider=provider),
         connect_timeout=provider.connect_timeout,
         read_timeout=provider.read_timeout,
         extra_headers=fault_headers(fault_injection),
-        header_envs=allowed_header_envs(provider=provider),
+        header_envs={} if refused else allowed_header_envs(provider=provider),
+        refused=refused,
         **retries,
     )
 
@@ -218,6 +228,7 @@ def hook_runner_limits() -> dict[str, Any]:
         "callable_prefixes": tuple(settings.COMPACTWEB_HOOK_CALLABLE_PREFIXES),
         "max_response_bytes": settings.COMPACTWEB_HOOK_MAX_RESPONSE_BYTES,
         "max_timeout": settings.COMPACTWEB_HOOK_MAX_TIMEOUT,
+        "url_check": outbound_url_problem,
     }
 
 

@@ -5,7 +5,8 @@ import pytest
 from compaction_app.models import CompactionPolicy, Prompt, Provider
 
 
-def test_admin_creates_a_provider_and_reads_it_back(admin_api):
+def test_admin_creates_a_provider_and_reads_it_back(admin_api, settings):
+    settings.COMPACTWEB_PROVIDER_KEYS = "COMPACTWEB_KEY_OPENAI=https://api.example.invalid/v1"
     body = {"name": "openai", "base_url": "https://api.example.invalid/v1", "model": "gpt-x", "api_key_env": "COMPACTWEB_KEY_OPENAI", "remote_compaction": "v2"}
     created = admin_api.post("/api/v1/providers", body, format="json")
     assert created.status_code == 201, created.content

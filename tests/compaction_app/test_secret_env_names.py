@@ -21,8 +21,19 @@ from tests.fakes.scripted_provider import (
 SERVER_SECRETS = ["DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "HOME", "PATH"]
 
 
+COLLECTOR = "https://collector.example.invalid/v1"
+# The names these tests accept, bound to the URL they use (issue 27: a key goes only where the deployment bound it;
+# tests/compaction_app/test_provider_key_bindings.py proves that rule).
+BOUND = ["COMPACTWEB_KEY_OPENAI", "COMPACTWEB_KEY_EXFIL", "OPENAI_API_KEY", "COMPACTWEB_KEY_X"]
+
+
+@pytest.fixture(autouse=True)
+def _bound_to_the_collector(settings):
+    settings.COMPACTWEB_PROVIDER_KEYS = ";".join(f"{name}={COLLECTOR}" for name in BOUND)
+
+
 def provider_body(**fields):
-    return {"name": "exfil", "base_url": "https://collector.example.invalid/v1", "model": "m", **fields}
+    return {"name": "exfil", "base_url": COLLECTOR, "model": "m", **fields}
 
 
 @pytest.mark.parametrize("name", SERVER_SECRETS)
@@ -65,7 +76,8 @@ def test_a_name_on_the_allow_list_is_accepted_and_the_prefix_can_be_switched_off
     assert "COMPACTWEB_SECRET_ENV_NAMES" in refused.json()["error"]["message"]
 
 
-def test_the_admin_form_refuses_a_server_variable(client, admin_user_role):
+def admin_provider_form(client, admin_user_role, **fields) -> dict:
+    """The admin's add-provider form as a browser posts it (logged in as the admin role), with `fields` set."""
     admin_user_role.is_staff = True  # as create_user makes admins
     admin_user_role.save()
     client.force_login(admin_user_role)
@@ -74,8 +86,13 @@ def test_the_admin_form_refuses_a_server_variable(client, admin_user_role):
     initial = {name: field.initial() if callable(field.initial) else field.initial
                for name, field in form.fields.items()}
     data = {name: value for name, value in initial.items() if value not in (None, False)}
-    data.update(name="exfil", base_url="https://collector.example.invalid/v1", model="m",
-                api_key_env="DJANGO_SECRET_KEY")
+    data.update(fields)
+    return data
+
+
+def test_the_admin_form_refuses_a_server_variable(client, admin_user_role):
+    data = admin_provider_form(client, admin_user_role, name="exfil", base_url=COLLECTOR, model="m",
+                               api_key_env="DJANGO_SECRET_KEY")
     response = client.post("/admin/compaction_app/provider/add/", data)
     assert response.status_code == 200  # the form again, with the error
     assert "api_key_env" in response.context["adminform"].form.errors
@@ -93,9 +110,10 @@ def scripted():
         yield provider
 
 
-def test_a_row_stored_before_the_rule_sends_no_key_when_a_turn_runs(scripted, operator_api, monkeypatch):
+def test_a_row_stored_before_the_rule_sends_no_key_when_a_turn_runs(scripted, operator_api, monkeypatch, settings):
     """A provider row written before the rule (or before the operator narrowed it) still names DJANGO_SECRET_KEY:
     the turn goes out without an Authorization header, so the secret never leaves."""
+    settings.COMPACTWEB_PROVIDER_KEYS = f"DJANGO_SECRET_KEY={scripted.base_url};COMPACTWEB_KEY_GOOD={scripted.base_url}"
     monkeypatch.setenv("DJANGO_SECRET_KEY", "the-server-secret")
     monkeypatch.setenv("COMPACTWEB_KEY_GOOD", "sk-allowed")
     provider = Provider.objects.create(name="old", base_url=scripted.base_url, model="m", request_max_retries=0,

@@ -16,6 +16,7 @@ from gateway_app.keys import do_create_gateway_key
 from gateway_app.models import GatewayRoute
 
 UPSTREAM_KEY = "upstream-secret-key"
+UPSTREAM_URL = "http://upstream.invalid/v1"
 
 
 class Upstream:
@@ -36,9 +37,11 @@ class Upstream:
 
 
 @pytest.fixture
-def sim_upstream(tmp_path, monkeypatch):
+def sim_upstream(tmp_path, monkeypatch, settings):
     up = Upstream(tmp_path / "upstream")
     monkeypatch.setenv("COMPACTWEB_KEY_GATEWAY_TEST", UPSTREAM_KEY)
+    # the key goes only to the base URL it is bound to (issue 27, docs/security.md)
+    settings.COMPACTWEB_PROVIDER_KEYS = f"COMPACTWEB_KEY_GATEWAY_TEST={UPSTREAM_URL}"
 
     def client_for(config):
         return httpx.AsyncClient(transport=httpx.ASGITransport(app=up), timeout=30)
@@ -49,7 +52,7 @@ def sim_upstream(tmp_path, monkeypatch):
 
 
 def make_route(*, mode: str = "upstream", rpm: int = 600, max_body: int = 8 * 1024 * 1024, policy=None):
-    provider = Provider.objects.create(name=f"upstream-{mode}-{rpm}", base_url="http://upstream.invalid/v1",
+    provider = Provider.objects.create(name=f"upstream-{mode}-{rpm}", base_url=UPSTREAM_URL,
                                        model="compactweb-sim", context_window=32000,
                                        api_key_env="COMPACTWEB_KEY_GATEWAY_TEST")
     policy = policy or CompactionPolicy.objects.create(name=f"gateway-policy-{mode}-{rpm}")

@@ -124,3 +124,16 @@ def test_an_unreachable_upstream_is_502_and_recorded(monkeypatch, route, gateway
     response = call("POST", "/gateway/v1/responses", json={"input": [BASE, user("x")]}, headers=bearer(gateway_key))
     assert response.status_code == 502 and response.json()["error"]["code"] == "upstream_unreachable"
     assert GatewayAttempt.objects.get().status == 502
+
+
+def test_an_upstream_the_outbound_rule_refuses_now_receives_nothing(sim_upstream, gateway_key, route, settings):
+    """Issue 27: the route's provider is checked again before each request; refused (here: moved to a link-local
+    address behind the validators' back), nothing is sent and no key is read."""
+    from compaction_app.models import Provider
+
+    Provider.objects.filter(pk=route.provider_id).update(base_url="http://169.254.169.254/v1")
+    body = {"model": "compactweb-sim", "stream": True, "input": [BASE, user("hi")]}
+    response = call("POST", "/gateway/v1/responses", json=body, headers=bearer(gateway_key))
+    assert response.status_code == 502
+    assert "COMPACTWEB_OUTBOUND_ALLOW" in response.json()["error"]["message"]
+    assert sim_upstream.requests() == [] and sim_upstream.seen_headers == []

@@ -40,9 +40,14 @@ def test_status_and_code_map_to_kinds(status, code, kind, retryable):
     assert (error.kind, error.http_status, error.retryable, error.code) == (kind, status, retryable, code)
 
 
-def test_message_comes_from_the_error_body_or_the_raw_text():
+def test_message_is_the_status_and_a_short_reason_from_the_error_body_never_the_raw_body():
     assert error_from_status(400, _body("x", "bad field"), {}).message == "HTTP 400: bad field"
-    assert error_from_status(502, b"<html>bad gateway</html>", {}).message == "HTTP 502: <html>bad gateway</html>"
+    # Issue 27: another server's page or data is not shown to operators, only its size.
+    assert error_from_status(502, b"<html>internal admin page</html>", {}).message == (
+        "HTTP 502 (an answer of 32 characters without a JSON error message)")
+    long = error_from_status(400, _body("x", "line one\r\nline two " + "x" * 500), {}).message
+    assert long.startswith("HTTP 400: line one line two x") and len(long) <= len("HTTP 400: ") + 200
+    assert "\n" not in long
 
 
 def test_retry_after_seconds_milliseconds_and_http_date():

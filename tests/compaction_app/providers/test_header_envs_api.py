@@ -17,6 +17,12 @@ def provider_body(**fields):
     return {"name": "chatgpt", "base_url": "embedded", "model": "gpt-test", "context_window": 100_000, **fields}
 
 
+@pytest.fixture(autouse=True)
+def _account_bound(settings, served_script):
+    """COMPACTWEB_KEY_ACCOUNT may go to the embedded model and the scripted provider (issue 27 bindings)."""
+    settings.COMPACTWEB_PROVIDER_KEYS = f"COMPACTWEB_KEY_ACCOUNT=embedded {served_script.base_url}"
+
+
 def test_a_header_from_an_allowed_variable_is_accepted_and_sent_but_its_value_never_stored(
         scripted_sessions, admin_api, monkeypatch):
     monkeypatch.setenv("COMPACTWEB_KEY_ACCOUNT", ACCOUNT)

@@ -82,3 +82,35 @@ def test_passing_hooks_run_before_and_after_and_are_recorded_on_the_attempt(sess
     runs = HookRun.objects.filter(attempt__compaction=result).order_by("pk")
     assert [(r.hook_name, r.event, r.status) for r in runs] == [
         ("a-pre", "pre_compact", "completed"), ("b-post", "post_compact", "completed")]
+
+
+@pytest.mark.django_db
+def test_an_operator_sees_only_the_decision_and_a_short_reason_of_a_webhook_answer(session, policy, operator_api):
+    """Issue 27: whatever else a webhook target answers (an internal page, data) is not stored or shown."""
+    answer = {"continue": True, "stopReason": "line one\nline two " + "x" * 1000, "internal": "db-password=hunter2"}
+    webhook = ScriptedProvider([Reply.json(200, answer)])
+    with webhook.serve(base_path="") as base_url:
+        hook(policy, "review", "pre_compact", f"{base_url}/hooks/pre", kind="webhook")
+        response = operator_api.post(f"/api/v1/sessions/{session.pk}/compact", {"strategy": "local"}, format="json")
+    assert response.status_code in (200, 201), response.content
+    shown = operator_api.get(f"/api/v1/sessions/{session.pk}/attempts").content.decode()
+    assert "hunter2" not in shown and "internal" not in shown
+    (run,) = HookRun.objects.all()
+    kept = run.output["response"]
+    assert set(kept) == {"continue", "stopReason"} and kept["continue"] is True
+    assert kept["stopReason"].startswith("line one line two x") and len(kept["stopReason"]) <= 200
+
+
+@pytest.mark.django_db
+def test_a_webhook_target_the_deployment_no_longer_allows_receives_nothing(session, policy, settings):
+    """Issue 27: a webhook saved under an older rule (here: loopback listed) is checked again before it is sent;
+    refused, it is a failed run and the compaction goes on (spec §7)."""
+    webhook = ScriptedProvider([Reply.json(200, {"continue": False, "stopReason": "never read"})])
+    with webhook.serve(base_path="") as base_url:
+        hook(policy, "review", "pre_compact", f"{base_url}/hooks/pre", kind="webhook")
+        settings.COMPACTWEB_OUTBOUND_ALLOW = []
+        result = do_compact_session(session_id=session.pk, strategy="local")
+    assert webhook.requests == []
+    (run,) = HookRun.objects.filter(attempt__compaction=result)
+    assert run.status == "failed" and run.output["error"].startswith("webhook target refused")
+    assert "COMPACTWEB_OUTBOUND_ALLOW" in run.output["error"]
