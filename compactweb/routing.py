@@ -8,7 +8,10 @@ from django.urls import path, re_path
 
 from compaction_app.providers.simulated.app import create_app
 from compaction_app.providers.simulated.recording import RequestRecorder
-from compactweb import daphne_denial
+from compactweb import (
+    converters,  # noqa: F401  (registers the <id:...> path converter)
+    daphne_denial,
+)
 from compactweb.body_limit import asgi_body_limit
 from compactweb.sim_mount import MOUNT, guarded_sim_app
 from gateway_app import proxy as gateway
@@ -25,7 +28,7 @@ class UnknownRouteConsumer(AsyncWebsocketConsumer):
 
 websocket_urlpatterns: list = [
     path("ws/fleet/", FleetConsumer.as_asgi()),
-    path("ws/sessions/<int:session_id>/", SessionConsumer.as_asgi()),
+    path("ws/sessions/<id:session_id>/", SessionConsumer.as_asgi()),
     re_path(r"", UnknownRouteConsumer.as_asgi()),  # last: everything else
 ]
 

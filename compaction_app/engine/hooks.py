@@ -62,7 +62,8 @@ class HookSpec:
             raise ValueError(f"hook {self.name!r} needs a target")
         if self.timeout <= 0:
             raise ValueError(f"hook {self.name!r} needs a positive timeout")
-        if self.kind is HookKind.WEBHOOK and not self.target.startswith(("http://", "https://")):
+        # case-insensitive, as the outbound check that admitted it (issue 27: `HTTP://` is an http URL)
+        if self.kind is HookKind.WEBHOOK and not self.target.lower().startswith(("http://", "https://")):
             raise ValueError(f"webhook hook {self.name!r} needs an http(s) URL")
 
     def matches(self, trigger: str) -> bool:

@@ -46,7 +46,8 @@ class ProviderConfig:
             problems.append("name must not be empty")
         if not self.model:
             problems.append("model must not be empty")
-        if self.base_url != EMBEDDED and not self.base_url.startswith(("http://", "https://")):
+        # A URL's scheme is case-insensitive (RFC 3986 §3.1): `HTTP://` is saved as given and sent as http (issue 27).
+        if self.base_url != EMBEDDED and not self.base_url.lower().startswith(("http://", "https://")):
             problems.append(f"base_url must be {EMBEDDED!r} or an http(s) URL, got {self.base_url!r}")
         if self.wire_api not in WIRE_APIS:
             problems.append(f"wire_api must be one of {', '.join(WIRE_APIS)}, got {self.wire_api!r}")

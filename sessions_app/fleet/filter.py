@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from compactweb.converters import MAX_ID
+
 STATES = ("idle", "running", "paused", "stopped", "failed")
 
 
@@ -20,7 +22,7 @@ def _positive_int(value: str | None) -> int | None:
         number = int(str(value).strip())
     except ValueError:
         return None
-    return number if number > 0 else None
+    return number if 0 < number <= MAX_ID else None  # past 64 bits no row has it (and SQLite would overflow)
 
 
 @dataclass(frozen=True)

@@ -78,3 +78,27 @@ def test_policy_defaults_follow_codex(admin_api):
     assert data["auto_compact_token_limit"] is None and data["auto_compact_scope"] == "total"
     assert data["strategy"] == "auto" and data["remote_compaction_v2"] is True
     assert CompactionPolicy.objects.get(name="fresh").token_counter == "provider_encoding"
+
+
+def test_an_upper_case_scheme_is_an_http_url_from_saving_to_sending(admin_api, operator_api, policy, items_factory,
+                                                                   no_engine_sleeps):
+    """Issue 27: `HTTP://` passed the outbound check when saved, then every use was refused as an invalid provider; a URL's
+    scheme is case-insensitive, so it is used as the http URL it is (here: a host that does not resolve)."""
+    body = {"name": "shouty", "base_url": "HTTP://api.example.invalid/v1", "model": "gpt-x", "remote_compaction": "v2",
+            "request_max_retries": 0, "stream_max_retries": 0}
+    created = admin_api.post("/api/v1/providers", body, format="json")
+    assert created.status_code == 201, created.content
+    session = operator_api.post("/api/v1/sessions", {
+        "title": "t", "provider": created.json()["id"], "policy": policy.pk,
+        "items": [items_factory.user("hello")]}, format="json")
+    assert session.status_code == 201, session.content
+    compacted = operator_api.post(f"/api/v1/sessions/{session.json()['id']}/compact?wait=true",
+                                  {"method": "remote_v2"}, format="json")
+    assert compacted.status_code == 502, compacted.content
+    assert "base_url must be" not in compacted.content.decode()
+
+
+def test_an_upper_case_webhook_scheme_is_an_http_url():
+    from compaction_app.engine.hooks import HookSpec
+
+    assert HookSpec(name="h", event="pre_compact", kind="webhook", target="HTTPS://hooks.example.invalid/x").target

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from compactweb.api_errors import ApiError
+from compactweb.converters import MAX_ID
 from compactweb.roles import IsOperator
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import selectors, services
@@ -140,7 +141,9 @@ class SessionRollout(APIView):
         try:
             after = int(request.query_params.get("after", 0))
         except ValueError:
-            raise ApiError(status_code=400, code="invalid", message="after: must be an integer seq") from None
+            after = None
+        if after is None or abs(after) > MAX_ID:  # past 64 bits SQLite would overflow mid-stream
+            raise ApiError(status_code=400, code="invalid", message="after: must be an integer seq")
         # Under ASGI (Daphne) stream with an async iterator so Django does not buffer the whole rollout.
         lines = _async_lines(session.pk, after) if isinstance(request._request, ASGIRequest) else _sync_lines(
             session.pk, after

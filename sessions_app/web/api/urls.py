@@ -1,5 +1,6 @@
 from django.urls import path
 
+from compactweb import converters  # noqa: F401  (registers the <id:...> path converter)
 from sessions_app.web.api import compactions as api_compactions
 from sessions_app.web.api import fleet as api_fleet
 from sessions_app.web.api import jobs as api_jobs
@@ -11,51 +12,51 @@ from sessions_app.web.api import turns as api_turns
 
 urlpatterns = [
     path("sessions", api.SessionList.as_view(), name="api-sessions"),
-    path("sessions/<int:pk>", api.SessionDetail.as_view(), name="api-session"),
-    path("sessions/<int:pk>/history", api.SessionHistory.as_view(), name="api-session-history"),
-    path("sessions/<int:pk>/items", api.SessionItems.as_view(), name="api-session-items"),
-    path("sessions/<int:pk>/rollout", api.SessionRollout.as_view(), name="api-session-rollout"),
-    path("sessions/<int:pk>/compact", api_compactions.SessionCompact.as_view(), name="api-session-compact"),
-    path("sessions/<int:pk>/attempts", api_compactions.SessionAttempts.as_view(), name="api-session-attempts"),
+    path("sessions/<id:pk>", api.SessionDetail.as_view(), name="api-session"),
+    path("sessions/<id:pk>/history", api.SessionHistory.as_view(), name="api-session-history"),
+    path("sessions/<id:pk>/items", api.SessionItems.as_view(), name="api-session-items"),
+    path("sessions/<id:pk>/rollout", api.SessionRollout.as_view(), name="api-session-rollout"),
+    path("sessions/<id:pk>/compact", api_compactions.SessionCompact.as_view(), name="api-session-compact"),
+    path("sessions/<id:pk>/attempts", api_compactions.SessionAttempts.as_view(), name="api-session-attempts"),
     path(
-        "sessions/<int:pk>/compactions", api_compactions.SessionCompactions.as_view(), name="api-session-compactions"
+        "sessions/<id:pk>/compactions", api_compactions.SessionCompactions.as_view(), name="api-session-compactions"
     ),
-    path("compactions/<int:pk>", api_compactions.CompactionDetail.as_view(), name="api-compaction"),
-    path("attempts/<int:pk>", api_compactions.AttemptDetail.as_view(), name="api-attempt"),
+    path("compactions/<id:pk>", api_compactions.CompactionDetail.as_view(), name="api-compaction"),
+    path("attempts/<id:pk>", api_compactions.AttemptDetail.as_view(), name="api-attempt"),
 ]
 
 # Rollback and redo of a compaction (issue 7).
 urlpatterns += [
-    path("compactions/<int:pk>/rollback", api_rollback.CompactionRollback.as_view(), name="api-compaction-rollback"),
-    path("compactions/<int:pk>/redo", api_rollback.CompactionRedo.as_view(), name="api-compaction-redo"),
+    path("compactions/<id:pk>/rollback", api_rollback.CompactionRollback.as_view(), name="api-compaction-rollback"),
+    path("compactions/<id:pk>/redo", api_rollback.CompactionRedo.as_view(), name="api-compaction-redo"),
 ]
 
 # Rollback, thread rollback, Codex rollout export/import and replays (issue 7).
 urlpatterns += [
     path("sessions/import", api_transfer.SessionImport.as_view(), name="api-session-import"),
-    path("sessions/<int:pk>/export", api_transfer.SessionExport.as_view(), name="api-session-export"),
-    path("sessions/<int:pk>/replay", api_transfer.SessionReplay.as_view(), name="api-session-replay"),
-    path("sessions/<int:pk>/comparison", api_transfer.SessionComparison.as_view(), name="api-session-comparison"),
+    path("sessions/<id:pk>/export", api_transfer.SessionExport.as_view(), name="api-session-export"),
+    path("sessions/<id:pk>/replay", api_transfer.SessionReplay.as_view(), name="api-session-replay"),
+    path("sessions/<id:pk>/comparison", api_transfer.SessionComparison.as_view(), name="api-session-comparison"),
     path(
-        "sessions/<int:pk>/thread-rollback", api_rollback.SessionThreadRollback.as_view(),
+        "sessions/<id:pk>/thread-rollback", api_rollback.SessionThreadRollback.as_view(),
         name="api-session-thread-rollback",
     ),
 ]
 
 # Turns, fleet control and the scenario library (issue 5).
 urlpatterns += [
-    path("sessions/<int:pk>/turns", api_turns.SessionTurns.as_view(), name="api-session-turns"),
+    path("sessions/<id:pk>/turns", api_turns.SessionTurns.as_view(), name="api-session-turns"),
     path("fleet", api_fleet.FleetList.as_view(), name="api-fleet"),
-    path("fleet/<int:run_id>/<str:action>", api_fleet.FleetRunAction.as_view(), name="api-fleet-run-action"),
+    path("fleet/<id:run_id>/<str:action>", api_fleet.FleetRunAction.as_view(), name="api-fleet-run-action"),
     path("fleet/<str:action>", api_fleet.FleetAction.as_view(), name="api-fleet-action"),
     path("scenarios", api_fleet.ScenarioList.as_view(), name="api-scenarios"),
 ]
 
 # Pinned context (issue 18).
 urlpatterns += [
-    path("sessions/<int:pk>/pins", api_pins.SessionPins.as_view(), name="api-session-pins"),
-    path("sessions/<int:pk>/pins/<str:pin_id>", api_pins.SessionPin.as_view(), name="api-session-pin"),
+    path("sessions/<id:pk>/pins", api_pins.SessionPins.as_view(), name="api-session-pins"),
+    path("sessions/<id:pk>/pins/<str:pin_id>", api_pins.SessionPin.as_view(), name="api-session-pin"),
 ]
 
 # Jobs: compactions, replays and imports run by workers (issue 15).
-urlpatterns += [path("jobs/<int:pk>", api_jobs.JobDetail.as_view(), name="api-job")]
+urlpatterns += [path("jobs/<id:pk>", api_jobs.JobDetail.as_view(), name="api-job")]
