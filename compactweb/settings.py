@@ -259,6 +259,8 @@ COMPACTWEB_HOOK_MAX_RESPONSE_BYTES = int(os.environ.get("COMPACTWEB_HOOK_MAX_RES
 # Request bodies (compactweb.body_limit): larger ones answer 413 before they are read.
 COMPACTWEB_MAX_REQUEST_BYTES = int(os.environ.get("COMPACTWEB_MAX_REQUEST_BYTES", str(8 * 1024 * 1024)))
 COMPACTWEB_MAX_IMPORT_BYTES = int(os.environ.get("COMPACTWEB_MAX_IMPORT_BYTES", str(64 * 1024 * 1024)))
+# One line of an imported rollout (issue 27): a longer one refuses the file as soon as it is read past this.
+COMPACTWEB_MAX_IMPORT_LINE_BYTES = int(os.environ.get("COMPACTWEB_MAX_IMPORT_LINE_BYTES", str(4 * 1024 * 1024)))
 # Django's own check on request.body must not refuse (with an HTML 400) what the limits above allow.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(COMPACTWEB_MAX_REQUEST_BYTES, COMPACTWEB_MAX_IMPORT_BYTES)
 
@@ -297,6 +299,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["compactweb.roles.IsOperator"],
     # The compact request's `method` and its deprecated alias `strategy` share one choice set (issue 19).
     "ENUM_NAME_OVERRIDES": {"CompactionMethodEnum": "sessions_app.web.api.compaction_serializers.STRATEGY_CHOICES"},
+    # compactweb.converters: a row id, 1 to 2**63 - 1 (a larger one does not resolve: 404, issue 27).
+    "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}},
 }
 
 # Security (issue 14, docs/security.md).

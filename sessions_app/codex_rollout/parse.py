@@ -9,7 +9,8 @@ Two modes (issue 13, item 1):
   when it resumes. A line that is not JSON (a truncated last line of a running or crashed session, or garbage
   anywhere), not UTF-8, or a known kind with a malformed payload is skipped; an unknown kind with or without a
   payload is skipped and counted; a missing or invalid timestamp is repaired with the previous line's; NUL
-  characters are removed from text. Each is reported as a `LineProblem` (line number, reason, action).
+  characters are removed from text (strict refuses them). Valid JSON that a database cannot store (NaN, numbers
+  past 64 bits, lone surrogates, deep nesting: `storable`) is a malformed line in both modes. Each is reported as a `LineProblem` (line number, reason, action).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from compaction_app.engine.items import normalize_kind
+from sessions_app.codex_rollout import storable
 
 # Kinds this module validates and keeps (spec §15).
 SESSION_META = "session_meta"
@@ -267,15 +269,23 @@ def _parse_line(raw: str | bytes, *, strict: bool) -> _Parsed:
         except UnicodeDecodeError as exc:
             raise _Malformed(f"not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
     try:
-        obj = json.loads(raw)
+        obj, nul = storable.loads(raw)
     except json.JSONDecodeError as exc:
         raise _Malformed(json_error(exc, raw)) from None
+    except storable.Unstorable as exc:
+        raise _Malformed(str(exc)) from None
     if not isinstance(obj, dict):
         raise _Malformed("a rollout line must be a JSON object")
+    repairs: list[str] = []
+    if nul:
+        # PostgreSQL's jsonb cannot hold U+0000: refused when strict, removed (and reported) when tolerant.
+        if strict:
+            raise _Malformed(f"{nul} NUL character{'s' if nul > 1 else ''} (\\u0000), which no database here stores")
+        obj, _ = strip_nul(obj)
+        repairs.append(f"{nul} NUL character{'s' if nul > 1 else ''} removed from the text")
     kind = obj.get("type")
     if not isinstance(kind, str) or not kind:
         raise _Malformed("missing string `type`")
-    repairs: list[str] = []
     if "payload" not in obj:
         if strict or kind in KNOWN_KINDS:
             raise _Malformed(f"{kind} line has no `payload`")
@@ -294,10 +304,6 @@ def _parse_line(raw: str | bytes, *, strict: bool) -> _Parsed:
             raise _Malformed("`ordinal` must be a non-negative integer")
         ordinal = None
     payload = obj.get("payload")
-    if not strict and kind in KNOWN_KINDS:
-        payload, removed = strip_nul(payload)
-        if removed:
-            repairs.append(f"{removed} NUL character{'s' if removed > 1 else ''} removed from the text")
     return _Parsed(kind, timestamp, _check_payload(kind, payload), ordinal, repairs)
 
 
@@ -361,6 +367,39 @@ def _first_timestamp(payload: Any) -> str | None:
     if isinstance(payload, dict) and _is_iso_timestamp(payload.get("timestamp")):
         return payload["timestamp"]
     return None
+
+
+def read_lines(chunks: Iterable[bytes], *, max_line_bytes: int, source_name: str = "") -> list[bytes]:
+    """The lines of a file read a chunk at a time (each with its line break, as `splitlines(keepends=True)` gives
+    them), refusing it as soon as one line grows past `max_line_bytes` (issue 27): RolloutImportError naming that
+    line, before the rest of it is joined or any of it is parsed."""
+    lines: list[bytes] = []
+    partial: list[bytes] = []
+    partial_size = 0
+
+    def too_long() -> RolloutImportError:
+        return RolloutImportError([(len(lines) + 1, f"the line is longer than {max_line_bytes} bytes (the import's "
+                                                     "line limit, COMPACTWEB_MAX_IMPORT_LINE_BYTES)")],
+                                  source_name=source_name)
+
+    def add(line: bytes) -> None:
+        lines.extend(line.splitlines(keepends=True) if b"\r" in line else (line,))
+
+    for chunk in chunks:
+        pieces = chunk.split(b"\n")
+        for piece in pieces[:-1]:
+            if partial_size + len(piece) > max_line_bytes:
+                raise too_long()
+            add(b"".join((*partial, piece, b"\n")) if partial else piece + b"\n")
+            partial, partial_size = [], 0
+        if pieces[-1]:
+            partial.append(pieces[-1])
+            partial_size += len(pieces[-1])
+            if partial_size > max_line_bytes:
+                raise too_long()
+    if partial:
+        add(b"".join(partial))
+    return lines
 
 
 @dataclass(frozen=True)

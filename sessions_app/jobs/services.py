@@ -46,6 +46,11 @@ def error(status: int, code: str, message: str, **extra: Any) -> Outcome:
     return status, {"error": {"code": code, "message": message, **extra}}
 
 
+def rollout_refusal(exc: RolloutImportError) -> Outcome:
+    """A refused rollout file: 400 `invalid_rollout` with its bad lines."""
+    return error(400, "invalid_rollout", str(exc), lines=[{"line": no, "message": msg} for no, msg in exc.errors])
+
+
 # --- what each kind of job runs (also the synchronous API's path) -------------------------------------------------
 
 def compaction_outcome(*, session_id: int, actor, trigger: str = "manual", phase: str | None = None,
@@ -104,7 +109,7 @@ def import_outcome(*, actor, lines: list, source_name: str, title: str | None = 
             new_thread_id=new_thread_id, actor=actor, strict=strict,
         )
     except RolloutImportError as exc:
-        return error(400, "invalid_rollout", str(exc), lines=[{"line": no, "message": msg} for no, msg in exc.errors])
+        return rollout_refusal(exc)
     except (CompactionPolicy.DoesNotExist, Provider.DoesNotExist) as exc:
         return error(400, "invalid", str(exc))
     except TransferRefused as exc:

@@ -3,6 +3,7 @@ check the role, call the importer (sessions_app.transfer), render the refusal or
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -12,6 +13,7 @@ from django.views.decorators.http import require_http_methods
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.codex_rollout import RolloutImportError
+from sessions_app.codex_rollout.parse import read_lines
 from sessions_app.transfer.importer import do_import_rollout
 from sessions_app.transfer.refusals import TransferRefused
 from sessions_app.web.forms import ImportRolloutForm
@@ -37,8 +39,11 @@ def import_rollout(request):
     data = form.cleaned_data
     upload = data["file"]
     try:
+        # One line past the limit refuses the file while it is read (issue 27).
+        lines = read_lines(upload.chunks(), max_line_bytes=settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES,
+                           source_name=upload.name or "upload")
         result = do_import_rollout(
-            lines=upload.read().splitlines(keepends=True), source_name=upload.name or "upload",
+            lines=lines, source_name=upload.name or "upload",
             title=data["title"] or None, provider=data["provider"], policy=data["policy"],
             new_thread_id=data["new_thread_id"], actor=request.user, strict=data["strict"],
         )

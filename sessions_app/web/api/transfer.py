@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -19,7 +20,8 @@ from compaction_app.models import CompactionPolicy, Provider
 from compactweb.api_errors import ApiError
 from compactweb.parsers import SafeJSONParser
 from compactweb.roles import IsOperator
-from sessions_app.codex_rollout import RolloutExportError
+from sessions_app.codex_rollout import RolloutExportError, RolloutImportError
+from sessions_app.codex_rollout.parse import read_lines
 from sessions_app.jobs import services as jobs
 from sessions_app.jobs.tasks import do_submit_job
 from sessions_app.models import Job, Session
@@ -170,10 +172,16 @@ tolerant of bad lines (reported in `problems`) unless `strict`."""
             if upload is None:
                 raise ApiError(status_code=400, code="invalid",
                                message="file: upload the rollout as `file`, or send it as an application/x-ndjson body")
-            raw, name = upload.read(), upload.name or "upload"
+            raw, name = upload, upload.name or "upload"
         if isinstance(raw, str):
             raw = raw.encode()
-        raw = raw if isinstance(raw, bytes) else b""
+        try:  # one line past the limit refuses the file while it is read (issue 27)
+            lines = read_lines(raw.chunks() if hasattr(raw, "chunks") else _pieces(raw if isinstance(raw, bytes)
+                                                                                    else b""),
+                               max_line_bytes=settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES, source_name=name)
+        except RolloutImportError as exc:
+            code, refusal = jobs.rollout_refusal(exc)
+            return Response(refusal, status=code)
         wait = wants_wait(request)
         params = {
             "source_name": name, "title": values.get("title") or None,
@@ -182,11 +190,17 @@ tolerant of bad lines (reported in `problems`) unless `strict`."""
             "new_thread_id": values.get("new_thread_id", False), "strict": values.get("strict", False),
         }
         if wait and not jobs.runs_on_workers():
-            code, result = jobs.import_outcome(actor=request.user, lines=raw.splitlines(keepends=True), **params)
+            code, result = jobs.import_outcome(actor=request.user, lines=lines, **params)
             return Response(ImportResultSerializer(result).data if code == 201 else result, status=code)
         job = do_submit_job(kind=Job.Kind.IMPORT, session_id=None, actor=request.user, params=params,
-                                 payload=raw)
+                            payload=b"".join(lines))
         return answer_job(job, outcome=ImportResultSerializer)
+
+
+def _pieces(raw: bytes, size: int = 1 << 16) -> Iterator[bytes]:
+    view = memoryview(raw)
+    for start in range(0, len(raw), size):
+        yield bytes(view[start : start + size])
 
 
 def _take(lines: Iterator[str]) -> str:
