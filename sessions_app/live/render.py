@@ -58,7 +58,7 @@ def session_context(*, session: Session) -> dict[str, Any]:
         "s": summary,
         "session": session,
         "seq": summary["last_seq"],
-        "entries": ls.history_entries(session=session),
+        **history_context(ls.history_entries(session=session)),
         "chart": chart_for(session=session, summary=summary),
         "timeline": ls.timeline(session=session),
         "attempt": ls.latest_attempt(session_id=session.pk),
@@ -67,6 +67,21 @@ def session_context(*, session: Session) -> dict[str, Any]:
         "faults": session.fault_injection or {},
         "progress": None,
     }
+
+
+def history_context(entries: list[ls.HistoryEntry], older: int | None = None) -> dict[str, Any]:
+    """A page of the history as the `history_page` partial shows it: the entries, and how many older items precede
+    them (positions run 0..n-1, so that is the first entry's position, and the "show older" control asks for the
+    page before it)."""
+    if older is None:
+        older = entries[0].position if entries else 0
+    return {"entries": entries, "older": older, "history_page_size": ls.HISTORY_PAGE_SIZE}
+
+
+def history_page(*, session: Session, before: int) -> str:
+    """The page of older items before position `before`: what the "show older" control swaps itself for."""
+    context = {"s": {"id": session.pk}, **history_context(ls.history_entries(session=session, before=before))}
+    return _partial(SESSION_PAGE, "history_page", context)
 
 
 def session_region(*, session: Session) -> str:
@@ -258,8 +273,8 @@ def _render_batch(*, session: Session, summary: Mapping[str, Any], after_seq: in
         if ln.kind == p.RESPONSE_ITEM
     ]
     if replaced_at is not None:
-        entries = _replacement_entries(lines[replaced_at]) + appended
-        parts.append(_partial(SESSION_PAGE, "history", {**context, "entries": entries}))
+        entries, older = ls.history_tail(_replacement_entries(lines[replaced_at]) + appended)
+        parts.append(_partial(SESSION_PAGE, "history", {**context, **history_context(entries, older)}))
     elif appended:
         parts.append(_partial(SESSION_PAGE, "history_append", {**context, "entries": appended}))
         parts.append(_partial(SESSION_PAGE, "history_count", context))

@@ -202,11 +202,26 @@ class HistoryEntry:
     position: int
 
 
-def history_entries(*, session: Session) -> list[HistoryEntry]:
-    rows = LiveItem.objects.filter(session=session).order_by("position").values_list(
-        "item", "tokens", "source_seq", "position"
-    )
-    return [HistoryEntry(item=i, tokens=t, seq=s, position=pos) for i, t, s, pos in rows]
+# The session page shows the newest items of the history, older ones a page at a time on request (issue 27: the
+# page of a 200,000-item import was 42 MB of HTML).
+HISTORY_PAGE_SIZE = 200
+
+
+def history_entries(*, session: Session, before: int | None = None,
+                    size: int = HISTORY_PAGE_SIZE) -> list[HistoryEntry]:
+    """The `size` items of the live history just before position `before` (default: the newest), oldest first.
+    Positions run 0..n-1 in the window, so the first entry's position is how many older items there are."""
+    rows = LiveItem.objects.filter(session=session)
+    if before is not None:
+        rows = rows.filter(position__lt=before)
+    newest = rows.order_by("-position").values_list("item", "tokens", "source_seq", "position")[:size]
+    return [HistoryEntry(item=i, tokens=t, seq=s, position=pos) for i, t, s, pos in reversed(newest)]
+
+
+def history_tail(entries: list[HistoryEntry], *, size: int = HISTORY_PAGE_SIZE) -> tuple[list[HistoryEntry], int]:
+    """The newest `size` of a full history in memory, and how many older ones are left out."""
+    older = max(0, len(entries) - size)
+    return entries[older:], older
 
 
 def compaction_at(*, session_id: int, rollout_seq: int) -> Compaction | None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 from django import forms
 
 from compaction_app.models import AuditEntry, CompactionPolicy, Provider
+from compactweb.converters import MAX_ID
 
 
 class AuditFilterForm(forms.Form):
     """The audit log's filter: an action and a session id, each optional; an unknown value filters nothing."""
 
     action = forms.ChoiceField(choices=[("", "any"), *AuditEntry.Action.choices], required=False)
-    session = forms.IntegerField(min_value=1, required=False)
+    session = forms.IntegerField(min_value=1, max_value=MAX_ID, required=False)
 
     def filters(self) -> dict:
         self.is_valid()  # an invalid field is left out of cleaned_data, so it filters nothing
@@ -85,3 +86,9 @@ class FleetStartForm(forms.Form):
             f"Choose a provider, a policy, 1 to {self.MAX_FLEET} sessions, whole numbers of tokens and a positive "
             f"speed ({field}: {errors[0]})"
         )
+
+
+class HistoryPageForm(forms.Form):
+    """The session page's "show older" request: the page of history items before this position."""
+
+    before = forms.IntegerField(min_value=0, max_value=MAX_ID)

@@ -23,7 +23,7 @@ from sessions_app.jobs.tasks import do_request_compaction
 from sessions_app.live import render as live_render
 from sessions_app.models import Session, SimulatorRun
 from sessions_app.simulator.scenarios import list_scenarios
-from sessions_app.web.forms import FleetStartForm
+from sessions_app.web.forms import FleetStartForm, HistoryPageForm
 from sessions_app.web.pages import STRATEGIES, session_page
 from sessions_app.web.shortcuts import safe_next
 
@@ -81,6 +81,16 @@ def session_detail(request, pk: int):
 def session_live(request, pk: int):
     """The session's live region as out-of-band fragments (the page's re-sync after a seq gap or a reconnect)."""
     return HttpResponse(live_render.session_region(session=_session_or_404(pk)))
+
+
+@require_GET
+@role_required(OPERATOR)
+def session_history_page(request, pk: int):
+    """A page of older history items, before position `before` (the session page shows the newest page)."""
+    form = HistoryPageForm(request.GET)
+    if not form.is_valid():
+        return HttpResponse(status=400)
+    return HttpResponse(live_render.history_page(session=_session_or_404(pk), before=form.cleaned_data["before"]))
 
 
 @require_POST
