@@ -52,6 +52,25 @@ def running(supervisor, name: str) -> dict | None:
     return info if info["statename"] == "RUNNING" else None
 
 
+def connected_as(connection, role: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND datname = current_database()",
+                       [role])
+        return cursor.fetchone()[0] > 0
+
+
+def drop_role(connection, role: str) -> None:
+    """The test's throwaway role: its grants in this database first, then the role (no process uses it now)."""
+    from psycopg import sql
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role])
+        if cursor.fetchone() is None:
+            return
+        cursor.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)).as_string(cursor.connection))
+        cursor.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)).as_string(cursor.connection))
+
+
 def stop_set(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
@@ -75,9 +94,13 @@ def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothin
     redis_port, first_port = free_port(), free_port()
     second_port = first_port + 1
     own_redis = f"redis://127.0.0.1:{redis_port}"
+    # No --app-role flag: the launcher runs every process as the least-privilege role by default (issue 27); the
+    # name is this test's own, so parallel runs on one server do not share (or drop) each other's role.
+    app_role = f"{os.environ.get('COMPACTWEB_TEST_ROLE_PREFIX', 'compactweb_test_')}fleet_{os.getpid()}"
     env = {
         **child_env(redis_url=f"{own_redis}/0", broker_url=f"{own_redis}/1", var_dir=tmp_path),
         "CELERY_CONCURRENCY": "1", "COMPACTWEB_LEASE_TTL_SECONDS": str(LEASE_TTL_SECONDS),
+        "COMPACTWEB_APP_ROLE": app_role,
     }
     run_dir = tmp_path / "scale-out"
     runs = fleet.do_start_fleet(scenario="many-short-turns", count=FLEET_SIZE, provider=provider, policy=policy,
@@ -100,6 +123,9 @@ def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothin
         started = utc_now()
         wait_until(lambda: steps_between(session_ids, started, None) >= FLEET_SIZE,
                    f"the fleet to step\n{tails(run_dir)}", timeout=DEADLINE_SECONDS)
+        # The set's processes reach the database as the app role, not as the owner this test connects as.
+        wait_until(lambda: connected_as(on_postgresql, app_role), f"a connection as {app_role}\n{tails(run_dir)}",
+                   timeout=DEADLINE_SECONDS)
         # The workers yield the CPU to the web processes (--worker-nice, 10 by default); the web processes do not.
         niceness = {name: os.getpriority(os.PRIO_PROCESS, supervisor.getProcessInfo(name)["pid"])
                     for name in ("worker-1", "worker-2", f"web-{first_port}")}
@@ -127,6 +153,7 @@ def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothin
         if launcher is not None:
             stop_set(launcher)
         stop_set(redis_server)
+        drop_role(on_postgresql, app_role)
 
     for name in (f"web-{first_port}", "worker-1", "scheduler"):
         assert f"exited: {name} (terminated by SIGKILL; not expected)" in restarts
