@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db.models import Max
 
+from sessions_app.claude_transcript import FORMAT as CLAUDE_FORMAT
 from sessions_app.codex_rollout import export_lines
 from sessions_app.codex_rollout.parse import LineProblem, RawLine
 from sessions_app.models import CodexSource, CodexSourceLine, RolloutLine, Session
@@ -142,6 +143,37 @@ def source_summary(*, session: Session) -> dict[str, Any] | None:
     if source is None:
         return None
     continued_by = list(CodexSource.objects.filter(continues=session).values_list("session_id", flat=True))
+    claude = _format(session) == CLAUDE_FORMAT
     return {"name": source.name, "followed": source.followed, "lines": source.line_count,
             "context_window": source.context_window, "problems": source.problems, "events": source.events,
-            "continues": source.continues_id, "continued_by": continued_by}
+            "continues": source.continues_id, "continued_by": continued_by,
+            "format": CLAUDE_FORMAT if claude else "codex", "counting": token_counting(session=session) if claude else None}
+
+
+def _format(session: Session) -> str:
+    meta = (RolloutLine.objects.filter(session=session, kind="session_meta").order_by("seq")
+            .values_list("payload", flat=True).first()) or {}
+    return str(meta.get("format") or "codex")
+
+
+def token_counting(*, session: Session) -> dict[str, Any]:
+    """Which of a session's tokens in window the model's server reported and which compactweb estimated (issue 35).
+
+    The meter starts from the newest server usage (a `token_count` line) and adds its own count of every item since;
+    a compaction or rollback installs an estimate of the whole new history instead. Claude models are not counted
+    with tiktoken, so for a Claude Code session compactweb's counts (o200k_base) are estimates, labelled as such:
+    `server_reported` is the newest usage Anthropic's server reported (None when an estimate replaced it since),
+    `estimated` the tokens compactweb counted on top of it (or all of them), `at_seq` the usage line."""
+    session = Session.objects.select_related("provider", "policy").get(pk=session.pk)  # the meter as it is now
+    lines = RolloutLine.objects.filter(session=session)
+    usage = (lines.filter(kind="event_msg", payload__type="token_count").exclude(payload__source="estimate")
+             .order_by("-seq").values_list("seq", flat=True).first())
+    installed = (lines.filter(kind__in=("compacted", "rollback", "redo")).order_by("-seq")
+                 .values_list("seq", flat=True).first())
+    total = session.tokens_in_window
+    server = session.meter_usage_total if usage is not None and (installed is None or usage > installed) else None
+    estimator = session.policy.counter_name(session.provider)
+    return {"tokens_in_window": total, "server_reported": server, "at_seq": usage if server is not None else None,
+            "estimated": total - (server or 0), "estimator": estimator,
+            "note": (f"Claude models do not use tiktoken: compactweb's own counts ({estimator}) are estimates; "
+                     "the figures Anthropic's server reported are exact")}

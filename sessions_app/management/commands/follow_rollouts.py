@@ -26,10 +26,12 @@ def _lookup(model, value: str | None, label: str):
 
 
 class Command(BaseCommand):
-    help = "Follow a Codex sessions folder ($CODEX_HOME/sessions): import new rollouts, append new lines live."
+    help = ("Follow a Codex sessions folder ($CODEX_HOME/sessions) or a Claude Code projects folder "
+            "(~/.claude/projects): import new files, append new lines live.")
 
     def add_arguments(self, parser):
-        parser.add_argument("folder", help="The Codex sessions folder (its YYYY/MM/DD/rollout-*.jsonl tree).")
+        parser.add_argument("folder", help="The Codex sessions folder (its YYYY/MM/DD/rollout-*.jsonl tree) or Claude "
+                                           "Code's projects folder (<project>/<session id>.jsonl).")
         parser.add_argument("--provider", help="Provider id or name for new sessions (default: the first).")
         parser.add_argument("--policy", help="Policy id or name for new sessions (default: the first).")
         parser.add_argument("--once", action="store_true", help="Sync every file once and exit.")

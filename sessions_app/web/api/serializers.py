@@ -60,6 +60,22 @@ class SessionSummarySerializer(serializers.Serializer):
     updated_at = serializers.CharField()
 
 
+class TokenCountingSerializer(serializers.Serializer):
+    tokens_in_window = serializers.IntegerField()
+    server_reported = serializers.IntegerField(
+        allow_null=True, help_text="The newest usage the model's server reported (null when an estimate replaced it).")
+    at_seq = serializers.IntegerField(allow_null=True, help_text="The rollout line of that usage.")
+    estimated = serializers.IntegerField(help_text="Tokens compactweb counted itself on top of the server's figure.")
+    estimator = serializers.CharField(help_text="compactweb's counter (a tiktoken encoding): an estimate for Claude.")
+    note = serializers.CharField()
+
+
+class SessionDetailSerializer(SessionSummarySerializer):
+    token_counting = TokenCountingSerializer(
+        allow_null=True, required=False,
+        help_text="For a Claude Code session (issue 35): which tokens the server reported and which are estimates.")
+
+
 class HistorySerializer(serializers.Serializer):
     items = serializers.ListField(child=serializers.DictField())
 

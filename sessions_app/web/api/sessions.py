@@ -21,11 +21,13 @@ from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import selectors, services
 from sessions_app.rollout.lease import SessionReadOnly
 from sessions_app.rollout.validation import ItemValidationError, privileged_item_paths
+from sessions_app.transfer import codex_sources
 from sessions_app.web.api.serializers import (
     AppendItemsSerializer,
     AppendResultSerializer,
     HistorySerializer,
     SessionCreateSerializer,
+    SessionDetailSerializer,
     SessionSummarySerializer,
 )
 from sessions_app.web.instructing import ensure_may_instruct
@@ -68,9 +70,12 @@ class SessionList(APIView):
 class SessionDetail(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(responses=SessionSummarySerializer)
+    @extend_schema(responses=SessionDetailSerializer)
     def get(self, request, pk: int):
-        return Response(SessionSummarySerializer(selectors.session_summary(session=_session_or_404(pk))).data)
+        session = _session_or_404(pk)
+        source = codex_sources.source_summary(session=session)
+        detail = {**selectors.session_summary(session=session), "token_counting": source and source["counting"]}
+        return Response(SessionDetailSerializer(detail).data)
 
 
 class SessionHistory(APIView):

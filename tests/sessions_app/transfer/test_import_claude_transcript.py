@@ -67,3 +67,25 @@ def test_the_inspector_and_the_fleet_show_an_imported_claude_session(client, ope
     assert detail.status_code == 200 and b"write the loader docs" in detail.content
     fleet = client.get("/")
     assert fleet.status_code == 200 and b"imported: fix parser bug 3" in fleet.content
+
+
+def test_a_claude_sessions_tokens_say_which_the_server_reported_and_which_are_estimates(
+    client, operator_user, operator_api, provider, policy
+):
+    transcript = conversation_with_two_compactions()
+    transcript.user("one more question")  # after the last answer: compactweb counts it itself
+    body = _import(operator_api, transcript.bytes()).json()
+    detail = operator_api.get(f"/api/v1/sessions/{body['session']}").json()
+    counting = detail["token_counting"]
+    # The last answer's usage: 100 fresh + 9000 read from the cache + 20 output, as Anthropic's server reported it.
+    assert counting["server_reported"] == 9120 and counting["estimator"] == "o200k_base"
+    assert counting["estimated"] > 0 and counting["server_reported"] + counting["estimated"] == detail["tokens_in_window"]
+    assert "do not use tiktoken" in counting["note"]
+    client.force_login(operator_user)
+    page = client.get(f"/sessions/{body['session']}/").content.decode()
+    assert "Claude Code transcript" in page and "9,120 reported by Anthropic" in page and "estimated with o200k_base" in page
+
+
+def test_a_codex_sessions_detail_has_no_claude_counting_note(operator_api, make_session):
+    session = make_session(title="native")
+    assert operator_api.get(f"/api/v1/sessions/{session.pk}").json()["token_counting"] is None
