@@ -34,7 +34,7 @@ from compaction_app.providers.anthropic_format import MessagesFormatError, conte
 from sessions_app.claude_transcript.parse import ASSISTANT, MANUAL, USER, Entry, parse_line
 from sessions_app.codex_rollout.convert import ROLLBACK, ImportedLine
 from sessions_app.codex_rollout.labels import LOCAL, Labels
-from sessions_app.codex_rollout.parse import COMPACTED, EVENT_MSG, RESPONSE_ITEM, LineProblem
+from sessions_app.codex_rollout.parse import COMPACTED, EVENT_MSG, REPAIRED, RESPONSE_ITEM, LineProblem
 
 BRANCH_SOURCE = "claude_code_branch"
 SERVER_USAGE = "server"
@@ -159,6 +159,8 @@ class TranscriptReader:
                 chunk.problems.append(parsed)
                 continue
             chunk.kind_counts[parsed.type] += 1
+            if parsed.repair:
+                chunk.problems.append(LineProblem(line_no, parsed.repair, REPAIRED))
             self._entry(parsed, chunk)
         return chunk
 

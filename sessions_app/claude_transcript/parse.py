@@ -18,8 +18,8 @@ links make the conversation a tree: a rewind or an edited prompt starts a side b
 - everything else (`summary`, `queue-operation`, `last-prompt`, `api-request`, `cost-state`, `file-history-snapshot`,
   ...) is bookkeeping outside the tree.
 
-This module reads lines into `Entry` values, tolerantly (a line that is not a JSON object is a `LineProblem`,
-skipped); `convert` turns them into compactweb lines. Plain Python, no Django.
+This module reads lines into `Entry` values, tolerantly (a line that is not a JSON object, or JSON no database
+stores (`codex_rollout.storable`), is a `LineProblem`, skipped; NUL characters are removed, a repair); `convert` turns them into compactweb lines. Plain Python, no Django.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sessions_app.codex_rollout.parse import SKIPPED, LineProblem, json_error, strip_nul
+from sessions_app.codex_rollout import storable
+from sessions_app.codex_rollout.parse import REPAIRED, SKIPPED, LineProblem, json_error, strip_nul
 
 USER = "user"
 ASSISTANT = "assistant"
@@ -49,6 +50,7 @@ class Entry:
 
     line_no: int
     data: dict[str, Any]
+    repair: str | None = None  # what was changed to store it (NUL characters removed)
 
     @property
     def type(self) -> str:
@@ -155,12 +157,18 @@ def parse_line(raw: str | bytes, line_no: int) -> Entry | LineProblem | None:
     if not raw.strip():
         return None
     try:
-        obj = json.loads(raw)
+        obj, nul = storable.loads(raw)
     except json.JSONDecodeError as exc:
         return LineProblem(line_no, json_error(exc, raw), SKIPPED)
+    except storable.Unstorable as exc:
+        return LineProblem(line_no, str(exc), SKIPPED)
     if not isinstance(obj, dict):
         return LineProblem(line_no, "a transcript line must be a JSON object", SKIPPED)
     if not isinstance(obj.get("type"), str) or not obj["type"]:
         return LineProblem(line_no, "missing string `type`", SKIPPED)
-    obj, _ = strip_nul(obj)
+    if nul:
+        # PostgreSQL's jsonb cannot hold U+0000: removed and reported (a strict import refuses the line).
+        obj, _ = strip_nul(obj)
+        return Entry(line_no=line_no, data=obj,
+                     repair=f"{nul} NUL character{'s' if nul > 1 else ''} removed from the text")
     return Entry(line_no=line_no, data=obj)

@@ -143,3 +143,13 @@ def test_the_format_is_told_apart_from_a_codex_rollout_and_transcript_files_by_t
     assert is_transcript_file(Path("projects/-home-dev/2e3879cd-1426-4b0b-ba41-01a02dba7e6e.jsonl"))
     assert not is_transcript_file(Path("x/subagents/agent-a1b2.jsonl"))
     assert not is_transcript_file(Path("rollout-2026-12-01T08-48-42-0199.jsonl"))
+
+
+def test_json_no_database_stores_is_skipped_and_nul_characters_are_removed_and_reported():
+    t = Transcript()
+    t.user("hello\u0000there")
+    data = t.bytes() + b'{"type":"user","n":NaN}\n' + b'{"type":"user","n":123456789012345678901234567890}\n'
+    chunk = TranscriptReader().feed(data.splitlines(keepends=True), first_line_no=1)
+    assert [(x.line_no, x.action) for x in chunk.problems] == [(1, "repaired"), (2, "skipped"), (3, "skipped")]
+    assert "NUL" in chunk.problems[0].reason
+    assert _fold(chunk.lines) == [_user("hellothere")]
