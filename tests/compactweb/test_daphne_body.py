@@ -7,6 +7,7 @@ Twisted's own HTTP channel."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -35,9 +36,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def daphne(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("daphne-body")
+@contextlib.contextmanager
+def running_daphne(tmp: Path):
+    """A Daphne process serving compactweb on a free port (SQLite and var dir under `tmp`); yields the port."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "COMPACTWEB_RUN_SIMULATOR")}
     env.update(COMPACTWEB_VAR_DIR=str(tmp), SQLITE_PATH=str(tmp / "db.sqlite3"), PYTHONPATH=str(ROOT),
@@ -67,6 +68,12 @@ def daphne(tmp_path_factory):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="module")
+def daphne(tmp_path_factory):
+    with running_daphne(tmp_path_factory.mktemp("daphne-body")) as port:
+        yield port
 
 
 def _healthz(port: int) -> tuple[int, float]:
