@@ -162,6 +162,19 @@ def test_a_body_under_the_limit_still_reaches_the_app(daphne):
         assert b"request body is not valid JSON" in answer
 
 
+def test_the_import_path_keeps_its_larger_limit_in_daphne(daphne):
+    """The request line is read before the headers: the rollout import's limit (64 MiB) applies to its path, so a
+    2 MiB body (twice this Daphne's request limit) reaches Django, which answers an anonymous caller 401."""
+    body = b"x" * (2 * LIMIT)
+    answer = _exchange(daphne, b"POST /api/v1/sessions/import HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                       b"Content-Type: application/x-ndjson\r\nContent-Length: " + str(len(body)).encode()
+                       + b"\r\n\r\n" + body)
+    assert _status(answer) == 401
+    refused = _exchange(daphne, b"POST /api/v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                        b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    assert _status(refused) == 413
+
+
 def test_a_large_urlencoded_body_is_refused_without_parsing(daphne):
     outcome = _upload(daphne, chunked=False, content_type="application/x-www-form-urlencoded", total=70 * 1024**2)
 
