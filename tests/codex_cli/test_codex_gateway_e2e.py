@@ -24,7 +24,9 @@ import httpx
 import pytest
 
 from compaction_app.providers.simulated.recording import read_requests
-from tests.codex_cli.test_codex_exec_e2e import CODEX, LIMIT, PROMPTS, ROOT, WINDOW, CodexRun, _codex_or_skip, _free_port
+from tests.codex_cli.test_codex_exec_e2e import CODEX, LIMIT, PROMPTS, WINDOW, CodexRun, _codex_or_skip
+from tests.live_dashboard import ROOT
+from tests.live_dashboard import free_port as _free_port
 
 HERE = Path(__file__).resolve().parent
 WIRE_ONLY = ("id", "status", "internal_chat_message_metadata_passthrough")
@@ -42,6 +44,10 @@ def gateway(tmp_path_factory):
            if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")}
     env.update(COMPACTWEB_VAR_DIR=str(work), SQLITE_PATH=str(work / "db.sqlite3"), COMPACTWEB_RUN_SIMULATOR="0",
                COMPACTWEB_SIM_TOKEN=sim_token, COMPACTWEB_KEY_SIM=sim_token,
+               # the upstream is the dashboard's own /sim on loopback: listed and bound, as a deployment would
+               # (docs/security.md, issue 27)
+               COMPACTWEB_OUTBOUND_ALLOW=f"127.0.0.1:{port}",
+               COMPACTWEB_PROVIDER_KEYS=f"COMPACTWEB_KEY_SIM=http://127.0.0.1:{port}/sim/v1",
                COMPACTWEB_SIM_RECORD_DIR=str(work / "requests"), COMPACTWEB_FOLLOW_ROLLOUTS_DIR="",
                PYTHONPATH=str(ROOT), DJANGO_SETTINGS_MODULE="compactweb.settings")
     seeded = subprocess.run([sys.executable, str(HERE / "gateway_seed.py"), str(port)], env=env, cwd=ROOT,
