@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-
 import httpx
 
 from compaction_app.providers.config import ProviderConfig

@@ -22,7 +22,12 @@ from compaction_app.providers.simulated.faults import (
     REASONING_INCLUDED_HEADER,
     parse_faults,
 )
-from compaction_app.validators import header_env_problem, key_url_problem, outbound_url_problem, secret_env_allowed
+from compaction_app.validators import (
+    header_env_problem,
+    key_url_problem,
+    outbound_url_problem,
+    secret_env_allowed,
+)
 from sessions_app.simulator.initial_context import ContextWindowIds, context_window_message
 
 # Reasoning settings sent when the provider's models reason (Codex's defaults: medium effort, auto summary).

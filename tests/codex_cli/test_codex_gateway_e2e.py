@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from compaction_app.providers.simulated.recording import read_requests
-from tests.codex_cli.test_codex_exec_e2e import CODEX, LIMIT, PROMPTS, WINDOW, CodexRun, _codex_or_skip
+from tests.codex_cli.test_codex_exec_e2e import LIMIT, PROMPTS, WINDOW, CodexRun, _codex_or_skip
 from tests.live_dashboard import ROOT
 from tests.live_dashboard import free_port as _free_port
 
