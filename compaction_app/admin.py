@@ -23,19 +23,7 @@ from compaction_app.models import (
     Prompt,
     Provider,
 )
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Records written by the compaction service: inspectable, never edited by hand."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+from compactweb.read_only_admin import ReadOnlyAdmin
 
 
 @admin.register(Provider)

@@ -2,22 +2,10 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from compactweb import auth_admin
+from compactweb.read_only_admin import ReadOnlyAdmin
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session
 
 auth_admin.register()  # users and groups without a way up for the admin role (issue 14)
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows that are written only by services (rollout, windows, projection): visible, never editable here."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Session)

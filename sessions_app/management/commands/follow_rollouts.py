@@ -12,17 +12,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from compaction_app.models import CompactionPolicy, Provider
+from sessions_app.management.lookups import row_by_id_or_name
 from sessions_app.transfer.follow import Follower, sync_folder
-
-
-def _lookup(model, value: str | None, label: str):
-    if value is None:
-        return None
-    rows = model.objects.filter(pk=int(value)) if value.isdigit() else model.objects.filter(name=value)
-    row = rows.first()
-    if row is None:
-        raise CommandError(f"no {label} {value!r} (give its id or name)")
-    return row
 
 
 class Command(BaseCommand):
@@ -42,8 +33,8 @@ class Command(BaseCommand):
         root = Path(folder).expanduser()
         if once and not root.is_dir():
             raise CommandError(f"{folder}: no such folder")
-        provider_row = _lookup(Provider, provider, "provider")
-        policy_row = _lookup(CompactionPolicy, policy, "policy")
+        provider_row = row_by_id_or_name(Provider, provider)
+        policy_row = row_by_id_or_name(CompactionPolicy, policy)
         if once:
             for result in sync_folder(root=root, provider=provider_row, policy=policy_row):
                 self._report(result)

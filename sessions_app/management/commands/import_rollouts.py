@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.codex_rollout import RolloutImportError
+from sessions_app.management.lookups import row_by_id_or_name
 from sessions_app.transfer.importer import do_import_rollout
 from sessions_app.transfer.refusals import AlreadyImported, TransferRefused
 
@@ -36,16 +37,6 @@ def rollout_files(paths: list[str]) -> list[Path]:
     return found
 
 
-def _lookup(model, value: str | None, label: str):
-    if value is None:
-        return None
-    rows = model.objects.filter(pk=int(value)) if value.isdigit() else model.objects.filter(name=value)
-    row = rows.first()
-    if row is None:
-        raise CommandError(f"no {label} {value!r} (give its id or name)")
-    return row
-
-
 class Command(BaseCommand):
     help = "Import Codex rollout .jsonl files (or folders of them, e.g. a sessions/YYYY/MM/DD tree) as sessions."
 
@@ -60,8 +51,8 @@ class Command(BaseCommand):
                             help="Import threads that were imported before again, under fresh thread ids.")
 
     def handle(self, *args, paths, provider, policy, stop_on_error, new_thread_id, strict=False, **options):
-        provider_row = _lookup(Provider, provider, "provider")
-        policy_row = _lookup(CompactionPolicy, policy, "policy")
+        provider_row = row_by_id_or_name(Provider, provider)
+        policy_row = row_by_id_or_name(CompactionPolicy, policy)
         files = rollout_files(paths)
         imported = skipped = failed = 0
         for path in files:

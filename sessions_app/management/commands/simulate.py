@@ -20,16 +20,8 @@ from compaction_app.models import CompactionPolicy, Provider
 from compactweb import background
 from sessions_app.fleet import runtime as fleet
 from sessions_app.fleet.scheduler import DEFAULT_CONCURRENCY, Scheduler
+from sessions_app.management.lookups import row_by_id_or_name
 from sessions_app.simulator import list_scenarios
-
-
-def _row(model, value: str):
-    rows = model.objects.filter(pk=int(value)) if value.isdigit() else model.objects.filter(name=value)
-    row = rows.first()
-    if row is None:
-        names = ", ".join(model.objects.values_list("name", flat=True)) or "none yet (run setup_demo)"
-        raise CommandError(f"no {model._meta.verbose_name} {value!r}; known: {names}")
-    return row
 
 
 class Command(BaseCommand):
@@ -101,7 +93,7 @@ class Command(BaseCommand):
     def _start(self, opts) -> None:
         if opts["scenario"] not in list_scenarios():
             raise CommandError(f"unknown scenario {opts['scenario']!r}; known: {', '.join(list_scenarios())}")
-        provider, policy = _row(Provider, opts["provider"]), _row(CompactionPolicy, opts["policy"])
+        provider, policy = row_by_id_or_name(Provider, opts["provider"]), row_by_id_or_name(CompactionPolicy, opts["policy"])
         try:
             runs = fleet.do_start_fleet(
                 scenario=opts["scenario"], count=opts["count"], provider=provider, policy=policy,
