@@ -13,7 +13,9 @@ from django.db import models
 from compaction_app.choices import text_choices
 from compaction_app.engine import vocabulary as v
 from compaction_app.engine.alerts import AlertKind
+from compaction_app.engine.history import COMPACT_USER_MESSAGE_MAX_TOKENS, RETAINED_MESSAGE_TOKEN_BUDGET
 from compaction_app.engine.hooks import MAX_HOOK_TIMEOUT, callable_allowed
+from compaction_app.engine.thresholds import DEFAULT_CONTEXT_WINDOW, DEFAULT_EFFECTIVE_PERCENT
 from compaction_app.validators import (
     provider_key_problems,
     validate_header_envs,
@@ -53,11 +55,11 @@ class Provider(models.Model):
         help_text="Model used when the main one fails with a model-specific error (blank = none).",
     )
     context_window = models.PositiveIntegerField(
-        default=272000, validators=[MinValueValidator(1)],
+        default=DEFAULT_CONTEXT_WINDOW, validators=[MinValueValidator(1)],
         help_text="The model's context window in tokens (Codex: model_context_window; unknown models 272000, §2.2).",
     )
     effective_context_window_percent = models.PositiveSmallIntegerField(
-        default=95, validators=[MinValueValidator(1), MaxValueValidator(100)],
+        default=DEFAULT_EFFECTIVE_PERCENT, validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Usable window = context window × this percent / 100 (Codex model metadata, default 95, §2.2).",
     )
     remote_compaction = models.CharField(
@@ -234,11 +236,11 @@ class CompactionPolicy(models.Model):
         help_text="A stored prompt instead of compact_prompt (Codex: experimental_compact_prompt_file).",
     )
     user_message_budget = models.PositiveIntegerField(
-        default=20000, validators=[MinValueValidator(0)],
+        default=COMPACT_USER_MESSAGE_MAX_TOKENS, validators=[MinValueValidator(0)],
         help_text="Tokens of user messages kept by local compaction (Codex: COMPACT_USER_MESSAGE_MAX_TOKENS, §5.1).",
     )
     retained_message_budget = models.PositiveIntegerField(
-        default=64000, validators=[MinValueValidator(0)],
+        default=RETAINED_MESSAGE_TOKEN_BUDGET, validators=[MinValueValidator(0)],
         help_text="Tokens of messages retained by remote v2 (Codex: RETAINED_MESSAGE_TOKEN_BUDGET, §5.4).",
     )
     stream_max_retries = models.PositiveSmallIntegerField(

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction_app.engine.thresholds import DEFAULT_CONTEXT_WINDOW, DEFAULT_EFFECTIVE_PERCENT
+
 EMBEDDED = "embedded"
 WIRE_APIS = ("responses", "chat")
 REMOTE_COMPACTION_MODES = ("none", "v1", "v2")
@@ -25,8 +27,8 @@ class ProviderConfig:
     base_url: str = EMBEDDED
     wire_api: str = "responses"
     fallback_model: str = ""
-    context_window: int = 272_000
-    effective_context_window_percent: int = 95
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    effective_context_window_percent: int = DEFAULT_EFFECTIVE_PERCENT
     remote_compaction: str = "none"
     api_key_env: str = ""
     connect_timeout: float = 10.0

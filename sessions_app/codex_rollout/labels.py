@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_app.engine.items import is_real_user_message
+from compaction_app.engine.vocabulary import Phase
 from sessions_app.codex_rollout.parse import (
     COMPACTED,
     EVENT_MSG,
@@ -147,10 +148,10 @@ class Labeler:
             return None
         (implementation, strategy), why = implementation_of(line.payload, trigger_seen=self.trigger_seen)
         self.trigger_seen = False
-        labels = Labels(implementation=implementation, strategy=strategy, phase="pre_turn", trigger="auto",
+        labels = Labels(implementation=implementation, strategy=strategy, phase=Phase.PRE_TURN, trigger="auto",
                         reason="context_limit", context_window=self.window, inferred={"implementation": why})
         if self.in_turn and self.turn_has_user and self.turn_has_output:
-            labels.phase = "mid_turn"
+            labels.phase = Phase.MID_TURN
             labels.inferred["phase"] = "after the turn's user message and model output: mid-turn"
         elif self.in_turn:
             labels.inferred["phase"] = "inside a turn, before its user message: pre-turn"
@@ -169,7 +170,7 @@ def infer_labels(lines: Iterable[RolloutLine]) -> dict[int, Labels]:
 
 
 def _standalone(labels: Labels) -> None:
-    labels.phase, labels.trigger, labels.reason = "standalone_turn", "manual", "user_requested"
+    labels.phase, labels.trigger, labels.reason = Phase.STANDALONE_TURN, "manual", "user_requested"
     labels.inferred["phase"] = "a turn with no user message: a standalone compaction turn"
     labels.inferred["trigger"] = "a standalone compaction turn is asked for (Codex's /compact): manual"
 

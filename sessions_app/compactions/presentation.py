@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from compaction_app.engine.history import Injection
-from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
+from compaction_app.engine.vocabulary import STRATEGY_MEMENTO, Phase
 from compaction_app.engine.window_change import window_change
 from compaction_app.models import Compaction, CompactionAttempt, HookRun
 from sessions_app.compactions.selectors import history_before
@@ -21,7 +21,7 @@ def injection_of(compaction: Compaction) -> str:
     before that was recorded, the rule's default for its phase."""
     if compaction.injection:
         return compaction.injection
-    return Injection.BEFORE_LAST_USER_MESSAGE if compaction.phase == "mid_turn" else Injection.DO_NOT_INJECT
+    return Injection.BEFORE_LAST_USER_MESSAGE if compaction.phase == Phase.MID_TURN else Injection.DO_NOT_INJECT
 
 
 def hook_run_dict(run: HookRun) -> dict[str, Any]:

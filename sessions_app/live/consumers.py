@@ -34,7 +34,7 @@ from sessions_app.live import render as live_render
 from sessions_app.live import selectors as live_selectors
 from sessions_app.live.pools import DatabaseThreads
 from sessions_app.models import Session
-from sessions_app.rollout import selectors
+from sessions_app.rollout import projection, selectors
 from sessions_app.rollout.events import FLEET_GROUP, session_group
 
 logger = logging.getLogger(__name__)
@@ -47,9 +47,6 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_TRY_AGAIN = 4013
 RENDER_THREADS = 4
 CONNECT_THREADS = 2
-# Line kinds (and event_msg types) after which the fleet row's "last compaction" cell is re-read.
-COMPACTION_LINE_KINDS = frozenset({"compacted", "rollback", "redo", "window_opened"})
-COMPACTION_EVENT_TYPES = frozenset({"error", "compaction_interrupted"})
 # The turn loop's own progress, as an earlier release published it: no part of either page shows it (a turn's
 # rollout lines follow as batches), and rendering the status box for each cost three reads per page and event. The
 # loop no longer publishes these; a worker of the earlier release still may during a rolling upgrade, so both
@@ -389,7 +386,9 @@ class FleetConsumer(RoleCheckedConsumer):
                 self.summaries[session_id] = summary
         lines = (event.get("detail") or {}).get("lines") or []
         if event.get("seq") is None or any(
-            line.get("line_kind") in COMPACTION_LINE_KINDS or line.get("event_type") in COMPACTION_EVENT_TYPES
+            # the fleet row's "last compaction" cell is read again after these
+            line.get("line_kind") in projection.COMPACTION_STATE_KINDS
+            or line.get("event_type") in projection.COMPACTION_EVENT_TYPES
             for line in lines
         ):
             self.stale_attempts.add(session_id)

@@ -37,6 +37,10 @@ REDO = "redo"
 WINDOW_OPENED = "window_opened"
 LINE_KINDS = (SESSION_META, RESPONSE_ITEM, COMPACTED, TURN_CONTEXT, EVENT_MSG, ROLLBACK, REDO, WINDOW_OPENED)
 HISTORY_INSTALLING_KINDS = (COMPACTED, ROLLBACK, REDO)
+# The lines after which a session's compaction state (its last attempt, its status box) is read again: the kinds
+# that install a history or open a window, and the event_msg types a failed or interrupted compaction writes.
+COMPACTION_STATE_KINDS = frozenset({*HISTORY_INSTALLING_KINDS, WINDOW_OPENED})
+COMPACTION_EVENT_TYPES = frozenset({"error", "compaction_interrupted"})
 WINDOW_FIELDS = ("window_number", "window_id", "previous_window_id", "first_window_id")
 
 
@@ -103,7 +107,10 @@ def _window(header: Header, payload: Mapping[str, Any]) -> Header:
     """Adopt the window fields a line carries; an explicit null id means "none" (a first window has no previous)."""
     updates: dict[str, Any] = {}
     if payload.get("window_number") is not None:
-        updates["window_number"] = int(payload["window_number"])
+        try:
+            updates["window_number"] = int(payload["window_number"])
+        except (TypeError, ValueError):  # the line's fault (an edited file), not the fold's
+            raise ProjectionError(f"window_number {payload['window_number']!r} is not a number") from None
     for key in ("window_id", "previous_window_id", "first_window_id"):
         if key in payload:
             updates[key] = "" if payload[key] is None else str(payload[key])

@@ -23,6 +23,7 @@ from compaction_app.engine.port import ResponsesRequest
 from compaction_app.engine.provider_errors import ProviderError
 from compaction_app.engine.settings import CompactionSettings
 from compaction_app.engine.tokens import counter
+from compaction_app.engine.vocabulary import Phase
 from compaction_app.engine.windows import WindowState, new_window_id
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.factory import build_client
@@ -150,7 +151,7 @@ async def replay(
             break
         turn_id = f"t{number}"
         if session.total >= limit:
-            await compact("pre_turn", turn_id)
+            await compact(Phase.PRE_TURN, turn_id)
         user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": step.user_input}]}
         session.items.append(user)
         session.counts.append(tokens.count_item(user))
@@ -175,7 +176,7 @@ async def replay(
             if not calls:
                 break
             if session.total >= limit:
-                await compact("mid_turn", f"{turn_id}.{request_number}")
+                await compact(Phase.MID_TURN, f"{turn_id}.{request_number}")
     result.tokens_spent += result.compaction_tokens
     return result
 

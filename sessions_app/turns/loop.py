@@ -34,14 +34,12 @@ from compaction_app.engine.items import Item, message_text, needs_client_output,
 from compaction_app.engine.port import ModelClient, ResponsesRequest, Usage
 from compaction_app.engine.provider_errors import ProviderError
 from compaction_app.engine.thresholds import ModelLimits, TokenStatus
-from compaction_app.engine.vocabulary import Reason
+from compaction_app.engine.vocabulary import Phase, Reason
 from compaction_app.providers.retry import with_retries
 from sessions_app.simulator.tools import answer_tool_call, tool_specs
 
 TURN_CONTEXT = "turn_context"
 EVENT_MSG = "event_msg"
-PRE_TURN = "pre_turn"
-MID_TURN = "mid_turn"
 # A guard against a model that never stops calling tools; Codex has no such cap, a dashboard needs one.
 DEFAULT_MAX_SAMPLING_REQUESTS = 64
 
@@ -316,11 +314,11 @@ async def run_turn_loop(
     # 1. pre-turn: previous-model check, then the limit check; the user input is not recorded yet.
     reason = thresholds.previous_model_reason(state.previous, state.current, state.active_tokens, state.scope)
     if reason is not None:
-        if not await compact(reason, PRE_TURN, state.previous):
+        if not await compact(reason, Phase.PRE_TURN, state.previous):
             return result
         state = await port.state()
     if state.token_status().token_limit_reached:
-        if not await compact(Reason.CONTEXT_LIMIT, PRE_TURN, None):
+        if not await compact(Reason.CONTEXT_LIMIT, Phase.PRE_TURN, None):
             return result
         state = await port.state()
 
@@ -406,7 +404,7 @@ async def run_turn_loop(
         await port.record([*sample.items, usage, *outputs])
         state = await port.state()
         if new_window_requested or state.token_status().token_limit_reached:
-            if not await compact(Reason.CONTEXT_LIMIT, MID_TURN, None):
+            if not await compact(Reason.CONTEXT_LIMIT, Phase.MID_TURN, None):
                 return result
             # spec §9: a new window resets the pending request.
             new_window_requested = False
