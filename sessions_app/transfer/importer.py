@@ -23,6 +23,7 @@ from compaction_app import records
 from compaction_app.audit import record_audit
 from compaction_app.config_services import derived_provider
 from compaction_app.engine.items import is_real_user_message, message_text
+from compaction_app.engine.vocabulary import Phase
 from compaction_app.engine.windows import new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
 from sessions_app.claude_transcript import (
@@ -41,6 +42,7 @@ from sessions_app.codex_rollout.convert import convert_lines
 from sessions_app.codex_rollout.export import COMPACTWEB_EVENT
 from sessions_app.codex_rollout.labels import Labeler, Labels, implementation_of
 from sessions_app.codex_rollout.parse import REPAIRED, SKIPPED, LineProblem, RawLine, split_raw_lines
+from sessions_app.codex_rollout.turn_rollback import ThreadRollbackError
 from sessions_app.compactions.rollback import (
     compaction_key,
     fold_compaction_states,
@@ -293,7 +295,7 @@ def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[i
         label = labels.get(row.seq)
         if label is None:
             (implementation, strategy), why = implementation_of(payload)
-            label = Labels(implementation=implementation, strategy=strategy, phase="pre_turn", trigger="auto",
+            label = Labels(implementation=implementation, strategy=strategy, phase=Phase.PRE_TURN, trigger="auto",
                            reason="context_limit", inferred={"implementation": why})
         key = compaction_key(window_id=payload.get("window_id"), seq=row.seq)
         created.append(Compaction(
@@ -480,13 +482,17 @@ def do_import_rollout(
         discard_import(session_id=session.pk)
         if isinstance(exc, _StrictRefusal):
             raise exc.error from None
-        if isinstance(exc, (p.ProjectionError, ValueError)):
-            # Lines that parse but cannot be folded (e.g. an edited compactweb_line marker).
+        if isinstance(exc, BAD_FILE_ERRORS):
+            # Lines that parse but cannot be folded (e.g. an edited compactweb_line marker). Any other error,
+            # a ValueError of our own code included, is a bug: it is raised as it is, not blamed on the file.
             raise TransferRefused(f"the rollout cannot be imported: {exc}", code="invalid_rollout") from None
         raise
     session.refresh_from_db()
     return result
 
+
+# What a file that parses can still be refused for once it is folded and validated: the file's fault, a 400.
+BAD_FILE_ERRORS = (p.ProjectionError, ItemValidationError, ThreadRollbackError)
 
 # A big file is read, converted and written this many lines at a time, each batch in its own short transaction
 # (constant memory, other writers get in between; issue 13, item 5).

@@ -3,6 +3,7 @@ rebuilds; unknown kinds are skipped and counted; a bad file is refused whole, na
 
 import json
 
+import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from compaction_app.models import AuditEntry, Compaction
@@ -152,3 +153,23 @@ def test_an_edited_marker_that_cannot_be_folded_is_refused_and_stores_nothing(op
     assert response.status_code == 400
     assert response.json()["error"]["message"].startswith("the rollout cannot be imported:")
     assert row_counts() == before
+
+
+def test_a_bug_of_our_own_during_an_import_is_not_reported_as_a_bad_file(
+    operator_user, rollout_bytes, row_counts, provider, policy, monkeypatch
+):
+    """A ValueError raised by compactweb's own code while it imports a good file is a bug: it is raised as it is
+    (the API answers 500, a job fails with internal_error), never turned into "the rollout cannot be imported"."""
+    from sessions_app.transfer import importer
+    from sessions_app.transfer.refusals import TransferRefused
+
+    def broken(**kwargs):
+        raise ValueError("a bug in compactweb, not in the file")
+
+    monkeypatch.setattr(importer, "install_staged_lines", broken)
+    before = row_counts()
+    with pytest.raises(ValueError, match="a bug in compactweb") as raised:
+        importer.do_import_rollout(lines=rollout_bytes("basic_session.jsonl").splitlines(keepends=True),
+                                   source_name="basic_session.jsonl", actor=operator_user)
+    assert not isinstance(raised.value, TransferRefused)
+    assert row_counts() == before  # and the half-made import is discarded, as for a bad file
