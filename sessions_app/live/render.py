@@ -9,14 +9,13 @@ compares them with the page's own marker and re-syncs over HTTP on a gap or a re
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from django.template.loader import render_to_string
 
+from compaction_app.engine.lru import Lru
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.compactions.queue import queued_for
 from sessions_app.fleet.filter import FleetFilter
@@ -31,9 +30,6 @@ FLEET_PAGE = "sessions_app/fleet.html"
 MAX_BATCH_LINES = 400  # a client further behind than this re-syncs over HTTP instead of replaying lines
 BATCH_CACHE_SIZE = 512
 CHART_CACHE_SIZE = 128  # watched sessions whose chart a process keeps (a full one: 600 readings and points, ~175 KB)
-COMPACTION_EVENT_TYPES = frozenset({"error", "compaction_interrupted"})
-K = TypeVar("K")
-V = TypeVar("V")
 
 
 def _partial(template: str, name: str, context: Mapping[str, Any]) -> str:
@@ -117,47 +113,15 @@ def _replacement_entries(line) -> list[ls.HistoryEntry]:
 
 
 def _changes_compaction_state(line) -> bool:
-    if line.kind in (*p.HISTORY_INSTALLING_KINDS, p.WINDOW_OPENED):
+    if line.kind in p.COMPACTION_STATE_KINDS:
         return True
-    return line.kind == p.EVENT_MSG and line.payload.get("type") in COMPACTION_EVENT_TYPES
-
-
-class _Lru(Generic[K, V]):
-    """A bounded map, least recently used out first, safe across the render pool's threads. `keeps(current, new)`:
-    when given, `put` leaves an entry whose current value it answers True for (the value still moves to the
-    front)."""
-
-    def __init__(self, size: int, *, keeps: Callable[[V, V], bool] | None = None) -> None:
-        self.size = size
-        self._keeps = keeps
-        self._entries: OrderedDict[K, V] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-            return value
-
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            current = self._entries.get(key)
-            if current is None or self._keeps is None or not self._keeps(current, value):
-                self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+    return line.kind == p.EVENT_MSG and line.payload.get("type") in p.COMPACTION_EVENT_TYPES
 
 
 # Rendered batches by (thread id, after_seq, upto_seq). Every page watching a session asks for the same batch when
 # an event arrives, and a batch's content never changes (the rollout is append-only; its snapshots are those of
 # `upto_seq`), so it is rendered once per event, not once per watcher.
-batch_cache: _Lru[tuple, str] = _Lru(BATCH_CACHE_SIZE)
+batch_cache: Lru[tuple, str] = Lru(BATCH_CACHE_SIZE)
 
 
 @dataclass(frozen=True)
@@ -180,7 +144,7 @@ class ChartState:
 # reading the chart's readings again; anything else (no state, a state the batch does not start from) reads them in
 # full. States are immutable: a render extends the one it got and puts a new one, unless the entry is already at a
 # later seq (a render of an older batch finishing last).
-chart_cache: _Lru[str, ChartState] = _Lru(CHART_CACHE_SIZE, keeps=lambda current, new: current.seq > new.seq)
+chart_cache: Lru[str, ChartState] = Lru(CHART_CACHE_SIZE, keeps=lambda current, new: current.seq > new.seq)
 
 
 def _points_of(readings: Iterable[ls.ChartReading], base_tokens: int) -> tuple[Point | None, ...]:

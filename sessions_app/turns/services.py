@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -27,6 +25,7 @@ from uuid6 import uuid7
 
 from compaction_app.engine.history_snapshot import HistorySnapshot
 from compaction_app.engine.items import Item, normalize_kind
+from compaction_app.engine.lru import Lru
 from compaction_app.engine.port import ModelClient
 from compaction_app.engine.thresholds import ModelLimits
 from compaction_app.engine.vocabulary import Reason
@@ -103,41 +102,34 @@ class SeqKeyedCache(ABC, Generic[V]):
     range, so the next turn reads what is new, not the whole history again."""
 
     def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self._entries: OrderedDict[int, tuple[int, V]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._entries: Lru[int, tuple[int, V]] = Lru(size)
 
     def _lookup(self, session_id: int, last_seq: int) -> tuple[bool, V | None]:
-        with self._lock:
-            entry = self._entries.get(session_id)
+        with self._entries.lock:
+            entry = self._entries.peek(session_id)
             if entry is None or entry[0] != last_seq:
                 return False, None
-            self._entries.move_to_end(session_id)
+            self._entries.get(session_id)  # a use
             return True, entry[1]
 
     def put(self, session_id: int, last_seq: int, value: V) -> None:
-        with self._lock:
-            self._entries[session_id] = (last_seq, value)
-            self._entries.move_to_end(session_id)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+        self._entries.put(session_id, (last_seq, value))
 
     def appended(self, session_id: int, *, before_seq: int, after_seq: int, rows: Sequence[RolloutLine]) -> None:
         """Lines `before_seq`+1..`after_seq` (`rows`) were appended: follow along. An entry at another seq is left
         as it is: the rollout is append-only, so it stays the value at its own seq, which `caught_up` follows
         from."""
-        with self._lock:
-            entry = self._entries.get(session_id)
+        with self._entries.lock:
+            entry = self._entries.peek(session_id)
             if entry is None or entry[0] != before_seq:
                 return
-            self._entries[session_id] = (after_seq, self._follow(entry[1], rows))
+            self._entries.put(session_id, (after_seq, self._follow(entry[1], rows)))
 
     def caught_up(self, session_id: int, last_seq: int) -> tuple[bool, V | None]:
         """(True, the value at `last_seq`): the entry, or an entry at most MAX_CATCH_UP_LINES behind followed along
         the lines appended since (one range read, outside the lock; the entry is followed only if nobody moved it
         meanwhile); (False, None) when there is no such entry."""
-        with self._lock:
-            entry = self._entries.get(session_id)
+        entry = self._entries.peek(session_id)
         if entry is None or not 0 <= last_seq - entry[0] <= MAX_CATCH_UP_LINES:
             return False, None
         if entry[0] == last_seq:
@@ -145,18 +137,15 @@ class SeqKeyedCache(ABC, Generic[V]):
         rows = selectors.lines_between(session_id=session_id, after_seq=entry[0], upto_seq=last_seq)
         if len(rows) != last_seq - entry[0]:  # not every line is there to read: read the value in full
             return False, None
-        with self._lock:
-            current = self._entries.get(session_id)
-            if current is not entry:
+        with self._entries.lock:
+            if self._entries.peek(session_id) is not entry:
                 return False, None
             value = self._follow(entry[1], rows)
-            self._entries[session_id] = (last_seq, value)
-            self._entries.move_to_end(session_id)
+            self._entries.put(session_id, (last_seq, value))
             return True, value
 
     def forget(self, session_id: int) -> None:
-        with self._lock:
-            self._entries.pop(session_id, None)
+        self._entries.pop(session_id)
 
     @abstractmethod
     def _follow(self, value: V, rows: Sequence[RolloutLine]) -> V:
@@ -212,20 +201,13 @@ class IdleSessions:
     again and starts over; nothing was written). A copy is taken out while a turn uses it (LRU, thread-safe)."""
 
     def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self._entries: OrderedDict[int, tuple[Session, selectors.ConfigStamp]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._entries: Lru[int, tuple[Session, selectors.ConfigStamp]] = Lru(size)
 
     def take(self, session_id: int) -> tuple[Session, selectors.ConfigStamp] | None:
-        with self._lock:
-            return self._entries.pop(session_id, None)
+        return self._entries.pop(session_id)
 
     def put(self, session: Session, stamp: selectors.ConfigStamp) -> None:
-        with self._lock:
-            self._entries[session.pk] = (session, stamp)
-            self._entries.move_to_end(session.pk)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+        self._entries.put(session.pk, (session, stamp))
 
 
 idle_sessions = IdleSessions()

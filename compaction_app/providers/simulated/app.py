@@ -19,13 +19,14 @@ import asyncio
 import json
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from compaction_app.engine.history_snapshot import HistorySnapshot
 from compaction_app.engine.items import is_compaction_item
+from compaction_app.engine.lru import Lru
+from compaction_app.engine.thresholds import DEFAULT_CONTEXT_WINDOW
 from compaction_app.engine.tokens import TokenCounter, counter, item_json
 from compaction_app.providers.chat_format import messages_to_items
 from compaction_app.providers.in_process import request_body
@@ -40,7 +41,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_MODEL = "compactweb-sim"
 ANTHROPIC_MESSAGES = "/anthropic/v1/messages"
 ANTHROPIC_COUNT_TOKENS = "/anthropic/v1/messages/count_tokens"
-DEFAULT_CONTEXT_WINDOW = 272_000
 ENCODING = "o200k_base"
 # OpenAI caches prompt prefixes of at least 1024 tokens, in steps of 128.
 CACHE_MIN_TOKENS, CACHE_STEP = 1024, 128
@@ -115,16 +115,15 @@ class InputMemo:
 
     def __init__(self, counter: TokenCounter, *, keys: int = CACHE_KEYS) -> None:
         self._counter = counter
-        self._entries: OrderedDict[str, Counted] = OrderedDict()
-        self._keys = keys
+        self._entries: Lru[str, Counted] = Lru(keys)
 
     def previous(self, key: str) -> Counted | None:
-        return self._entries.get(key)
+        return self._entries.peek(key)
 
     def count(self, key: str, instructions: str, raw: Sequence[Any]) -> tuple[Counted, int]:
         """(the counted input, the tokens of the prefix it shares with the previous request of `key`). Raises
         HTTPError 400 when an item is not an object. `remember` it once the request succeeds."""
-        previous = self._entries.get(key)
+        previous = self._entries.peek(key)
         if previous is not None and previous.instructions[0] == instructions:
             instr = previous.instructions
         else:
@@ -137,10 +136,7 @@ class InputMemo:
         return counted, shared
 
     def remember(self, key: str, counted: Counted) -> None:
-        self._entries[key] = counted
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._keys:
-            self._entries.popitem(last=False)
+        self._entries.put(key, counted)
 
     def _counted_item(self, item: dict[str, Any]) -> tuple[str, int]:
         key = item_json(item)  # the one serialisation: the item's key, and the text counted for a plain item
