@@ -135,31 +135,32 @@ def _session_requests(recorded: Path, session_id: str) -> list[dict]:
 
 
 def _check_history_is_what_claude_sent_next(session: Session, requests: list[dict]) -> int:
-    """For each compaction: the first request after Claude Code's summary request(s) is one of compactweb's
-    histories between that compaction and the next. Returns how many compactions had a next request."""
+    """For each compaction: the first request after Claude Code's summary request whose conversation starts with
+    that compaction's summary (the request Claude Code sent next, with the new history) is one of compactweb's
+    histories between that compaction and the next. Claude Code may send a summary request twice, or ahead of
+    time, so requests are matched by their first message, not counted. Returns how many compactions had a next
+    request (the session may end right after one)."""
     compactions = list(Compaction.objects.filter(session=session).order_by("rollout_seq")
                        .values_list("rollout_seq", flat=True))
     histories = histories_after(session, _merged)
-    groups, index = [], 0
-    while index < len(requests):
-        if anthropic.is_summary_request(_sent(requests[index])):
-            end = index
-            while end + 1 < len(requests) and anthropic.is_summary_request(_sent(requests[end + 1])):
-                end += 1  # Claude Code may send its summary request twice
-            groups.append(end)
-            index = end + 1
-        else:
-            index += 1
-    assert len(groups) == len(compactions), (len(groups), len(compactions))
-    checked = 0
-    for n, (last_summary_request, seq) in enumerate(zip(groups, compactions, strict=True)):
-        if last_summary_request + 1 >= len(requests):
-            continue  # the session ended right after this compaction
-        sent = _sent(requests[last_summary_request + 1])
+    sent = [_sent(r) for r in requests]
+    summary_requests = [n for n, items in enumerate(sent) if anthropic.is_summary_request(items)]
+    assert len(summary_requests) >= len(compactions)
+    checked, start = 0, 0
+    for n, seq in enumerate(compactions):
         end = compactions[n + 1] if n + 1 < len(compactions) else None
         candidates = [h for s, h in histories if s >= seq and (end is None or s < end)]
-        assert sent in candidates, f"compactweb's history after compaction {n + 1} is not what Claude Code sent next"
+        summary = candidates[0][0]
+        after = next((k for k in summary_requests if k >= start), None)
+        assert after is not None, f"no summary request for compaction {n + 1}"
+        following = next((k for k in range(after + 1, len(sent)) if sent[k] and sent[k][0] == summary
+                          and not anthropic.is_summary_request(sent[k])), None)
+        if following is None:
+            continue  # the session ended right after this compaction
+        assert sent[following] in candidates, \
+            f"compactweb's history after compaction {n + 1} is not what Claude Code sent next"
         checked += 1
+        start = following
     return checked
 
 
