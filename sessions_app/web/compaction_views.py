@@ -17,13 +17,11 @@ from compaction_app.models import Compaction, CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, SUPPORT, has_role, role_required
 from sessions_app.compactions import presentation, retention
 from sessions_app.compactions.analytics import compaction_analytics
-from sessions_app.web.forms import AnalyticsFilterForm
+from sessions_app.web.forms import DIMENSIONS, PERIODS, AnalyticsFilterForm
 
 ROLLBACK_URL_NAME = "compaction_rollback"  # the support-only confirmation form (sessions_app.compactions.rollback)
-PERIODS = (("1", "last 24 hours"), ("7", "last 7 days"), ("30", "last 30 days"), ("", "all time"))
 RETENTION_DIMENSIONS = (("strategy", "method"), ("policy", "policy"), ("model", "model"), ("day", "day"))
 # `method` is compactweb's choice of method; `strategy` is Codex's analytics field (`memento`, spec §10).
-DIMENSIONS = ("status", "trigger", "reason", "implementation", "phase", "method", "strategy")
 DIMENSION_LABELS = {d: d for d in DIMENSIONS} | {"method": "method (compactweb)",
                                                  "strategy": "Codex strategy (analytics)"}
 
@@ -110,13 +108,9 @@ def _bars(per_day: dict[str, dict[str, dict[str, int]]], dimension: str) -> tupl
 @require_GET
 @role_required(OPERATOR)
 def analytics(request):
-    policy_id, provider_id = AnalyticsFilterForm(request.GET).ids()
-    period = request.GET.get("period", "30")
-    if period not in dict(PERIODS):
-        period = "30"
-    dimension = request.GET.get("by", "status")
-    if dimension not in DIMENSIONS:
-        dimension = "status"
+    chosen = AnalyticsFilterForm(request.GET).filters()
+    policy_id, provider_id, period, dimension = (
+        chosen["policy_id"], chosen["provider_id"], chosen["period"], chosen["dimension"])
     since = timezone.now() - timedelta(days=int(period)) if period else None
     data = compaction_analytics(policy_id=policy_id, provider_id=provider_id, since=since)
     days, values = _bars(data["per_day"], dimension)

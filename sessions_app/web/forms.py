@@ -7,6 +7,7 @@ from django import forms
 
 from compaction_app.models import AuditEntry, CompactionPolicy, Provider
 from compactweb.converters import MAX_ID
+from sessions_app.web.pages import STRATEGIES
 
 
 class AuditFilterForm(forms.Form):
@@ -20,16 +21,44 @@ class AuditFilterForm(forms.Form):
         return {"action": self.cleaned_data.get("action") or "", "session": self.cleaned_data.get("session")}
 
 
+# The analytics page's periods (days; "" = all time) and the dimensions its bars can be split by.
+PERIODS = (("1", "last 24 hours"), ("7", "last 7 days"), ("30", "last 30 days"), ("", "all time"))
+DEFAULT_PERIOD = "30"
+DIMENSIONS = ("status", "trigger", "reason", "implementation", "phase", "method", "strategy")
+
+
 class AnalyticsFilterForm(forms.Form):
-    """The analytics page's filter: a policy and a provider, each optional."""
+    """The analytics page's filter: a policy and a provider (each optional), a period (30 days unless given; an
+    empty one is all time) and the dimension the bars are split by (status unless given). An unknown or malformed
+    value falls back to its default: the page never refuses a query string."""
 
     policy = forms.ModelChoiceField(queryset=CompactionPolicy.objects.all(), required=False)
     provider = forms.ModelChoiceField(queryset=Provider.objects.all(), required=False)
+    period = forms.ChoiceField(choices=PERIODS, required=False)
+    by = forms.ChoiceField(choices=[(d, d) for d in DIMENSIONS], required=False)
 
-    def ids(self) -> tuple[int | None, int | None]:
-        self.is_valid()  # an unknown or malformed id is left out of cleaned_data: no filter on it
+    def filters(self) -> dict:
+        self.is_valid()  # an invalid field is left out of cleaned_data: its default applies
         policy, provider = self.cleaned_data.get("policy"), self.cleaned_data.get("provider")
-        return (policy.pk if policy else None, provider.pk if provider else None)
+        period = self.cleaned_data.get("period") if "period" in self.data else DEFAULT_PERIOD
+        return {"policy_id": policy.pk if policy else None, "provider_id": provider.pk if provider else None,
+                "period": DEFAULT_PERIOD if period is None else period,
+                "dimension": self.cleaned_data.get("by") or DIMENSIONS[0]}
+
+
+class CompactNowForm(forms.Form):
+    """The session page's "Compact now": a method (blank: the policy's) and optional extra instructions."""
+
+    MAX_INSTRUCTIONS = 4000
+
+    strategy = forms.ChoiceField(choices=STRATEGIES, required=False,
+                                 error_messages={"invalid_choice": "Unknown strategy %(value)r."})
+    instructions = forms.CharField(
+        required=False, max_length=MAX_INSTRUCTIONS,
+        error_messages={"max_length": f"Extra instructions are limited to {MAX_INSTRUCTIONS} characters."})
+
+    def first_error(self) -> str:
+        return next(iter(self.errors.values()))[0]
 
 
 class ReplayForm(forms.Form):

@@ -23,11 +23,10 @@ from sessions_app.jobs.tasks import do_request_compaction
 from sessions_app.live import render as live_render
 from sessions_app.models import Session, SimulatorRun
 from sessions_app.simulator.scenarios import list_scenarios
-from sessions_app.web.forms import FleetStartForm, HistoryPageForm
+from sessions_app.web.forms import CompactNowForm, FleetStartForm, HistoryPageForm
 from sessions_app.web.pages import STRATEGIES, session_page
 from sessions_app.web.shortcuts import safe_next
 
-MAX_INSTRUCTIONS = 4000
 MAX_FLEET = FleetStartForm.MAX_FLEET
 RUN_ACTIONS = ("pause", "resume", "stop")
 
@@ -99,17 +98,16 @@ def compact_now(request, pk: int):
     """Start a manual compaction (a job a runner takes at once), or queue it behind the running step; the job's
     progress and the compaction's result arrive over the session's websocket. A refusal is answered with the form and its reason (htmx swaps 4xx, see base.html)."""
     session = _session_or_404(pk)
-    strategy = request.POST.get("strategy", "")
-    instructions = request.POST.get("instructions", "").strip()
+    form = CompactNowForm(request.POST)
+    strategy, instructions = request.POST.get("strategy", ""), request.POST.get("instructions", "").strip()
     error, status, notice = None, 200, None
-    if strategy not in dict(STRATEGIES):
-        error, status = f"Unknown strategy {strategy!r}.", 400
-    elif len(instructions) > MAX_INSTRUCTIONS:
-        error, status = f"Extra instructions are limited to {MAX_INSTRUCTIONS} characters.", 400
+    if not form.is_valid():
+        error, status = form.first_error(), 400
     else:
         try:
-            job = do_request_compaction(session_id=session.pk, actor=request.user, strategy=strategy or None,
-                                        instructions=instructions)
+            job = do_request_compaction(session_id=session.pk, actor=request.user,
+                                        strategy=form.cleaned_data["strategy"] or None,
+                                        instructions=form.cleaned_data["instructions"])
         except CompactionRequestRefused as exc:
             error, status = str(exc), exc.status
         else:
