@@ -139,3 +139,22 @@ async def test_a_change_behind_the_orms_back_is_caught_by_the_periodic_recheck(s
     await database_sync_to_async(deactivate_by_sql)()
 
     assert (await _closed_with(comm))[0] == CLOSE_ANONYMOUS
+
+
+async def test_on_the_redis_layer_the_change_reaches_the_socket_too(settings, redis_url):
+    """The deployment's layer: the signal is sent from the thread that saved the change, through Redis, to the
+    consumer's group (any web process holding one of the user's sockets)."""
+    import uuid
+
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {
+        "hosts": [redis_url], "prefix": f"test-ws-revocation-{uuid.uuid4().hex[:8]}"}}}
+    channel_layers.backends.clear()
+    user, client = await database_sync_to_async(_login)()
+    comm = await _watch(client)
+
+    await database_sync_to_async(_remove_role)(user, client)
+
+    assert (await _closed_with(comm))[0] == CLOSE_FORBIDDEN
+    await comm.wait()
