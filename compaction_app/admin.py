@@ -241,5 +241,5 @@ class AlertSettingsAdmin(admin.ModelAdmin):
 
 @admin.register(Alert)
 class AlertAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "kind", "session", "message", "paused")
+    list_display = ("created_at", "kind", "session", "message", "count", "paused", "acknowledged_by")
     list_filter = ("kind", "paused")

@@ -482,6 +482,10 @@ class AlertSettings(models.Model):
         default=30, validators=[MinValueValidator(1)], help_text="A fleet storm: more than this many compactions…")
     fleet_storm_minutes = models.PositiveSmallIntegerField(
         default=10, validators=[MinValueValidator(1)], help_text="…across all sessions within this many minutes.")
+    fleet_storm_per_session = models.FloatField(
+        default=1.5, validators=[MinValueValidator(0.0)],
+        help_text="…or more than this many per active session (one written to in the window), whichever is higher: "
+        "the fleet threshold grows with the fleet.")
     loop_turns = models.PositiveSmallIntegerField(
         default=2, validators=[MinValueValidator(1)],
         help_text="A loop: usage back above the limit within this many turns of a compaction.")
@@ -533,12 +537,40 @@ class Alert(models.Model):
     attempts = models.ManyToManyField(CompactionAttempt, blank=True, related_name="alerts")
     paused = models.BooleanField(default=False, help_text="Whether the alert paused the session.")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # Repeats of one cause (same rule, same session) while the alert is open are counted on it, not raised again.
+    count = models.PositiveIntegerField(default=1, help_text="How many times this cause was raised while open.")
+    last_at = models.DateTimeField(null=True, blank=True, help_text="When this cause was last raised.")
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+")
 
     class Meta:
         ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
         return f"{self.kind} alert #{self.pk}"
+
+
+class AlertSilence(models.Model):
+    """An operator's snooze (until a time) or silence (no end) of one rule, one session, or one rule in one
+    session: matching alerts are not raised while it holds. Who and when are recorded."""
+
+    kind = models.CharField(max_length=16, choices=Alert.Kind.choices, blank=True,
+                            help_text="The rule silenced (blank: every rule of the session).")
+    session = models.ForeignKey("sessions_app.Session", null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="alert_silences", help_text="The session (blank: the whole fleet).")
+    until = models.DateTimeField(null=True, blank=True, help_text="End of a snooze (blank: silenced until lifted).")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [models.CheckConstraint(condition=~models.Q(kind="", session__isnull=True),
+                                              name="alert_silence_has_a_scope")]
+
+    def __str__(self) -> str:
+        return f"silence of {self.kind or 'every rule'} for {self.session_id or 'the fleet'}"
 
 
 class SessionWatch(models.Model):

@@ -9,13 +9,24 @@ Storms are counted on each compaction from the compaction times (an indexed quer
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from compaction_app.engine.items import TOOL_CALL_KINDS, TOOL_OUTPUT_KINDS, Item
-from compaction_app.engine.retention.facts import arguments, read_path
+from compaction_app.engine.retention.facts import (
+    PATCH_TOOLS,
+    READ_PROGRAMS,
+    SHELL_TOOLS,
+    arguments,
+    command_of,
+    command_reads,
+    output_text,
+    read_path,
+)
 
 
 class AlertKind(StrEnum):
@@ -32,6 +43,8 @@ class Thresholds:
     storm_minutes: int = 10
     fleet_storm_count: int = 30
     fleet_storm_minutes: int = 10
+    # A fleet storm's threshold grows with the fleet: more than this many compactions per active session.
+    fleet_storm_per_session: float = 1.5
     loop_turns: int = 2
     reread_turns: int = 5
     reread_min_calls: int = 2
@@ -40,6 +53,11 @@ class Thresholds:
 
     def pauses(self, kind: AlertKind) -> bool:
         return kind.value in self.pause_on
+
+    def fleet_storm_threshold(self, active_sessions: int) -> int:
+        """The fleet storm threshold for a fleet of `active_sessions`: the configured floor, or more compactions
+        per active session than a busy normal session makes in the window, whichever is higher."""
+        return max(self.fleet_storm_count, math.ceil(self.fleet_storm_per_session * active_sessions))
 
 
 @dataclass(frozen=True)
@@ -60,6 +78,7 @@ class Watch:
     turns_since: int = 0
     limit_after: int | None = None
     dropped: dict[str, str] = field(default_factory=dict)  # fetch key -> label (path or call)
+    digests: dict[str, str] = field(default_factory=dict)  # fetch key -> digest of the output that was dropped
     turns_left: int = 0
     reread_calls: int = 0
     reread_tokens: int = 0
@@ -78,36 +97,62 @@ class Watch:
         return cls(**{k: v for k, v in (data or {}).items() if k in known})
 
 
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+
+
 def fetch_key(call: Item) -> str | None:
-    """What re-fetching this call's result looks like: the path for a file read, else the tool and its args."""
+    """What re-fetching this call's content looks like: `read:<path>` for a file read (a read tool, or a shell
+    command made only of reading programs: `cat a.py`, `sed -n 1,80p a.py`), `call:<tool>:<args>` for another
+    tool that fetches (not a shell command that does work, not a patch): re-running tests or re-applying a patch is
+    not re-reading what a compaction dropped."""
     if call.get("type") not in TOOL_CALL_KINDS:
         return None
     path = read_path(call)
     if path:
         return f"read:{path}"
+    command = command_of(call)
+    if command is not None:
+        steps = [s.split() for s in command.replace("&&", "|").replace(";", "|").split("|") if s.strip()]
+        if steps and all(s[0].rsplit("/", 1)[-1] in READ_PROGRAMS for s in steps) and command_reads(command):
+            return f"read:{command}"
+        return None
+    if call.get("type") != "function_call" or call.get("name") in PATCH_TOOLS | SHELL_TOOLS:
+        return None
     return f"call:{call.get('name')}:{json.dumps(arguments(call), sort_keys=True)}"
 
 
 def dropped_fetches(left: list[Item], masked_call_ids: set[str] | None = None,
-                    history: list[Item] | None = None) -> dict[str, str]:
+                    history: list[Item] | None = None, before: list[Item] | None = None) -> dict[str, str]:
     """Fetch keys of the calls whose output the compaction removed: calls that left the window, and calls still
     in it whose output was masked."""
-    keys: dict[str, str] = {}
+    return {key: label for key, (label, _) in dropped_contents(left, masked_call_ids, history, before).items()}
+
+
+def dropped_contents(left: list[Item], masked_call_ids: set[str] | None = None,
+                     history: list[Item] | None = None,
+                     before: list[Item] | None = None) -> dict[str, tuple[str, str]]:
+    """Fetch key -> (label, digest of the dropped output; "" when unknown) of what the compaction removed."""
     calls = [i for i in left if i.get("type") in TOOL_CALL_KINDS]
     if masked_call_ids and history:
         calls += [i for i in history if i.get("type") in TOOL_CALL_KINDS and i.get("call_id") in masked_call_ids]
+    outputs = {i.get("call_id"): i for i in [*(before or []), *left] if i.get("type") in TOOL_OUTPUT_KINDS}
+    found: dict[str, tuple[str, str]] = {}
     for call in calls:
         key = fetch_key(call)
         if key:
-            keys[key] = read_path(call) or str(call.get("name"))
-    return keys
+            output = outputs.get(call.get("call_id"))
+            found[key] = (read_path(call) or command_of(call) or str(call.get("name")),
+                          digest(output_text(output)) if output is not None else "")
+    return found
 
 
 def on_compaction(watch: Watch, *, compaction_id: int, dropped: dict[str, str], thresholds: Thresholds,
-                  after_seq: int = 0) -> Watch:
-    """Start watching after a compaction (the previous compaction's watch ends here)."""
+                  after_seq: int = 0, digests: dict[str, str] | None = None) -> Watch:
+    """Start watching after a compaction (the previous compaction's watch ends here). `digests` (fetch key ->
+    digest of the dropped output) makes only an unchanged re-fetch a re-read."""
     return Watch(compaction_id=compaction_id, after_seq=after_seq, turns_since=0, dropped=dict(dropped),
-                 turns_left=thresholds.reread_turns, failures=[])
+                 digests=dict(digests or {}), turns_left=thresholds.reread_turns, failures=[])
 
 
 def is_idle(watch: Watch) -> bool:
@@ -137,9 +182,14 @@ def on_turn(watch: Watch, *, items: list[Item], item_tokens: list[int], tokens_i
     if watch.turns_left > 0 and watch.dropped:
         outputs = {i.get("call_id"): n for i, n in zip(items, item_tokens, strict=False)
                    if i.get("type") in TOOL_OUTPUT_KINDS}
+        texts = {i.get("call_id"): output_text(i) for i in items if i.get("type") in TOOL_OUTPUT_KINDS}
         for item in items:
             key = fetch_key(item)
             if key and key in watch.dropped:
+                known = watch.digests.get(key)
+                text = texts.get(item.get("call_id"))
+                if known and text is not None and digest(text) != known:
+                    continue  # the content changed since: fetching it again is not forgetting
                 watch.reread_calls += 1
                 watch.reread_tokens += outputs.get(item.get("call_id"), 0)
                 if watch.dropped[key] not in watch.reread_labels:

@@ -21,6 +21,7 @@ from asgiref.sync import async_to_sync
 from celery import shared_task
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import F, Q
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -33,11 +34,20 @@ from compaction_app.engine.retention.facts import left_items
 from compaction_app.engine.strategies.masking import is_masked
 from compaction_app.engine.vocabulary import HookEvent, HookKind
 from compaction_app.limits import auto_compact_limit
-from compaction_app.models import Alert, AlertSettings, Compaction, CompactionAttempt, Hook, SessionWatch
+from compaction_app.models import (
+    Alert,
+    AlertSettings,
+    AlertSilence,
+    Compaction,
+    CompactionAttempt,
+    Hook,
+    SessionWatch,
+)
 from compaction_app.validators import validate_outbound_url
 from compactweb import background, statements
 from sessions_app.compactions.settings_builder import hook_runner_limits, hook_specs
 from sessions_app.models import RolloutLine, Session
+from sessions_app.rollout import events
 from sessions_app.rollout.projection import RESPONSE_ITEM
 
 logger = logging.getLogger(__name__)
@@ -47,7 +57,8 @@ def thresholds() -> rules.Thresholds:
     s = AlertSettings.current()
     return rules.Thresholds(
         storm_count=s.storm_count, storm_minutes=s.storm_minutes, fleet_storm_count=s.fleet_storm_count,
-        fleet_storm_minutes=s.fleet_storm_minutes, loop_turns=s.loop_turns, reread_turns=s.reread_turns,
+        fleet_storm_minutes=s.fleet_storm_minutes, fleet_storm_per_session=s.fleet_storm_per_session,
+        loop_turns=s.loop_turns, reread_turns=s.reread_turns,
         reread_min_calls=s.reread_min_calls, failure_streak=s.failure_streak,
         pause_on=frozenset(s.pause_on or []),
     )
@@ -67,9 +78,11 @@ def record_compaction(*, compaction: Compaction, before: list[Item], after: list
     """After an install (same transaction): restart the watch, count storms."""
     limits = thresholds()
     masked = {i.get("call_id") for i in after if is_masked(i)}
-    dropped = rules.dropped_fetches(left_items(before, after), masked, after)
+    dropped = rules.dropped_contents(left_items(before, after), masked, after, before)
     row, watch = _watch(compaction.session_id)
-    watch = rules.on_compaction(watch, compaction_id=compaction.pk, dropped=dropped, thresholds=limits,
+    watch = rules.on_compaction(watch, compaction_id=compaction.pk, thresholds=limits,
+                                dropped={k: label for k, (label, _) in dropped.items()},
+                                digests={k: d for k, (_, d) in dropped.items() if d},
                                 after_seq=compaction.rollout_seq)
     watch, raised = rules.on_attempt(watch, attempt_id=0, failed=False, thresholds=limits)
     _save(row, watch)
@@ -77,13 +90,18 @@ def record_compaction(*, compaction: Compaction, before: list[Item], after: list
     recent = list(Compaction.objects.filter(
         session_id=compaction.session_id, created_at__gte=now - timedelta(minutes=limits.storm_minutes),
     ).order_by("pk").values_list("pk", flat=True))
-    fleet = list(Compaction.objects.filter(
-        created_at__gte=now - timedelta(minutes=limits.fleet_storm_minutes),
-    ).order_by("pk").values_list("pk", flat=True)[: limits.fleet_storm_count + 1])
+    fleet_since = now - timedelta(minutes=limits.fleet_storm_minutes)
+    # Relative to the fleet: a 200-session fleet compacts more than a 5-session one without a storm.
+    active = Session.objects.filter(updated_at__gte=fleet_since).count()
+    fleet_threshold = limits.fleet_storm_threshold(active)
+    fleet = list(Compaction.objects.filter(created_at__gte=fleet_since)
+                 .order_by("pk").values_list("pk", flat=True)[: fleet_threshold + 1])
+    fleet_alert = rules.storm(compaction_ids=fleet, count=fleet_threshold, minutes=limits.fleet_storm_minutes,
+                              fleet=True)
+    if fleet_alert is not None:
+        fleet_alert.detail.update(active_sessions=active, threshold=fleet_threshold)
     found = [a for a in (
-        rules.storm(compaction_ids=recent, count=limits.storm_count, minutes=limits.storm_minutes),
-        rules.storm(compaction_ids=fleet, count=limits.fleet_storm_count, minutes=limits.fleet_storm_minutes,
-                    fleet=True),
+        rules.storm(compaction_ids=recent, count=limits.storm_count, minutes=limits.storm_minutes), fleet_alert,
     ) if a is not None]
     # One storm alert per storm: while the previous storm alert is younger than the window, do not repeat it.
     found = [a for a in found if not _recent_alert(a.kind, None if a.kind is rules.AlertKind.FLEET_STORM
@@ -148,19 +166,54 @@ def record_turn(*, session_id: int, first_seq: int, last_seq: int) -> list[Alert
         return _raise(found, session_id=session_id, limits=limits)
 
 
+# Repeats of one cause (same rule, same session) within this many minutes of its last raise, while the alert is
+# not acknowledged, are counted on the open alert instead of raising another.
+GROUP_MINUTES = 60
+
+
+def is_silenced(*, kind: str, session_id: int | None, now=None) -> bool:
+    """Whether an operator's snooze or silence covers this rule in this session (or the rule fleet-wide, or every
+    rule of the session)."""
+    now = now or timezone.now()
+    scope = Q(kind=kind, session__isnull=True) | Q(kind=kind, session_id=session_id) | Q(kind="", session_id=session_id)
+    if session_id is None:
+        scope = Q(kind=kind, session__isnull=True)
+    return AlertSilence.objects.filter(scope).filter(Q(until__isnull=True) | Q(until__gt=now)).exists()
+
+
+def _open_alert(kind: str, session_id: int | None, now) -> Alert | None:
+    return (Alert.objects.select_for_update().filter(
+        kind=kind, session_id=session_id, acknowledged_at__isnull=True,
+        last_at__gte=now - timedelta(minutes=GROUP_MINUTES)).order_by("-pk").first())
+
+
 def _raise(found: list[rules.Alert], *, session_id: int, limits: rules.Thresholds) -> list[Alert]:
     rows = []
+    now = timezone.now()
     for alert in found:
         fleet = alert.kind is rules.AlertKind.FLEET_STORM
-        row = Alert.objects.create(kind=alert.kind.value, session_id=None if fleet else session_id,
-                                   message=alert.message, detail=alert.detail)
-        row.compactions.set(Compaction.objects.filter(pk__in=alert.compaction_ids))
+        owner = None if fleet else session_id
+        if is_silenced(kind=alert.kind.value, session_id=owner, now=now):
+            continue
+        row = _open_alert(alert.kind.value, owner, now)
+        if row is not None:
+            # The same cause again: one alert that counts, its message and links brought up to date.
+            Alert.objects.filter(pk=row.pk).update(count=F("count") + 1, last_at=now, message=alert.message,
+                                                   detail=alert.detail)
+            row.refresh_from_db()
+        else:
+            row = Alert.objects.create(kind=alert.kind.value, session_id=owner, message=alert.message,
+                                       detail=alert.detail, last_at=now)
+        row.compactions.add(*Compaction.objects.filter(pk__in=alert.compaction_ids))
         if alert.attempt_ids:
-            row.attempts.set(CompactionAttempt.objects.filter(pk__in=alert.attempt_ids))
+            row.attempts.add(*CompactionAttempt.objects.filter(pk__in=alert.attempt_ids))
         if limits.pauses(alert.kind) and not fleet:
-            row.paused = _pause(session_id)
+            row.paused = _pause(session_id) or row.paused
             row.save(update_fields=["paused"])
         rows.append(row)
+        transaction.on_commit(lambda row=row: publish_alert(alert=row))
+        if row.count > 1:
+            continue  # hooks hear of a cause once, when it is first raised
         payload = {"hook_event_name": "Alert", "alert_id": row.pk, "kind": row.kind, "message": row.message,
                    "session_id": row.session_id, "compaction_ids": list(alert.compaction_ids),
                    "attempt_ids": list(alert.attempt_ids), "paused": row.paused, "detail": alert.detail}
@@ -213,7 +266,78 @@ def send_alert_task(*, payload: dict) -> int:
     return len(send_alert(payload))
 
 
-def recent_alerts(*, limit: int = 10) -> list[Alert]:
-    """The newest alerts with their sessions, compactions and attempts (four queries)."""
-    return list(Alert.objects.select_related("session").prefetch_related("compactions", "attempts")
-                .order_by("-created_at", "-pk")[:limit])
+def recent_alerts(*, limit: int = 10, session_id: int | None = None) -> list[Alert]:
+    """The newest open (not acknowledged) alerts with their sessions, compactions and attempts (four queries);
+    of one session when given (with the fleet's storms)."""
+    rows = Alert.objects.filter(acknowledged_at__isnull=True)
+    if session_id is not None:
+        rows = rows.filter(Q(session_id=session_id) | Q(session__isnull=True))
+    # What an operator snoozed or silenced leaves the live card too (it stays on the alerts page).
+    silences = [(s.kind, s.session_id) for s in active_silences()]
+    for kind, silenced_session in silences:
+        if not kind:
+            rows = rows.exclude(session_id=silenced_session)
+        elif silenced_session is None:
+            rows = rows.exclude(kind=kind)
+        else:
+            rows = rows.exclude(kind=kind, session_id=silenced_session)
+    return list(rows.select_related("session", "acknowledged_by").prefetch_related("compactions", "attempts")
+                .order_by("-last_at", "-pk")[:limit])
+
+
+def publish_alert(*, alert: Alert) -> None:
+    """Tell the live pages (fleet board, the session's page) that this alert was raised, grew or was acknowledged;
+    their consumers re-render the alerts list (sessions_app.live)."""
+    events.publish_alert_event(session_id=alert.session_id, alert_id=alert.pk)
+
+
+def do_acknowledge_alert(*, alert: Alert, actor) -> Alert:
+    """Acknowledge an alert (who and when are kept); a new raise of its cause opens a new alert."""
+    Alert.objects.filter(pk=alert.pk, acknowledged_at__isnull=True).update(acknowledged_at=timezone.now(),
+                                                                          acknowledged_by=actor)
+    alert.refresh_from_db()
+    transaction.on_commit(lambda: publish_alert(alert=alert))
+    return alert
+
+
+def do_silence_alerts(*, kind: str, session_id: int | None, minutes: int | None, actor,
+                      reason: str = "") -> AlertSilence:
+    """Snooze (for `minutes`) or silence (minutes None: until lifted) one rule, one session, or one rule of one
+    session. Raises ValueError without a scope."""
+    if not kind and session_id is None:
+        raise ValueError("silence a rule, a session, or a rule in a session")
+    until = timezone.now() + timedelta(minutes=minutes) if minutes else None
+    silence = AlertSilence.objects.create(kind=kind, session_id=session_id, until=until, created_by=actor,
+                                          reason=reason[:200])
+    transaction.on_commit(lambda: events.publish_alert_event(session_id=session_id, alert_id=0))
+    return silence
+
+
+def do_lift_silence(*, silence: AlertSilence) -> None:
+    session_id = silence.session_id
+    silence.delete()
+    transaction.on_commit(lambda: events.publish_alert_event(session_id=session_id, alert_id=0))
+
+
+def active_silences() -> list[AlertSilence]:
+    now = timezone.now()
+    return list(AlertSilence.objects.filter(Q(until__isnull=True) | Q(until__gt=now))
+                .select_related("session", "created_by"))
+
+
+def alerts_filtered(*, kind: str | None = None, session_id: int | None = None, state: str | None = None,
+                    since=None, limit: int = 100) -> list[Alert]:
+    """Alerts for the alerts page and `GET /api/v1/alerts`: by rule, session, state (open / acknowledged), time."""
+    rows = Alert.objects.all()
+    if kind:
+        rows = rows.filter(kind=kind)
+    if session_id is not None:
+        rows = rows.filter(session_id=session_id)
+    if state == "open":
+        rows = rows.filter(acknowledged_at__isnull=True)
+    elif state == "acknowledged":
+        rows = rows.filter(acknowledged_at__isnull=False)
+    if since is not None:
+        rows = rows.filter(last_at__gte=since)
+    return list(rows.select_related("session", "acknowledged_by").prefetch_related("compactions", "attempts")
+                .order_by("-last_at", "-pk")[:limit])

@@ -35,7 +35,7 @@ from sessions_app.live import selectors as live_selectors
 from sessions_app.live.pools import DatabaseThreads
 from sessions_app.models import Session
 from sessions_app.rollout import projection, selectors
-from sessions_app.rollout.events import FLEET_GROUP, session_group
+from sessions_app.rollout.events import ALERT_KIND, FLEET_GROUP, session_group
 
 logger = logging.getLogger(__name__)
 
@@ -323,6 +323,9 @@ class SessionConsumer(RoleCheckedConsumer):
         if event.get("seq") is None:
             if event.get("kind") in TURN_PROGRESS_KINDS:
                 return
+            if event.get("kind") == ALERT_KIND:
+                await self.send(text_data=await in_render_pool(live_render.alerts_update)(session_id=self.session_id))
+                return
             html = await in_render_pool(live_render.session_transient)(session_id=self.session_id, event=event)
             await self.send(text_data=html)
             return
@@ -378,6 +381,9 @@ class FleetConsumer(RoleCheckedConsumer):
             return
         if event.get("seq") is None and event.get("kind") in TURN_PROGRESS_KINDS:
             return  # no summary, no change to the row or its last compaction
+        if event.get("kind") == ALERT_KIND:
+            await self.send(text_data=await in_render_pool(live_render.alerts_update)())
+            return
         session_id = int(event["session_id"])
         summary = event.get("summary")
         if summary is not None:

@@ -17,6 +17,7 @@ from django.template.loader import render_to_string
 
 from compaction_app.engine.lru import Lru
 from compaction_app.models import CompactionPolicy, Provider
+from sessions_app.compactions.alerts import recent_alerts
 from sessions_app.compactions.queue import queued_for
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.live import selectors as ls
@@ -315,6 +316,16 @@ def session_transient(*, session_id: int, event: Mapping[str, Any]) -> str:
     }
     after = int(event.get("after_seq") or 0)
     return marker(seq=after, after_seq=after, kind="transient") + _partial(SESSION_PAGE, "compaction_status", context)
+
+
+ALERTS_PARTIAL = "compaction_app/partials/fleet_alerts.html"
+
+
+def alerts_update(*, session_id: int | None = None) -> str:
+    """The open alerts list and its count as out-of-band fragments (the same partials the pages render first):
+    the fleet's (session_id None) or one session's. The card's collapsed state is the reader's and is kept."""
+    context = {"recent_alerts": recent_alerts(session_id=session_id), "oob": True, "alerts_session": session_id}
+    return _partial(ALERTS_PARTIAL, "alerts_count", context) + _partial(ALERTS_PARTIAL, "alerts_list", context)
 
 
 # --- fleet board ---------------------------------------------------------------------------------------------------

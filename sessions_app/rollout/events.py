@@ -184,5 +184,16 @@ async def apublish_transient(*, session_id: int, after_seq: int, kind: str, deta
                  transient_event(session_id=session_id, after_seq=after_seq, kind=kind, detail=detail))
 
 
+ALERT_KIND = "alert"
+
+
+def publish_alert_event(*, session_id: int | None, alert_id: int) -> None:
+    """An alert was raised, grew or was acknowledged: the fleet board and the session's page re-render their alerts
+    (a fleet storm, with no session, goes to the fleet board only)."""
+    groups = [FLEET_GROUP] if session_id is None else [session_group(session_id), FLEET_GROUP]
+    _send(groups, {"type": MESSAGE_TYPE, "session_id": session_id, "seq": None, "after_seq": 0,
+                   "kind": ALERT_KIND, "summary": None, "detail": {"alert_id": alert_id}})
+
+
 def on_rollout_appended(sender, *, session_id: int, lines: list, summary: dict[str, Any], **kwargs) -> None:
     publish_lines(session_id=session_id, summary=summary, lines=lines)

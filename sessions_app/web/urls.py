@@ -3,6 +3,7 @@ from django.urls import path
 
 from compactweb import converters  # noqa: F401  (registers the <id:...> path converter)
 from sessions_app.web import (
+    alert_views,
     audit_views,
     compaction_views,
     import_views,
@@ -14,6 +15,10 @@ from sessions_app.web import (
 
 urlpatterns = [
     path("", views.fleet, name="fleet"),
+    path("alerts/", alert_views.alerts_page, name="alerts"),
+    path("alerts/<id:pk>/acknowledge/", alert_views.alert_acknowledge, name="alert_acknowledge"),
+    path("alerts/silence/", alert_views.alert_silence, name="alert_silence"),
+    path("alerts/silences/<id:pk>/lift/", alert_views.alert_silence_lift, name="alert_silence_lift"),
     path("fleet/rows/", views.fleet_rows, name="fleet_rows"),
     path("fleet/start/", views.fleet_start, name="fleet_start"),
     path("sessions/<id:pk>/", views.session_detail, name="session_detail"),

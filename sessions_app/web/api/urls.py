@@ -1,6 +1,7 @@
 from django.urls import path
 
 from compactweb import converters  # noqa: F401  (registers the <id:...> path converter)
+from sessions_app.web.api import alerts as api_alerts
 from sessions_app.web.api import compactions as api_compactions
 from sessions_app.web.api import fleet as api_fleet
 from sessions_app.web.api import jobs as api_jobs
@@ -60,3 +61,11 @@ urlpatterns += [
 
 # Jobs: compactions, replays and imports run by workers (issue 15).
 urlpatterns += [path("jobs/<id:pk>", api_jobs.JobDetail.as_view(), name="api-job")]
+
+# Alerts: list, acknowledge, snooze and silence (issue 32).
+urlpatterns += [
+    path("alerts", api_alerts.AlertList.as_view(), name="api-alerts"),
+    path("alerts/<id:pk>/acknowledge", api_alerts.AlertAcknowledge.as_view(), name="api-alert-acknowledge"),
+    path("alerts/silences", api_alerts.AlertSilences.as_view(), name="api-alert-silences"),
+    path("alerts/silences/<id:pk>", api_alerts.AlertSilenceDetail.as_view(), name="api-alert-silence"),
+]

@@ -81,8 +81,25 @@ def test_a_streak_of_failed_attempts_is_alerted_with_the_attempts(operator_api, 
     assert f"attempt #{first['error']['attempt_id']} (server_overloaded)" in board
 
 
+def scenario_tools():
+    return load_scenario("fix-failing-test").build_tools(seed=1)
+
+
+@pytest.fixture
+def unchanged_reader(make_session):
+    """A session that read src/ledger.py as the scenario's file system has it (a re-read gets the same text)."""
+    import random
+
+    from sessions_app.simulator.tools import answer_tool_call
+
+    first, _ = answer_tool_call(read_call("c1", "src/ledger.py"), scenario_tools(), random.Random(1))
+    return make_session(items=[user_message("look at src/ledger.py"), read_call("c1", "src/ledger.py"), first,
+                               user_message("now fix it")])
+
+
 @pytest.mark.django_db
-def test_re_reading_what_a_compaction_dropped_is_alerted_and_taxed(operator_api, reader):
+def test_re_reading_what_a_compaction_dropped_is_alerted_and_taxed(operator_api, unchanged_reader):
+    reader = unchanged_reader
     settings(reread_min_calls=1, reread_turns=3)
     compaction_id = compact(operator_api, reader)["id"]
     client = FakeClient(streams=[[done(read_call("r1", "src/ledger.py")), completed(500, 20)],
@@ -94,6 +111,35 @@ def test_re_reading_what_a_compaction_dropped_is_alerted_and_taxed(operator_api,
     assert list(alert.compactions.values_list("pk", flat=True)) == [compaction_id]
     assert "src/ledger.py" in alert.message
     assert Compaction.objects.get(pk=compaction_id).reread_tokens > 0
+
+
+@pytest.mark.django_db
+def test_fetching_a_dropped_file_whose_content_changed_is_not_a_re_read(operator_api, reader):
+    """The file the session read differs from what the scenario's file system now holds: reading it again is
+    following a change, not forgetting; no alert, no tax."""
+    settings(reread_min_calls=1, reread_turns=3)
+    compaction_id = compact(operator_api, reader)["id"]
+    client = FakeClient(streams=[[done(read_call("r1", "src/ledger.py")), completed(500, 20)],
+                                 [done(assistant("read it again")), completed(900, 10)]])
+    assert run_turn(session_id=reader.pk, user_input="what is in it now?", tools=scenario_tools(),
+                    client=client).ok
+    assert not Alert.objects.filter(kind="reread").exists()
+    assert Compaction.objects.get(pk=compaction_id).reread_tokens == 0
+
+
+@pytest.mark.django_db
+def test_re_running_a_dropped_test_command_is_not_a_re_read(operator_api, make_session):
+    settings(reread_min_calls=1, reread_turns=3)
+    run = {"type": "function_call", "call_id": "t1", "name": "shell",
+           "arguments": json.dumps({"command": ["bash", "-lc", "pytest -q"]})}
+    session = make_session(items=[user_message("run the tests"), run,
+                                  {"type": "function_call_output", "call_id": "t1", "output": "Exit code: 1\nFAILED"},
+                                  user_message("fix it")])
+    compact(operator_api, session)
+    again = {**run, "call_id": "t2"}
+    client = FakeClient(streams=[[done(again), completed(500, 20)], [done(assistant("ran")), completed(900, 10)]])
+    assert run_turn(session_id=session.pk, user_input="again", tools=scenario_tools(), client=client).ok
+    assert not Alert.objects.filter(kind="reread").exists()
 
 
 @pytest.mark.django_db
