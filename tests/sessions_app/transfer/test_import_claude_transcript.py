@@ -89,3 +89,16 @@ def test_a_claude_sessions_tokens_say_which_the_server_reported_and_which_are_es
 def test_a_codex_sessions_detail_has_no_claude_counting_note(operator_api, make_session):
     session = make_session(title="native")
     assert operator_api.get(f"/api/v1/sessions/{session.pk}").json()["token_counting"] is None
+
+
+def test_the_import_page_takes_a_claude_code_transcript_and_opens_its_session(client, operator_user, provider, policy):
+    operator_client = client
+    operator_client.force_login(operator_user)
+    assert "Claude Code transcript" in operator_client.get("/import/").content.decode()
+    response = operator_client.post("/import/", {
+        "file": SimpleUploadedFile(NAME, conversation_with_two_compactions().bytes()),
+        "provider": provider.pk, "policy": policy.pk,
+    })
+    session = Session.objects.get(source="imported")
+    assert response.status_code == 302 and response["Location"] == f"/sessions/{session.pk}/"
+    assert str(session.thread_id) == SESSION and Compaction.objects.filter(session=session).count() == 2
