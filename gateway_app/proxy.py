@@ -143,6 +143,13 @@ async def on_recorder(fn, /, **kwargs):
     return await asyncio.get_running_loop().run_in_executor(_recorder, functools.partial(_on_recorder, fn, **kwargs))
 
 
+def close_recorder_connections() -> None:
+    """Close the recorder thread's database connections (a test database is dropped after the tests)."""
+    from django.db import connections
+
+    _recorder.submit(connections.close_all).result()
+
+
 async def drain() -> None:
     """Wait until every record scheduled in this loop is written (tests, and a clean shutdown)."""
     while _in_flight:

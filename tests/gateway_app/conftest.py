@@ -36,6 +36,12 @@ class Upstream:
         await self.app(scope, receive, send)
 
 
+@pytest.fixture(autouse=True)
+def _recorder_connections_closed():
+    yield
+    proxy.close_recorder_connections()
+
+
 @pytest.fixture
 def sim_upstream(tmp_path, monkeypatch, settings):
     up = Upstream(tmp_path / "upstream")
