@@ -128,6 +128,32 @@ def live_history(session_id: int) -> list[dict[str, Any]]:
     return list(LiveItem.objects.filter(session_id=session_id).order_by("position").values_list("item", flat=True))
 
 
+class _Known:
+    """The history and turn id the recorder left per session, valid while the session's `last_seq` is the one it
+    left: a Codex session's next request then costs no read of its whole history. Used on the recorder thread
+    only; anything else that writes to the session (a compaction, another process) moves `last_seq`, and the
+    history is read again."""
+
+    def __init__(self, limit: int = 256) -> None:
+        self._entries: dict[int, tuple[int, list[dict[str, Any]], str]] = {}
+        self._limit = limit
+
+    def get(self, session: Session) -> tuple[list[dict[str, Any]], str]:
+        entry = self._entries.get(session.pk)
+        if entry is not None and entry[0] == session.last_seq:
+            return entry[1], entry[2]
+        return live_history(session.pk), _last_turn_id(session)
+
+    def put(self, session_id: int, last_seq: int, history: list[dict[str, Any]], turn_id: str) -> None:
+        self._entries.pop(session_id, None)
+        if len(self._entries) >= self._limit:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[session_id] = (last_seq, history, turn_id)
+
+
+_known = _Known()
+
+
 def _valid_items(items: list[dict[str, Any]], gs: GatewaySession) -> list[dict[str, Any]]:
     kept = []
     for n, item in enumerate(items):
@@ -155,7 +181,8 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
             _record_failure(exchange, gs)
             return gs
         session = Session.objects.select_related("provider", "policy").get(pk=gs.session_id)
-        lines, labels, pending = history_lines(gs=gs, session=session, exchange=exchange)
+        live, turn_id = _known.get(session)
+        lines, labels, pending = history_lines(gs=gs, session=session, exchange=exchange, live=live, turn_id=turn_id)
         if exchange.kind in wire.COMPACTION_KINDS:
             text = "".join(message_text(i) for i in exchange.output
                            if i.get("type") == "message" and i.get("role") == "assistant")
@@ -172,21 +199,39 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
             compacted = [r for r in rows if r.kind == p.COMPACTED]
             if compacted:
                 create_compactions(session, rows, {compacted[0].seq: labels} if labels else None)
+            history, turn_id = _folded(live, turn_id, lines)
+            last_seq = session.last_seq
+            transaction.on_commit(lambda: _known.put(session.pk, last_seq, history, turn_id))
         return gs
 
 
-def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange
+def _folded(live: list[dict[str, Any]], turn_id: str, lines: list[NewLine]) -> tuple[list[dict[str, Any]], str]:
+    """The history and turn id after `lines` (the fold of sessions_app.rollout.projection, for items only)."""
+    history = list(live)
+    for line in lines:
+        if line.kind == p.RESPONSE_ITEM:
+            history.append(line.payload)
+        elif line.kind == p.TURN_CONTEXT:
+            turn_id = str(line.payload.get("turn_id") or "")
+        elif isinstance(line.payload.get("replacement_history"), list):
+            history = list(line.payload["replacement_history"])
+    return history, turn_id
+
+
+def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
+                  live: list[dict[str, Any]] | None = None, turn_id: str | None = None,
                   ) -> tuple[list[NewLine], Labels | None, dict[str, Any] | None]:
-    """The lines that bring the recorded history to the request's history: (lines, the labels of a compaction
-    among them, what stays pending)."""
-    live = live_history(session.pk)
+    """The lines that bring the recorded history (`live`, read when not given) to the request's history: (lines,
+    the labels of a compaction among them, what stays pending)."""
+    if live is None:
+        live, turn_id = live_history(session.pk), _last_turn_id(session)
     history = exchange.history
     lines: list[NewLine] = []
     labels = None
     pending = gs.pending_compaction
-    turn_id = str(exchange.meta.get("turn_id") or "")
-    if turn_id and turn_id != _last_turn_id(session):
-        lines.append(NewLine(p.TURN_CONTEXT, {"turn_id": turn_id, "model": exchange.model, "source": "gateway",
+    turn = str(exchange.meta.get("turn_id") or "")
+    if turn and turn != turn_id:
+        lines.append(NewLine(p.TURN_CONTEXT, {"turn_id": turn, "model": exchange.model, "source": "gateway",
                                              "window_id": str(exchange.meta.get("window_id") or "")}))
     shared = wire.common_prefix(live, history)
     if shared == len(live):

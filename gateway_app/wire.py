@@ -132,7 +132,7 @@ def common_prefix(live: list[dict[str, Any]], history: list[dict[str, Any]]) -> 
     """How many leading items of `history` are `live`'s (compared without wire-only fields)."""
     n = 0
     for a, b in zip(live, history, strict=False):
-        if a is not b and fingerprint(a) != fingerprint(b):
+        if a is not b and a != b and wire_form(a) != wire_form(b):
             break
         n += 1
     return n

@@ -1,0 +1,160 @@
+"""The gateway's cost (issue 29): a streamed response through /gateway/v1 against the same response straight from
+its upstream, measured side by side in one run.
+
+Serves compactweb with Daphne in a subprocess on 127.0.0.1 (the embedded default: a throwaway SQLite file, one
+process). The upstream is the dashboard's own simulated model at /sim/v1 over loopback HTTP, so both paths end at
+the same model in the same process; the gateway path adds the hop (key check, body parse, an httpx stream to the
+upstream, SSE passed chunk by chunk) and the recording after each stream. Each round sends `--streams` concurrent
+streamed requests, either all direct or all through the gateway, alternating rounds so both see the same machine.
+Each request is a Codex-shaped body (base instructions first, a history of 40 items and more, a new user message,
+the turn metadata header); each of the concurrent streams is one session whose history grows by two items a
+round, as a Codex session's does (so the gateway records a few new items per request, plus one new session per
+stream in the warm-up round). Reported: time to first byte and total time, p50 and p99, per path, and
+the difference (gateway minus direct).
+
+    .venv/bin/python bench/bench_gateway.py [--streams 20] [--rounds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SEED = """
+import django, os
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from compaction_app.models import CompactionPolicy, Provider
+from gateway_app.keys import do_create_gateway_key
+from gateway_app.models import GatewayRoute
+port = os.environ["BENCH_PORT"]
+upstream = Provider.objects.create(name="sim", base_url=f"http://127.0.0.1:{port}/sim/v1", model="compactweb-sim",
+                                   api_key_env="COMPACTWEB_KEY_SIM")
+route = GatewayRoute.objects.create(name="bench", provider=upstream, requests_per_minute=0,
+                                    policy=CompactionPolicy.objects.create(name="bench"))
+print(do_create_gateway_key(route=route, client_name="bench").key)
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _text(role: str, text: str) -> dict:
+    kind = "output_text" if role == "assistant" else "input_text"
+    return {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
+
+
+SESSIONS: dict[tuple[str, int], str] = {}
+
+
+def _body(path: str, stream: int, round_: int) -> tuple[dict, dict]:
+    """Stream `stream`'s request of round `round_`: one session per stream and path, whose history grows by a
+    user message and an answer each round, as a Codex session's does."""
+    thread = SESSIONS.setdefault((path, stream), str(uuid.uuid4()))
+    history = [_text("user" if i % 2 == 0 else "assistant", f"message {i} of session {stream}: " + "words " * 30)
+               for i in range(40 + 2 * round_)]
+    body = {"model": "compactweb-sim", "stream": True, "prompt_cache_key": thread,
+            "input": [_text("developer", "You are a coding agent. " * 50), *history, _text("user", "summarise")]}
+    headers = {"x-codex-turn-metadata": json.dumps({"session_id": thread, "thread_id": thread,
+                                                     "turn_id": str(uuid.uuid4()), "request_kind": "turn"})}
+    return body, headers
+
+
+async def _one(client: httpx.AsyncClient, name: str, url: str, token: str, stream: int, round_: int
+               ) -> tuple[float, float]:
+    body, headers = _body(name, stream, round_)
+    start = time.perf_counter()
+    first = None
+    async with client.stream("POST", url, json=body, headers={**headers, "Authorization": f"Bearer {token}"}) as r:
+        assert r.status_code == 200, await r.aread()
+        async for _ in r.aiter_raw():
+            if first is None:
+                first = time.perf_counter()
+    end = time.perf_counter()
+    return (first or end) - start, end - start
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q / 100 * len(ordered) + 0.5)) - 1))] * 1000
+
+
+async def _run(base: str, key: str, sim_token: str, streams: int, rounds: int) -> dict[str, dict[str, list[float]]]:
+    paths = {"direct": (f"{base}/sim/v1/responses", sim_token), "gateway": (f"{base}/gateway/v1/responses", key)}
+    results = {name: {"ttfb": [], "total": []} for name in paths}
+    limits = httpx.Limits(max_connections=streams * 2, max_keepalive_connections=streams * 2)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+        for name, (url, token) in paths.items():  # warm-up: connections, token caches, the key cache
+            await asyncio.gather(*(_one(client, name, url, token, i, 0) for i in range(streams)))
+        for r in range(rounds):
+            for name in (["direct", "gateway"] if r % 2 == 0 else ["gateway", "direct"]):
+                url, token = paths[name]
+                got = await asyncio.gather(*(_one(client, name, url, token, i, r + 1) for i in range(streams)))
+                results[name]["ttfb"] += [t for t, _ in got]
+                results[name]["total"] += [t for _, t in got]
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-gateway-") as var:
+        port, sim_token = _free_port(), secrets.token_hex(16)
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")}
+        env.update(COMPACTWEB_VAR_DIR=var, SQLITE_PATH=str(Path(var) / "bench.sqlite3"), DJANGO_DEBUG="0",
+                   LOG_LEVEL="WARNING", COMPACTWEB_SIM_TOKEN=sim_token, COMPACTWEB_KEY_SIM=sim_token,
+                   COMPACTWEB_RUN_SIMULATOR="0", BENCH_PORT=str(port), DJANGO_SETTINGS_MODULE="compactweb.settings",
+                   PYTHONPATH=str(ROOT))
+        key = subprocess.run([sys.executable, "-c", SEED], cwd=ROOT, env=env, capture_output=True, text=True,
+                             check=True).stdout.strip().splitlines()[-1]
+        server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                   "compactweb.asgi:application"], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    httpx.get(f"http://127.0.0.1:{port}/gateway/v1/models", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+            results = asyncio.run(_run(f"http://127.0.0.1:{port}", key, sim_token, args.streams, args.rounds))
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    n = len(results["direct"]["total"])
+    print(f"{args.streams} concurrent streams, {args.rounds} rounds ({n} requests per path), times in ms")
+    print(f"{'':10} {'TTFB p50':>9} {'TTFB p99':>9} {'total p50':>10} {'total p99':>10}")
+    for name in ("direct", "gateway"):
+        r = results[name]
+        print(f"{name:10} {_pct(r['ttfb'], 50):9.1f} {_pct(r['ttfb'], 99):9.1f} "
+              f"{_pct(r['total'], 50):10.1f} {_pct(r['total'], 99):10.1f}")
+    d, g = results["direct"], results["gateway"]
+    print(f"{'added':10} {_pct(g['ttfb'], 50) - _pct(d['ttfb'], 50):9.1f} {_pct(g['ttfb'], 99) - _pct(d['ttfb'], 99):9.1f} "
+          f"{_pct(g['total'], 50) - _pct(d['total'], 50):10.1f} {_pct(g['total'], 99) - _pct(d['total'], 99):10.1f}")
+
+
+if __name__ == "__main__":
+    main()
