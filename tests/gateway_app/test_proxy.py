@@ -137,3 +137,43 @@ def test_an_upstream_the_outbound_rule_refuses_now_receives_nothing(sim_upstream
     assert response.status_code == 502
     assert "COMPACTWEB_OUTBOUND_ALLOW" in response.json()["error"]["message"]
     assert sim_upstream.requests() == [] and sim_upstream.seen_headers == []
+
+
+def test_a_stalled_recorder_delays_the_record_not_the_stream(sim_upstream, gateway_key, monkeypatch):
+    import threading
+
+    import httpx
+    from asgiref.sync import async_to_sync
+    from django.core.asgi import get_asgi_application
+
+    from compactweb.routing import http_router
+    from gateway_app import proxy, recording
+
+    release, started = threading.Event(), threading.Event()
+    real = recording.do_record_exchange
+
+    def stalled(**kwargs):
+        started.set()
+        assert release.wait(30)
+        return real(**kwargs)
+
+    monkeypatch.setattr(recording, "do_record_exchange", stalled)
+    app = http_router(get_asgi_application())
+    body = {"model": "compactweb-sim", "stream": True, "input": [BASE, user("hello")]}
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            first = await client.post("/gateway/v1/responses", json=body, headers=bearer(gateway_key))
+            second = await client.post("/gateway/v1/responses", json=body, headers=bearer(gateway_key))
+        # Both answers streamed whole while the recorder was stuck on the first record.
+        assert not release.is_set() and started.is_set()
+        release.set()
+        await proxy.drain()
+        return first, second
+
+    first, second = async_to_sync(go)()
+    for response in (first, second):
+        assert response.status_code == 200 and events(response.text)[-1]["type"] == "response.completed"
+    from sessions_app.models import Session
+
+    assert Session.objects.filter(source="gateway").count() == 1
