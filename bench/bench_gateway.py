@@ -123,7 +123,8 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")}
         env.update(COMPACTWEB_VAR_DIR=var, SQLITE_PATH=str(Path(var) / "bench.sqlite3"), DJANGO_DEBUG="0",
                    LOG_LEVEL="WARNING", COMPACTWEB_SIM_TOKEN=sim_token, COMPACTWEB_KEY_SIM=sim_token,
-                   COMPACTWEB_RUN_SIMULATOR="0", BENCH_PORT=str(port), DJANGO_SETTINGS_MODULE="compactweb.settings",
+                   COMPACTWEB_RUN_SIMULATOR="0", BENCH_PORT=str(port), COMPACTWEB_OUTBOUND_ALLOW=f"127.0.0.1:{port}",
+                   COMPACTWEB_PROVIDER_KEYS=f"COMPACTWEB_KEY_SIM=http://127.0.0.1:{port}/sim/v1", DJANGO_SETTINGS_MODULE="compactweb.settings",
                    PYTHONPATH=str(ROOT))
         key = subprocess.run([sys.executable, "-c", SEED], cwd=ROOT, env=env, capture_output=True, text=True,
                              check=True).stdout.strip().splitlines()[-1]
