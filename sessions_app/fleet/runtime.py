@@ -34,7 +34,7 @@ from django.db.models import F
 
 from compaction_app.config_services import derived_provider
 from compaction_app.models import CompactionPolicy, Provider
-from compactweb import statements
+from compactweb import db_outage, statements
 from sessions_app.compactions.queue import has_queued
 from sessions_app.models import RolloutLine, Session, SimulatorRun
 from sessions_app.rollout import events, selectors
@@ -61,6 +61,7 @@ MAX_TURNS_PER_MINUTE = 6000.0
 CLAIM_SECONDS = 120.0
 # A step that found its session busy (a manual compaction, an API turn) tries again after this.
 BUSY_RETRY_SECONDS = 1.0
+INTERRUPTED = "interrupted"
 STEP_LEASE_PURPOSE = "turn"
 STEP_LOOKBACK_LINES = 2_000  # how far back a started step's turn_context is looked for (an indexed seq range)
 # In a run's state: the newest rollout seq of the turn its last saved step ran (0: the turn wrote nothing).
@@ -83,7 +84,7 @@ class FleetError(ValueError):
 @dataclass(frozen=True)
 class StepResult:
     session_id: int
-    status: str  # ran | finished | busy | skipped | failed
+    status: str  # ran | finished | busy | skipped | failed | interrupted (the database went away: due again)
     turn_status: str = ""
     error: str = ""
     step: int | None = None
@@ -443,6 +444,12 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
     except locks.SessionBusy:
         await sync_to_async(_busy)(session_id, clock())
         return StepResult(session_id, "busy")
+    except _OutageAfterLease as exc:
+        return await _interrupted(session_id, exc.lease, exc.__cause__)
+    except Exception as exc:
+        if not db_outage.is_unavailable(exc):
+            raise
+        return await _interrupted(session_id, None, exc)
     released = False
     try:
         try:
@@ -467,6 +474,9 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
                                                         lease=lease, last_seq=result.last_seq)
             released = True
         except Exception as exc:
+            if db_outage.is_unavailable(exc):
+                released = True  # given back after the outage, or left to expire
+                return await _interrupted(session_id, lease, exc)
             logger.exception("simulator step of session %s failed", session_id)
             await sync_to_async(_failed)(session_id, f"{type(exc).__name__}: {exc}")
             return StepResult(session_id, "failed", error=str(exc))
@@ -474,6 +484,33 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
     finally:
         if not released:
             await sync_to_async(locks.release)(lease)
+
+
+async def _interrupted(session_id: int, lease: locks.Lease | None, exc: BaseException) -> StepResult:
+    """The database went away (or stopped taking writes) during the step: nothing is recorded as failed, since the
+    run did nothing wrong. Once the database takes writes again (waited for up to the lease's TTL) the lease is
+    given back and the run made due at once, so the session steps again right after an outage instead of staying
+    claimed for CLAIM_SECONDS; a turn the step began counts as done (`_prepare_step`) and never runs twice.
+    "interrupted" when that worked, else "failed" (the lease then expires and the claim lapses)."""
+    logger.warning("simulator step of session %s interrupted: the database is unavailable (%s: %s)", session_id,
+                   type(exc).__name__, exc)
+    resumed = await sync_to_async(_resume_after_outage)(session_id, lease)
+    return StepResult(session_id, INTERRUPTED if resumed else "failed", error=f"{type(exc).__name__}: {exc}")
+
+
+def _resume_after_outage(session_id: int, lease: locks.Lease | None) -> bool:
+    deadline = time.monotonic() + locks.lease_ttl().total_seconds()
+    while db_outage.wait_until_writable(deadline=deadline):
+        try:
+            with transaction.atomic():
+                if lease is not None:
+                    locks.release(lease)
+                SimulatorRun.objects.filter(session_id=session_id, status=Status.RUNNING).update(
+                    next_step_at=_dt(time.time()))
+            return True
+        except db_outage.UNAVAILABLE:  # it went away again between the probe and the write
+            continue
+    return False
 
 
 def _acquire_and_prepare(session_id: int, now: float) -> tuple[locks.Lease, tuple | None]:
@@ -484,9 +521,19 @@ def _acquire_and_prepare(session_id: int, now: float) -> tuple[locks.Lease, tupl
         return lease, _prepare_step(session_id, now)
     except SimulatorRun.DoesNotExist:
         return lease, None
+    except db_outage.UNAVAILABLE as exc:  # the lease cannot be given back now: after the outage
+        raise _OutageAfterLease(lease) from exc
     except BaseException:
         locks.release(lease)
         raise
+
+
+class _OutageAfterLease(Exception):
+    """The database went away after the step took its lease (`_acquire_and_prepare`): the lease to give back."""
+
+    def __init__(self, lease: locks.Lease) -> None:
+        super().__init__(f"the database went away while session {lease.session_id} was leased")
+        self.lease = lease
 
 
 def _save_step_and_release(run: SimulatorRun, script: ScenarioRun, state: dict[str, Any], *, error: str, now: float,

@@ -30,7 +30,7 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.dispatch import Signal
 
-from compactweb import background, health
+from compactweb import background, db_outage, health
 from sessions_app.fleet import runtime as fleet
 from sessions_app.fleet.tasks import ENQUEUE_BATCH, SentClaims, enqueue_due_steps
 from sessions_app.rollout import lease as locks
@@ -89,6 +89,7 @@ class Scheduler:
         self._wake: asyncio.Event | None = None
         self.sent_claims = SentClaims()
         self.broker_down = False
+        self.database_down = False
         self._housekept_at = float("-inf")
         self.heartbeat_path = heartbeat_path
 
@@ -108,8 +109,9 @@ class Scheduler:
                 sent = await sync_to_async(enqueue_due_steps)(
                     now=self.clock(), limit=limit or ENQUEUE_BATCH, sent_claims=self.sent_claims
                 )
-            except Exception:
-                self.broker_down = True
+            except Exception as exc:
+                if not db_outage.is_unavailable(exc):
+                    self.broker_down = True
                 raise
             await self._broker_answered()
             self.steps_started += len(sent)
@@ -173,9 +175,10 @@ class Scheduler:
         wake.clear()
 
     def beat(self) -> None:
-        """Touch the heartbeat file (when there is one): once per round of the loop, on the loop itself, so a
-        scheduler whose loop hangs (a query that never returns, a blocked event loop) stops beating and the
-        watchdog (compactweb.watchdog.scheduler_alive) restarts it."""
+        """Touch the heartbeat file (when there is one): after each round of the loop that reached the database,
+        on the loop itself, so a scheduler whose loop hangs (a query that never returns, a blocked event loop) or
+        that cannot reach the database stops beating and the watchdog (compactweb.watchdog.scheduler_alive)
+        restarts it. A loop that turns but fails every round is no progress."""
         if self.heartbeat_path is None:
             return
         try:
@@ -188,19 +191,41 @@ class Scheduler:
         """Tick until `stop` is set; waits `poll_seconds` (or until a step ends) when nothing was due. Beats once
         a round (`beat`)."""
         while not stop.is_set():
-            self.beat()
+            failures = []
             try:
+                # A connection a database restart broke fails every statement until closed: close it, so the
+                # round after the database returns reconnects.
+                await sync_to_async(db_outage.drop_broken_connections)()
                 await self.housekeeping()
-            except Exception:
-                logger.exception("scheduler housekeeping failed")
+            except Exception as exc:
+                failures.append(("scheduler housekeeping failed", exc))
             try:
                 dispatched = await self.tick()
-            except Exception:
-                logger.exception("simulator tick failed")
+            except Exception as exc:
+                failures.append(("simulator tick failed", exc))
                 dispatched = 0
+            await self._after_round(failures)
             if not dispatched:
                 await self._idle_wait()
         await self.drain()
+
+    async def _after_round(self, failures: list[tuple[str, Exception]]) -> None:
+        """Beat when the round reached the database; log an outage once when it starts and once when it ends (not
+        every round), and when it ends offer again the steps sent before it (a worker may have dropped them)."""
+        database_failed = any(db_outage.is_unavailable(exc) for _, exc in failures)
+        for message, exc in failures:
+            if not (database_failed and self.database_down):
+                logger.error(message, exc_info=exc)
+        if database_failed:
+            if not self.database_down:
+                logger.warning("the database does not answer; the scheduler retries every round")
+            self.database_down = True
+            return
+        self.beat()
+        if self.database_down:
+            self.database_down = False
+            offered = await sync_to_async(self.sent_claims.reoffer)()
+            logger.info("the database is back: offered %d step(s) sent before the outage again", offered)
 
     async def drain(self) -> None:
         """Wait for the steps in flight."""

@@ -1,0 +1,84 @@
+"""A database that stops answering, or stops accepting writes: how the long-lived loops tell, and get past it.
+
+A request gets a fresh connection (or Django's end-of-request checks close a broken one), but the loops that run
+for the life of a process (the simulator scheduler, a Celery worker's step) keep theirs: after a PostgreSQL restart
+every statement on the kept connection fails until somebody closes it. `drop_broken_connections` closes on this
+thread the connections an error left unusable, and only those (Django's `close_old_connections` also closes every
+connection of a process with CONN_MAX_AGE 0, i.e. a reconnect per round); the next statement opens a new one.
+
+`UNAVAILABLE` are the errors of a database that is not there or does not take writes: PostgreSQL down or
+restarting (OperationalError, InterfaceError on a closed connection), SQLite's "database or disk is full",
+"attempt to write a readonly database" and "database is locked". A caller that meets one waits and tries again
+(`wait_until_writable`) instead of recording a failure it cannot write anyway.
+
+`check_writable` is the write probe /healthz runs: a read answers on a read-only or full SQLite file while every
+write fails, so a plain `SELECT 1` said the database was fine while users got errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, connections
+
+logger = logging.getLogger(__name__)
+
+UNAVAILABLE = (OperationalError, InterfaceError)
+UNAVAILABLE_MESSAGE = "The database is not answering or does not accept changes right now."
+RETRY_SECONDS = 0.5
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` (or an error it was raised from) says the database is down or refuses writes."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, UNAVAILABLE):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def drop_broken_connections() -> int:
+    """Close this thread's connections that an error left unusable (outside a transaction); returns how many."""
+    closed = 0
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is None or not conn.errors_occurred or conn.in_atomic_block:
+            continue
+        if conn.is_usable():
+            conn.errors_occurred = False
+            continue
+        conn.close()
+        closed += 1
+    return closed
+
+
+def check_writable(*, connection=connection) -> None:
+    """Raise (a DatabaseError) unless the database (the default one) takes a write now: SQLite rewrites its
+    user_version with the value it has (a committed write of one header page: a read-only or full file refuses it);
+    PostgreSQL assigns a transaction id, which a read-only server or transaction refuses."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("PRAGMA user_version")
+            version = int(cursor.fetchone()[0])
+            cursor.execute(f"PRAGMA user_version = {version}")
+        else:
+            cursor.execute("SELECT txid_current()")
+            cursor.fetchone()
+
+
+def wait_until_writable(*, deadline: float, clock: Callable[[], float] = time.monotonic,
+                        sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Wait (on this thread) until the database takes a write again, or `deadline` (by `clock`) passes; returns
+    whether it does."""
+    while True:
+        drop_broken_connections()
+        try:
+            check_writable()
+            return True
+        except DatabaseError:
+            if clock() >= deadline:
+                return False
+        sleep(RETRY_SECONDS)

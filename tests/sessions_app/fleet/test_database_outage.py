@@ -1,0 +1,162 @@
+"""The fleet through a database outage (issue 31): a step the outage interrupts fails nothing and is due again as
+soon as the database takes writes (its lease given back), and the scheduler beats only after rounds that reached
+the database, so the watchdog restarts one that cannot work. tests/scale_out/test_database_outage.py cuts a real
+PostgreSQL under a running set."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import OperationalError
+
+from compactweb import db_outage
+from sessions_app.fleet import runtime as fleet
+from sessions_app.fleet.scheduler import Scheduler
+from sessions_app.models import Session, SimulatorRun
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def run(provider, policy):
+    return fleet.do_start_fleet(scenario="many-short-turns", count=1, provider=provider, policy=policy, loop=True)[0]
+
+
+@pytest.fixture
+def no_outage_waits(monkeypatch):
+    monkeypatch.setattr(db_outage, "RETRY_SECONDS", 0.0)
+
+
+def outage_for(calls: int, then=None):
+    """A stand-in that raises the database's outage error `calls` times, then calls `then`."""
+    count = {"n": 0}
+
+    def call(*args, **kwargs):
+        count["n"] += 1
+        if count["n"] <= calls:
+            raise OperationalError("server closed the connection unexpectedly")
+        return then(*args, **kwargs) if then else None
+
+    return call
+
+
+def test_a_step_the_outage_interrupts_fails_nothing_gives_the_lease_back_and_is_due_at_once(
+        run, monkeypatch, no_outage_waits):
+    async def turn(**kwargs):
+        raise OperationalError("terminating connection due to administrator command")
+
+    monkeypatch.setattr(fleet, "arun_turn", turn)
+    # the database refuses writes twice more after the turn failed, then it is back
+    monkeypatch.setattr(db_outage, "check_writable", outage_for(2, then=db_outage.check_writable))
+    fleet.claim_due_runs()  # the scheduler claimed it: not due for CLAIM_SECONDS
+
+    result = fleet.do_run_step(session_id=run.session_id)
+
+    assert result.status == fleet.INTERRUPTED and "administrator command" in result.error
+    run.refresh_from_db()
+    session = Session.objects.get(pk=run.session_id)
+    assert run.status == SimulatorRun.Status.RUNNING and run.last_error == ""
+    assert session.state == Session.State.RUNNING and session.lease_holder == ""
+    assert fleet.claim_due_runs() == [run.session_id]  # due now, not after CLAIM_SECONDS
+    monkeypatch.undo()
+    assert fleet.do_run_step(session_id=run.session_id).status == "ran"
+
+
+def test_an_outage_between_taking_the_lease_and_reading_the_step_gives_the_lease_back(
+        run, monkeypatch, no_outage_waits):
+    monkeypatch.setattr(fleet, "_prepare_step", outage_for(1))
+
+    result = fleet.do_run_step(session_id=run.session_id)
+
+    assert result.status == fleet.INTERRUPTED
+    assert Session.objects.get(pk=run.session_id).lease_holder == ""
+    assert SimulatorRun.objects.get(pk=run.pk).status == SimulatorRun.Status.RUNNING
+
+
+def test_a_step_whose_database_stays_away_past_the_lease_ttl_gives_up_without_failing_the_run(
+        run, monkeypatch, settings, no_outage_waits):
+    settings.COMPACTWEB_LEASE_TTL_SECONDS = 0.05
+
+    async def turn(**kwargs):
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(fleet, "arun_turn", turn)
+    monkeypatch.setattr(db_outage, "check_writable", outage_for(10**9))
+
+    result = fleet.do_run_step(session_id=run.session_id)
+
+    assert result.status == "failed"
+    assert SimulatorRun.objects.get(pk=run.pk).status == SimulatorRun.Status.RUNNING  # the claim lapses, it runs on
+
+
+def test_an_unexpected_error_still_marks_the_run_failed(run, monkeypatch):
+    async def turn(**kwargs):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(fleet, "arun_turn", turn)
+
+    assert fleet.do_run_step(session_id=run.session_id).status == "failed"
+    assert SimulatorRun.objects.get(pk=run.pk).status == SimulatorRun.Status.FAILED
+
+
+def run_rounds(sched: Scheduler, rounds: int) -> list[bool]:
+    """Run the scheduler for `rounds` rounds; for each, whether it beat."""
+    stop, beats, seen = threading.Event(), [], {"rounds": 0}
+    real_after = sched._after_round
+
+    async def after_round(failures):
+        before = sched.heartbeat_path.stat().st_mtime_ns if sched.heartbeat_path.exists() else None
+        time.sleep(0.002)  # the file's clock moves between two beats
+        await real_after(failures)
+        after = sched.heartbeat_path.stat().st_mtime_ns if sched.heartbeat_path.exists() else None
+        beats.append(after != before)
+        seen["rounds"] += 1
+        if seen["rounds"] == rounds:
+            stop.set()
+
+    sched._after_round = after_round
+    async_to_sync(sched.run)(stop)
+    return beats
+
+
+def test_the_scheduler_beats_only_after_rounds_that_reached_the_database(run, tmp_path, monkeypatch, caplog):
+    sched = Scheduler(inline=True, poll_seconds=0.001, heartbeat_path=tmp_path / "beat",
+                      step=lambda **kwargs: None)
+    monkeypatch.setattr(fleet, "claim_due_runs", outage_for(3, then=lambda **kwargs: []))
+
+    beats = run_rounds(sched, 5)
+
+    assert beats == [False, False, False, True, True]
+    assert sched.database_down is False
+    # an outage is logged when it starts and when it ends, not every round
+    assert caplog.text.count("the database does not answer") == 1
+    assert caplog.text.count("simulator tick failed") == 1
+    assert "the database is back" in caplog.text
+
+
+def test_a_round_that_fails_for_another_reason_still_beats(run, tmp_path, monkeypatch):
+    sched = Scheduler(inline=True, poll_seconds=0.001, heartbeat_path=tmp_path / "beat")
+
+    def broken(**kwargs):
+        raise ValueError("not the database")
+
+    monkeypatch.setattr(fleet, "claim_due_runs", broken)
+
+    assert run_rounds(sched, 2) == [True, True]
+
+
+def test_the_scheduler_closes_a_connection_the_outage_broke_before_its_next_round(run, tmp_path, monkeypatch):
+    from django.db import connection
+
+    sched = Scheduler(inline=True, poll_seconds=0.001, heartbeat_path=tmp_path / "beat")
+    closed = []
+    monkeypatch.setattr(db_outage, "drop_broken_connections", lambda: closed.append(1) or 0)
+
+    run_rounds(sched, 2)
+
+    assert closed == [1, 1]
+    assert connection.vendor  # the scheduler's own rounds ran on the test database
+
