@@ -6,6 +6,15 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from compactweb import db_outage
+
+DATABASE_UNAVAILABLE = "database_unavailable"
+RETRY_AFTER_SECONDS = 5  # what a 503 asks a client to wait before trying again
+
+
+def error_body(code: str, message: str) -> dict:
+    return {"error": {"code": code, "message": message}}
+
 
 class ApiError(exceptions.APIException):
     """Raise from a view or service wrapper to answer with a specific status, code and message."""
@@ -30,6 +39,10 @@ def _flatten(detail, path: str = "") -> str:
 def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is None:
+        if db_outage.is_unavailable(exc):  # a restart or a full disk: try again, not a server error
+            return Response(error_body(DATABASE_UNAVAILABLE, db_outage.UNAVAILABLE_MESSAGE),
+                            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                            headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
         return None
     if isinstance(exc, ApiError):
         code = exc.code
@@ -44,7 +57,7 @@ def exception_handler(exc, context):
     else:
         code = getattr(exc, "default_code", "error")
     return Response(
-        {"error": {"code": code, "message": _flatten(response.data if not isinstance(exc, ApiError) else exc.detail)}},
+        error_body(code, _flatten(response.data if not isinstance(exc, ApiError) else exc.detail)),
         status=response.status_code or status.HTTP_400_BAD_REQUEST,
         headers={k: v for k, v in response.headers.items() if k in ("WWW-Authenticate", "Retry-After")},
     )

@@ -1,7 +1,7 @@
 """Health checks for load balancers and process supervisors.
 
 `/healthz` answers without login (a load balancer has none) and says only which dependency is down, never where
-it lives: database, channel layer, and the Celery broker when one is configured. 200 when all answer, else 503.
+it lives: database (it must take a write), channel layer, and the Celery broker when one is configured. 200 when all answer, else 503.
 """
 
 from __future__ import annotations
@@ -11,20 +11,20 @@ import uuid
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from compactweb import db_outage
 from compactweb.celery import app
 
 OK = "ok"
 
 
 def check_database() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-        cursor.fetchone()
+    """A write probe (compactweb.db_outage.check_writable): a read-only or full SQLite file answers reads while
+    every write fails, and a `SELECT 1` said "ok" while users got errors."""
+    db_outage.check_writable()
     return OK
 
 

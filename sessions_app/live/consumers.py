@@ -3,7 +3,8 @@
 Both authenticate from the session cookie (compactweb.ws_auth, wired in compactweb.asgi) and always accept and then
 close a refused connection, so the browser sees why: 4401 for an anonymous user, 4403 for a user without the
 operator role, 4404 for an unknown session, and 4013 ("try again later", like 1013; the page reconnects with
-backoff) when the channel layer (Redis) does not answer, at the handshake or later. Rendering lives in sessions_app.live.render; the
+backoff) when the channel layer (Redis) does not answer, at the handshake or later, or the database does not
+answer at the handshake (a failed handshake leaves its groups at once). Rendering lives in sessions_app.live.render; the
 consumers only decide what to render and when.
 
 Bounded work per connection: a connect is one group join and then one read on the connect pool
@@ -27,7 +28,7 @@ from urllib.parse import parse_qs
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from compactweb import ws_auth, ws_revocation
+from compactweb import db_outage, ws_auth, ws_revocation
 from compactweb.roles import OPERATOR, has_role
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.live import render as live_render
@@ -169,11 +170,20 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
         try:
             await super().websocket_connect(message)
         except Exception as exc:
-            if not _is_layer_error(exc):
+            # A handshake that failed keeps no membership: nothing re-joins its groups for the life of the process.
+            if _is_layer_error(exc):
+                self._stop_refreshing()
+                logger.warning("channel layer unavailable at connect (%s); closing with %s", type(exc).__name__,
+                               CLOSE_TRY_AGAIN)
+                self.layer_down = True
+                await self.refuse(CLOSE_TRY_AGAIN)
+                return
+            await self.leave_all()
+            if not db_outage.is_unavailable(exc):
                 raise
-            logger.warning("channel layer unavailable at connect (%s); closing with %s", type(exc).__name__,
+            # The database does not answer (a restart, a full disk): "try again later", not an HTTP 500.
+            logger.warning("database unavailable at connect (%s); closing with %s", type(exc).__name__,
                            CLOSE_TRY_AGAIN)
-            self.layer_down = True
             await self.refuse(CLOSE_TRY_AGAIN)
 
     async def layer_unavailable(self, message) -> None:
@@ -279,9 +289,13 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
                 except Exception:  # the layer's receive fails too and closes the connection (4013)
                     logger.warning("could not refresh the membership of %s in %s", self.channel_name, group)
 
-    async def leave_all(self) -> None:
+    def _stop_refreshing(self) -> None:
         if self.refresher is not None:
             self.refresher.cancel()
+            self.refresher = None
+
+    async def leave_all(self) -> None:
+        self._stop_refreshing()
         if self.rechecker is not None and self.rechecker is not asyncio.current_task():
             self.rechecker.cancel()
         groups, self.joined = self.joined, []
