@@ -141,3 +141,117 @@ def test_the_watchdog_command_watches_the_scheduler_when_given_its_heartbeat(tmp
 
     assert set(built["probes"]) == {"scheduler"} and built["grace_seconds"] == 5
     assert built["probes"]["scheduler"]() is False  # no heartbeat file yet
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class RestartingSupervisor(FakeSupervisor):
+    """A restart gives the program a new process started at the clock's time (as supervisord does)."""
+
+    def __init__(self, clock, **programs):
+        super().__init__(**programs)
+        self.clock = clock
+
+    def startProcess(self, name, wait):  # noqa: N802
+        super().startProcess(name, wait)
+        self.info[name].update(start=self.clock(), pid=self.info[name]["pid"] + 1)
+
+
+def run_for(w: watchdog.Watchdog, clock: Clock, seconds: float, interval: float = 5.0) -> None:
+    end = clock.now + seconds
+    while clock.now < end:
+        w.check_once()
+        clock.now += interval
+
+
+def test_a_worker_that_starts_slowly_on_a_saturated_host_is_restarted_with_back_off_not_every_round():
+    """The reported case: for six minutes no worker answered a ping in time; restarts were 12 in 6 minutes."""
+    clock = Clock()
+    supervisor = RestartingSupervisor(clock, **{"worker-1": None})
+    w = watchdog.Watchdog(supervisor=supervisor, probes={"worker-1": lambda: False}, clock=clock)
+
+    run_for(w, clock, 360)
+
+    # after each restart it gets 30, 60, 120 s to become ready: restarts at 1000, ~1035, ~1100, ~1225 at most
+    assert 1 <= w.restarts.count("worker-1") <= 4
+    restart_times = []
+    clock2 = Clock()
+    supervisor2 = RestartingSupervisor(clock2, **{"worker-1": None})
+    w2 = watchdog.Watchdog(supervisor=supervisor2, probes={"worker-1": lambda: False}, clock=clock2)
+    while clock2.now < 1000 + 360:
+        if w2.check_once():
+            restart_times.append(clock2.now)
+        clock2.now += 5
+    gaps = [b - a for a, b in zip(restart_times, restart_times[1:], strict=False)]
+    assert gaps == sorted(gaps) and all(g >= 30 for g in gaps)  # each wait at least as long as the one before
+
+
+def test_a_restarted_program_that_becomes_ready_late_is_not_judged_before_it_answers():
+    clock = Clock()
+    answers = {"ready_at": 1000.0 + 50}
+    supervisor = RestartingSupervisor(clock, **{"worker-1": None})
+    supervisor.info["worker-1"]["start"] = 900.0
+    hung = {"yes": True}
+
+    def probe():
+        if hung["yes"]:
+            return False
+        return clock.now >= answers["ready_at"]
+
+    w = watchdog.Watchdog(supervisor=supervisor, probes={"worker-1": probe}, clock=clock)
+    run_for(w, clock, 15)  # three failures: restarted once
+    assert w.restarts == ["worker-1"]
+    hung["yes"] = False
+    answers["ready_at"] = clock.now + 25  # it answers 25 s after its start: inside its 30 s readiness window
+    run_for(w, clock, 120)
+    assert w.restarts == ["worker-1"] and w.states["worker-1"].ready
+
+
+def test_answering_for_a_while_forgets_the_restarts_in_a_row():
+    clock = Clock()
+    alive = {"now": False}
+    supervisor = RestartingSupervisor(clock, **{"web-8001": None})
+    w = watchdog.Watchdog(supervisor=supervisor, probes={"web-8001": lambda: alive["now"]}, clock=clock)
+    run_for(w, clock, 15)
+    assert w.states["web-8001"].restarts_in_a_row == 1
+    alive["now"] = True
+    run_for(w, clock, watchdog.HEALTHY_RESET_SECONDS + 60)
+    assert w.states["web-8001"].restarts_in_a_row == 0
+    alive["now"] = False
+    run_for(w, clock, 15)  # hung again: restarted at once, no back-off left over
+    assert w.restarts == ["web-8001", "web-8001"]
+
+
+def test_a_second_restart_in_a_row_waits_out_its_back_off():
+    clock = Clock()
+    alive = {"now": False}
+    supervisor = RestartingSupervisor(clock, **{"web-8001": None})
+    w = watchdog.Watchdog(supervisor=supervisor, probes={"web-8001": lambda: alive["now"]}, clock=clock,
+                          grace_seconds=0)
+    run_for(w, clock, 15)
+    assert w.restarts == ["web-8001"]
+    first = w.states["web-8001"].last_restart
+    alive["now"] = True
+    run_for(w, clock, 5)  # ready again, but not for long
+    alive["now"] = False
+    run_for(w, clock, 15)  # three failures, 20 s after the restart: the back-off (30 s) has not passed
+    assert w.restarts == ["web-8001"]
+    run_for(w, clock, 15)
+    assert w.restarts == ["web-8001", "web-8001"]
+    assert w.states["web-8001"].last_restart - first >= watchdog.backoff_seconds(0)
+
+
+def test_back_off_doubles_up_to_its_cap():
+    assert [watchdog.backoff_seconds(n, base=30, cap=600) for n in range(7)] == [30, 60, 120, 240, 480, 600, 600]
+
+
+def test_probe_timeouts_stretch_with_the_hosts_load_within_a_bound():
+    assert watchdog.probe_timeout(3.0, load=0.2) == 3.0
+    assert watchdog.probe_timeout(3.0, load=2.5) == 7.5
+    assert watchdog.probe_timeout(3.0, load=50) == 3.0 * watchdog.MAX_LOAD_STRETCH

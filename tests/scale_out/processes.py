@@ -76,12 +76,13 @@ def start_worker(
         )
 
 
-def start_scheduler(*, env: dict[str, str], log: Path) -> subprocess.Popen:
+def start_scheduler(*, env: dict[str, str], log: Path, heartbeat: Path | None = None) -> subprocess.Popen:
     """The simulator scheduler as scripts/scale-out runs it (`manage.py simulate --scheduler`): with a broker in
     `env` it claims due steps and sends them as Celery tasks to the default queue."""
+    extra = [] if heartbeat is None else ["--heartbeat-file", str(heartbeat)]
     with open(log, "w") as out:
         return subprocess.Popen(
-            [sys.executable, "manage.py", "simulate", "--scheduler"],
+            [sys.executable, "manage.py", "simulate", "--scheduler", *extra],
             env={**env, "PYTHONUNBUFFERED": "1"}, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
         )
 
