@@ -1,0 +1,80 @@
+"""The processes a killed supervisord left behind (scripts/scale-out), found and stopped before a new set starts.
+
+scripts/scale-out marks every process of a set: supervisord's environment carries MARKER=<the run directory>, and
+every program it starts (and every process those start, e.g. Celery's prefork children) inherits it. A supervisord
+that is SIGKILLed leaves its programs serving unsupervised; a new launcher, once it holds the set's lock, runs
+`python -m compactweb.orphans --run-dir <dir>`, which sends TERM to the top processes of that set (a Celery worker's
+main process then shuts down warm: its running tasks finish), waits up to `--wait` seconds for every marked process
+to end, and KILLs what is left. Linux /proc only; plain Python, no Django.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+MARKER = "COMPACTWEB_SCALE_OUT_RUN_DIR"
+DEFAULT_WAIT_SECONDS = 60.0
+PROC = Path("/proc")
+
+
+def marked_processes(run_dir: str, *, proc: Path = PROC) -> dict[int, int]:
+    """{pid: parent pid} of the processes whose environment names `run_dir` under MARKER (this process excepted)."""
+    wanted = f"{MARKER}={run_dir}".encode()
+    found = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if wanted not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        state, parent = stat.rsplit(")", 1)[1].split()[:2]
+        if state != "Z":
+            found[int(entry.name)] = int(parent)
+    return found
+
+
+def stop_orphans(run_dir: str, *, wait: float = DEFAULT_WAIT_SECONDS, find: Callable = marked_processes,
+                 kill: Callable[[int, int], None] = os.kill, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> list[int]:
+    """TERM the top marked processes (those whose parent is not marked), wait for every marked one to end (up to
+    `wait` seconds), then KILL the rest. Returns the pids found at first."""
+    marked = find(run_dir)
+    for pid, parent in marked.items():
+        if parent not in marked:
+            _signal(kill, pid, signal.SIGTERM)
+    deadline = clock() + wait
+    while (left := find(run_dir)) and clock() < deadline:
+        sleep(0.2)
+    for pid in left:
+        _signal(kill, pid, signal.SIGKILL)
+    return sorted(marked)
+
+
+def _signal(kill: Callable[[int, int], None], pid: int, sig: int) -> None:
+    try:
+        kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", required=True)
+    parser.add_argument("--wait", type=float, default=DEFAULT_WAIT_SECONDS)
+    args = parser.parse_args(argv)
+    stopped = stop_orphans(args.run_dir, wait=args.wait)
+    if stopped:
+        print(f"scale-out: stopped {len(stopped)} process(es) a previous set left running: {stopped}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
