@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -52,6 +53,7 @@ from compaction_app.engine.windows import WindowState, new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionAttempt
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.factory import build_client
+from compactweb import db_outage
 from sessions_app.compactions import alerts
 from sessions_app.compactions.retention import retention_fields, session_carried_facts, session_pins
 from sessions_app.compactions.settings_builder import (
@@ -66,7 +68,7 @@ from sessions_app.compactions.settings_builder import (
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.events import publish_transient
-from sessions_app.rollout.lease import Lease, LeaseLost, SessionBusy, acquire, keep_renewed, release
+from sessions_app.rollout.lease import Lease, LeaseLost, SessionBusy, acquire, keep_renewed, lease_ttl, release
 from sessions_app.rollout.services import NewLine, append_rollout_lines, estimate_line
 from sessions_app.rollout.validation import ItemValidationError
 
@@ -76,6 +78,7 @@ LEASE_PURPOSE = "compaction"
 LEASE_LOST_KIND = "lease_lost"
 INTERNAL_ERROR_KIND = "internal_error"
 BAD_OUTPUT_KIND = "bad_response"
+DATABASE_UNAVAILABLE_KIND = "database_unavailable"
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -432,6 +435,7 @@ async def acompact_session(
     own_lease = lease is None
     if lease is None:
         lease = await sync_to_async(acquire)(session_id=session_id, purpose=LEASE_PURPOSE)
+    plan = None
     try:
         plan = await sync_to_async(_plan)(
             lease=lease, session_id=session_id, trigger=trigger, reason=reason, phase=phase, strategy=strategy,
@@ -476,9 +480,35 @@ async def acompact_session(
             message = f"the compacted history cannot be stored: {exc}"
             attempt = await sync_to_async(_record_failure)(plan, actor=actor, kind=BAD_OUTPUT_KIND, message=message)
             raise CompactionFailed(attempt=attempt, kind=BAD_OUTPUT_KIND, message=message) from exc
+    except Exception as exc:
+        # the database error itself (a failure already recorded is raised as CompactionFailed, maybe from one)
+        if plan is None or not isinstance(exc, db_outage.UNAVAILABLE):
+            raise
+        if not await sync_to_async(_record_failure_after_outage)(plan, actor=actor, exc=exc):
+            own_lease = False  # left to expire: the lease's reaper then ends the attempt as interrupted
+        raise
     finally:
         if own_lease:
             await sync_to_async(release)(lease)
+
+
+def _record_failure_after_outage(plan: _Plan, *, actor, exc: BaseException) -> bool:
+    """The database went away or refused a write (a full or read-only SQLite file, a PostgreSQL restart) while the
+    attempt ran or was being recorded: nothing was installed (the install is one transaction). Once the database
+    takes writes again (waited for up to the lease's TTL) the attempt ends as failed, so it never stays `running`
+    with its session free; False when the database did not come back in time (the caller then keeps its lease,
+    whose expiry ends the attempt as interrupted)."""
+    logger.warning("compaction of session %s stopped: the database is unavailable (%s: %s)", plan.session_id,
+                   type(exc).__name__, exc)
+    deadline = time.monotonic() + lease_ttl().total_seconds()
+    while db_outage.wait_until_writable(deadline=deadline):
+        try:
+            _record_failure(plan, actor=actor, kind=DATABASE_UNAVAILABLE_KIND,
+                            message=f"the database refused the write: {type(exc).__name__}: {exc}")
+            return True
+        except db_outage.UNAVAILABLE:
+            continue
+    return False
 
 
 def do_compact_session(
