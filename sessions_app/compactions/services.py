@@ -68,7 +68,15 @@ from sessions_app.compactions.settings_builder import (
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.events import publish_transient
-from sessions_app.rollout.lease import Lease, LeaseLost, SessionBusy, acquire, keep_renewed, lease_ttl, release
+from sessions_app.rollout.lease import (
+    Lease,
+    LeaseLost,
+    SessionBusy,
+    acquire,
+    keep_renewed,
+    lease_ttl,
+    release,
+)
 from sessions_app.rollout.services import NewLine, append_rollout_lines, estimate_line
 from sessions_app.rollout.validation import ItemValidationError
 

@@ -17,8 +17,8 @@ import pytest
 from django.db import connection
 
 from sessions_app.fleet import runtime as fleet
-from sessions_app.models import RolloutLine, Session, SimulatorRun
-from sessions_app.rollout.services import verify_projection
+from sessions_app.models import RolloutLine, Session
+from tests.scale_out.checks import assert_each_turn_once
 from tests.scale_out.processes import (
     child_env,
     free_port,
@@ -124,12 +124,4 @@ def test_a_ten_second_database_outage_stops_nothing_for_good(on_postgresql, prov
 
     scheduler_log = (tmp_path / "scheduler.log").read_text()
     assert scheduler_log.count("the database does not answer") >= 1 and "the database is back" in scheduler_log
-    for session_id in session_ids:
-        seqs = list(RolloutLine.objects.filter(session_id=session_id).order_by("seq").values_list("seq", flat=True))
-        assert seqs == list(range(1, len(seqs) + 1)), f"session {session_id}: seqs not contiguous"
-        contexts = RolloutLine.objects.filter(session_id=session_id, kind="turn_context", payload__has_key="step")
-        steps = [line.payload["step"] for line in contexts.order_by("seq")]
-        assert steps == list(range(len(steps))), f"session {session_id}: turns {steps}"
-        assert verify_projection(session=Session.objects.get(pk=session_id)) == []
-    assert set(SimulatorRun.objects.filter(session_id__in=session_ids).values_list("status", flat=True)) == {
-        SimulatorRun.Status.STOPPED}
+    assert_each_turn_once(session_ids)

@@ -32,6 +32,7 @@ from compaction_app.models import CompactionAttempt
 from sessions_app.fleet import runtime as fleet
 from sessions_app.models import RolloutLine, Session, SimulatorRun
 from sessions_app.rollout.services import verify_projection
+from tests.scale_out.checks import assert_each_turn_once
 from tests.scale_out.processes import (
     child_env,
     free_port,
@@ -310,18 +311,7 @@ def test_after_a_redis_restart_the_page_reconnects_and_no_line_is_lost_or_duplic
     assert "hello" in patient.resyncs
 
     # The rollouts: contiguous, no turn run twice, the live projection equal to a rebuild, no run failed.
-    for session_id in session_ids:
-        seqs = list(RolloutLine.objects.filter(session_id=session_id).order_by("seq").values_list("seq", flat=True))
-        assert seqs == list(range(1, len(seqs) + 1)), f"session {session_id}: seqs not contiguous"
-        contexts = RolloutLine.objects.filter(session_id=session_id, kind="turn_context", payload__has_key="step")
-        steps = [line.payload["step"] for line in contexts.order_by("seq")]
-        assert steps == list(range(len(steps))), f"session {session_id}: turns {steps}"
-        started = [line.payload["turn_id"] for line in RolloutLine.objects.filter(
-            session_id=session_id, kind="event_msg", payload__type="turn_started")]
-        assert len(started) == len(set(started)) == len(steps), f"session {session_id}: a turn started twice"
-        assert verify_projection(session=Session.objects.get(pk=session_id)) == []
-    assert set(SimulatorRun.objects.filter(session_id__in=session_ids).values_list("status", flat=True)) == {
-        SimulatorRun.Status.STOPPED}
+    assert_each_turn_once(session_ids)
     # The worker ran the steps, before Redis went down and after it came back.
     for session_id in session_ids:
         assert steps_between([session_id], None, went_down) > 0, f"session {session_id}: no step before"

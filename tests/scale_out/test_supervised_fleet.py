@@ -19,8 +19,8 @@ import pytest
 
 from compactweb.watchdog import supervisor_proxy
 from sessions_app.fleet import runtime as fleet
-from sessions_app.models import RolloutLine, Session, SimulatorRun
-from sessions_app.rollout.services import verify_projection
+from sessions_app.models import Session
+from tests.scale_out.checks import assert_each_turn_once
 from tests.scale_out.processes import ROOT, child_env, free_port
 from tests.scale_out.test_redis_restart import now as utc_now
 from tests.scale_out.test_redis_restart import start_redis, steps_between, wait_until
@@ -159,12 +159,4 @@ def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothin
         assert f"exited: {name} (terminated by SIGKILL; not expected)" in restarts
     assert f"exited: web-{second_port}" not in restarts and "exited: worker-2" not in restarts
     # Nothing lost or doubled: contiguous rollouts, each scenario step run once, projections equal to rebuilds.
-    for session_id in session_ids:
-        seqs = list(RolloutLine.objects.filter(session_id=session_id).order_by("seq").values_list("seq", flat=True))
-        assert seqs == list(range(1, len(seqs) + 1)), f"session {session_id}: seqs not contiguous"
-        contexts = RolloutLine.objects.filter(session_id=session_id, kind="turn_context", payload__has_key="step")
-        steps = [line.payload["step"] for line in contexts.order_by("seq")]
-        assert steps == list(range(len(steps))), f"session {session_id}: turns {steps}"
-        assert verify_projection(session=Session.objects.get(pk=session_id)) == []
-    assert set(SimulatorRun.objects.filter(session_id__in=session_ids).values_list("status", flat=True)) == {
-        SimulatorRun.Status.STOPPED}
+    assert_each_turn_once(session_ids)

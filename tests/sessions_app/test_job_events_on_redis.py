@@ -20,7 +20,6 @@ KINDS = ["job.queued", "job.running", "job.finished"]
 @pytest.fixture
 def redis_layer(settings, redis_url):
     from channels.layers import get_channel_layer
-
     from channels_redis.core import RedisChannelLayer
 
     config = {"hosts": [redis_url], "prefix": f"test-job-events-{uuid.uuid4().hex[:8]}"}

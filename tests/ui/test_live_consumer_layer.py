@@ -198,50 +198,51 @@ async def test_a_consumer_whose_layer_loses_one_cancellation_still_ends():
     assert receiving.cancelled() and len(cancellations) == 2
 
 
-@pytest.mark.parametrize("path", ["/ws/fleet/", "/ws/sessions/{id}/"])
-async def test_a_handshake_while_the_database_is_down_is_closed_with_try_again_and_leaves_no_membership(
-    ws_for, operator_user, session, settings, monkeypatch, path
-):
-    from django.db import OperationalError
-
-    from compactweb import ws_auth
-
-    def database_down(scope):
-        raise OperationalError("server closed the connection unexpectedly")
-
-    # a short expiry: the membership refresher would re-join within 0.1 s if a failed handshake left it running
+@pytest.fixture
+def short_expiry_layer(settings):
+    """The in-memory layer with a short group expiry: a membership refresher (every third of it) that a failed
+    handshake left running would re-join within 0.1 s."""
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
                                            "CONFIG": {"group_expiry": 0.3}}}
     channel_layers.backends.clear()
-    layer = get_channel_layer()
-    monkeypatch.setattr(ws_auth, "resolve_user", database_down)
+    return get_channel_layer()
+
+
+def _failing_user_lookup(monkeypatch, error: Exception) -> None:
+    from compactweb import ws_auth
+
+    def fail(scope):
+        raise error
+
+    monkeypatch.setattr(ws_auth, "resolve_user", fail)
+
+
+@pytest.mark.parametrize("path", ["/ws/fleet/", "/ws/sessions/{id}/"])
+async def test_a_handshake_while_the_database_is_down_is_closed_with_try_again_and_leaves_no_membership(
+    ws_for, operator_user, session, short_expiry_layer, monkeypatch, path
+):
+    from django.db import OperationalError
+
+    _failing_user_lookup(monkeypatch, OperationalError("server closed the connection unexpectedly"))
     comm = await ws_for(operator_user, path.format(id=session.pk))
     ok, _ = await comm.connect(timeout=10)
     assert ok  # accepted and closed: no HTTP 500 at the handshake
     assert await comm.receive_output(10) == {"type": "websocket.close", "code": CLOSE_TRY_AGAIN}
 
-    assert not layer.groups.get(session_group(session.pk)) and not layer.groups.get(FLEET_GROUP)
+    groups = short_expiry_layer.groups
+    assert not groups.get(session_group(session.pk)) and not groups.get(FLEET_GROUP)
     await asyncio.sleep(0.5)  # several refresh intervals
-    assert not layer.groups.get(session_group(session.pk)) and not layer.groups.get(FLEET_GROUP)
+    assert not groups.get(session_group(session.pk)) and not groups.get(FLEET_GROUP)
     await comm.disconnect()
 
 
 async def test_a_handshake_failing_for_another_reason_still_leaves_no_membership(
-    ws_for, operator_user, session, settings, monkeypatch
+    ws_for, operator_user, session, short_expiry_layer, monkeypatch
 ):
-    from compactweb import ws_auth
-
-    def bug(scope):
-        raise ValueError("a bug")
-
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
-                                           "CONFIG": {"group_expiry": 0.3}}}
-    channel_layers.backends.clear()
-    layer = get_channel_layer()
-    monkeypatch.setattr(ws_auth, "resolve_user", bug)
+    _failing_user_lookup(monkeypatch, ValueError("a bug"))
     comm = await ws_for(operator_user, f"/ws/sessions/{session.pk}/")
     with pytest.raises(ValueError):
         await comm.connect(timeout=10)
 
     await asyncio.sleep(0.5)
-    assert not layer.groups.get(session_group(session.pk))
+    assert not short_expiry_layer.groups.get(session_group(session.pk))
