@@ -52,14 +52,20 @@ class NewLines:
     inode: int = 0  # the inode of the file read
 
 
-def read_new_lines(path: Path, offset: int) -> NewLines:
+def read_new_lines(path: Path, offset: int, limit: int | None = None) -> NewLines:
     """Complete lines from `offset` on; a partial last line is left for next time. The TAIL_BYTES before `offset`
-    are read too, for the digest of the new end (one open file: the lines, the digest and the inode agree)."""
+    are read too, for the digest of the new end (one open file: the lines, the digest and the inode agree).
+    `limit` bounds the bytes read (a longer first line is still read whole)."""
     start = max(0, offset - TAIL_BYTES)
     with path.open("rb") as fh:
         inode = os.fstat(fh.fileno()).st_ino
         fh.seek(start)
-        data = fh.read()
+        if limit is None:
+            data = fh.read()
+        else:
+            data = fh.read(offset - start + limit)
+            if b"\n" not in data[offset - start:]:
+                data += fh.readline()
     before, data = data[: offset - start], data[offset - start:]
     end = data.rfind(b"\n")
     if end < 0:

@@ -7,13 +7,15 @@ and exits (a cron job, or a test).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from compaction_app.models import CompactionPolicy, Provider
+from sessions_app.codex_rollout.tail import is_rollout_file
 from sessions_app.management.lookups import row_by_id_or_name
-from sessions_app.transfer.follow import Follower, sync_folder
+from sessions_app.transfer.follow import Follower, rollout_files, sync_folder
 
 
 class Command(BaseCommand):
@@ -28,11 +30,20 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="Sync every file once and exit.")
         parser.add_argument("--rescan", type=float, default=5.0,
                             help="Seconds between full rescans besides the file events (default 5).")
+        parser.add_argument("--to", metavar="URL",
+                            help="Ship the folder to the compactweb server at URL (its JSON API) instead of a local "
+                                 "database.")
+        parser.add_argument("--token", help="With --to: an operator's API token on that server "
+                                            "(default: $COMPACTWEB_SHIP_TOKEN).")
+        parser.add_argument("--name", default="", help="With --to: this machine's name in the files' keys "
+                                                       "(default: the host name).")
 
-    def handle(self, *args, folder, provider, policy, once, rescan, **options):
+    def handle(self, *args, folder, provider, policy, once, rescan, to, token, name, **options):
         root = Path(folder).expanduser()
         if once and not root.is_dir():
             raise CommandError(f"{folder}: no such folder")
+        if to:
+            return self._ship(root, to, token or os.environ.get("COMPACTWEB_SHIP_TOKEN", ""), name, once, rescan)
         provider_row = row_by_id_or_name(Provider, provider)
         policy_row = row_by_id_or_name(CompactionPolicy, policy)
         if once:
@@ -45,6 +56,30 @@ class Command(BaseCommand):
             follower.run(on_result=self._report, on_caught_up=self._caught_up)
         except KeyboardInterrupt:
             follower.stop()
+
+    def _ship(self, root: Path, url: str, token: str, name: str, once: bool, rescan: float) -> None:
+        from sessions_app.transfer.shipper import Shipper, ShipperRefused, ShipperStopped
+
+        if not token:
+            raise CommandError("--to needs an API token: --token KEY or $COMPACTWEB_SHIP_TOKEN")
+        shipper = Shipper(root, url=url, token=token, name=name)
+        try:
+            shipper.check()
+            if once:
+                for path in rollout_files(root, is_rollout_file):
+                    self._report(shipper.sync(path=path))
+                return
+            # Codex rollouts only: the server's shipped-file API takes Codex's format.
+            follower = Follower(root, rescan_seconds=rescan, sync=shipper.sync, matches=is_rollout_file)
+            self.stdout.write(f"shipping {root} to {url} as {shipper.name} (Ctrl-C to stop)")
+            self.stdout.flush()
+            follower.run(on_result=self._report, on_caught_up=self._caught_up)
+        except ShipperRefused as exc:
+            raise CommandError(str(exc)) from None
+        except (KeyboardInterrupt, ShipperStopped):
+            shipper.stop.set()
+        finally:
+            shipper.close()
 
     def _caught_up(self, files: int) -> None:
         self.stdout.write(f"caught up with {files} files; watching for changes")

@@ -3,6 +3,8 @@ sessions_app.transfer's importer, exporter and replay."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import AsyncIterator, Iterator
 
 from asgiref.sync import sync_to_async
@@ -26,7 +28,7 @@ from sessions_app.jobs import services as jobs
 from sessions_app.jobs.tasks import do_submit_job
 from sessions_app.models import Job, Session
 from sessions_app.rollout import selectors
-from sessions_app.transfer import exporter
+from sessions_app.transfer import exporter, shipped
 from sessions_app.transfer.refusals import TransferRefused
 from sessions_app.transfer.replay import replay_comparison
 from sessions_app.web.api.jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, answer_job, wants_wait
@@ -80,6 +82,22 @@ class ImportResultSerializer(serializers.Serializer):
     skipped_lines = serializers.IntegerField(help_text="Lines not imported (unparseable, or items not kept).")
     repaired_lines = serializers.IntegerField(help_text="Lines imported after a repair (timestamp, NUL, item).")
     problems = ImportProblemSerializer(many=True)
+
+
+class ShippedLinesSerializer(serializers.Serializer):
+    file = serializers.CharField(max_length=900, help_text="The shipper's key for the file, e.g. host/2026/12/01/rollout-....jsonl.")
+    name = serializers.CharField(required=False, allow_blank=True, max_length=255, help_text="The file's name.")
+    offset = serializers.IntegerField(min_value=0, help_text="The byte of the file the batch starts at.")
+    data = serializers.CharField(help_text="The batch's complete lines, base64 of the file's bytes.")
+    provider = serializers.IntegerField(required=False, help_text="Provider id for a new session (default: the first).")
+    policy = serializers.IntegerField(required=False, help_text="Policy id for a new session (default: the first).")
+
+
+class ShippedFileSerializer(serializers.Serializer):
+    file = serializers.CharField()
+    offset = serializers.IntegerField(help_text="The bytes of the file the server has: the next batch starts here.")
+    session = serializers.IntegerField(allow_null=True)
+    lines = serializers.IntegerField(help_text="Lines taken from this batch.")
 
 
 class ReplayRequestSerializer(serializers.Serializer):
@@ -283,5 +301,45 @@ class SessionComparison(APIView):
     def get(self, request, pk: int):
         try:
             return Response(ComparisonSerializer(replay_comparison(replay=_session_or_404(pk))).data)
+        except TransferRefused as exc:
+            raise refused(exc) from None
+
+
+class ShippedFileLines(APIView):
+    """A shipper's batch of new complete lines of one rollout file (`follow_rollouts --to URL`): applied only at the
+    offset the server has (else 409 offset_mismatch naming it), so a batch sent twice is never taken twice."""
+
+    permission_classes = [IsOperator]
+    parser_classes = [SafeJSONParser]
+
+    @extend_schema(request=ShippedLinesSerializer, responses={200: ShippedFileSerializer})
+    def post(self, request):
+        form = ShippedLinesSerializer(data=request.data if hasattr(request.data, "get") else {})
+        form.is_valid(raise_exception=True)
+        values = form.validated_data
+        try:
+            data = base64.b64decode(values["data"], validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(status_code=400, code="invalid", message="data: not base64") from None
+        try:
+            result = shipped.do_receive_shipped_lines(
+                user=request.user, file=values["file"], offset=values["offset"], data=data,
+                name=values.get("name", ""), provider=_row(Provider, values.get("provider"), "provider"),
+                policy=_row(CompactionPolicy, values.get("policy"), "policy"))
+        except TransferRefused as exc:
+            raise refused(exc) from None
+        return Response(ShippedFileSerializer(result).data)
+
+
+class ShippedFileOffset(APIView):
+    """How much of a shipped file the server has: where a (re)started shipper sends from."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(parameters=[OpenApiParameter("file", str, required=True)], responses={200: ShippedFileSerializer})
+    def get(self, request):
+        try:
+            return Response(ShippedFileSerializer(shipped.shipped_offset(
+                user=request.user, file=request.query_params.get("file", ""))).data)
         except TransferRefused as exc:
             raise refused(exc) from None

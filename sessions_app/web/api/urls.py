@@ -35,6 +35,8 @@ urlpatterns += [
 # Rollback, thread rollback, Codex rollout export/import and replays (issue 7).
 urlpatterns += [
     path("sessions/import", api_transfer.SessionImport.as_view(), name="api-session-import"),
+    path("shipped-files/lines", api_transfer.ShippedFileLines.as_view(), name="api-shipped-file-lines"),
+    path("shipped-files/offset", api_transfer.ShippedFileOffset.as_view(), name="api-shipped-file-offset"),
     path("sessions/<id:pk>/export", api_transfer.SessionExport.as_view(), name="api-session-export"),
     path("sessions/<id:pk>/replay", api_transfer.SessionReplay.as_view(), name="api-session-replay"),
     path("sessions/<id:pk>/comparison", api_transfer.SessionComparison.as_view(), name="api-session-comparison"),

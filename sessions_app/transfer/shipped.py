@@ -1,0 +1,91 @@
+"""Rollout files shipped from another machine (issue 30): the server side of `follow_rollouts --to URL`.
+
+A shipper on a laptop or CI runner follows its Codex sessions folder and sends each file's new complete lines,
+with the byte offset they start at, over the JSON API. The file is kept as a followed CodexSource whose `path` is
+`shipped:<user id>:<the shipper's file key>`, so one user's files never meet another's. An append is applied only
+at the offset stored (in the same transaction as the lines), so it is idempotent: a batch sent twice (an answer
+lost to a network outage, a restart of either side) is refused with `409 offset_mismatch` naming the offset the
+server has, and the shipper goes on from there. Nothing is lost and nothing is read twice. The first batch of a
+file imports it (it must begin with the file's first line); later batches append, exactly as a local follower
+does (sessions_app.transfer.follow.do_append_followed_lines).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from sessions_app.codex_rollout import RolloutImportError
+from sessions_app.models import CodexSource
+from sessions_app.transfer import importer
+from sessions_app.transfer.follow import do_append_followed_lines
+from sessions_app.transfer.refusals import AlreadyImported, TransferRefused
+
+MAX_FILE_KEY = 900
+OFFSET_MISMATCH = "offset_mismatch"
+
+
+@dataclass(frozen=True)
+class Shipped:
+    file: str
+    offset: int  # the bytes of the file the server has, after this batch
+    session: int | None
+    lines: int  # lines taken from this batch
+
+
+def _key(user, file: str) -> str:
+    if not file or len(file) > MAX_FILE_KEY or "\x00" in file:
+        raise TransferRefused(f"file: a key of 1 to {MAX_FILE_KEY} characters naming the shipped file")
+    return f"shipped:{user.pk}:{file}"
+
+
+def shipped_offset(*, user, file: str) -> Shipped:
+    """How much of a shipped file the server has (0 and no session for a file it has not seen)."""
+    source = CodexSource.objects.filter(path=_key(user, file), followed=True).values_list("offset", "session_id").first()
+    return Shipped(file=file, offset=source[0] if source else 0, session=source[1] if source else None, lines=0)
+
+
+def _mismatch(file: str, have: int, offset: int) -> TransferRefused:
+    return TransferRefused(f"{file}: the server has {have} bytes of this file, the batch starts at byte {offset}; "
+                           f"send from byte {have}", status=409, code=OFFSET_MISMATCH)
+
+
+def do_receive_shipped_lines(*, user, file: str, offset: int, data: bytes, name: str = "", provider=None,
+                             policy=None) -> Shipped:
+    """Take one batch of a shipped file's complete lines starting at byte `offset` (see the module docstring)."""
+    key = _key(user, file)
+    if not data:
+        raise TransferRefused("data: no lines in the batch")
+    if not data.endswith(b"\n"):
+        raise TransferRefused("data: send complete lines only (the batch must end with a newline)")
+    lines = data.splitlines(keepends=True)
+    source = CodexSource.objects.filter(path=key, followed=True).first()
+    if source is None:
+        if offset != 0:
+            raise _mismatch(file, 0, offset)
+        return _import(key, file, name, lines, data, user, provider, policy)
+    with transaction.atomic():
+        locked = CodexSource.objects.select_for_update().get(pk=source.pk)
+        if locked.offset != offset:
+            raise _mismatch(file, locked.offset, offset)
+        count = do_append_followed_lines(source=locked, lines=lines)
+        end = offset + len(data)
+        CodexSource.objects.filter(pk=locked.pk).update(offset=end, updated_at=timezone.now())
+    return Shipped(file=file, offset=end, session=locked.session_id, lines=count)
+
+
+def _import(key: str, file: str, name: str, lines: list[bytes], data: bytes, user, provider, policy) -> Shipped:
+    try:
+        result = importer.do_import_rollout(
+            lines=lines, source_name=name or file.rsplit("/", 1)[-1], provider=provider, policy=policy, actor=user,
+            follow_path=key, follow_state={"offset": len(data)})
+    except AlreadyImported:
+        have = CodexSource.objects.filter(path=key, followed=True).values_list("offset", flat=True).first()
+        if have is not None:  # the same first batch, sent again or by a racing request: it is in
+            raise _mismatch(file, have, 0) from None
+        raise
+    except RolloutImportError as exc:
+        raise TransferRefused(str(exc), code="invalid_rollout") from None
+    return Shipped(file=file, offset=len(data), session=result.session.pk, lines=len(lines))
