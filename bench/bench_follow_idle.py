@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.doc_section import write_section  # noqa: E402
+
 SECTION = "## An idle folder follower"
 TICKS = os.sysconf("SC_CLK_TCK")
 RESCAN = 5.0
@@ -131,7 +132,7 @@ def per_append(follower: subprocess.Popen, db: Path, path: Path, appends: int) -
         before = _source_lines(db, path)
         with path.open("a", encoding="utf-8") as fh:
             fh.write(_turn(10_000 + n)[1])
-        _wait(lambda: _source_lines(db, path) > before)
+        _wait(lambda before=before: _source_lines(db, path) > before)
     return (cpu_seconds(follower.pid) - start) / appends
 
 

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.doc_section import write_section  # noqa: E402
+
 SECTION = "## Importing a big Codex rollout"
 
 

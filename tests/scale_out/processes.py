@@ -20,8 +20,11 @@ START_TIMEOUT = 60.0
 
 
 def database_env() -> dict[str, str]:
-    """DATABASE_URL of the PostgreSQL test database this test runs on (the subprocesses join it)."""
+    """DATABASE_URL of the PostgreSQL test database this test runs on, or SQLITE_PATH of the SQLite one (the
+    subprocesses join it)."""
     db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return {"SQLITE_PATH": db["NAME"]}
     auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
     return {"DATABASE_URL": f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"}
 

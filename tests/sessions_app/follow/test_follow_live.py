@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import connection
 
 from sessions_app.models import Session
 from sessions_app.rollout.events import FLEET_GROUP, session_group
 from sessions_app.transfer import follow_live
+from tests.scale_out.processes import database_env
 
 ROLLOUTS = Path(__file__).resolve().parents[2] / "fixtures" / "rollouts"
 LOCAL = (ROLLOUTS / "codex_0169_local_compaction.jsonl").read_bytes()
@@ -30,12 +30,7 @@ def _follow_once(folder: Path, tmp: Path) -> None:
     # No REDIS_URL: the follower's own events stay in its process, as on the embedded default.
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")}
     env.update(COMPACTWEB_VAR_DIR=str(tmp), DJANGO_SETTINGS_MODULE="compactweb.settings", PYTHONPATH=str(ROOT))
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        env["SQLITE_PATH"] = db["NAME"]
-    else:
-        auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-        env["DATABASE_URL"] = f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    env.update(database_env())
     subprocess.run([sys.executable, "manage.py", "follow_rollouts", str(folder), "--once"], cwd=ROOT, env=env,
                    check=True, capture_output=True, timeout=120)
 

@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from compactweb.api_tokens import issue_token
 from sessions_app.models import CodexSource, CodexSourceLine, Session
 from sessions_app.transfer import exporter
-from tests.scale_out.processes import start_daphne, stop, wait_for_log
+from tests.scale_out.processes import database_env, start_daphne, stop, wait_for_log
 
 ROOT = Path(__file__).resolve().parents[3]
 ROLLOUTS = Path(__file__).resolve().parents[2] / "fixtures" / "rollouts"
@@ -44,12 +43,7 @@ def _server_env(tmp: Path) -> dict[str, str]:
                         "DJANGO_ALLOW_ASYNC_UNSAFE")}
     env.update(COMPACTWEB_VAR_DIR=str(tmp), DJANGO_SETTINGS_MODULE="compactweb.settings", PYTHONPATH=str(ROOT),
                DJANGO_DEBUG="0", PYTHONUNBUFFERED="1")
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        env["SQLITE_PATH"] = db["NAME"]
-    else:
-        auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-        env["DATABASE_URL"] = f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    env.update(database_env())
     return env
 
 
