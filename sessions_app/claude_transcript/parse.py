@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sessions_app.codex_rollout import storable
-from sessions_app.codex_rollout.parse import REPAIRED, SKIPPED, LineProblem, json_error, strip_nul
+from sessions_app.codex_rollout.parse import SKIPPED, LineProblem, json_error, strip_nul
 
 USER = "user"
 ASSISTANT = "assistant"

@@ -268,6 +268,8 @@ def _parse_line(raw: str | bytes, *, strict: bool) -> _Parsed:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise _Malformed(f"not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+    if raw.startswith(UTF8_BOM):
+        raise _Malformed(BOM_REASON)
     try:
         obj, nul = storable.loads(raw)
     except json.JSONDecodeError as exc:
@@ -305,6 +307,22 @@ def _parse_line(raw: str | bytes, *, strict: bool) -> _Parsed:
         ordinal = None
     payload = obj.get("payload")
     return _Parsed(kind, timestamp, _check_payload(kind, payload), ordinal, repairs)
+
+
+UTF8_BOM = "\ufeff"
+BOM_REASON = ("the file begins with a UTF-8 byte order mark (BOM), which Codex never writes; save it as UTF-8 "
+              "without a BOM and import it again")
+
+
+def missing_meta_reason(raw: Iterable[RawLine]) -> str:
+    """Why a file yielded no session_meta line, said as plainly as the file allows (issue 30): an empty file, a
+    file that starts with a byte order mark (Codex writes UTF-8 without one), or no session_meta first."""
+    first = next((line for line in raw if line.text.strip()), None)
+    if first is None:
+        return "the file is empty: a Codex rollout begins with its session_meta line"
+    if first.text.startswith(UTF8_BOM):
+        return BOM_REASON
+    return "the rollout has no session_meta line (Codex writes one first)"
 
 
 def parse_rollout(lines: Iterable[str | bytes], *, source_name: str = "", strict: bool = True,

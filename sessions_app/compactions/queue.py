@@ -20,7 +20,7 @@ from django.utils import timezone
 from compactweb import statements
 from sessions_app.compactions.services import lease_is_free
 from sessions_app.models import Job, Session
-from sessions_app.rollout.lease import Lease, SessionBusy, SessionReadOnly, acquire
+from sessions_app.rollout.lease import Lease, SessionBusy, SessionReadOnly, acquire, refuse_if_followed
 
 COMPACTION_PURPOSE = "compaction"
 WAIT_SECONDS = 600.0  # a queued compaction gives up when the session stays held this long
@@ -77,7 +77,10 @@ def holder_to_queue_behind(*, session_id: int) -> str | None:
     """The one lease read of a request: None when the session is free, else the purpose of the turn holding it.
     Refused when the session does not exist or a compaction holds it."""
     try:
+        refuse_if_followed(session_id=session_id)
         lease_is_free(session_id=session_id)
+    except SessionReadOnly as exc:
+        raise CompactionRequestRefused(str(exc), code=exc.code) from None
     except Session.DoesNotExist:
         raise CompactionRequestRefused(f"Session {session_id} does not exist.", status=404, code="not_found") from None
     except SessionBusy as exc:

@@ -66,7 +66,7 @@ def compaction_outcome(*, session_id: int, actor, trigger: str = "manual", phase
     except Session.DoesNotExist:
         return error(404, "not_found", f"session {session_id} does not exist")
     except SessionBusy as exc:
-        return error(409, "busy", str(exc))
+        return error(409, getattr(exc, "code", "busy"), str(exc))
     except LeaseLost as exc:
         return error(409, "lease_lost", str(exc))
     except services.CompactionRefused as exc:
@@ -168,7 +168,7 @@ def run_job(*, job_id: int, inline: bool = False, **waiting: Any) -> Job | None:
         except Session.DoesNotExist:
             return _end_unrun(job_id, error(404, "not_found", f"session {job.session_id} does not exist"))
         except SessionBusy as exc:  # a session that follows a Codex rollout file never frees up
-            return _end_unrun(job_id, error(409, "busy", str(exc)))
+            return _end_unrun(job_id, error(409, getattr(exc, "code", "busy"), str(exc)))
         if lease is None:
             if inline:
                 return None

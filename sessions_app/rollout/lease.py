@@ -63,7 +63,10 @@ class SessionBusy(Exception):
 
 class SessionReadOnly(SessionBusy):
     """The session follows a Codex rollout file: compactweb never writes into a session it follows (issue 13).
-    A SessionBusy, so every caller that refuses a busy session refuses this one too, with this message."""
+    A SessionBusy, so every caller that refuses a busy session refuses this one too, with this message and, in
+    the API, this `code` on every path (issue 30)."""
+
+    code = "read_only"
 
     def __init__(self, *, session_id: int):
         self.session_id = session_id

@@ -41,7 +41,14 @@ from sessions_app.codex_rollout import (
 from sessions_app.codex_rollout.convert import convert_lines
 from sessions_app.codex_rollout.export import COMPACTWEB_EVENT
 from sessions_app.codex_rollout.labels import Labeler, Labels, implementation_of
-from sessions_app.codex_rollout.parse import REPAIRED, SKIPPED, LineProblem, RawLine, split_raw_lines
+from sessions_app.codex_rollout.parse import (
+    REPAIRED,
+    SKIPPED,
+    LineProblem,
+    RawLine,
+    missing_meta_reason,
+    split_raw_lines,
+)
 from sessions_app.codex_rollout.turn_rollback import ThreadRollbackError
 from sessions_app.compactions.rollback import (
     compaction_key,
@@ -219,12 +226,11 @@ def validated_lines(lines: list[ImportedLine], *, strict: bool = True
     return out, numbers, errors, problems
 
 
-def _thread_id_and_time(parsed: ParsedRollout) -> tuple[uuid.UUID, datetime]:
+def _thread_id_and_time(parsed: ParsedRollout, raw: list[RawLine]) -> tuple[uuid.UUID, datetime]:
     """The thread id and start time from the first session_meta line, which every Codex rollout starts with."""
     meta_line = next((line for line in parsed.lines if line.kind == p.SESSION_META), None)
     if meta_line is None:
-        raise RolloutImportError([(1, "the rollout has no session_meta line (Codex writes one first)")],
-                                 source_name=parsed.source_name)
+        raise RolloutImportError([(1, missing_meta_reason(raw))], source_name=parsed.source_name)
     errors = []
     try:
         thread_id = uuid.UUID(meta_line.payload["id"])
@@ -384,7 +390,7 @@ def do_import_rollout(
             for more in _strict_errors_in(chunks, first_line_no=len(raw) + 1, source_name=source_name):
                 errors.append(more)
             raise RolloutImportError(errors, source_name=source_name) from None
-        original_id, meta_time = _thread_id_and_time(parsed)
+        original_id, meta_time = _thread_id_and_time(parsed, raw)
         meta = dict(parsed.session_meta or {})
         meta_line_no = next(line.line_no for line in parsed.lines if line.kind == p.SESSION_META)
         window_id = _meta_window_id(meta, parsed)

@@ -67,7 +67,7 @@ def _compaction_or_404(pk: int) -> Compaction:
 
 def conflict(exc: Exception) -> ApiError:
     """SessionBusy and RollbackRefused both answer 409 with their own message."""
-    code = "session_busy" if isinstance(exc, SessionBusy) else getattr(exc, "code", "conflict")
+    code = getattr(exc, "code", "session_busy") if isinstance(exc, SessionBusy) else getattr(exc, "code", "conflict")
     return ApiError(status_code=409, code=code, message=str(exc))
 
 

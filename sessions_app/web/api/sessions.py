@@ -100,7 +100,7 @@ class SessionItems(APIView):
         except ItemValidationError as exc:
             raise _invalid_item(exc) from None
         except SessionReadOnly as exc:
-            raise ApiError(status_code=409, code="read_only", message=str(exc)) from None
+            raise ApiError(status_code=409, code=exc.code, message=str(exc)) from None
         seqs = [line.seq for line in result.lines]
         body = {
             "session": selectors.session_summary(session=selectors.get_session(session_id=pk)),

@@ -104,7 +104,7 @@ class SessionTurns(APIView):
         except Session.DoesNotExist:
             raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist") from None
         except SessionBusy as exc:
-            raise ApiError(status_code=409, code="session_busy", message=str(exc)) from None
+            raise ApiError(status_code=409, code=getattr(exc, "code", "session_busy"), message=str(exc)) from None
         except TurnInputError as exc:
             raise ApiError(status_code=400, code="invalid", message=str(exc)) from None
         body = {

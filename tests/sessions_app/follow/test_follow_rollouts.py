@@ -106,16 +106,24 @@ def test_a_file_replaced_under_the_same_name_is_followed_as_a_new_session(rollou
 
 
 @pytest.mark.django_db
-def test_followed_sessions_are_read_only(rollout_path, provider, policy, operator_api):
+def test_followed_sessions_are_read_only_with_one_error_code_on_every_path(rollout_path, provider, policy,
+                                                                             support_api):
     _write(rollout_path, LOCAL)
     session_id = sync_file(path=rollout_path).session_id
+    compaction = Compaction.objects.get(session_id=session_id)
     item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
-    appended = operator_api.post(f"/api/v1/sessions/{session_id}/items", {"items": [item]}, format="json")
-    assert appended.status_code == 409 and appended.json()["error"]["code"] == "read_only"
-    compact = operator_api.post(f"/api/v1/sessions/{session_id}/compact", {"trigger": "manual"}, format="json")
-    assert compact.status_code == 409 and "read-only" in compact.json()["error"]["message"]
-    turn = operator_api.post(f"/api/v1/sessions/{session_id}/turns", {"input": "hello"}, format="json")
-    assert turn.status_code == 409
+    answers = {
+        "items": support_api.post(f"/api/v1/sessions/{session_id}/items", {"items": [item]}, format="json"),
+        "compact": support_api.post(f"/api/v1/sessions/{session_id}/compact", {"trigger": "manual"}, format="json"),
+        "turn": support_api.post(f"/api/v1/sessions/{session_id}/turns", {"input": "hello"}, format="json"),
+        "rollback": support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {"reason": "try"},
+                                     format="json"),
+        "redo": support_api.post(f"/api/v1/compactions/{compaction.pk}/redo", {"reason": "try"}, format="json"),
+    }
+    message = f"session {session_id} follows a Codex rollout file and is read-only in compactweb"
+    for path, answer in answers.items():
+        assert (path, answer.status_code, answer.json()["error"]) == (
+            path, 409, {"code": "read_only", "message": message})
 
 
 @pytest.mark.django_db(transaction=True)

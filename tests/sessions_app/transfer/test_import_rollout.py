@@ -173,3 +173,25 @@ def test_a_bug_of_our_own_during_an_import_is_not_reported_as_a_bad_file(
                                    source_name="basic_session.jsonl", actor=operator_user)
     assert not isinstance(raised.value, TransferRefused)
     assert row_counts() == before  # and the half-made import is discarded, as for a bad file
+
+
+@pytest.mark.django_db
+def test_an_empty_file_is_refused_as_empty_through_every_way_in(operator_api, provider, policy):
+    for body in (b"", b"\n\n  \n"):
+        answer = operator_api.generic("POST", "/api/v1/sessions/import?wait=1", body,
+                                      content_type="application/x-ndjson")
+        assert answer.status_code == 400, body
+        assert answer.json()["error"]["message"].startswith("line 1: the file is empty"), body
+    assert Session.objects.count() == 0
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("strict", ["false", "true"])
+def test_a_file_with_a_byte_order_mark_is_refused_naming_the_mark(operator_api, rollout_bytes, provider, policy,
+                                                                  strict):
+    data = rollout_bytes("codex_0169_local_compaction.jsonl")
+    answer = operator_api.generic("POST", f"/api/v1/sessions/import?wait=1&strict={strict}", b"\xef\xbb\xbf" + data,
+                                  content_type="application/x-ndjson")
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"].startswith(
+        "line 1: the file begins with a UTF-8 byte order mark (BOM), which Codex never writes")
