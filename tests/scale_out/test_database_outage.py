@@ -2,7 +2,8 @@
 database's return, by itself. One Daphne process, one Celery worker and the simulator scheduler (with its heartbeat
 file, as scripts/scale-out runs it) reach the test database through a TCP proxy (tests/scale_out/tcp_proxy.py);
 the test cuts it (every connection reset, new ones refused) while a small looping fleet steps. During the outage
-the API answers JSON 503 in its error shape and the scheduler stops beating (no round reaches the database, so a
+the API answers JSON 503 in its error shape, a page's websocket handshake is closed with 4013 (no HTTP 500), and
+the scheduler stops beating (no round reaches the database, so a
 watchdog would judge it); once the proxy listens again every session steps again, nobody restarted anything, and
 every rollout is contiguous with no turn run twice and no run failed. About 40 s on an idle machine."""
 
@@ -17,6 +18,7 @@ import pytest
 from django.db import connection
 
 from sessions_app.fleet import runtime as fleet
+from sessions_app.live.consumers import CLOSE_TRY_AGAIN
 from sessions_app.models import RolloutLine, Session
 from tests.scale_out.checks import assert_each_turn_once
 from tests.scale_out.processes import (
@@ -30,6 +32,7 @@ from tests.scale_out.processes import (
 )
 from tests.scale_out.tcp_proxy import TcpProxy
 from tests.scale_out.test_redis_restart import now, start_redis, wait_until
+from tests.scale_out.test_worker_event_reaches_other_daphne import session_cookie
 
 FLEET_SIZE = 2
 TURNS_PER_MINUTE = 60
@@ -45,6 +48,21 @@ def api_get(port: int, path: str, token: str) -> tuple[int, dict, dict]:
             return response.status, dict(response.headers), json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, dict(exc.headers), json.loads(exc.read())
+
+
+def handshake_close_code(port: int, session_id: int, cookie: str) -> int | None:
+    """Open the session page's websocket; the close code it ends with (None: it stayed open). A handshake refused
+    with an HTTP status raises InvalidStatus."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    with connect(f"ws://127.0.0.1:{port}/ws/sessions/{session_id}/", origin=f"http://127.0.0.1:{port}",
+                 additional_headers={"Cookie": cookie}, open_timeout=30) as socket:
+        try:
+            socket.recv(timeout=30)
+        except ConnectionClosed as closed:
+            return closed.rcvd.code if closed.rcvd else None
+    return None
 
 
 def stepped_since(session_id: int, since) -> bool:
@@ -67,6 +85,7 @@ def test_a_ten_second_database_outage_stops_nothing_for_good(on_postgresql, prov
     from compactweb.api_tokens import issue_token
 
     token = issue_token(user=operator_user)
+    cookie = session_cookie(operator_user)
     redis_port, web_port = free_port(), free_port()
     own_redis = f"redis://127.0.0.1:{redis_port}"
     db = connection.settings_dict
@@ -96,6 +115,8 @@ def test_a_ten_second_database_outage_stops_nothing_for_good(on_postgresql, prov
         status, headers, body = api_get(web_port, "/api/v1/sessions", token)
         assert status == 503, body
         assert body["error"]["code"] == "database_unavailable" and headers["Retry-After"] == "5"
+        # a page's websocket is accepted and closed with "try again later", not refused with an HTTP 500
+        assert handshake_close_code(web_port, session_ids[0], cookie) == CLOSE_TRY_AGAIN
         time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - cut_at)))
         assert heartbeat_age(beat) > OUTAGE_SECONDS - 3  # no round reached the database: no beat
         proxy.restore()
