@@ -98,7 +98,13 @@ def _prepare(line: NewLine, header: p.Header, tokens_of: TokenCounter) -> tuple[
     elif kind == p.EVENT_MSG and payload.get("type") == "token_count" and payload.get("source") == "estimate":
         estimate = header.meter.base_tokens + header.meter.history_tokens
         payload["info"] = {"last_token_usage": {"total_tokens": estimate}}
-    if kind in (p.COMPACTED, p.WINDOW_OPENED) and not payload.get("window_id"):
+    if kind == p.COMPACTED and not payload.get("window_id") and payload.get("window_number") is not None:
+        # spec §1.5: a legacy rollout's numeric window id was read as the window number; its window has no id.
+        # Both are kept as the file says: no number of our own, no minted id.
+        payload["window_id"] = ""
+        payload.setdefault("previous_window_id", header.window_id)
+        payload.setdefault("first_window_id", header.first_window_id)
+    elif kind in (p.COMPACTED, p.WINDOW_OPENED) and not payload.get("window_id"):
         # spec §9: every successful compaction (and a new token-budget window) opens the next window.
         payload.update(
             window_number=header.window_number + 1,
@@ -238,7 +244,7 @@ def _plan(*, session: Session, lines: Sequence[NewLine], actor, actor_id, now: d
                 (session.pk, start + i, e.item, e.tokens, e.source_seq, e.model_generated)
                 for i, e in enumerate(change.entries)
             )
-        if next_header.window_id != header.window_id:
+        if (next_header.window_id, next_header.window_number) != (header.window_id, header.window_number):
             first = new.kind == p.SESSION_META
             plan.windows.append(
                 ContextWindow(

@@ -195,3 +195,40 @@ def test_a_file_with_a_byte_order_mark_is_refused_naming_the_mark(operator_api, 
     assert answer.status_code == 400
     assert answer.json()["error"]["message"].startswith(
         "line 1: the file begins with a UTF-8 byte order mark (BOM), which Codex never writes")
+
+
+def _legacy_rollout(window_number: int) -> bytes:
+    """A legacy rollout whose one compaction wrote its window number into `window_id` (spec §1.5), a number
+    that is not the header's next (0 + 1)."""
+    def line(kind, payload, second):
+        return json.dumps({"timestamp": f"2026-04-19T10:00:{second:02d}.000Z", "type": kind, "payload": payload})
+
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the parser"}]}
+    answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "fixed"}]}
+    summary = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "summary: fixed"}]}
+    lines = [
+        line("session_meta", {"id": "0199a1f0-2222-7000-8000-0000000000c7", "timestamp": "2026-04-19T10:00:00.000Z",
+                              "cwd": "/p", "originator": "codex_cli_rs", "cli_version": "0.40.0", "source": "cli",
+                              "base_instructions": {"text": "You are Codex."}}, 0),
+        line("response_item", user, 1),
+        line("response_item", answer, 2),
+        line("compacted", {"message": "summary: fixed", "replacement_history": [user, summary],
+                           "window_id": window_number}, 3),
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_a_legacy_numeric_window_id_keeps_its_window_number_and_gets_no_minted_id(operator_api, provider, policy):
+    response = operator_api.generic("POST", "/api/v1/sessions/import?wait=1", _legacy_rollout(7),
+                                    content_type="application/x-ndjson")
+    assert response.status_code == 201, response.content
+    session = Session.objects.get(pk=response.json()["session"])
+    (compaction,) = Compaction.objects.filter(session=session)
+    assert (compaction.window_number, compaction.window_id) == (7, "")
+    first_window = session.first_window_id
+    assert compaction.previous_window_id == first_window != ""
+    assert (session.window_number, session.window_id) == (7, "")
+    numbers = list(session.windows.order_by("number").values_list("number", "window_id"))
+    assert numbers == [(0, first_window), (7, "")]
+    detail = operator_api.get(f"/api/v1/sessions/{session.pk}").json()
+    assert (detail["window_number"], detail["window_id"]) == (7, "")
