@@ -1,17 +1,15 @@
-"""Compactions and attempts as the API and the pages show them: the list row, the full detail of one (the
-CompactedItem, its attempts and hook runs, the history before it and what left the window), an attempt with
-Codex's analytics event."""
+"""Compactions as the API and the pages show them: the list row, the full detail of one (the CompactedItem, its
+attempts and hook runs as rows, the history before it and what left the window). The shapes are the serializers'
+(sessions_app/web/api/compaction_serializers.py); this gathers what they show."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
 from typing import Any
 
 from compaction_app.engine.history import Injection
 from compaction_app.engine.vocabulary import STRATEGY_MEMENTO, Phase
 from compaction_app.engine.window_change import window_change
-from compaction_app.models import Compaction, CompactionAttempt, HookRun
+from compaction_app.models import Compaction
 from sessions_app.compactions.selectors import history_before
 from sessions_app.models import RolloutLine
 
@@ -22,85 +20,6 @@ def injection_of(compaction: Compaction) -> str:
     if compaction.injection:
         return compaction.injection
     return Injection.BEFORE_LAST_USER_MESSAGE if compaction.phase == Phase.MID_TURN else Injection.DO_NOT_INJECT
-
-
-def hook_run_dict(run: HookRun) -> dict[str, Any]:
-    return {
-        "id": run.pk,
-        "hook": run.hook_id,
-        "name": run.hook_name,
-        "event": run.event,
-        "status": run.status,
-        "stop_reason": run.stop_reason or None,
-        "duration_ms": run.duration_ms,
-        "output": run.output,
-    }
-
-
-def attempt_dict(attempt: CompactionAttempt, *, hook_runs: Iterable[HookRun] | None = None) -> dict[str, Any]:
-    """One attempt with its analytics (spec §10)."""
-    runs = attempt.hook_runs.all() if hook_runs is None else hook_runs
-    error = None
-    if attempt.error_kind or attempt.error_message:
-        error = {"kind": attempt.error_kind or None, "http_status": attempt.error_http_status,
-                 "message": attempt.error_message}
-    return {
-        "id": attempt.pk,
-        "session": attempt.session_id,
-        "compaction": attempt.compaction_id,
-        "item_id": attempt.item_id,
-        "turn_id": attempt.turn_id,
-        "trigger": attempt.trigger,
-        "reason": attempt.reason,
-        "implementation": attempt.implementation,
-        "phase": attempt.phase,
-        # compactweb's own choice of method (local / remote_v1 / remote_v2 / token_budget / ...), and Codex's
-        # `strategy` analytics field, which is `memento` for every current implementation (spec §10).
-        "method": attempt.strategy,
-        "strategy": STRATEGY_MEMENTO,
-        "status": attempt.status,
-        "error": error,
-        "tokens_before": attempt.tokens_before,
-        "tokens_after": attempt.tokens_after,
-        "compaction_summary_tokens": attempt.compaction_summary_tokens,
-        "cached_input_tokens": attempt.cached_input_tokens,
-        "retained_image_count": attempt.retained_image_count,
-        "retries": attempt.retries,
-        "started_at": attempt.started_at.isoformat(),
-        "completed_at": attempt.completed_at.isoformat() if attempt.completed_at else None,
-        "duration_ms": attempt.duration_ms,
-        "hook_runs": [hook_run_dict(r) for r in runs],
-        "analytics": codex_analytics_event(attempt),
-    }
-
-
-def _unix(moment: datetime | None) -> int | None:
-    return int(moment.timestamp()) if moment is not None else None
-
-
-def codex_analytics_event(attempt: CompactionAttempt) -> dict[str, Any]:
-    """The attempt as Codex's `CodexCompactionEvent` names its fields (spec §10), for comparison with Codex's own
-    analytics: `strategy` is `memento`, times are unix seconds."""
-    return {
-        "thread_id": str(attempt.session.thread_id),
-        "turn_id": attempt.turn_id or None,
-        "trigger": attempt.trigger,
-        "reason": attempt.reason,
-        "implementation": attempt.implementation,
-        "phase": attempt.phase,
-        "strategy": STRATEGY_MEMENTO,
-        "status": attempt.status,
-        "codex_error_kind": attempt.error_kind or None,
-        "codex_error_http_status_code": attempt.error_http_status,
-        "active_context_tokens_before": attempt.tokens_before,
-        "active_context_tokens_after": attempt.tokens_after,
-        "retained_image_count": attempt.retained_image_count,
-        "compaction_summary_tokens": attempt.compaction_summary_tokens,
-        "cached_input_tokens": attempt.cached_input_tokens,
-        "started_at": _unix(attempt.started_at),
-        "completed_at": _unix(attempt.completed_at),
-        "duration_ms": attempt.duration_ms,
-    }
 
 
 def compaction_summary(*, compaction: Compaction) -> dict[str, Any]:
@@ -151,7 +70,7 @@ def compaction_listing(*, compaction: Compaction) -> dict[str, Any]:
     listing.update(
         message=payload.get("message", ""),
         replacement_history=payload.get("replacement_history") or [],
-        attempts=[attempt_dict(a, hook_runs=a.hook_runs.all()) for a in attempts],
+        attempts=list(attempts),  # rows: AttemptSerializer is their one shape
     )
     return listing
 
@@ -174,7 +93,7 @@ def compaction_detail(*, compaction: Compaction) -> dict[str, Any]:
         before_history=[e.item for e in before],
         before_tokens=[e.tokens for e in before],
         window_change=window_change([(e.item, e.tokens) for e in before], list(zip(replacement, counts, strict=True))),
-        attempts=[attempt_dict(a, hook_runs=a.hook_runs.all()) for a in attempts],
-        hook_runs=[hook_run_dict(r) for a in attempts for r in a.hook_runs.all()],
+        attempts=list(attempts),  # rows: AttemptSerializer and HookRunSerializer are their one shape
+        hook_runs=[r for a in attempts for r in a.hook_runs.all()],
     )
     return detail

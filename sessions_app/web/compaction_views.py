@@ -17,6 +17,7 @@ from compaction_app.models import Compaction, CompactionPolicy, Provider
 from compactweb.roles import OPERATOR, SUPPORT, has_role, role_required
 from sessions_app.compactions import presentation, retention
 from sessions_app.compactions.analytics import compaction_analytics
+from sessions_app.web.api.compaction_serializers import CompactionDetailSerializer
 from sessions_app.web.forms import DIMENSIONS, PERIODS, AnalyticsFilterForm
 
 ROLLBACK_URL_NAME = "compaction_rollback"  # the support-only confirmation form (sessions_app.compactions.rollback)
@@ -51,7 +52,7 @@ def _marked(items: list, counts: list, marks: dict[int, str]) -> list[dict[str, 
 @role_required(OPERATOR)
 def compaction_detail(request, pk: int):
     compaction = get_object_or_404(Compaction.objects.select_related("session"), pk=pk)
-    detail = presentation.compaction_detail(compaction=compaction)
+    detail = CompactionDetailSerializer(presentation.compaction_detail(compaction=compaction)).data  # the API's shape
     change = detail["window_change"]
     before_marks = {k["before_index"]: "kept" for k in change["kept"]} | {
         k["before_index"]: "left" for k in change["left"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
 from compaction_app.models import CompactionPolicy, Phase, Trigger
 
 STRATEGY_CHOICES = [c for c in CompactionPolicy.Strategy.values if c != CompactionPolicy.Strategy.AUTO]
@@ -44,36 +46,101 @@ class CompactRequestSerializer(serializers.Serializer):
 
 
 class HookRunSerializer(serializers.Serializer):
+    """A HookRun row."""
+
     id = serializers.IntegerField()
-    hook = serializers.IntegerField(allow_null=True)
-    name = serializers.CharField()
+    hook = serializers.IntegerField(source="hook_id", allow_null=True)
+    name = serializers.CharField(source="hook_name")
     event = serializers.CharField()
     status = serializers.CharField()
-    stop_reason = serializers.CharField(allow_null=True)
+    stop_reason = serializers.SerializerMethodField()
     duration_ms = serializers.IntegerField()
     output = serializers.JSONField()
 
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_stop_reason(self, run) -> str | None:
+        return run.stop_reason or None
+
 
 class AttemptErrorSerializer(serializers.Serializer):
-    kind = serializers.CharField(allow_null=True)
-    http_status = serializers.IntegerField(allow_null=True)
-    message = serializers.CharField()
+    """An attempt's error fields; null when it has none."""
+
+    kind = serializers.CharField(source="error_kind", allow_null=True)
+    http_status = serializers.IntegerField(source="error_http_status", allow_null=True)
+    message = serializers.CharField(source="error_message")
+
+    def to_representation(self, attempt):
+        if not (attempt.error_kind or attempt.error_message):
+            return None
+        data = super().to_representation(attempt)
+        data["kind"] = data["kind"] or None
+        return data
+
+
+class CodexAnalyticsSerializer(serializers.Serializer):
+    """A CompactionAttempt under Codex's `CodexCompactionEvent` field names (spec §10), for comparison with Codex's
+    own analytics: `strategy` is `memento`, times are unix seconds."""
+
+    thread_id = serializers.CharField(source="session.thread_id")
+    turn_id = serializers.SerializerMethodField()
+    trigger = serializers.CharField()
+    reason = serializers.CharField()
+    implementation = serializers.CharField()
+    phase = serializers.CharField()
+    strategy = serializers.SerializerMethodField()
+    status = serializers.CharField()
+    codex_error_kind = serializers.SerializerMethodField()
+    codex_error_http_status_code = serializers.IntegerField(source="error_http_status", allow_null=True)
+    active_context_tokens_before = serializers.IntegerField(source="tokens_before")
+    active_context_tokens_after = serializers.IntegerField(source="tokens_after", allow_null=True)
+    retained_image_count = serializers.IntegerField(allow_null=True)
+    compaction_summary_tokens = serializers.IntegerField(allow_null=True)
+    cached_input_tokens = serializers.IntegerField(allow_null=True)
+    started_at = serializers.SerializerMethodField()
+    completed_at = serializers.SerializerMethodField()
+    duration_ms = serializers.IntegerField(allow_null=True)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_turn_id(self, attempt) -> str | None:
+        return attempt.turn_id or None
+
+    @extend_schema_field(serializers.CharField())
+    def get_strategy(self, attempt) -> str:
+        return STRATEGY_MEMENTO
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_codex_error_kind(self, attempt) -> str | None:
+        return attempt.error_kind or None
+
+    @extend_schema_field(serializers.IntegerField())
+    def get_started_at(self, attempt) -> int:
+        return int(attempt.started_at.timestamp())
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_completed_at(self, attempt) -> int | None:
+        return int(attempt.completed_at.timestamp()) if attempt.completed_at is not None else None
 
 
 class AttemptSerializer(serializers.Serializer):
+    """A CompactionAttempt row with its hook runs and its analytics (spec §10): the API's and the inspector's one
+    shape of an attempt."""
+
     id = serializers.IntegerField()
-    session = serializers.IntegerField()
-    compaction = serializers.IntegerField(allow_null=True)
+    session = serializers.IntegerField(source="session_id")
+    compaction = serializers.IntegerField(source="compaction_id", allow_null=True)
     item_id = serializers.CharField()
     turn_id = serializers.CharField()
     trigger = serializers.CharField()
     reason = serializers.CharField()
     implementation = serializers.CharField()
     phase = serializers.CharField()
-    method = serializers.CharField(help_text="compactweb's method: local, remote_v1, remote_v2, token_budget, ...")
-    strategy = serializers.CharField(help_text="Codex's analytics `strategy`: `memento` (spec §10).")
+    # compactweb's own choice of method, and Codex's `strategy` analytics field, `memento` for every current
+    # implementation (spec §10).
+    method = serializers.CharField(source="strategy",
+                                   help_text="compactweb's method: local, remote_v1, remote_v2, token_budget, ...")
+    strategy = serializers.SerializerMethodField(help_text="Codex's analytics `strategy`: `memento` (spec §10).")
     status = serializers.CharField()
-    error = AttemptErrorSerializer(allow_null=True)
+    error = AttemptErrorSerializer(source="*", allow_null=True)
     tokens_before = serializers.IntegerField()
     tokens_after = serializers.IntegerField(allow_null=True)
     compaction_summary_tokens = serializers.IntegerField(allow_null=True)
@@ -84,7 +151,13 @@ class AttemptSerializer(serializers.Serializer):
     completed_at = serializers.DateTimeField(allow_null=True)
     duration_ms = serializers.IntegerField(allow_null=True)
     hook_runs = HookRunSerializer(many=True)
-    analytics = serializers.DictField(help_text="The attempt under Codex's CodexCompactionEvent field names (§10).")
+    analytics = CodexAnalyticsSerializer(source="*", help_text="The attempt under Codex's CodexCompactionEvent "
+                                                                "field names (§10).")
+
+    @extend_schema_field(serializers.CharField())
+    def get_strategy(self, attempt) -> str:
+        return STRATEGY_MEMENTO
+
 
 
 class CategoryScoreSerializer(serializers.Serializer):

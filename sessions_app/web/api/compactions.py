@@ -124,7 +124,7 @@ class SessionAttempts(APIView):
             raise ApiError(status_code=400, code="invalid", message=(
                 f"status: must be one of {', '.join(CompactionAttempt.Status.values)}, got {wanted!r}"))
         attempts = selectors.attempts_for(session_id=pk, status=wanted).prefetch_related("hook_runs")
-        return Response(AttemptSerializer([presentation.attempt_dict(a) for a in attempts], many=True).data)
+        return Response(AttemptSerializer(attempts, many=True).data)
 
 
 class AttemptDetail(APIView):
@@ -136,4 +136,4 @@ class AttemptDetail(APIView):
             attempt = selectors.get_attempt(attempt_id=pk)
         except CompactionAttempt.DoesNotExist:
             raise ApiError(status_code=404, code="not_found", message=f"attempt {pk} does not exist") from None
-        return Response(AttemptSerializer(presentation.attempt_dict(attempt)).data)
+        return Response(AttemptSerializer(attempt).data)

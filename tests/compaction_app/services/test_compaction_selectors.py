@@ -43,7 +43,7 @@ def test_detail_has_the_history_before_and_what_left_and_stayed(make_session):
     assert first_detail["message"].endswith(first.summary)
     assert first_detail["tokens_saved"] == first.tokens_before - first.tokens_after
     (attempt,) = first_detail["attempts"]
-    assert (attempt["status"], attempt["implementation"], attempt["trigger"]) == ("completed", "responses", "manual")
+    assert (attempt.status, attempt.implementation, attempt.trigger) == ("completed", "responses", "manual")
     assert [c.pk for c in selectors.list_compactions(session_id=session.pk)] == [first.pk, second.pk]
 
 
