@@ -45,6 +45,31 @@ class CompactRequestSerializer(serializers.Serializer):
         return data
 
 
+@extend_schema_field(serializers.CharField(allow_null=True))
+class BlankAsNullField(serializers.CharField):
+    """A text column whose blank value the API shows as null."""
+
+    def to_representation(self, value):
+        return value or None
+
+
+@extend_schema_field(serializers.CharField())
+class MementoField(serializers.Field):
+    """Codex's analytics `strategy`: `memento` for every current implementation (spec §10)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, value):
+        return STRATEGY_MEMENTO
+
+
+@extend_schema_field(serializers.IntegerField(allow_null=True))
+class UnixSecondsField(serializers.DateTimeField):
+    def to_representation(self, value):
+        return int(value.timestamp()) if value is not None else None
+
+
 class HookRunSerializer(serializers.Serializer):
     """A HookRun row."""
 
@@ -53,13 +78,9 @@ class HookRunSerializer(serializers.Serializer):
     name = serializers.CharField(source="hook_name")
     event = serializers.CharField()
     status = serializers.CharField()
-    stop_reason = serializers.SerializerMethodField()
+    stop_reason = BlankAsNullField()
     duration_ms = serializers.IntegerField()
     output = serializers.JSONField()
-
-    @extend_schema_field(serializers.CharField(allow_null=True))
-    def get_stop_reason(self, run) -> str | None:
-        return run.stop_reason or None
 
 
 class AttemptErrorSerializer(serializers.Serializer):
@@ -82,43 +103,23 @@ class CodexAnalyticsSerializer(serializers.Serializer):
     own analytics: `strategy` is `memento`, times are unix seconds."""
 
     thread_id = serializers.CharField(source="session.thread_id")
-    turn_id = serializers.SerializerMethodField()
+    turn_id = BlankAsNullField()
     trigger = serializers.CharField()
     reason = serializers.CharField()
     implementation = serializers.CharField()
     phase = serializers.CharField()
-    strategy = serializers.SerializerMethodField()
+    strategy = MementoField()
     status = serializers.CharField()
-    codex_error_kind = serializers.SerializerMethodField()
+    codex_error_kind = BlankAsNullField(source="error_kind")
     codex_error_http_status_code = serializers.IntegerField(source="error_http_status", allow_null=True)
     active_context_tokens_before = serializers.IntegerField(source="tokens_before")
     active_context_tokens_after = serializers.IntegerField(source="tokens_after", allow_null=True)
     retained_image_count = serializers.IntegerField(allow_null=True)
     compaction_summary_tokens = serializers.IntegerField(allow_null=True)
     cached_input_tokens = serializers.IntegerField(allow_null=True)
-    started_at = serializers.SerializerMethodField()
-    completed_at = serializers.SerializerMethodField()
+    started_at = UnixSecondsField()
+    completed_at = UnixSecondsField(allow_null=True)
     duration_ms = serializers.IntegerField(allow_null=True)
-
-    @extend_schema_field(serializers.CharField(allow_null=True))
-    def get_turn_id(self, attempt) -> str | None:
-        return attempt.turn_id or None
-
-    @extend_schema_field(serializers.CharField())
-    def get_strategy(self, attempt) -> str:
-        return STRATEGY_MEMENTO
-
-    @extend_schema_field(serializers.CharField(allow_null=True))
-    def get_codex_error_kind(self, attempt) -> str | None:
-        return attempt.error_kind or None
-
-    @extend_schema_field(serializers.IntegerField())
-    def get_started_at(self, attempt) -> int:
-        return int(attempt.started_at.timestamp())
-
-    @extend_schema_field(serializers.IntegerField(allow_null=True))
-    def get_completed_at(self, attempt) -> int | None:
-        return int(attempt.completed_at.timestamp()) if attempt.completed_at is not None else None
 
 
 class AttemptSerializer(serializers.Serializer):
@@ -138,7 +139,7 @@ class AttemptSerializer(serializers.Serializer):
     # implementation (spec §10).
     method = serializers.CharField(source="strategy",
                                    help_text="compactweb's method: local, remote_v1, remote_v2, token_budget, ...")
-    strategy = serializers.SerializerMethodField(help_text="Codex's analytics `strategy`: `memento` (spec §10).")
+    strategy = MementoField(help_text="Codex's analytics `strategy`: `memento` (spec §10).")
     status = serializers.CharField()
     error = AttemptErrorSerializer(source="*", allow_null=True)
     tokens_before = serializers.IntegerField()
@@ -153,10 +154,6 @@ class AttemptSerializer(serializers.Serializer):
     hook_runs = HookRunSerializer(many=True)
     analytics = CodexAnalyticsSerializer(source="*", help_text="The attempt under Codex's CodexCompactionEvent "
                                                                 "field names (§10).")
-
-    @extend_schema_field(serializers.CharField())
-    def get_strategy(self, attempt) -> str:
-        return STRATEGY_MEMENTO
 
 
 
