@@ -519,27 +519,10 @@ def _record_failure_after_outage(plan: _Plan, *, actor, exc: BaseException) -> b
     return False
 
 
-def do_compact_session(
-    *,
-    session_id: int,
-    actor=None,
-    trigger: str = "manual",
-    reason: str | None = None,
-    phase: str | None = None,
-    strategy: str | None = None,
-    instructions: str = "",
-    lease: Lease | None = None,
-    compact_with_model: str | None = None,
-    compact_with_window: int | None = None,
-    turn_id: str | None = None,
-    sleep: Sleep | None = None,
-) -> Compaction:
-    """Synchronous `acompact_session` (for views and background jobs; not callable from a running event loop)."""
-    return async_to_sync(acompact_session)(
-        session_id=session_id, actor=actor, trigger=trigger, reason=reason, phase=phase, strategy=strategy,
-        instructions=instructions, lease=lease, compact_with_model=compact_with_model, turn_id=turn_id,
-        compact_with_window=compact_with_window, sleep=sleep,
-    )
+def do_compact_session(**options: Any) -> Compaction:
+    """Synchronous `acompact_session`, with its keyword arguments (for views and background jobs; not callable
+    from a running event loop)."""
+    return async_to_sync(acompact_session)(**options)
 
 
 def lease_is_free(*, session_id: int) -> None:

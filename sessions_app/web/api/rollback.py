@@ -88,13 +88,7 @@ class CompactionRollback(APIView):
 
     @extend_schema(request=ReasonSerializer, responses=RollbackResultSerializer)
     def post(self, request, pk: int):
-        compaction = _compaction_or_404(pk)
-        reason = _reason(request)
-        try:
-            result = rollback.do_rollback_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
-        except (SessionBusy, rollback.RollbackRefused) as exc:
-            raise conflict(exc) from None
-        return Response(RollbackResultSerializer(result.as_dict()).data)
+        return _history_change(request, pk, rollback.do_rollback_compaction)
 
 
 class CompactionRedo(APIView):
@@ -104,13 +98,18 @@ class CompactionRedo(APIView):
 
     @extend_schema(request=ReasonSerializer, responses=RollbackResultSerializer)
     def post(self, request, pk: int):
-        compaction = _compaction_or_404(pk)
-        reason = _reason(request)
-        try:
-            result = rollback.do_redo_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
-        except (SessionBusy, rollback.RollbackRefused) as exc:
-            raise conflict(exc) from None
-        return Response(RollbackResultSerializer(result.as_dict()).data)
+        return _history_change(request, pk, rollback.do_redo_compaction)
+
+
+def _history_change(request, pk: int, change) -> Response:
+    """Roll a compaction back or redo it (`change`), answered with its result or 409 with the refusal."""
+    compaction = _compaction_or_404(pk)
+    reason = _reason(request)
+    try:
+        result = change(compaction_id=compaction.pk, actor=request.user, reason=reason)
+    except (SessionBusy, rollback.RollbackRefused) as exc:
+        raise conflict(exc) from None
+    return Response(RollbackResultSerializer(result.as_dict()).data)
 
 
 class SessionThreadRollback(APIView):
