@@ -114,6 +114,10 @@ class Provider(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    price_per_million_tokens = models.DecimalField(
+        max_digits=10, decimal_places=4, null=True, blank=True,
+        help_text="Price per 1M tokens, to show a compaction's net saving in money (blank: tokens only).")
+
     @property
     def is_embedded(self) -> bool:
         return self.base_url == self.EMBEDDED

@@ -178,6 +178,8 @@ class CompactionOutcome:
     retention: RetentionScore | None = None
     probe_retention: RetentionScore | None = None
     call_tokens: int = 0
+    call_input_tokens: int = 0
+    call_output_tokens: int = 0
     masked_outputs: int = 0
     retention_retry: dict[str, Any] | None = None
 
@@ -345,6 +347,7 @@ async def run_compaction(
     facts = facts_that_left(snapshot.items, history, pin_facts, snapshot.carried)
     retention = structural_check(facts, history)
     call_tokens = result.call_tokens
+    call_in, call_out = result.call_input_tokens, result.call_output_tokens
     retry: dict[str, Any] | None = None
     floor = used_settings.retention_floor
     if (used_settings.retry_prompt and floor is not None and retention.score is not None and retention.score < floor
@@ -357,6 +360,8 @@ async def run_compaction(
             retry["error"] = exc.message
         else:
             call_tokens += second.call_tokens
+            call_in += second.call_input_tokens
+            call_out += second.call_output_tokens
             history2 = apply_pins(second.replacement_history, snapshot.pins, PinMode(used_settings.pin_mode))
             facts2 = facts_that_left(snapshot.items, history2, pin_facts, snapshot.carried)
             retention2 = structural_check(facts2, history2)
@@ -403,5 +408,6 @@ async def run_compaction(
         prefill_cleared=True, post_compact_stopped=post.stopped, stop_reason=post.stop_reason,
         model=used_settings.model, model_fallback=fallback_info, retention=retention,
         probe_retention=probe_retention, call_tokens=call_tokens, retention_retry=retry,
+        call_input_tokens=call_in, call_output_tokens=call_out,
         masked_outputs=result.rewritten_outputs if strategy is Strategy.MASKING else 0,
     )

@@ -10,6 +10,7 @@ from compaction_app.engine.history import Injection
 from compaction_app.engine.vocabulary import STRATEGY_MEMENTO, Phase
 from compaction_app.engine.window_change import window_change
 from compaction_app.models import Compaction
+from sessions_app.compactions.roi import compaction_roi, session_net
 from sessions_app.compactions.selectors import history_before
 from sessions_app.models import RolloutLine
 
@@ -85,6 +86,8 @@ def compaction_detail(*, compaction: Compaction) -> dict[str, Any]:
     before = history_before(session_id=compaction.session_id, seq=compaction.rollout_seq)
     attempts = compaction.attempts.select_related("session").prefetch_related("hook_runs").order_by("started_at", "pk")
     detail = compaction_summary(compaction=compaction)
+    detail["cost"].update(compaction_roi(compaction=compaction))
+    detail["session_net"] = session_net(session_id=compaction.session_id)
     detail.update(
         message=payload.get("message", ""),
         compacted_item={k: v for k, v in payload.items() if k != "replacement_history"},

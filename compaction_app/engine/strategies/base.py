@@ -78,3 +78,6 @@ class StrategyResult:
     rewritten_outputs: int = 0
     # Tokens the model call(s) of this compaction spent (server usage: input + output), 0 with no call.
     call_tokens: int = 0
+    # The same call's input and output tokens (server usage), recorded in the rollout as a usage line.
+    call_input_tokens: int = 0
+    call_output_tokens: int = 0

@@ -137,4 +137,6 @@ async def run_local(ctx: StrategyContext) -> StrategyResult:
         reference_context_set=ctx.injection is Injection.BEFORE_LAST_USER_MESSAGE,
         trimmed_items=trimmed,
         call_tokens=usage.total_tokens if usage is not None else 0,
+        call_input_tokens=usage.input_tokens if usage is not None else 0,
+        call_output_tokens=usage.output_tokens if usage is not None else 0,
     )

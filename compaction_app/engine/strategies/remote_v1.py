@@ -63,4 +63,6 @@ async def run_remote_v1(ctx: StrategyContext) -> StrategyResult:
         reference_context_set=ctx.injection is Injection.BEFORE_LAST_USER_MESSAGE,
         rewritten_outputs=prepared.rewritten_outputs,
         call_tokens=response.usage.total_tokens if response.usage is not None else 0,
+        call_input_tokens=response.usage.input_tokens if response.usage is not None else 0,
+        call_output_tokens=response.usage.output_tokens if response.usage is not None else 0,
     )

@@ -192,6 +192,20 @@ class CostSerializer(serializers.Serializer):
     call_tokens = serializers.IntegerField()
     probe_tokens = serializers.IntegerField()
     reread_tokens = serializers.IntegerField()
+    # The net (compaction detail only; sessions_app/compactions/roi.py).
+    requests_after = serializers.IntegerField(required=False, help_text="Sampling requests that followed it.")
+    tokens_saved_over_requests = serializers.IntegerField(required=False)
+    net_tokens = serializers.IntegerField(required=False, help_text="saved over requests − call − probes − re-read")
+    net_formula = serializers.CharField(required=False, help_text="How the net was computed, with the figures.")
+    price_per_million_tokens = serializers.FloatField(required=False, allow_null=True)
+    net_cost_saved = serializers.FloatField(required=False, allow_null=True,
+                                            help_text="net_tokens × the provider's price per 1M tokens")
+
+
+class SessionNetSerializer(serializers.Serializer):
+    compactions = serializers.IntegerField()
+    net_tokens = serializers.IntegerField()
+    net_cost_saved = serializers.FloatField(allow_null=True)
 
 
 class CompactionSummarySerializer(serializers.Serializer):
@@ -249,3 +263,4 @@ class CompactionDetailSerializer(CompactionListItemSerializer):
     before_tokens = serializers.ListField(child=serializers.IntegerField())
     window_change = WindowChangeSerializer()
     hook_runs = HookRunSerializer(many=True)
+    session_net = SessionNetSerializer(required=False, help_text="The session's net over its installed compactions.")
