@@ -208,11 +208,12 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
             await self.refuse(refused)
             return
         self.serving = True
+        await self.start(first)
         # Access can be taken away while the page is open (compactweb.ws_revocation): listen for the user's
-        # changes, and re-check now and then for changes made behind the ORM's back.
+        # changes (joined after the first message, so a connect still waits on one layer call only), and re-check
+        # now and then for changes made behind the ORM's back.
         await self.join(ws_revocation.user_group(self.user_id))
         self.rechecker = asyncio.ensure_future(self._recheck_now_and_then())
-        await self.start(first)
 
     def _admit_and_read(self) -> tuple[int | None, Any]:
         """On the connect pool: the user, the role check and the first read, in one hop. Returns (close code or
