@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import json
 import math
 import threading
@@ -41,16 +40,17 @@ class TokenizerDataMissing(RuntimeError):
 _load_lock = threading.Lock()
 
 
+# The rank files ship with compactweb (package data), checked against tiktoken's own hash when read.
+DATA_DIR = Path(__file__).resolve().parent / "tokenizer_data"
+
+
 def _bundled_bpe_path(name: str) -> Path:
-    spec = importlib.util.find_spec("bpe_openai")
-    if spec is None or not spec.submodule_search_locations:
-        raise TokenizerDataMissing(
-            f"tokenizer data for {name!r} is missing: install the 'bpe-openai' package, which ships "
-            f"{name}.tiktoken.gz (compactweb never downloads tokenizer data)"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / "data" / f"{name}.tiktoken.gz"
+    path = DATA_DIR / f"{name}.tiktoken.gz"
     if not path.is_file():
-        raise TokenizerDataMissing(f"tokenizer data for {name!r} is missing: {path.name} is not in bpe-openai")
+        raise TokenizerDataMissing(
+            f"tokenizer data for {name!r} is missing: {path.name} is not in {DATA_DIR} "
+            "(compactweb never downloads tokenizer data)"
+        )
     return path
 
 

@@ -1,8 +1,10 @@
 """Token counts are exact tiktoken counts built offline, and Codex's estimator is ceil(bytes / 4) (spec §3.1)."""
 
-import importlib.util
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,10 +48,23 @@ def test_an_item_is_counted_as_the_tokens_of_its_compact_json():
     assert counter("o200k_base").count_item(item) == len(get_encoding("o200k_base").encode(text))
 
 
-def test_missing_tokenizer_data_names_the_encoding(monkeypatch):
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+def test_missing_tokenizer_data_names_the_encoding(monkeypatch, tmp_path):
+    monkeypatch.setattr(tokens, "DATA_DIR", tmp_path)
     with pytest.raises(TokenizerDataMissing, match="o200k_base"):
         tokens._bundled_bpe_path("o200k_base")
+
+
+def test_tokens_are_counted_without_bpe_openai_installed():
+    """bpe-openai is a dev dependency (the oracle above): production counts from compactweb's own rank files."""
+    script = (
+        "import sys; sys.modules['bpe_openai'] = None\n"  # as if the package were not installed
+        "from compaction_app.engine.tokens import ENCODINGS, get_encoding\n"
+        "print([len(get_encoding(n).encode('hello world, compacted')) for n in ENCODINGS])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(tokens.__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str([len(get_encoding(n).encode("hello world, compacted")) for n in tokens.ENCODINGS])
 
 
 def test_unknown_encoding_is_refused_with_its_name():
