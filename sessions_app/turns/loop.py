@@ -249,20 +249,66 @@ def context_update_items(previous: Mapping[str, Any], current: Mapping[str, Any]
 
     items: list[Item] = []
     if changed("approval_policy") or changed("sandbox_policy"):
-        lines = []
-        if current.get("approval_policy") is not None:
-            lines.append(f"Approval policy: {_escape(_render(current['approval_policy']))}")
-        if current.get("sandbox_policy") is not None:
-            lines.append(f"Sandbox policy: {_escape(_render(current['sandbox_policy']))}")
-        items.append(_developer("<permissions instructions>\n" + "\n".join(lines) + "\n</permissions instructions>"))
+        items.append(_developer(_permissions_text(current)))
     if changed("model") and previous.get("model"):
         items.append(_developer(
             f"<model_switch>\nThe user switched the model from {_escape(str(previous['model']))} to "
             f"{_escape(str(current['model']))}.\n</model_switch>"))
     if changed("cwd"):
-        items.append(user_message(
-            f"<environment_context>\n  <cwd>{_escape(str(current['cwd']))}</cwd>\n</environment_context>"))
+        items.append(user_message(_with_cwd(f"{ENVIRONMENT_OPEN}\n</environment_context>", str(current["cwd"]))))
     return items
+
+
+ENVIRONMENT_OPEN = "<environment_context>"
+PERMISSIONS_OPEN = "<permissions instructions>"
+
+
+def context_with_settings(items: Sequence[Item], settings: Mapping[str, Any]) -> list[Item]:
+    """The full initial context rendered with the turn's settings (spec §5.3): Codex builds it from the current
+    turn context, so after a compaction that cleared the baseline (DoNotInject) a changed cwd is in the
+    `<environment_context>` (added when the stored context has none) and changed permissions in the
+    `<permissions instructions>`, with no update message after them."""
+    out: list[Item] = []
+    has_environment = False
+    for item in items:
+        text = _only_text(item)
+        if text is not None and item.get("role") == "user" and text.lstrip().startswith(ENVIRONMENT_OPEN):
+            has_environment = True
+            if settings.get("cwd") is not None:
+                item = user_message(_with_cwd(text, str(settings["cwd"])))
+        elif (text is not None and item.get("role") == "developer" and text.lstrip().startswith(PERMISSIONS_OPEN)
+              and (settings.get("approval_policy") is not None or settings.get("sandbox_policy") is not None)):
+            item = _developer(_permissions_text(settings))
+        out.append(item)
+    if settings.get("cwd") is not None and not has_environment:
+        out.append(user_message(_with_cwd(f"{ENVIRONMENT_OPEN}\n</environment_context>", str(settings["cwd"]))))
+    return out
+
+
+def _only_text(item: Item) -> str | None:
+    content = item.get("content") if item.get("type") == "message" else None
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
+        text = content[0].get("text")
+        return text if isinstance(text, str) else None
+    return None
+
+
+def _with_cwd(text: str, cwd: str) -> str:
+    tag = f"<cwd>{_escape(cwd)}</cwd>"
+    start, end = text.find("<cwd>"), text.find("</cwd>")
+    if 0 <= start < end:
+        return text[:start] + tag + text[end + len("</cwd>"):]
+    head, _, rest = text.partition(ENVIRONMENT_OPEN)
+    return f"{head}{ENVIRONMENT_OPEN}\n  {tag}{rest}"
+
+
+def _permissions_text(settings: Mapping[str, Any]) -> str:
+    lines = []
+    if settings.get("approval_policy") is not None:
+        lines.append(f"Approval policy: {_escape(_render(settings['approval_policy']))}")
+    if settings.get("sandbox_policy") is not None:
+        lines.append(f"Sandbox policy: {_escape(_render(settings['sandbox_policy']))}")
+    return f"{PERMISSIONS_OPEN}\n" + "\n".join(lines) + "\n</permissions instructions>"
 
 
 def _developer(text: str) -> Item:
@@ -332,9 +378,8 @@ async def run_turn_loop(
     else:
         previous = state.previous_settings
     if not state.reference_context_set:
-        pending.extend(await port.initial_context(state))
-        if config.settings_change:
-            pending.extend(context_update_items(previous, settings))
+        # No baseline: one full initial context as of this turn's settings, and no separate update (spec §5.3).
+        pending.extend(context_with_settings(await port.initial_context(state), settings))
     else:
         pending.extend(context_update_items(previous, settings))
     model_slug = str(settings.get("model") or state.current.slug)

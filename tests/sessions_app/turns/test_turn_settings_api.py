@@ -95,3 +95,32 @@ def test_an_operator_may_still_change_the_working_directory(scripted_sessions):
 
     assert data["status"] == "completed"
     assert turn_contexts(scripted_sessions, session["id"])[-1]["cwd"] == "/repo/sub"
+
+
+def _environment_texts(items):
+    return [i["content"][0]["text"] for i in items
+            if i.get("role") == "user" and i["content"][0].get("text", "").startswith("<environment_context>")]
+
+
+def test_after_a_manual_compaction_a_new_cwd_is_in_the_one_full_context_with_no_update(scripted_sessions):
+    from tests.fakes.scripted_api import compaction_reply
+
+    script = scripted_sessions.script
+    session = scripted_sessions.create(initial_context=CONTEXT)
+    sid = session["id"]
+    script.add(text_reply("one"), compaction_reply("ENC"), text_reply("two"))
+    scripted_sessions.turn(sid, {"input": "first", "settings": {"cwd": "/repo"}})
+    # A manual compaction between turns: pre-turn, DoNotInject, so the next turn has no baseline (spec §5.3).
+    compacted = scripted_sessions.api.post(f"/api/v1/sessions/{sid}/compact", {"strategy": "remote_v2"},
+                                           format="json")
+    assert compacted.status_code in (200, 201), compacted.json()
+
+    scripted_sessions.turn(sid, {"input": "second", "settings": {"cwd": "/repo/sub"}})
+
+    sent = script.requests[-1].json["input"]
+    after = sent[sent.index({"type": "compaction", "encrypted_content": "ENC"}) + 1:]
+    # The full initial context, rendered with the new cwd, then the user message: no separate update message.
+    assert len(after) == len(CONTEXT) + 1 and after[-1]["content"][0]["text"] == "second"
+    (environment,) = _environment_texts(after)
+    assert "<cwd>/repo/sub</cwd>" in environment and "<cwd>/repo</cwd>" not in environment
+    assert [i["role"] for i in after[:-1]] == [i["role"] for i in CONTEXT]
