@@ -1,27 +1,29 @@
 """The simulated model's answers to retention probes: extractive, from what the request lets it see.
 
-It reads the visible history (messages, tool calls and their outputs) and the digests its own compaction items
-carry (`codec`), and answers a probe's category with the lines that category asks for. Nothing is invented, so a
-fact the new window no longer holds is missing from the answer.
+It reads the window it is sent (messages, tool calls and their outputs) and the digests its own compaction items
+carry (`codec`), the way its summariser reads a conversation (`summarizer.digest`), and answers a probe's category
+with the lines that category asks for. Nothing is invented, so a fact the new window no longer holds is missing
+from the answer, and a fact the window states differently is answered in the window's words. It does not use the
+retention scorer's fact extractor: the answer is judged against the facts (engine/retention/match.py), not
+produced from them. It is not a language model: it cannot infer, paraphrase or recall beyond the window.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from compaction_app.engine.items import is_message, is_summary_message, message_text
-from compaction_app.engine.retention.facts import (
-    Category,
-    changed_paths,
-    command_of,
-    exit_code,
-    output_text,
-    read_path,
-)
+from compaction_app.engine.retention.facts import Category
 from compaction_app.engine.retention.probes import probe_category
 from compaction_app.providers.chat_format import assistant_message
 from compaction_app.providers.simulated.replies import short_id
-from compaction_app.providers.simulated.summarizer import digest
+from compaction_app.providers.simulated.summarizer import _command_of, _output_text, digest
+
+EXIT_STATUS = re.compile(r"(?:Exit code: |Process exited with code |\"exit_code\"\s*:\s*)(-?\d+)")
+PATCHED = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (\S+)", re.MULTILINE)
+READERS = ("read_file", "view", "open_file")
 
 
 def probe_of(body: dict[str, Any]) -> Category | None:
@@ -34,18 +36,28 @@ def probe_of(body: dict[str, Any]) -> Category | None:
 
 
 def _visible_artifacts(items: list[dict[str, Any]]) -> list[str]:
-    outputs = {i.get("call_id"): i for i in items if i.get("type") == "function_call_output"}
+    """What the visible tool traffic shows: files read and patched, each command with the status its output
+    prints, and the output lines that read as failures."""
+    outputs = {i.get("call_id"): i for i in items
+               if i.get("type") in ("function_call_output", "custom_tool_call_output")}
     lines = []
     for item in items:
-        path = read_path(item)
-        if path:
-            lines.append(f"read `{path}`")
-        lines += [f"changed `{p}`" for p in changed_paths(item)]
-        command = command_of(item)
+        if item.get("type") == "function_call" and item.get("name") in READERS:
+            path = (json.loads(item.get("arguments") or "{}") if isinstance(item.get("arguments"), str)
+                    else item.get("arguments") or {}).get("path")
+            if path:
+                lines.append(f"read `{path}`")
+        body = item.get("input") if item.get("type") == "custom_tool_call" else item.get("arguments")
+        lines += [f"changed `{p}`" for p in PATCHED.findall(str(body or "").replace("\\n", "\n"))]
+        command = _command_of(item)
+        output = outputs.get(item.get("call_id"))
+        text = _output_text(output) if output is not None else ""
         if command:
-            output = outputs.get(item.get("call_id"))
-            code = exit_code(output_text(output)) if output is not None else None
-            lines.append(f"`{command}` exit code: {code}" if code is not None else f"ran `{command}`")
+            status = EXIT_STATUS.search(text)
+            lines.append(f"`{command}` exit code: {status.group(1)}" if status else f"ran `{command}`")
+        for line in text.splitlines():
+            if line.strip() and re.search(r"(?i)error|fail|assert|mismatch|not found|denied|refused", line):
+                lines.append(line.strip())
     return lines
 
 

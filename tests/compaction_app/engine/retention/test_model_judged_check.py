@@ -34,3 +34,25 @@ def test_probes_credit_what_the_compaction_item_remembers_and_record_their_token
     assert judged["src/ledger.py"] is True       # the model remembers it
     assert outcome.probe_retention.tokens_spent > 0
     assert set(outcome.probe_retention.answers) == {"artifact_trail"}  # one probe per category with facts
+
+
+def test_a_fact_the_new_window_dropped_gets_no_answer_and_the_probes_cost_is_recorded():
+    """Token budget keeps only the initial context: asked from that window alone, the simulated model cannot name
+    the file it read or the user's goal, so the model-judged check calls them lost (it is not told the facts)."""
+    settings = CompactionSettings(model="sim", strategy="token_budget", retention_probes=True)
+    client = build_client(ProviderConfig(name="sim", model="sim"))
+    snap = HistorySnapshot(items=HISTORY, active_tokens=100, window=WindowState(0, "w", "w", None), turn_id="t")
+    outcome = asyncio.run(run_compaction(snapshot=snap, settings=settings, request=CompactionRequest(trigger="manual"),
+                                         client=client))
+    assert outcome.ok and outcome.probe_retention is not None
+    judged = {v.fact.kind.value: v.kept for v in outcome.probe_retention.verdicts}
+    assert judged["goal"] is False and judged["file_read"] is False
+    assert all("src/ledger.py" not in answer for answer in outcome.probe_retention.answers.values())
+    assert outcome.probe_retention.tokens_spent > 0
+
+
+def test_probes_are_off_unless_the_policy_turns_them_on():
+    assert CompactionSettings(model="sim").retention_probes is False
+    from compaction_app.models import CompactionPolicy
+
+    assert CompactionPolicy._meta.get_field("retention_probes").default is False
