@@ -9,6 +9,7 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url="/static/favicon.svg", permanent=True)),
     path("admin/", admin.site.urls),
     path("api/v1/", include("compactweb.api_urls")),
+    path("", include("gateway_app.urls")),
     path("", include("sessions_app.web.urls")),
 ]
 

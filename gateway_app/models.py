@@ -68,6 +68,8 @@ class GatewaySession(models.Model):
     pending_compaction = models.JSONField(
         null=True, blank=True, help_text="A forwarded compaction whose replacement Codex sends with its next request.")
     requests = models.PositiveIntegerField(default=0)
+    paused = models.BooleanField(default=False, help_text="An operator paused it: its next requests are refused.")
+    paused_by = models.CharField(max_length=150, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

@@ -33,7 +33,7 @@ from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.simulated.app import refuse_websocket
 from sessions_app.compactions.settings_builder import provider_config
 
-from gateway_app import compaction, keys, recording, upstream, wire
+from gateway_app import compaction, keys, operator, recording, upstream, wire
 from gateway_app.models import GatewayRoute
 
 logger = logging.getLogger(__name__)
@@ -251,8 +251,14 @@ async def app(scope, receive, send) -> None:
         return
     meta = wire.turn_metadata(headers, body)
     kind = wire.request_kind(endpoint=endpoint, body=body, meta=meta)
+    group = wire.group_key(meta=meta, body=body)
+    paused = await sync_to_async(operator.paused_message, thread_sensitive=False)(route_id=caller.route_id,
+                                                                                  group=group)
+    if paused:
+        await _send_error(send, 403, "session_paused", paused)
+        return
     exchange = dict(route_id=caller.route_id, key_id=caller.key_id, client_name=caller.client_name,
-                    group=wire.group_key(meta=meta, body=body), endpoint=endpoint, kind=kind, meta=meta,
+                    group=group, endpoint=endpoint, kind=kind, meta=meta,
                     model=str(body.get("model") or ""), client_provider=wire.client_provider(headers))
     try:
         expanded = await compaction.expanded_input(items=body["input"], route_id=caller.route_id)

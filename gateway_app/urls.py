@@ -1,0 +1,8 @@
+from django.urls import path
+
+from compactweb import converters  # noqa: F401  (registers the <id:...> path converter)
+from gateway_app import views
+
+urlpatterns = [
+    path("gateway-sessions/<id:session_id>/<str:action>/", views.gateway_pause, name="gateway_pause"),
+]
