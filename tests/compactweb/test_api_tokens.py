@@ -120,3 +120,36 @@ def test_the_migration_hashes_old_plain_tokens_and_drops_their_table(make_user):
     assert "authtoken_token" not in connection.introspection.table_names()
     assert plain not in _every_stored_value()
     assert _client(plain).get("/api/v1/sessions").status_code == 200
+
+
+def _answer(authentication, token: str):
+    """The user's pk a token authenticates as, or the refusal's text."""
+    from rest_framework import exceptions
+
+    try:
+        user, _auth = authentication.authenticate_credentials(token.encode())
+    except exceptions.AuthenticationFailed as exc:
+        return f"refused: {exc.detail}"
+    return user.pk
+
+
+def test_the_statement_based_check_answers_what_knoxs_own_check_answers(make_user):
+    """HashedTokenAuthentication re-reads knox's rows with statements built once (kept for the benchmark in
+    docs/benchmarks.md, "Round five"): on a knox upgrade this fails first if the two drift apart."""
+    from knox.auth import TokenAuthentication
+
+    active, inactive = make_user("operator"), make_user("operator")
+    inactive.is_active = False
+    inactive.save(update_fields=["is_active"])
+
+    def cases():
+        valid = issue_token(user=active)
+        expired = issue_token(user=active)
+        AuthToken.objects.filter(token_key=expired[:15]).update(expiry=timezone.now() - timedelta(seconds=1))
+        return {"valid": valid, "forged": valid[:-1] + ("0" if valid[-1] != "0" else "1"), "unknown": "f" * 64,
+                "expired": expired, "inactive user": issue_token(user=inactive)}
+
+    ours = {name: _answer(HashedTokenAuthentication(), token) for name, token in cases().items()}
+    knoxs = {name: _answer(TokenAuthentication(), token) for name, token in cases().items()}
+    assert ours == knoxs
+    assert ours["valid"] == active.pk and all(str(v).startswith("refused") for k, v in ours.items() if k != "valid")
