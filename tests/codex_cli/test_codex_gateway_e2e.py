@@ -73,15 +73,22 @@ def gateway(tmp_path_factory):
         proc.wait(timeout=10)
 
 
-def _codex(tmp_path: Path, url: str, key: str, name: str) -> CodexRun:
+def _codex(tmp_path: Path, url: str, key: str, name: str, *, custom_provider: bool = False) -> CodexRun:
+    """A Codex home configured as docs/gateway.md says: the built-in openai provider with the gateway as its base
+    URL, or a custom provider named after the route (`upstream`) with the key in its env_key variable."""
     home, scratch = tmp_path / f"{name}-home", tmp_path / f"{name}-work"
     home.mkdir()
     scratch.mkdir()
-    (home / "config.toml").write_text(
-        f'model = "compactweb-sim"\nmodel_context_window = {WINDOW}\nmodel_auto_compact_token_limit = {LIMIT}\n'
-        f'model_provider = "openai"\nopenai_base_url = "{url}/gateway/v1"\n')
+    common = f'model = "compactweb-sim"\nmodel_context_window = {WINDOW}\nmodel_auto_compact_token_limit = {LIMIT}\n'
+    if custom_provider:
+        config = (common + 'model_provider = "upstream"\n[model_providers.upstream]\nname = "compactweb gateway"\n'
+                  f'base_url = "{url}/gateway/v1"\nwire_api = "responses"\nenv_key = "COMPACTWEB_GATEWAY_KEY"\n')
+    else:
+        config = common + f'model_provider = "openai"\nopenai_base_url = "{url}/gateway/v1"\n'
+    (home / "config.toml").write_text(config)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
-    env.update(CODEX_HOME=str(home), CODEX_API_KEY=key, OPENAI_API_KEY=key, NO_COLOR="1", RUST_LOG="error")
+    env.update(CODEX_HOME=str(home), CODEX_API_KEY=key, OPENAI_API_KEY=key, COMPACTWEB_GATEWAY_KEY=key,
+               NO_COLOR="1", RUST_LOG="error")
     return CodexRun(home, scratch, env)
 
 
@@ -229,3 +236,22 @@ def test_codex_through_the_gateway_in_compactweb_mode_is_compacted_by_the_routes
     assert len(rows) >= 2 and {r["implementation"] for r in rows} == {"observation_masking"}
     # The upstream received the masked history.
     assert any(str(i.get("output", "")).startswith(MASKED) for b in mine for i in b["input"])
+
+
+def test_codex_as_a_custom_provider_compacts_locally_through_the_gateway_and_it_is_recorded_as_local(gateway,
+                                                                                                   tmp_path):
+    url, seed, recorded = gateway
+    api = Api(url, seed["token"])
+    run = _codex(tmp_path, url, seed["keys"]["upstream"], "custom", custom_provider=True)
+    _drive(run, lambda: run.compactions_in_file() >= 2)
+    thread = _thread(run)
+    mine = [r["body"] for r in read_requests(recorded) if r["headers"].get("thread-id") == thread]
+    session = _wait_recorded(api, thread, len(mine))
+    lines = api.lines(session["id"])
+    _check_tools_ran(run, lines)
+    # Codex's local summarization request ends in its summarization prompt, which is no part of the history.
+    turns = [b for b in mine if b.get("tools")]
+    _check_history_is_what_the_upstream_received(lines, turns)
+    compactions = api.get(f"sessions/{session['id']}/compactions").json()
+    rows = compactions["results"] if isinstance(compactions, dict) else compactions
+    assert len(rows) >= 2 and {r["implementation"] for r in rows} == {"responses"}
