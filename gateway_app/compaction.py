@@ -13,15 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import close_old_connections, transaction
 
+from gateway_app import lookups, recording, wire
+from gateway_app.models import CompactionHandle, GatewaySession
 from sessions_app.compactions.services import acompact_session
 from sessions_app.models import Session
 from sessions_app.rollout.services import append_rollout_lines
-
-from gateway_app import recording, wire
-from gateway_app.models import CompactionHandle, GatewaySession
 
 
 class UnknownHandle(Exception):
@@ -31,7 +29,6 @@ class UnknownHandle(Exception):
 
 
 def _replacement_of(*, handle: str, route_id: int) -> list[dict[str, Any]]:
-    close_old_connections()
     row = (CompactionHandle.objects.filter(handle=handle, gateway_session__route_id=route_id)
            .values_list("replacement", flat=True).first())
     if row is None:
@@ -45,9 +42,9 @@ async def expanded_input(*, items: list[dict[str, Any]], route_id: int) -> list[
     if not found:
         return None
     for _, handle in found[:-1]:
-        await sync_to_async(_replacement_of, thread_sensitive=False)(handle=handle, route_id=route_id)
+        await lookups.run(_replacement_of, handle=handle, route_id=route_id)
     position, handle = found[-1]
-    replacement = await sync_to_async(_replacement_of, thread_sensitive=False)(handle=handle, route_id=route_id)
+    replacement = await lookups.run(_replacement_of, handle=handle, route_id=route_id)
     return wire.expand(items, position, replacement)
 
 
@@ -75,6 +72,6 @@ async def compact(*, gs: GatewaySession, history: list[dict[str, Any]]) -> tuple
     """Run the policy's compaction on the session; (the compaction item to answer with, tokens before)."""
     compaction = await acompact_session(session_id=gs.session_id, trigger="auto", reason="context_limit",
                                         phase=recording.phase_of(history))
-    handle = await sync_to_async(_store_handle, thread_sensitive=False)(gs=gs, compaction_id=compaction.pk)
+    handle = await lookups.run(_store_handle, gs=gs, compaction_id=compaction.pk)
     item = {"type": "compaction", "id": "cmp_" + handle[len(wire.HANDLE_PREFIX):][:24], "encrypted_content": handle}
     return item, int(compaction.tokens_before or 0)

@@ -76,6 +76,9 @@ class GatewaySession(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["route", "group_key"], name="gateway_session_unique_group")]
 
+    def __str__(self) -> str:
+        return f"{self.client_name} via {self.route_id}: session #{self.session_id}"
+
 
 class CompactionHandle(models.Model):
     """compactweb mode, v2: the opaque `encrypted_content` Codex got back, and the replacement it stands for."""
@@ -85,6 +88,9 @@ class CompactionHandle(models.Model):
     replacement = models.JSONField(help_text="The replacement history the handle expands to.")
     compaction = models.ForeignKey("compaction_app.Compaction", on_delete=models.SET_NULL, null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.handle[:12]}… of gateway session {self.gateway_session_id}"
 
 
 class GatewayAttempt(models.Model):
@@ -102,3 +108,6 @@ class GatewayAttempt(models.Model):
 
     class Meta:
         ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} {self.status} on route {self.route_id}"

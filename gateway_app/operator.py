@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import time
 
-from django.db import close_old_connections
-
 from gateway_app.models import GatewaySession
 
 PAUSE_CACHE_SECONDS = 2.0
@@ -35,7 +33,6 @@ def paused_message(*, route_id: int, group: str) -> str | None:
     cached = _paused.get((route_id, group))
     if cached is not None and cached[0] > now:
         return cached[1]
-    close_old_connections()
     row = GatewaySession.objects.filter(route_id=route_id, group_key=group, paused=True).values(
         "session_id", "paused_by").first()
     message = None if row is None else (

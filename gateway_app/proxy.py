@@ -26,15 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.simulated.app import refuse_websocket
-from sessions_app.compactions.settings_builder import provider_config
-
-from gateway_app import compaction, keys, operator, recording, upstream, wire
+from gateway_app import compaction, keys, lookups, operator, recording, upstream, wire
 from gateway_app.models import GatewayRoute
+from sessions_app.compactions.settings_builder import provider_config
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +60,6 @@ _keys_lock = threading.Lock()
 
 
 def _lookup(presented: str) -> Caller | None:
-    close_old_connections()
     row = keys.key_for(presented=presented)
     if row is None:
         return None
@@ -83,7 +80,7 @@ async def authenticate(headers: dict[str, str]) -> Caller | None:
     cached = _keys.get(digest)
     if cached is not None and cached[0] > now:
         return cached[1]
-    caller = await sync_to_async(_lookup, thread_sensitive=False)(presented)
+    caller = await lookups.run(_lookup, presented=presented)
     with _keys_lock:
         if len(_keys) > 10_000:
             _keys.clear()
@@ -144,10 +141,11 @@ async def on_recorder(fn, /, **kwargs):
 
 
 def close_recorder_connections() -> None:
-    """Close the recorder thread's database connections (a test database is dropped after the tests)."""
+    """Close the recorder's and the lookups' database connections (a test database is dropped after the tests)."""
     from django.db import connections
 
     _recorder.submit(connections.close_all).result()
+    lookups.close_connections()
 
 
 async def drain() -> None:
@@ -252,8 +250,7 @@ async def app(scope, receive, send) -> None:
     meta = wire.turn_metadata(headers, body)
     kind = wire.request_kind(endpoint=endpoint, body=body, meta=meta)
     group = wire.group_key(meta=meta, body=body)
-    paused = await sync_to_async(operator.paused_message, thread_sensitive=False)(route_id=caller.route_id,
-                                                                                  group=group)
+    paused = await lookups.run(operator.paused_message, route_id=caller.route_id, group=group)
     if paused:
         await _send_error(send, 403, "session_paused", paused)
         return

@@ -26,15 +26,14 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from compaction_app.engine.items import is_real_user_message, message_text
-from sessions_app.codex_rollout.labels import REMOTE_V1, REMOTE_V2, LOCAL, Labels
+from gateway_app import wire
+from gateway_app.models import GatewayAttempt, GatewayRoute, GatewaySession
+from sessions_app.codex_rollout.labels import LOCAL, REMOTE_V1, REMOTE_V2, Labels
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import NewLine, append_rollout_lines, do_create_session, usage_line
 from sessions_app.rollout.validation import ItemValidationError, validate_item
 from sessions_app.transfer.importer import create_compactions
-
-from gateway_app import wire
-from gateway_app.models import GatewayAttempt, GatewayRoute, GatewaySession
 
 logger = logging.getLogger(__name__)
 
