@@ -367,8 +367,13 @@ def append_rollout_lines(
             session.__dict__.update(copy)
         raise
     cursor.close()
-    if not publish:
-        return rows
+    if publish:
+        _announce_on_commit(session=session, rows=rows)
+    return rows
+
+
+def _announce_on_commit(*, session: Session, rows: Sequence[RolloutLine]) -> None:
+    """Send `rollout_appended` for `rows` once the append's transaction commits (never for a rolled-back one)."""
     described = [(r.seq, r.kind, r.payload.get("type") if r.kind == p.EVENT_MSG else None) for r in rows]
     # The summary is of the columns this transaction locked and wrote, so publishing reads nothing back.
     summary = selectors.SummaryAt(session)
@@ -376,7 +381,6 @@ def append_rollout_lines(
     transaction.on_commit(lambda: rollout_appended.send(
         sender=Session, session_id=session_id, seqs=seqs, lines=described, summary=summary,
     ))
-    return rows
 
 
 def install_staged_lines(*, session_id: int) -> int:
