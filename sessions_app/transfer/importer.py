@@ -501,8 +501,10 @@ def do_import_rollout(
 BAD_FILE_ERRORS = (p.ProjectionError, ItemValidationError, ThreadRollbackError)
 
 # A big file is read, converted and written this many lines at a time, each batch in its own short transaction
-# (constant memory, other writers get in between; issue 13, item 5).
-IMPORT_CHUNK_LINES = 5000
+# (constant memory, other writers get in between; issue 13, item 5). 1,000 rather than 5,000: the batch's parsed
+# and converted lines were about 40 MB of the process's peak, and smaller batches were no slower (issue 30,
+# measured with bench/bench_import.py on the whole `import_rollouts` process).
+IMPORT_CHUNK_LINES = 1000
 IMPORT_PROGRESS = "import_progress"
 
 

@@ -21,6 +21,8 @@ from sessions_app.transfer.follow import Follower, rollout_files, sync_folder
 class Command(BaseCommand):
     help = ("Follow a Codex sessions folder ($CODEX_HOME/sessions) or a Claude Code projects folder "
             "(~/.claude/projects): import new files, append new lines live.")
+    # As import_rollouts: the system checks' URLconfs and views would stay resident in a long-running follower.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser):
         parser.add_argument("folder", help="The Codex sessions folder (its YYYY/MM/DD/rollout-*.jsonl tree) or Claude "
