@@ -37,8 +37,12 @@ MODEL_GENERATED_KINDS = frozenset(
     }
 )
 
-# spec §1.2: marker pairs whose presence makes a user message "contextual" (injected, not typed by the user).
+# spec §1.2: marker pairs whose presence makes a user message "contextual" (injected, not typed by the user). As in
+# Codex, the AGENTS.md fragment needs both its markers: the "# AGENTS.md instructions for " heading and the closing
+# "</INSTRUCTIONS>" (a user who types that heading alone is still a user).
+AGENTS_MD_MARKERS = ("# AGENTS.md instructions for ", "</INSTRUCTIONS>")
 CONTEXTUAL_MARKER_PAIRS = (
+    AGENTS_MD_MARKERS,
     ("<user_instructions>", "</user_instructions>"),
     ("<environment_context>", "</environment_context>"),
     ("<skill>", "</skill>"),
@@ -46,7 +50,6 @@ CONTEXTUAL_MARKER_PAIRS = (
     ("<turn_aborted>", "</turn_aborted>"),
     ("<subagent_notification>", "</subagent_notification>"),
 )
-CONTEXTUAL_PREFIXES = ("# AGENTS.md instructions for ",)
 # Three legacy model warnings Codex filters out (spec §1.2), matched on the trimmed text exactly as Codex emits them:
 # two by prefix, the apply_patch one by prefix and suffix.
 LEGACY_WARNING_PREFIXES = (
@@ -155,8 +158,6 @@ def is_contextual_text(text: str) -> bool:
     """Whether one text part is injected context rather than something the user typed (spec §1.2)."""
     stripped = rust_trim(text)
     if any(_matches_pair(stripped, o, c) for o, c in CONTEXTUAL_MARKER_PAIRS):
-        return True
-    if any(_starts_with_ascii_ci(stripped, p) for p in CONTEXTUAL_PREFIXES):
         return True
     return is_legacy_warning(stripped)
 

@@ -23,7 +23,7 @@ def parts(*texts: str) -> dict:
 
 @pytest.mark.parametrize("text", [
     "# agents.md instructions for /repo\n\n<INSTRUCTIONS>x</INSTRUCTIONS>",
-    "# AGENTS.MD INSTRUCTIONS FOR /repo",
+    "# AGENTS.MD INSTRUCTIONS FOR /repo\n<instructions>x</Instructions>",
     "<ENVIRONMENT_CONTEXT>\n  <cwd>/r</cwd>\n</Environment_Context>",
     "\u3000<user_shell_command>ls</user_shell_command>\u2028",
 ])
@@ -83,3 +83,38 @@ def test_image_labels_are_skipped_only_around_an_image():
     assert message_text(around) == "look "
     assert message_text(user_message("<image>")) == "<image>"
     assert collect_user_messages([user_message("<image>")]) == ["<image>"]
+
+
+AGENTS_HEADING = "# AGENTS.md instructions for /repo"
+
+
+@pytest.mark.parametrize(("text", "contextual"), [
+    (f"{AGENTS_HEADING}\n\n<INSTRUCTIONS>\nrun ruff\n</INSTRUCTIONS>", True),
+    (f"  {AGENTS_HEADING.lower()}\n<instructions>x</instructions>\n", True),  # ASCII case-insensitive, trimmed
+    (f"{AGENTS_HEADING}\n\nplease read it and fix the tests", False),  # the heading alone: typed by a user
+    ("run ruff\n</INSTRUCTIONS>", False),
+])
+def test_the_agents_md_fragment_needs_both_of_its_markers(text, contextual):
+    from compaction_app.engine.items import is_contextual_text
+
+    assert is_contextual_text(text) is contextual
+
+
+@pytest.mark.django_db
+def test_a_local_compaction_keeps_a_user_message_that_only_starts_like_agents_md(scripted_sessions):
+    from tests.fakes.scripted_api import text_reply
+
+    def user(text):
+        return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+    typed = f"{AGENTS_HEADING}\n\nplease read it and fix the tests"
+    injected = f"{AGENTS_HEADING}\n\n<INSTRUCTIONS>\nrun ruff\n</INSTRUCTIONS>"
+    answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "on it"}]}
+    session = scripted_sessions.create(items=[user(injected), user(typed), answer])
+    scripted_sessions.script.add(text_reply("the summary"))
+    compacted = scripted_sessions.api.post(f"/api/v1/sessions/{session['id']}/compact", {"strategy": "local"},
+                                           format="json")
+    assert compacted.status_code in (200, 201), compacted.json()
+    texts = [i["content"][0]["text"] for i in scripted_sessions.history(session["id"]) if i.get("role") == "user"]
+    assert typed in texts  # a real user message survives the compaction (spec §5.1)
+    assert injected not in texts  # injected context does not

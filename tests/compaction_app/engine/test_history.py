@@ -33,7 +33,7 @@ def msg(role: str, *texts: str) -> dict:
 
 SUMMARY = user_message(f"{SUMMARY_PREFIX}\nold summary")
 ENV = msg("user", "<environment_context>\n<cwd>/x</cwd>\n</environment_context>")
-AGENTS = msg("user", "# AGENTS.md instructions for /x\n\nbe nice")
+AGENTS = msg("user", "# AGENTS.md instructions for /x\n\n<INSTRUCTIONS>\nbe nice\n</INSTRUCTIONS>")
 DEV = msg("developer", "<permissions instructions>sandbox</permissions instructions>")
 CTX = [DEV, ENV]
 
