@@ -379,19 +379,29 @@ def _missing_output_for(call: Item) -> Item:
     return {"type": "function_call_output", "call_id": call_id, "output": ABORTED_OUTPUT_TEXT}
 
 
+IMAGE_TOOL_OUTPUT_KINDS = ("function_call_output", "custom_tool_call_output")
+
+
+def _without_images(parts: list) -> list | None:
+    """`parts` with every `input_image` replaced by the placeholder text; None when there was none."""
+    if not any(isinstance(p, dict) and p.get("type") == "input_image" for p in parts):
+        return None
+    return [{"type": "input_text", "text": IMAGE_OMITTED_TEXT}
+            if isinstance(p, dict) and p.get("type") == "input_image" else p for p in parts]
+
+
 def _strip_images(item: Item) -> Item:
-    content = item.get("content")
-    if not is_message(item) or not isinstance(content, list):
+    """A text-only model's view of an item, as Codex's normaliser gives it: an image part of a message or of a
+    tool output's content becomes the placeholder text, and a generated image's result is dropped."""
+    kind = item.get("type")
+    if kind == "image_generation_call" and item.get("result"):
+        return {**item, "result": ""}
+    key = "output" if kind in IMAGE_TOOL_OUTPUT_KINDS else "content" if is_message(item) else None
+    parts = item.get(key) if key else None
+    if not isinstance(parts, list):
         return item
-    if not any(isinstance(p, dict) and p.get("type") == "input_image" for p in content):
-        return item
-    parts = [
-        {"type": "input_text", "text": IMAGE_OMITTED_TEXT}
-        if isinstance(p, dict) and p.get("type") == "input_image"
-        else p
-        for p in content
-    ]
-    return {**item, "content": parts}
+    stripped = _without_images(parts)
+    return item if stripped is None else {**item, key: stripped}
 
 
 def normalize_for_request(items: list[Item], *, supports_images: bool = True) -> list[Item]:

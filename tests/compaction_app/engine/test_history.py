@@ -344,6 +344,20 @@ def test_normalize_replaces_images_for_text_only_models():
     assert normalize_for_request([item]) == [item]
 
 
+def test_normalize_replaces_images_in_tool_outputs_and_drops_generated_images_for_text_only_models():
+    call = {"type": "function_call", "name": "view_image", "call_id": "c1", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": [
+        {"type": "input_text", "text": "the screenshot"},
+        {"type": "input_image", "image_url": "data:image/png;base64,A"}]}
+    generated = {"type": "image_generation_call", "id": "ig1", "status": "completed", "result": "QUJD"}
+    text_only = normalize_for_request([call, output, generated], supports_images=False)
+    assert text_only[1]["output"] == [
+        {"type": "input_text", "text": "the screenshot"},
+        {"type": "input_text", "text": "image content omitted because you do not support image input"}]
+    assert text_only[2] == {**generated, "result": ""}
+    assert normalize_for_request([call, output, generated]) == [call, output, generated]
+
+
 def test_remove_oldest_item_also_removes_the_output_of_a_call():
     out_a = {"type": "function_call_output", "call_id": "a", "output": "o"}
     items = [_call("a"), msg("user", "x"), out_a, msg("user", "y")]
