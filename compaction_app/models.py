@@ -497,7 +497,10 @@ class AlertSettings(models.Model):
         default=5, validators=[MinValueValidator(1)],
         help_text="Watch this many turns after a compaction for re-reads of what it dropped (and count their tax).")
     reread_min_calls = models.PositiveSmallIntegerField(
-        default=2, validators=[MinValueValidator(1)], help_text="Alert after this many re-fetches.")
+        default=2, validators=[MinValueValidator(1)], help_text="Alert after this many re-fetches…")
+    reread_min_share = models.FloatField(
+        default=0.25, validators=[MinValueValidator(0.0)],
+        help_text="…that cost at least this share of the tokens the compaction freed (0: any re-fetch counts).")
     failure_streak = models.PositiveSmallIntegerField(
         default=3, validators=[MinValueValidator(1)], help_text="Alert after this many failed attempts in a row.")
     pause_on = models.JSONField(

@@ -48,6 +48,9 @@ class Thresholds:
     loop_turns: int = 2
     reread_turns: int = 5
     reread_min_calls: int = 2
+    # ...and only when the re-fetched tokens reach this share of what the compaction freed: a few re-reads that
+    # cost little of the saving are the normal price of a compaction, not a fault to act on.
+    reread_min_share: float = 0.25
     failure_streak: int = 3
     pause_on: frozenset[str] = frozenset()
 
@@ -79,6 +82,7 @@ class Watch:
     limit_after: int | None = None
     dropped: dict[str, str] = field(default_factory=dict)  # fetch key -> label (path or call)
     digests: dict[str, str] = field(default_factory=dict)  # fetch key -> digest of the output that was dropped
+    freed: int = 0  # tokens the compaction freed (the re-read alert's yardstick)
     turns_left: int = 0
     reread_calls: int = 0
     reread_tokens: int = 0
@@ -148,11 +152,11 @@ def dropped_contents(left: list[Item], masked_call_ids: set[str] | None = None,
 
 
 def on_compaction(watch: Watch, *, compaction_id: int, dropped: dict[str, str], thresholds: Thresholds,
-                  after_seq: int = 0, digests: dict[str, str] | None = None) -> Watch:
+                  after_seq: int = 0, digests: dict[str, str] | None = None, freed: int = 0) -> Watch:
     """Start watching after a compaction (the previous compaction's watch ends here). `digests` (fetch key ->
     digest of the dropped output) makes only an unchanged re-fetch a re-read."""
     return Watch(compaction_id=compaction_id, after_seq=after_seq, turns_since=0, dropped=dict(dropped),
-                 digests=dict(digests or {}), turns_left=thresholds.reread_turns, failures=[])
+                 digests=dict(digests or {}), turns_left=thresholds.reread_turns, failures=[], freed=max(0, freed))
 
 
 def is_idle(watch: Watch) -> bool:
@@ -195,13 +199,14 @@ def on_turn(watch: Watch, *, items: list[Item], item_tokens: list[int], tokens_i
                 if watch.dropped[key] not in watch.reread_labels:
                     watch.reread_labels.append(watch.dropped[key])
         watch.turns_left -= 1
-        if not watch.reread_alerted and watch.reread_calls >= thresholds.reread_min_calls:
+        if (not watch.reread_alerted and watch.reread_calls >= thresholds.reread_min_calls
+                and watch.reread_tokens >= thresholds.reread_min_share * watch.freed):
             watch.reread_alerted = True
             alerts.append(Alert(
                 kind=AlertKind.REREAD, compaction_ids=ids,
                 message=f"compact-forget-re-read: {watch.reread_calls} call(s) re-fetched what compaction "
                         f"#{watch.compaction_id} dropped ({', '.join(watch.reread_labels[:5])}), "
-                        f"{watch.reread_tokens} tokens",
+                        f"{watch.reread_tokens} tokens of the {watch.freed} it freed",
                 detail={"calls": watch.reread_calls, "tokens": watch.reread_tokens,
                         "labels": watch.reread_labels[:20]},
             ))

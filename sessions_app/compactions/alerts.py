@@ -59,7 +59,7 @@ def thresholds() -> rules.Thresholds:
         storm_count=s.storm_count, storm_minutes=s.storm_minutes, fleet_storm_count=s.fleet_storm_count,
         fleet_storm_minutes=s.fleet_storm_minutes, fleet_storm_per_session=s.fleet_storm_per_session,
         loop_turns=s.loop_turns, reread_turns=s.reread_turns,
-        reread_min_calls=s.reread_min_calls, failure_streak=s.failure_streak,
+        reread_min_calls=s.reread_min_calls, reread_min_share=s.reread_min_share, failure_streak=s.failure_streak,
         pause_on=frozenset(s.pause_on or []),
     )
 
@@ -83,7 +83,8 @@ def record_compaction(*, compaction: Compaction, before: list[Item], after: list
     watch = rules.on_compaction(watch, compaction_id=compaction.pk, thresholds=limits,
                                 dropped={k: label for k, (label, _) in dropped.items()},
                                 digests={k: d for k, (_, d) in dropped.items() if d},
-                                after_seq=compaction.rollout_seq)
+                                after_seq=compaction.rollout_seq,
+                                freed=compaction.tokens_before - compaction.tokens_after)
     watch, raised = rules.on_attempt(watch, attempt_id=0, failed=False, thresholds=limits)
     _save(row, watch)
     now = timezone.now()

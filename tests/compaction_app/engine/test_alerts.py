@@ -87,3 +87,17 @@ def test_the_watch_goes_idle_once_both_windows_have_passed():
         watch, _ = on_turn(watch, items=[], item_tokens=[], tokens_in_window=1, limit=900, thresholds=T)
     assert is_idle(watch)
     assert is_idle(Watch())
+
+
+def test_re_reads_that_cost_little_of_what_the_compaction_freed_raise_no_alert():
+    """A normal session re-reads a file or two after a compaction: counted in the tax, but an alert only when the
+    re-reads eat a real share (25% by default) of what the compaction freed."""
+    dropped = dropped_fetches(read("a", "src/x.py") + read("b", "src/y.py"))
+    quiet = on_compaction(Watch(), compaction_id=3, dropped=dropped, thresholds=T, freed=50_000)
+    quiet, alerts = on_turn(quiet, items=read("c", "src/x.py") + read("d", "src/y.py"), item_tokens=[5, 3000, 5, 3000],
+                            tokens_in_window=1, limit=900, thresholds=T)
+    assert alerts == [] and quiet.reread_tokens == 6000
+    costly = on_compaction(Watch(), compaction_id=4, dropped=dropped, thresholds=T, freed=20_000)
+    costly, alerts = on_turn(costly, items=read("c", "src/x.py") + read("d", "src/y.py"),
+                             item_tokens=[5, 3000, 5, 3000], tokens_in_window=1, limit=900, thresholds=T)
+    assert [a.kind for a in alerts] == [AlertKind.REREAD] and "6000 tokens of the 20000 it freed" in alerts[0].message
