@@ -416,17 +416,39 @@ def normalize_for_request(items: list[Item], *, supports_images: bool = True) ->
         for item in items
         if item.get("type") not in ("ghost_snapshot", "compaction_trigger")
     ]
-    call_ids = {i.get("call_id") for i in cleaned if i.get("type") in TOOL_CALL_KINDS and i.get("call_id")}
-    output_ids = {i.get("call_id") for i in cleaned if i.get("type") in TOOL_OUTPUT_KINDS}
+    calls = {_pairing(i, CALL_PAIRS) for i in cleaned} - {None}
+    outputs = {_pairing(i, OUTPUT_PAIRS) for i in cleaned} - {None}
     out: list[Item] = []
     for item in cleaned:
         kind = item.get("type")
-        if kind in TOOL_OUTPUT_KINDS and item.get("call_id") not in call_ids:
+        if kind in TOOL_OUTPUT_KINDS and _pairing(item, OUTPUT_PAIRS) not in calls and not _server_output(item):
             continue
         out.append(item if supports_images else _strip_images(item))
-        if kind in TOOL_CALL_KINDS and item.get("call_id") and item.get("call_id") not in output_ids:
+        pairing = _pairing(item, CALL_PAIRS)
+        if pairing is not None and pairing not in outputs:
             out.append(_missing_output_for(item))
     return out
+
+
+# Which output answers which call, as Codex's normaliser pairs them: by kind as well as by call id. A function
+# call and a local shell call are answered by a function_call_output, a custom tool call by a
+# custom_tool_call_output, a tool search call by a tool_search_output; an output of another kind with the same id
+# answers nothing (it is dropped as an orphan, and the call gets its synthetic "aborted" output).
+CALL_PAIRS = {"function_call": "function", "local_shell_call": "function", "custom_tool_call": "custom",
+              "tool_search_call": "tool_search"}
+OUTPUT_PAIRS = {"function_call_output": "function", "custom_tool_call_output": "custom",
+                "tool_search_output": "tool_search"}
+
+
+def _pairing(item: Item, pairs: dict[str, str]) -> tuple[str, str] | None:
+    family = pairs.get(item.get("type"))
+    call_id = item.get("call_id")
+    return (family, call_id) if family and isinstance(call_id, str) and call_id else None
+
+
+def _server_output(item: Item) -> bool:
+    """A tool search the server ran has no call in the history (no call id): its output stays."""
+    return item.get("type") == "tool_search_output" and not item.get("call_id")
 
 
 def remove_oldest_item(items: list[Item]) -> list[Item]:
