@@ -118,7 +118,7 @@ def test_local_manual_compaction_sends_the_prompt_last_and_installs_user_message
     assert request.path == "/v1/responses"
     assert request.json == responses_body(session, [*CTX, *BODY, user_message(SUMMARIZATION_PROMPT)])
     assert_installed(session, before, result, [U1, U2, summary("S: parser fixed, tests added")], [
-        ("compacted", None), ("event_msg", "token_count"), ("event_msg", "context_compacted"),
+        ("compacted", None), ("event_msg", "compaction_usage"), ("event_msg", "token_count"), ("event_msg", "context_compacted"),
         ("event_msg", "warning"),
     ])
     warning = lines_after(session, before.last_seq)[-1]
@@ -183,7 +183,7 @@ def test_remote_v2_sends_the_trigger_last_and_retains_user_messages_before_the_c
     (request,) = scripted.requests
     assert request.json == responses_body(session, [*CTX, *BODY, {"type": "compaction_trigger"}])
     assert_installed(session, before, result, [U1, U2, COMPACTION_ITEM], [
-        ("compacted", None), ("event_msg", "token_count"), ("event_msg", "context_compacted"),
+        ("compacted", None), ("event_msg", "compaction_usage"), ("event_msg", "token_count"), ("event_msg", "context_compacted"),
     ])
     attempt = CompactionAttempt.objects.get(compaction=result)
     # spec §4.3 step 7: analytics from the usage of the compaction response.
