@@ -11,6 +11,7 @@ from django.utils.html import format_html, format_html_join
 
 from compaction_app.config_audit import AuditedAdminMixin
 from compaction_app.engine import thresholds
+from compaction_app.engine.prompts import prompt_version
 from compaction_app.limits import auto_compact_limit
 from compaction_app.models import (
     Alert,
@@ -68,14 +69,19 @@ class ProviderAdmin(AuditedAdminMixin, admin.ModelAdmin):
 
 @admin.register(Prompt)
 class PromptAdmin(admin.ModelAdmin):
-    list_display = ("name", "length", "used_by", "updated")
+    list_display = ("name", "version", "length", "used_by", "updated")
     search_fields = ("name", "text")
-    readonly_fields = ("used_by",)
+    readonly_fields = ("version", "used_by")
     fieldsets = ((None, {
         "description": "A summarisation prompt for local compaction (Codex: experimental_compact_prompt_file). "
                        "A policy uses either its own compact_prompt or one of these, not both.",
-        "fields": ("name", "text", "used_by"),
+        "fields": ("name", "text", "version", "used_by"),
     }),)
+
+    @admin.display(description="version")
+    def version(self, obj: Prompt) -> str:
+        """What a compaction records as this prompt's version (its inspector shows it)."""
+        return prompt_version(obj.text) if obj.pk else "–"
 
     @admin.display(description="characters")
     def length(self, obj: Prompt) -> str:
@@ -103,6 +109,37 @@ class HookAdmin(admin.ModelAdmin):
     )
 
 
+# Which compaction methods read each policy field: shown beside the field (its help text), so an admin can tell a
+# setting that does nothing under the chosen strategy (issue 33: the prompt never applies to remote compaction).
+EVERY_METHOD = "every method"
+LOCAL_SUMMARY = "local summarisation, and masking's summarising hybrid"
+POLICY_FIELD_USERS: dict[str, str] = {
+    "strategy": EVERY_METHOD,
+    "remote_compaction_v2": "strategy auto only (picks remote v2 over v1)",
+    "token_budget": "strategy auto only (picks token-budget new windows)",
+    "auto_compact_token_limit": EVERY_METHOD,
+    "auto_compact_scope": EVERY_METHOD,
+    "token_counter": EVERY_METHOD,
+    "compact_prompt": f"{LOCAL_SUMMARY} — never remote v1/v2, token budget or plain masking (they send no prompt)",
+    "prompt": f"{LOCAL_SUMMARY} — never remote v1/v2, token budget or plain masking (they send no prompt)",
+    "user_message_budget": LOCAL_SUMMARY,
+    "retained_message_budget": "remote v2 only",
+    "stream_max_retries": "local summarisation (its stream retries) and remote v2 (at most 2)",
+    "request_max_retries": "remote v1 (its HTTP request retries, 5xx and transport errors)",
+    "fallback_model": "none of the methods at present: the previous-model fallback (spec §6.4, remote v1 and v2) "
+                      "retries with the session's current model",
+    "masking_keep_turns": "observation masking only",
+    "masking_keep_tokens": "observation masking only",
+    "masking_summarise": "observation masking only",
+    "retention_probes": EVERY_METHOD,
+    "retention_flag_below": EVERY_METHOD,
+    "retention_retry_prompt": "local summarisation only (strategy local; not masking's hybrid)",
+    "pin_mode": EVERY_METHOD,
+    "pin_budget_tokens": EVERY_METHOD,
+    "hooks": EVERY_METHOD,
+}
+
+
 @admin.register(CompactionPolicy)
 class CompactionPolicyAdmin(AuditedAdminMixin, admin.ModelAdmin):
     # Short columns, so the list fits beside the filter sidebar at 1280 px; the long labels are in the form.
@@ -124,7 +161,7 @@ class CompactionPolicyAdmin(AuditedAdminMixin, admin.ModelAdmin):
                            "read-only table shows the limit each provider will really use.",
             "fields": ("auto_compact_token_limit", "auto_compact_scope", "effective_limits", "token_counter"),
         }),
-        ("Summarisation prompt (local only)", {
+        ("Summarisation prompt (local summarisation only)", {
             "description": "Codex: compact_prompt, or experimental_compact_prompt_file (a stored prompt). "
                            "Setting both is refused (spec §12).",
             "fields": ("compact_prompt", "prompt"),
@@ -152,6 +189,13 @@ class CompactionPolicyAdmin(AuditedAdminMixin, admin.ModelAdmin):
         }),
         ("Hooks", {"fields": ("hooks",)}),
     )
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        users = POLICY_FIELD_USERS.get(db_field.name)
+        if field is not None and users:
+            field.help_text = f"{field.help_text} Used by: {users}.".strip()
+        return field
 
     @admin.display(description="strategy", ordering="strategy")
     def method(self, obj: CompactionPolicy) -> str:

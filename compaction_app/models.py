@@ -342,6 +342,14 @@ class Compaction(models.Model):
     implementation = models.CharField(max_length=32, choices=Implementation.choices)
     strategy = models.CharField(max_length=16, choices=CompactionPolicy.Strategy.choices)
     summary = models.TextField(blank=True, help_text="The summary text (local); empty for remote and token budget.")
+    # Null, not "": "no prompt was sent" is a fact of its own, apart from an unnamed one (issue 33).
+    prompt_name = models.CharField(  # noqa: DJ001
+        max_length=200, null=True, blank=True,
+        help_text="The summarisation prompt the window was made with (the default, the policy's compact_prompt, a "
+        "stored prompt, the retention retry prompt); null when the method sent no prompt.")
+    prompt_version = models.CharField(  # noqa: DJ001
+        max_length=16, null=True, blank=True,
+        help_text="That prompt's version: the first 12 hex digits of its text's SHA-256 (changes with the text).")
     tokens_before = models.PositiveBigIntegerField(default=0)
     tokens_after = models.PositiveBigIntegerField(default=0)
     window_number = models.PositiveIntegerField(help_text="The window this compaction opened (§9).")

@@ -182,6 +182,9 @@ class CompactionOutcome:
     call_output_tokens: int = 0
     masked_outputs: int = 0
     retention_retry: dict[str, Any] | None = None
+    # The summarisation prompt the installed window was made with (the retry prompt when its summary was kept);
+    # None when the method sent no prompt (remote, token budget, plain masking).
+    prompt: str | None = None
 
     @property
     def status(self) -> AttemptStatus:
@@ -409,5 +412,5 @@ async def run_compaction(
         model=used_settings.model, model_fallback=fallback_info, retention=retention,
         probe_retention=probe_retention, call_tokens=call_tokens, retention_retry=retry,
         call_input_tokens=call_in, call_output_tokens=call_out,
-        masked_outputs=result.rewritten_outputs if strategy is Strategy.MASKING else 0,
+        masked_outputs=result.rewritten_outputs if strategy is Strategy.MASKING else 0, prompt=result.prompt,
     )

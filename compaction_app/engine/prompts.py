@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from compaction_app.engine.items import SUMMARY_PREFIX
 
 __all__ = [
@@ -15,6 +17,7 @@ __all__ = [
     "LOCAL_STREAM_CLOSED_MESSAGE",
     "v2_wrong_compaction_count_message",
     "reconnecting_message",
+    "prompt_version",
 ]
 
 # spec §1.3: Codex's compact/prompt.md template (the file ends with a newline, which include_str! keeps).
@@ -30,6 +33,12 @@ SUMMARIZATION_PROMPT = (
     "\n"
     "Be concise, structured, and focused on helping the next LLM seamlessly continue the work.\n"
 )
+
+def prompt_version(text: str) -> str:
+    """A prompt's version: the first 12 hex digits of its text's SHA-256, so it changes exactly when the text does
+    (a stored prompt edited in place gets a new version; the same text under two names has one)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
 
 # spec §4.1 step 14 (local compaction only).
 HEADS_UP_WARNING = (

@@ -38,6 +38,8 @@ def compaction_summary(*, compaction: Compaction) -> dict[str, Any]:
         "strategy": STRATEGY_MEMENTO,
         "injection": injection_of(compaction),
         "summary": compaction.summary,
+        "prompt": ({"name": compaction.prompt_name, "version": compaction.prompt_version}
+                   if compaction.prompt_version else None),
         "tokens_before": compaction.tokens_before,
         "tokens_after": compaction.tokens_after,
         "tokens_saved": compaction.tokens_before - compaction.tokens_after,

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -61,6 +61,8 @@ from sessions_app.compactions.settings_builder import (
     compaction_settings,
     hook_runner_limits,
     hook_specs,
+    prompt_names,
+    prompt_record,
     provider_config,
     render_initial_context,
     switched_model_settings,
@@ -159,6 +161,7 @@ class _Plan:
     instructions: str
     model: str
     flag_below: float | None = None
+    prompt_names: dict[str, str] = field(default_factory=dict)  # settings_builder.prompt_names, read at plan time
 
 
 def _refuse(message: str) -> CompactionRefused:
@@ -252,7 +255,7 @@ def _plan(
         fallback_settings=fallback, request=request, strategy=chosen, client_config=client_config,
         hooks=hook_specs(hooks=hooks), hook_ids={h.name: h.pk for h in hooks}, attempt_id=attempt.pk,
         item_id=item_id, new_window_id=next_window_id, instructions=instructions, model=session.model,
-        flag_below=policy.retention_flag_below,
+        flag_below=policy.retention_flag_below, prompt_names=prompt_names(policy=policy),
     )
 
 
@@ -371,6 +374,7 @@ def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Co
             window_id=outcome.window.window_id, previous_window_id=outcome.window.previous_window_id or "",
             first_window_id=outcome.window.first_window_id, item_id=outcome.item_id,
             injection=str(outcome.injection),
+            **prompt_record(names=plan.prompt_names, text=outcome.prompt),
             **retention_fields(outcome, flag_below=plan.flag_below),
         )
         records.finish_attempt(attempt_id=plan.attempt_id, record=_attempt_records(outcome)[0], compaction=compaction)

@@ -13,6 +13,7 @@ from typing import Any
 
 from compaction_app.engine.hooks import HookSpec
 from compaction_app.engine.items import Item
+from compaction_app.engine.prompts import SUMMARIZATION_PROMPT, prompt_version
 from compaction_app.engine.settings import CompactionSettings
 from compaction_app.models import CompactionPolicy, Hook, Provider
 from compaction_app.providers.config import ProviderConfig
@@ -133,6 +134,30 @@ def compact_prompt(*, policy: CompactionPolicy) -> str | None:
     if policy.prompt_id:
         return policy.prompt.text
     return None
+
+
+DEFAULT_PROMPT_NAME = "default (Codex's SUMMARIZATION_PROMPT)"
+
+
+def prompt_names(*, policy: CompactionPolicy) -> dict[str, str]:
+    """What a compaction of this policy records as the name of each prompt it may summarise with, by text: the
+    default, the policy's own compact_prompt, its stored prompt, its retention retry prompt (read when the
+    compaction is planned, so an edit while it runs does not relabel it)."""
+    names = {SUMMARIZATION_PROMPT: DEFAULT_PROMPT_NAME}
+    if policy.retention_retry_prompt_id:
+        names[policy.retention_retry_prompt.text] = f"{policy.retention_retry_prompt.name} (retention retry prompt)"
+    if policy.prompt_id:
+        names[policy.prompt.text] = policy.prompt.name
+    if policy.compact_prompt.strip():
+        names[policy.compact_prompt] = f"compact_prompt of policy {policy.name}"
+    return names
+
+
+def prompt_record(*, names: dict[str, str], text: str | None) -> dict[str, str | None]:
+    """The compaction row's prompt fields: the prompt's name and version, both None when no prompt was sent."""
+    if text is None:
+        return {"prompt_name": None, "prompt_version": None}
+    return {"prompt_name": names.get(text, "a prompt no longer configured"), "prompt_version": prompt_version(text)}
 
 
 def provider_config(

@@ -78,6 +78,8 @@ class StrategyResult:
     rewritten_outputs: int = 0
     # Tokens the model call(s) of this compaction spent (server usage: input + output), 0 with no call.
     call_tokens: int = 0
+    # The summarisation prompt the model was sent (before any extra instructions); None: the method sent none.
+    prompt: str | None = None
     # The same call's input and output tokens (server usage), recorded in the rollout as a usage line.
     call_input_tokens: int = 0
     call_output_tokens: int = 0

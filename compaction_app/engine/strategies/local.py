@@ -139,4 +139,5 @@ async def run_local(ctx: StrategyContext) -> StrategyResult:
         call_tokens=usage.total_tokens if usage is not None else 0,
         call_input_tokens=usage.input_tokens if usage is not None else 0,
         call_output_tokens=usage.output_tokens if usage is not None else 0,
+        prompt=s.compact_prompt or SUMMARIZATION_PROMPT,
     )

@@ -208,6 +208,12 @@ class SessionNetSerializer(serializers.Serializer):
     net_cost_saved = serializers.FloatField(allow_null=True)
 
 
+class PromptUsedSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="The default, the policy's compact_prompt, a stored prompt's name, or the "
+                                           "retention retry prompt's.")
+    version = serializers.CharField(help_text="The first 12 hex digits of the prompt text's SHA-256.")
+
+
 class CompactionSummarySerializer(serializers.Serializer):
     id = serializers.IntegerField()
     session = serializers.IntegerField()
@@ -222,6 +228,8 @@ class CompactionSummarySerializer(serializers.Serializer):
     injection = serializers.ChoiceField(choices=["do_not_inject", "before_last_user_message"],
                                         help_text="Where the initial context went (spec §5.3).")
     summary = serializers.CharField(allow_blank=True)
+    prompt = PromptUsedSerializer(allow_null=True, help_text="The summarisation prompt the window was made with; "
+                                  "null when the method sent none (remote, token budget, plain masking).")
     tokens_before = serializers.IntegerField()
     tokens_after = serializers.IntegerField()
     tokens_saved = serializers.IntegerField()
