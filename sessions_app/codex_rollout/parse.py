@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, BinaryIO
 
 from compaction_app.engine.items import normalize_kind
 from sessions_app.codex_rollout import storable
@@ -387,37 +387,51 @@ def _first_timestamp(payload: Any) -> str | None:
     return None
 
 
-def read_lines(chunks: Iterable[bytes], *, max_line_bytes: int, source_name: str = "") -> list[bytes]:
+def line_too_long(line_no: int, *, max_line_bytes: int, source_name: str = "") -> RolloutImportError:
+    """The refusal of a file one of whose lines is longer than the import's line limit (issue 27), on every path:
+    the upload, the API, `import_rollouts` and the follower."""
+    return RolloutImportError([(line_no, f"the line is longer than {max_line_bytes} bytes (the import's line limit, "
+                                         "COMPACTWEB_MAX_IMPORT_LINE_BYTES)")], source_name=source_name)
+
+
+def iter_lines(chunks: Iterable[bytes], *, max_line_bytes: int, source_name: str = "") -> Iterator[bytes]:
     """The lines of a file read a chunk at a time (each with its line break, as `splitlines(keepends=True)` gives
-    them), refusing it as soon as one line grows past `max_line_bytes` (issue 27): RolloutImportError naming that
-    line, before the rest of it is joined or any of it is parsed."""
-    lines: list[bytes] = []
+    them), as they complete: one line in memory at a time. Raises `line_too_long` as soon as one line grows past
+    `max_line_bytes` (issue 27), before the rest of it is joined or any of it is parsed."""
+    count = 0
     partial: list[bytes] = []
     partial_size = 0
 
-    def too_long() -> RolloutImportError:
-        return RolloutImportError([(len(lines) + 1, f"the line is longer than {max_line_bytes} bytes (the import's "
-                                                     "line limit, COMPACTWEB_MAX_IMPORT_LINE_BYTES)")],
-                                  source_name=source_name)
-
-    def add(line: bytes) -> None:
-        lines.extend(line.splitlines(keepends=True) if b"\r" in line else (line,))
+    def split(line: bytes) -> tuple[bytes, ...] | list[bytes]:
+        return line.splitlines(keepends=True) if b"\r" in line else (line,)
 
     for chunk in chunks:
         pieces = chunk.split(b"\n")
         for piece in pieces[:-1]:
             if partial_size + len(piece) > max_line_bytes:
-                raise too_long()
-            add(b"".join((*partial, piece, b"\n")) if partial else piece + b"\n")
+                raise line_too_long(count + 1, max_line_bytes=max_line_bytes, source_name=source_name)
+            for line in split(b"".join((*partial, piece, b"\n")) if partial else piece + b"\n"):
+                count += 1
+                yield line
             partial, partial_size = [], 0
         if pieces[-1]:
             partial.append(pieces[-1])
             partial_size += len(pieces[-1])
             if partial_size > max_line_bytes:
-                raise too_long()
+                raise line_too_long(count + 1, max_line_bytes=max_line_bytes, source_name=source_name)
     if partial:
-        add(b"".join(partial))
-    return lines
+        yield from split(b"".join(partial))
+
+
+def read_lines(chunks: Iterable[bytes], *, max_line_bytes: int, source_name: str = "") -> list[bytes]:
+    """`iter_lines` as a list: the whole file read (and refused on a long line) before anything is parsed."""
+    return list(iter_lines(chunks, max_line_bytes=max_line_bytes, source_name=source_name))
+
+
+def file_chunks(handle: BinaryIO, size: int = 1 << 16) -> Iterator[bytes]:
+    """A binary file read `size` bytes at a time (for `iter_lines`: no line is read whole before it is measured)."""
+    while chunk := handle.read(size):
+        yield chunk
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
@@ -44,7 +45,7 @@ from sessions_app.claude_transcript import is_transcript_file
 from sessions_app.codex_rollout import RolloutImportError, parse_rollout, to_compactweb_lines
 from sessions_app.codex_rollout.convert import needs_history
 from sessions_app.codex_rollout.labels import infer_labels, latest_context_window
-from sessions_app.codex_rollout.parse import split_raw_lines
+from sessions_app.codex_rollout.parse import line_too_long, split_raw_lines
 from sessions_app.codex_rollout.tail import (
     GROWN,
     REWRITTEN,
@@ -128,6 +129,9 @@ def _import_new(path: Path, key: str, provider, policy, *, continues: Session | 
     if head is None:
         return SyncResult(key, "waiting", detail="no complete first line yet")
     new = read_new_lines(path, 0)
+    too_long = long_line_refusal(new.lines, first_number=1, name=path.name)
+    if too_long is not None:
+        return SyncResult(key, "refused", detail=str(too_long))
     kwargs = {"lines": new.lines, "source_name": path.name, "provider": provider, "policy": policy,
               "follow_path": key, "follow_state": _state(new, head=head_digest(head)), "continues": continues}
     try:
@@ -148,8 +152,18 @@ def _import_new(path: Path, key: str, provider, policy, *, continues: Session | 
     return SyncResult(key, "imported", result.session.pk, len(new.lines))
 
 
-def _record(source: CodexSource, *, action: str, detail: str, session_id: int | None = None, **fields) -> None:
-    event = {"at": timezone.now().isoformat(), "what": "rewritten", "action": action, "detail": detail}
+def long_line_refusal(lines: list[bytes], *, first_number: int, name: str) -> RolloutImportError | None:
+    """The refusal of lines one of which is past COMPACTWEB_MAX_IMPORT_LINE_BYTES (issue 27), as an import refuses
+    it; None when every line fits."""
+    limit = settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES
+    index = next((i for i, line in enumerate(lines) if len(line.rstrip(b"\n")) > limit), None)
+    return None if index is None else line_too_long(first_number + index, max_line_bytes=limit, source_name=name)
+
+
+def record_file_event(source: CodexSource, *, action: str, detail: str, session_id: int | None = None, what: str = "rewritten",
+            **fields) -> None:
+    """Note on a followed file's CodexSource what happened to it and what was done (shown on its session page)."""
+    event = {"at": timezone.now().isoformat(), "what": what, "action": action, "detail": detail}
     if session_id is not None:
         event["session"] = session_id
     source.events = [*source.events, event]
@@ -174,7 +188,7 @@ def _rewritten(path: Path, source: CodexSource, provider, policy) -> SyncResult:
         detail = (f"the file was rewritten and shares no line with what was read; session {source.session_id} keeps "
                   f"its {source.line_count} lines" + (f" and the file is followed as session {imported.session_id}"
                                                       if imported.session_id else f" ({imported.detail})"))
-        _record(source, action="new_session", detail=detail, session_id=imported.session_id)
+        record_file_event(source, action="new_session", detail=detail, session_id=imported.session_id)
         logger.warning("follow: %s", detail)
         return SyncResult(key, "replaced" if imported.action == "imported" else imported.action,
                           imported.session_id, imported.lines, detail)
@@ -191,7 +205,7 @@ def _rewritten(path: Path, source: CodexSource, provider, policy) -> SyncResult:
             f"the file was rewritten: its first {prefix.lines} lines are as read before, line {prefix.lines + 1} on "
             f"differs; the {source.line_count - prefix.lines} lines read after them stay (the rollout is "
             f"append-only) and the file's new lines from line {prefix.lines + 1} on are read on")
-    _record(source, action=action, detail=detail, offset=prefix.offset,
+    record_file_event(source, action=action, detail=detail, offset=prefix.offset,
             tail=tail_digest(path, prefix.offset), inode=os.stat(path).st_ino)
     logger.warning("follow: %s: %s", source.path, detail)
     appended = _append(path, source) if size > prefix.offset else None
@@ -202,6 +216,15 @@ def _append(path: Path, source: CodexSource) -> SyncResult:
     new = read_new_lines(path, source.offset)
     if not new.lines:
         return SyncResult(source.path, "waiting", source.session_id, detail="a partial line waits for its newline")
+    too_long = long_line_refusal(new.lines, first_number=source.line_count + 1, name=source.name)
+    if too_long is not None:
+        # Nothing of the batch is appended and the offset stays: the session stops before the long line, and
+        # the refusal is recorded once on the session page (the next growth of the file is refused the same way).
+        detail = f"{too_long}; the session stops before it and the file is not read on"
+        if not source.events or source.events[-1].get("detail") != detail:
+            record_file_event(source, action="refused", detail=detail, what="line too long")
+            logger.warning("follow: %s: %s", source.path, detail)
+        return SyncResult(source.path, "refused", source.session_id, detail=detail)
     with transaction.atomic():
         locked = CodexSource.objects.select_for_update().get(pk=source.pk)
         if locked.offset != source.offset:  # another follower got there first

@@ -7,7 +7,15 @@ at the offset stored (in the same transaction as the lines), so it is idempotent
 lost to a network outage, a restart of either side) is refused with `409 offset_mismatch` naming the offset the
 server has, and the shipper goes on from there. Nothing is lost and nothing is read twice. The first batch of a
 file imports it (it must begin with the file's first line); later batches append, exactly as a local follower
-does (sessions_app.transfer.follow.do_append_followed_lines).
+does (sessions_app.transfer.follow.do_append_followed_lines). A line past COMPACTWEB_MAX_IMPORT_LINE_BYTES refuses
+its batch, as the import and the local follower refuse it.
+
+A shipped file that became shorter than what the server has was rewritten: the shipper sends it again from byte
+0 with `replaces` (the offset the server had). As a local follower does with a rewrite that shares nothing with
+what it read, the file is then followed as a new session linked to the old one (`continues`, under a new thread
+id when the old one holds the file's), and the old session keeps what it had; the rewrite is recorded on the old
+file's CodexSource (`events`, shown on its session page). `replaces` must equal the server's offset, so a
+rewrite batch sent twice (its answer lost) is refused with 409 offset_mismatch like any repeated batch.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from django.utils import timezone
 from sessions_app.codex_rollout import RolloutImportError
 from sessions_app.models import CodexSource
 from sessions_app.transfer import importer
-from sessions_app.transfer.follow import do_append_followed_lines
+from sessions_app.transfer.follow import do_append_followed_lines, long_line_refusal, record_file_event
 from sessions_app.transfer.refusals import AlreadyImported, TransferRefused
 
 MAX_FILE_KEY = 900
@@ -53,7 +61,7 @@ def _mismatch(file: str, have: int, offset: int) -> TransferRefused:
 
 
 def do_receive_shipped_lines(*, user, file: str, offset: int, data: bytes, name: str = "", provider=None,
-                             policy=None) -> Shipped:
+                             policy=None, replaces: int | None = None) -> Shipped:
     """Take one batch of a shipped file's complete lines starting at byte `offset` (see the module docstring)."""
     key = _key(user, file)
     if not data:
@@ -62,6 +70,13 @@ def do_receive_shipped_lines(*, user, file: str, offset: int, data: bytes, name:
         raise TransferRefused("data: send complete lines only (the batch must end with a newline)")
     lines = data.splitlines(keepends=True)
     source = CodexSource.objects.filter(path=key, followed=True).first()
+    too_long = long_line_refusal(lines, first_number=source.line_count + 1 if source and replaces is None else 1,
+                                 name=name or file)
+    if too_long is not None:
+        raise TransferRefused(str(too_long), code="invalid_rollout")
+    if replaces is not None:
+        return _replace(key, file, name, lines, data, user, provider, policy, source=source, replaces=replaces,
+                        offset=offset)
     if source is None:
         if offset != 0:
             raise _mismatch(file, 0, offset)
@@ -76,11 +91,40 @@ def do_receive_shipped_lines(*, user, file: str, offset: int, data: bytes, name:
     return Shipped(file=file, offset=end, session=locked.session_id, lines=count)
 
 
-def _import(key: str, file: str, name: str, lines: list[bytes], data: bytes, user, provider, policy) -> Shipped:
+def _replace(key: str, file: str, name: str, lines: list[bytes], data: bytes, user, provider, policy, *,
+             source: CodexSource | None, replaces: int, offset: int) -> Shipped:
+    """A rewritten shipped file: its first batch becomes a new session linked to the old one (module docstring)."""
+    have = source.offset if source is not None else 0
+    if offset != 0 or have != replaces:
+        raise _mismatch(file, have, offset)
+    assert source is not None
+    with transaction.atomic():
+        if CodexSource.objects.filter(pk=source.pk, path=key).update(path="") != 1:  # a racing rewrite got it
+            raise _mismatch(file, shipped_offset(user=user, file=file).offset, offset)
     try:
-        result = importer.do_import_rollout(
-            lines=lines, source_name=name or file.rsplit("/", 1)[-1], provider=provider, policy=policy, actor=user,
-            follow_path=key, follow_state={"offset": len(data)})
+        result = _import(key, file, name, lines, data, user, provider, policy, continues=source.session)
+    except BaseException:
+        CodexSource.objects.filter(pk=source.pk).update(path=key)  # refused: the old file stays followed
+        raise
+    record_file_event(source, action="new_session", session_id=result.session, detail=(
+        f"the shipped file was rewritten (now shorter than the {replaces} bytes received); session "
+        f"{source.session_id} keeps its {source.line_count} lines and the file is followed as session "
+        f"{result.session}"))
+    return result
+
+
+def _import(key: str, file: str, name: str, lines: list[bytes], data: bytes, user, provider, policy,
+            continues=None) -> Shipped:
+    kwargs = {"lines": lines, "source_name": name or file.rsplit("/", 1)[-1], "provider": provider,
+              "policy": policy, "actor": user, "follow_path": key, "follow_state": {"offset": len(data)},
+              "continues": continues}
+    try:
+        try:
+            result = importer.do_import_rollout(**kwargs)
+        except AlreadyImported:
+            if continues is None:
+                raise
+            result = importer.do_import_rollout(**kwargs, new_thread_id=True)  # the rewrite keeps its thread id
     except AlreadyImported:
         have = CodexSource.objects.filter(path=key, followed=True).values_list("offset", flat=True).first()
         if have is not None:  # the same first batch, sent again or by a racing request: it is in

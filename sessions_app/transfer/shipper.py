@@ -1,4 +1,4 @@
-"""Shipping a Codex sessions folder to a compactweb server on another machine (issue 30):
+"""Shipping a Codex sessions folder (or a Claude Code projects folder) to a compactweb server on another machine (issue 30):
 `manage.py follow_rollouts FOLDER --to URL --token KEY`.
 
 The folder is watched like a local follow (sessions_app.transfer.follow.Follower, with this module's `sync`), but
@@ -6,7 +6,9 @@ each file's new complete lines are POSTed to `/api/v1/shipped-files/lines` with 
 at most `batch_bytes` at a time; the server applies a batch only at the offset it has
 (sessions_app.transfer.shipped). The server is the one record of how far a file got: a (re)started shipper asks it
 (`/api/v1/shipped-files/offset`), and after a `409 offset_mismatch` (a batch whose answer was lost) it asks again,
-so nothing is lost or sent twice across an outage or a restart of either side. The file itself is the buffer:
+so nothing is lost or sent twice across an outage or a restart of either side. A file shorter than what the server
+has was rewritten: it is sent again from its start with `replaces`, and the server follows it as a new session
+linked to the old one. Codex rollouts and Claude Code transcripts are shipped alike (the server tells them apart). The file itself is the buffer:
 the shipper holds one batch in memory, whatever the outage's length. A network error or a 5xx is retried with
 exponential back-off (from `backoff` seconds up to `max_backoff`), without reading anything new meanwhile.
 """
@@ -66,16 +68,19 @@ class Shipper:
                 answer = self._request("GET", OFFSET_PATH, params={"file": key}).json()
                 self.offsets[key], session = answer["offset"], answer["session"]
             offset = self.offsets[key]
+            body = {"file": key, "name": path.name}
             if path.stat().st_size < offset:
-                detail = f"the file is shorter ({path.stat().st_size} bytes) than what the server has ({offset})"
-                logger.warning("ship: %s: %s; not shipped", key, detail)
-                return SyncResult(key, "refused", session, sent, detail)
+                # Rewritten (shorter than what the server has): sent again from its start, as a new session
+                # linked to the old one, like a local follower's rewrite (sessions_app.transfer.shipped).
+                logger.warning("ship: %s is shorter than the %s bytes the server has: rewritten; sending it anew",
+                               key, offset)
+                body["replaces"], offset = offset, 0
             new = read_new_lines(path, offset, limit=self.batch_bytes)
             if not new.lines:
                 break
             data = b"".join(new.lines)
             response = self._request("POST", LINES_PATH, json={
-                "file": key, "name": path.name, "offset": offset, "data": base64.b64encode(data).decode()})
+                **body, "offset": offset, "data": base64.b64encode(data).decode()})
             if response.status_code == 409 and _code(response) == "offset_mismatch":
                 del self.offsets[key]  # an earlier answer was lost: ask where the server is
                 continue

@@ -13,7 +13,6 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from compaction_app.models import CompactionPolicy, Provider
-from sessions_app.codex_rollout.tail import is_rollout_file
 from sessions_app.management.lookups import row_by_id_or_name
 from sessions_app.transfer.follow import Follower, rollout_files, sync_folder
 
@@ -68,11 +67,11 @@ class Command(BaseCommand):
         try:
             shipper.check()
             if once:
-                for path in rollout_files(root, is_rollout_file):
+                for path in rollout_files(root):
                     self._report(shipper.sync(path=path))
                 return
-            # Codex rollouts only: the server's shipped-file API takes Codex's format.
-            follower = Follower(root, rescan_seconds=rescan, sync=shipper.sync, matches=is_rollout_file)
+            # Codex rollouts and Claude Code transcripts: the server's import tells the formats apart.
+            follower = Follower(root, rescan_seconds=rescan, sync=shipper.sync)
             self.stdout.write(f"shipping {root} to {url} as {shipper.name} (Ctrl-C to stop)")
             self.stdout.flush()
             follower.run(on_result=self._report, on_caught_up=self._caught_up)

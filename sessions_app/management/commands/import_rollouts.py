@@ -4,17 +4,19 @@
 Each file is imported in its own transaction, all or nothing. Bad lines (a truncated last line, garbage, unknown
 items, bad timestamps) are skipped or repaired and listed with their numbers; with `--strict` a bad file is reported with its bad lines and the
 command goes on with the next one (`--stop-on-error` stops instead); files whose thread is already imported are
-reported and skipped. The exit status is non-zero when any file failed.
+reported and skipped. A line longer than COMPACTWEB_MAX_IMPORT_LINE_BYTES refuses its file. The exit status is non-zero when any file failed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.codex_rollout import RolloutImportError
+from sessions_app.codex_rollout.parse import file_chunks, iter_lines
 from sessions_app.management.lookups import row_by_id_or_name
 from sessions_app.transfer.importer import do_import_rollout
 from sessions_app.transfer.refusals import AlreadyImported, TransferRefused
@@ -61,8 +63,12 @@ class Command(BaseCommand):
         for path in files:
             try:
                 with path.open("rb") as handle:
+                    # Read in pieces, so a line past COMPACTWEB_MAX_IMPORT_LINE_BYTES refuses the file before it
+                    # is read whole (issue 27), as the upload and the API do.
+                    lines = iter_lines(file_chunks(handle), max_line_bytes=settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES,
+                                       source_name=str(path))
                     result = do_import_rollout(
-                        lines=handle, source_name=str(path), provider=provider_row, policy=policy_row,
+                        lines=lines, source_name=str(path), provider=provider_row, policy=policy_row,
                         new_thread_id=new_thread_id, strict=strict,
                     )
             except AlreadyImported as exc:

@@ -89,6 +89,10 @@ class ShippedLinesSerializer(serializers.Serializer):
     name = serializers.CharField(required=False, allow_blank=True, max_length=255, help_text="The file's name.")
     offset = serializers.IntegerField(min_value=0, help_text="The byte of the file the batch starts at.")
     data = serializers.CharField(help_text="The batch's complete lines, base64 of the file's bytes.")
+    replaces = serializers.IntegerField(
+        required=False, min_value=1,
+        help_text="The file was rewritten (it is now shorter than what the server has): the offset the server "
+                  "had. The batch (from offset 0) starts a new session linked to the old one.")
     provider = serializers.IntegerField(required=False, help_text="Provider id for a new session (default: the first).")
     policy = serializers.IntegerField(required=False, help_text="Policy id for a new session (default: the first).")
 
@@ -326,7 +330,7 @@ class ShippedFileLines(APIView):
         try:
             result = shipped.do_receive_shipped_lines(
                 user=request.user, file=values["file"], offset=values["offset"], data=data,
-                name=values.get("name", ""), provider=_row(Provider, values.get("provider"), "provider"),
+                name=values.get("name", ""), replaces=values.get("replaces"), provider=_row(Provider, values.get("provider"), "provider"),
                 policy=_row(CompactionPolicy, values.get("policy"), "policy"))
         except TransferRefused as exc:
             raise refused(exc) from None

@@ -105,6 +105,41 @@ def test_a_file_replaced_under_the_same_name_is_followed_as_a_new_session(rollou
     assert CodexSource.objects.get(session_id=old.session_id).path == ""
 
 
+LONG_LINE = ('{"timestamp":"2026-12-01T08:49:00.000Z","type":"response_item","payload":{"type":"message",'
+             '"role":"user","content":[{"type":"input_text","text":"' + "x" * 50_000 + '"}]}}\n').encode()
+
+
+@pytest.mark.django_db
+def test_a_new_file_with_a_line_past_the_line_limit_is_refused_naming_it(rollout_path, provider, policy, settings):
+    settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES = 40_000
+    lines = LOCAL.splitlines(keepends=True)
+    _write(rollout_path, b"".join(lines[:20]) + LONG_LINE)
+    result = sync_file(path=rollout_path)
+    assert result.action == "refused"
+    assert result.detail.startswith("line 21: the line is longer than 40000 bytes (the import's line limit, "
+                                    "COMPACTWEB_MAX_IMPORT_LINE_BYTES)")
+    assert not Session.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_appended_line_past_the_line_limit_stops_the_session_before_it_recorded_once(rollout_path, provider,
+                                                                                        policy, settings):
+    settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES = 40_000
+    lines = LOCAL.splitlines(keepends=True)
+    _write(rollout_path, b"".join(lines[:20]))
+    session_id = sync_file(path=rollout_path).session_id
+    rows = RolloutLine.objects.filter(session_id=session_id).count()
+    _write(rollout_path, LONG_LINE + lines[20])
+    refused = sync_file(path=rollout_path)
+    assert refused.action == "refused" and "line 21: the line is longer than 40000 bytes" in refused.detail
+    _write(rollout_path, lines[21])
+    assert sync_file(path=rollout_path).action == "refused"
+    source = CodexSource.objects.get(session_id=session_id)
+    assert RolloutLine.objects.filter(session_id=session_id).count() == rows and source.line_count == 20
+    assert [(e["what"], e["action"]) for e in source.events] == [("line too long", "refused")]
+    assert "the session stops before it" in source.events[0]["detail"]
+
+
 @pytest.mark.django_db
 def test_followed_sessions_are_read_only_with_one_error_code_on_every_path(rollout_path, provider, policy,
                                                                              support_api):

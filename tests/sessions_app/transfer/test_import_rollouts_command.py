@@ -58,3 +58,22 @@ def test_an_unknown_path_or_provider_is_a_clear_error(tmp_path, provider, policy
         call_command("import_rollouts", str(tmp_path / "missing"), stdout=StringIO())
     with pytest.raises(CommandError, match="no provider 'nope'"):
         call_command("import_rollouts", str(tmp_path), "--provider", "nope", stdout=StringIO())
+
+
+def test_a_line_past_the_line_limit_refuses_its_file_and_the_others_are_imported(sessions_tree, provider, policy,
+                                                                                   settings):
+    settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES = 10_000
+    day = sessions_tree / "2026" / "04" / "19"
+    long_line = ('{"timestamp":"2026-04-19T10:40:00.000Z","type":"response_item","payload":{"type":"message",'
+                 '"role":"user","content":[{"type":"input_text","text":"' + "x" * 20_000 + '"}]}}\n')
+    data = (ROLLOUTS / "basic_session.jsonl").read_bytes() + long_line.encode()
+    (day / "rollout-2026-04-19T10-39-00-d.jsonl").write_bytes(data)
+    out, err = StringIO(), StringIO()
+    with pytest.raises(CommandError, match="1 file\\(s\\) could not be imported"):
+        call_command("import_rollouts", str(sessions_tree), "--new-thread-id", stdout=out, stderr=err)
+    assert "rollout-2026-04-19T10-39-00-d.jsonl: nothing imported; 1 bad line(s)" in err.getvalue()
+    long_no = data.count(b"\n")
+    assert (f"line {long_no}: the line is longer than 10000 bytes (the import's line limit, "
+            "COMPACTWEB_MAX_IMPORT_LINE_BYTES)") in err.getvalue()
+    assert "3 imported, 0 already imported, 1 failed, of 4 file(s)" in out.getvalue()
+    assert Session.objects.count() == 3  # the refused file left nothing behind

@@ -4,10 +4,13 @@ the offset the server has, and the shipper that sends them through outages and l
 from __future__ import annotations
 
 import base64
+from io import StringIO
 from pathlib import Path
+from unittest import mock
 
 import httpx
 import pytest
+from django.core.management import call_command
 
 from sessions_app.models import CodexSource, Session
 from sessions_app.transfer import exporter
@@ -127,3 +130,83 @@ def test_the_shipper_loses_and_repeats_nothing_through_outages_and_lost_answers(
     assert restarted.sync(path=path).action == "unchanged"
     assert transport.posts > len(LOCAL) // 4096  # the bounded batches
     assert _exported(first.session_id) == LOCAL
+
+
+@pytest.mark.django_db
+def test_a_shipped_file_rewritten_shorter_is_followed_as_a_new_session_linked_to_the_old(tmp_path, operator_api,
+                                                                                         provider, policy):
+    day = tmp_path / "sessions" / "2026" / "12" / "01"
+    day.mkdir(parents=True)
+    path = day / NAME
+    lines = LOCAL.splitlines(keepends=True)
+    path.write_bytes(LOCAL)
+    # The rewrite's first batch loses its answer: the repeated batch must not start a third session.
+    shipper = Shipper(tmp_path / "sessions", url="http://server", token="unused", name="laptop", backoff=0.0,
+                      transport=FlakyTransport(operator_api, outages=0, lost_answers=0))
+    old = shipper.sync(path=path)
+    assert old.action == "shipped"
+    rewritten = b"".join(lines[:40])
+    path.write_bytes(rewritten)
+    losing = FlakyTransport(operator_api, outages=0, lost_answers=1)
+    losing.posts = 1  # the next POST (the rewrite's first batch) is the one whose answer is lost
+    shipper.client = httpx.Client(base_url="http://server", transport=losing)
+    shipper.batch_bytes = 4096
+    new = shipper.sync(path=path)
+
+    assert new.session_id != old.session_id and losing.lost_answers == 0
+    assert Session.objects.filter(source="followed").count() == 2
+    assert _exported(new.session_id) == rewritten  # every line of the rewritten file once
+    assert _exported(old.session_id) == LOCAL  # the old session keeps what it had (append-only)
+    source = CodexSource.objects.get(session_id=new.session_id)
+    assert source.continues_id == old.session_id and source.path.endswith(":" + FILE)
+    old_source = CodexSource.objects.get(session_id=old.session_id)
+    assert old_source.path == ""
+    assert [(e["what"], e["action"], e["session"]) for e in old_source.events] == [
+        ("rewritten", "new_session", new.session_id)]
+    assert operator_api.get("/api/v1/shipped-files/offset", {"file": FILE}).json() == {
+        "file": FILE, "offset": len(rewritten), "session": new.session_id, "lines": 0}
+    # A rewrite batch whose `replaces` is not what the server has is refused like any repeated batch.
+    again = operator_api.post("/api/v1/shipped-files/lines", {
+        "file": FILE, "name": NAME, "offset": 0, "replaces": len(LOCAL),
+        "data": base64.b64encode(lines[0]).decode()}, format="json")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "offset_mismatch"
+
+
+@pytest.mark.django_db
+def test_a_shipped_line_past_the_line_limit_is_refused_naming_it(operator_api, provider, policy, settings):
+    settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES = 40_000
+    lines = LOCAL.splitlines(keepends=True)
+    assert _batch(operator_api, 0, b"".join(lines[:20])).status_code == 200
+    long_line = b'{"timestamp":"2026-12-01T08:49:00.000Z","type":"event_msg","payload":{"x":"' + b"x" * 50_000 + b'"}}\n'
+    refused = _batch(operator_api, len(b"".join(lines[:20])), long_line)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_rollout"
+    assert refused.json()["error"]["message"].startswith(
+        "line 21: the line is longer than 40000 bytes (the import's line limit, COMPACTWEB_MAX_IMPORT_LINE_BYTES)")
+    assert CodexSource.objects.get().line_count == 20
+
+
+def _client_through(api):
+    """httpx.Client as the command builds it, its requests answered by the test server."""
+    real = httpx.Client
+
+    def build(**kwargs):
+        return real(**{**kwargs, "transport": FlakyTransport(api, outages=0, lost_answers=0)})
+
+    return build
+
+
+@pytest.mark.django_db
+def test_a_claude_code_projects_folder_is_shipped_like_a_codex_one(tmp_path, operator_api, provider, policy):
+    from tests.sessions_app.claude_transcript.transcripts import SESSION, conversation_with_two_compactions
+
+    project = tmp_path / "projects" / "-home-dev-project"
+    project.mkdir(parents=True)
+    data = conversation_with_two_compactions().bytes()
+    (project / f"{SESSION}.jsonl").write_bytes(data)
+    out = StringIO()
+    with mock.patch("sessions_app.transfer.shipper.httpx.Client", _client_through(operator_api)):
+        call_command("follow_rollouts", str(tmp_path / "projects"), "--to", "http://server", "--token", "unused",
+                     "--name", "ci", "--once", stdout=out)
+    session = Session.objects.get(thread_id=SESSION)
+    assert session.source == "followed"
+    assert _exported(session.pk) == data
