@@ -185,6 +185,19 @@ def live_items(*, session: Session) -> list[Item]:
     return list(LiveItem.objects.filter(session=session).order_by("position").values_list("item", flat=True))
 
 
+def live_items_page(*, session: Session, after: int | None, limit: int) -> tuple[list[Item], int | None]:
+    """Up to `limit` items of the model-visible history after position `after` (None: from the first), in order,
+    and the position to ask after for the next page (None: this page ends the history). One indexed range read of
+    `limit + 1` rows on (session, position), whatever the history's size: a keyset page, never an offset."""
+    rows = LiveItem.objects.filter(session=session)
+    if after is not None:
+        rows = rows.filter(position__gt=after)
+    page = list(rows.order_by("position").values_list("position", "item")[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    return [item for _, item in page], (page[-1][0] if more else None)
+
+
 def live_entries(*, session: Session) -> QuerySet[LiveItem]:
     return LiveItem.objects.filter(session=session).order_by("position")
 

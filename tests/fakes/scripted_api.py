@@ -102,4 +102,11 @@ class ScriptedSessions:
         return rollout(self.api, session_id)
 
     def history(self, session_id: int) -> list[dict[str, Any]]:
-        return self.api.get(f"/api/v1/sessions/{session_id}/history").json()["items"]
+        """The whole live history, page after page (the API answers at most 1,000 items a time)."""
+        items, query = [], {"limit": 1000}
+        while True:
+            body = self.api.get(f"/api/v1/sessions/{session_id}/history", query).json()
+            items += body["items"]
+            if body["next"] is None:
+                return items
+            query = {"limit": 1000, "after": body["next"]}

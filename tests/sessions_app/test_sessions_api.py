@@ -59,7 +59,9 @@ def test_append_items_then_history_returns_them_in_order(operator_api, session):
     body = response.json()
     assert body["appended"] == 2
     assert body["session"]["tokens_in_window"] == 128
-    assert operator_api.get(f"/api/v1/sessions/{session.pk}/history").json() == {"items": [USER, reply]}
+    history = operator_api.get(f"/api/v1/sessions/{session.pk}/history").json()
+    assert history["items"][-2:] == [USER, reply] and history["next"] is None
+    assert history["last_seq"] == Session.objects.get(pk=session.pk).last_seq
 
 
 def test_an_invalid_item_gets_400_naming_index_and_field_and_nothing_is_stored(operator_api, session):
@@ -109,3 +111,27 @@ def test_token_counts_in_the_api_are_the_stored_exact_counts(operator_api, sessi
     operator_api.post(f"/api/v1/sessions/{session.pk}/items", {"items": [USER]}, format="json")
     summary = operator_api.get(f"/api/v1/sessions/{session.pk}").json()
     assert summary["tokens_in_window"] == counter("o200k_base").count_item(USER)
+
+
+def test_history_is_paged_by_position_with_a_next_cursor_until_the_end(operator_api, make_session, items_factory):
+    session = make_session(items=[items_factory.user(f"item {n}") for n in range(1205)])
+    whole = list(LiveItem.objects.filter(session=session).order_by("position").values_list("item", flat=True))
+    pages, after = [], None
+    while True:
+        query = {"limit": 500} if after is None else {"limit": 500, "after": after}
+        body = operator_api.get(f"/api/v1/sessions/{session.pk}/history", query).json()
+        pages.append(body["items"])
+        after = body["next"]
+        if after is None:
+            break
+    assert [len(page) for page in pages] == [500, 500, len(whole) - 1000]
+    assert [item for page in pages for item in page] == whole  # every item once, in order
+    default = operator_api.get(f"/api/v1/sessions/{session.pk}/history").json()
+    assert len(default["items"]) == 500 and default["next"] == 499  # a bounded page when no limit is given
+
+
+def test_history_page_arguments_out_of_range_are_a_400_in_the_api_error_shape(operator_api, session):
+    for query in ({"limit": 0}, {"limit": 1001}, {"after": "x"}, {"after": -2}, {"after": 2**63}):
+        response = operator_api.get(f"/api/v1/sessions/{session.pk}/history", query)
+        assert response.status_code == 400, query
+        assert response.json()["error"]["code"] == "invalid"

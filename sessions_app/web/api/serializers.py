@@ -76,8 +76,27 @@ class SessionDetailSerializer(SessionSummarySerializer):
         help_text="For a Claude Code session (issue 35): which tokens the server reported and which are estimates.")
 
 
+HISTORY_PAGE_DEFAULT = 500
+HISTORY_PAGE_MAX = 1000
+
+
+class HistoryQuerySerializer(serializers.Serializer):
+    """A page of `GET /api/v1/sessions/<id>/history` (issue 27: a 200,000-item history in one answer)."""
+
+    after = serializers.IntegerField(required=False, min_value=-1, max_value=2**31,
+                                     help_text="The `next` of the previous page (absent: the first page).")
+    limit = serializers.IntegerField(default=HISTORY_PAGE_DEFAULT, min_value=1, max_value=HISTORY_PAGE_MAX,
+                                     help_text=f"Items per page, at most {HISTORY_PAGE_MAX}.")
+
+
 class HistorySerializer(serializers.Serializer):
-    items = serializers.ListField(child=serializers.DictField())
+    items = serializers.ListField(child=serializers.DictField(), help_text="The live history's items, in order.")
+    next = serializers.IntegerField(
+        allow_null=True, help_text="Pass as `after` for the next page; null: this page ends the history.")
+    last_seq = serializers.IntegerField(
+        help_text="The session's newest rollout line when the page was read. Appends only add items after the "
+                  "last page; if a compaction or rollback ran between two pages (it replaces the history), start "
+                  "again from the first page.")
 
 
 class AppendResultSerializer(serializers.Serializer):

@@ -25,6 +25,7 @@ from sessions_app.transfer import codex_sources
 from sessions_app.web.api.serializers import (
     AppendItemsSerializer,
     AppendResultSerializer,
+    HistoryQuerySerializer,
     HistorySerializer,
     SessionCreateSerializer,
     SessionDetailSerializer,
@@ -81,9 +82,15 @@ class SessionDetail(APIView):
 class SessionHistory(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(responses=HistorySerializer)
+    @extend_schema(parameters=[HistoryQuerySerializer], responses={200: HistorySerializer,
+                                                                    400: OpenApiResponse(description="bad page")})
     def get(self, request, pk: int):
-        return Response(HistorySerializer({"items": selectors.live_items(session=_session_or_404(pk))}).data)
+        query = HistoryQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        session = _session_or_404(pk)
+        items, after = selectors.live_items_page(session=session, after=query.validated_data.get("after"),
+                                                 limit=query.validated_data["limit"])
+        return Response(HistorySerializer({"items": items, "next": after, "last_seq": session.last_seq or 0}).data)
 
 
 class SessionItems(APIView):
