@@ -7,12 +7,16 @@ the same model in the same process; the gateway path adds the hop (key check, bo
 upstream, SSE passed chunk by chunk) and the recording after each stream. Each round sends `--streams` concurrent
 streamed requests, either all direct or all through the gateway, alternating rounds so both see the same machine.
 Each request is a Codex-shaped body (base instructions first, a history of 40 items and more, a new user message,
-the turn metadata header); each of the concurrent streams is one session whose history grows by two items a
-round, as a Codex session's does (so the gateway records a few new items per request, plus one new session per
-stream in the warm-up round). Reported: time to first byte and total time, p50 and p99, per path, and
+the turn metadata header); each of the concurrent streams is one session whose next request carries the last
+one's history, the answer's output items and a new user message, as a Codex session's does (so the gateway
+records a few new items per request, plus one new session per stream in the warm-up round). Reported: time to first byte and total time, p50 and p99, per path, and
 the difference (gateway minus direct).
 
-    .venv/bin/python bench/bench_gateway.py [--streams 20] [--rounds 10]
+With `--upstream-process` the upstream is a second Daphne process (the same code and database), as a remote
+upstream would be: the direct path then never touches the gateway's process, and the difference is the hop's own
+work (the gateway's HTTP server and client for the same stream, and the recording).
+
+    .venv/bin/python bench/bench_gateway.py [--streams 20] [--rounds 10] [--upstream-process]
 """
 
 from __future__ import annotations
@@ -63,32 +67,49 @@ def _text(role: str, text: str) -> dict:
 
 
 SESSIONS: dict[tuple[str, int], str] = {}
+HISTORIES: dict[tuple[str, int], list[dict]] = {}
 
 
 def _body(path: str, stream: int, round_: int) -> tuple[dict, dict]:
-    """Stream `stream`'s request of round `round_`: one session per stream and path, whose history grows by a
-    user message and an answer each round, as a Codex session's does."""
+    """Stream `stream`'s request of round `round_`: one session per stream and path whose history is, as a Codex
+    session's, the previous request's history, the answer's output items and a new user message (the first
+    request starts with 40 items of earlier conversation)."""
     thread = SESSIONS.setdefault((path, stream), str(uuid.uuid4()))
-    history = [_text("user" if i % 2 == 0 else "assistant", f"message {i} of session {stream}: " + "words " * 30)
-               for i in range(40 + 2 * round_)]
+    history = HISTORIES.setdefault((path, stream), [
+        _text("user" if i % 2 == 0 else "assistant", f"message {i} of session {stream}: " + "words " * 30)
+        for i in range(40)])
+    history.append(_text("user", f"round {round_}: summarise what you did"))
     body = {"model": "compactweb-sim", "stream": True, "prompt_cache_key": thread,
-            "input": [_text("developer", "You are a coding agent. " * 50), *history, _text("user", "summarise")]}
+            "input": [_text("developer", "You are a coding agent. " * 50), *history]}
     headers = {"x-codex-turn-metadata": json.dumps({"session_id": thread, "thread_id": thread,
                                                      "turn_id": str(uuid.uuid4()), "request_kind": "turn"})}
     return body, headers
 
 
+def _output_items(raw: bytes) -> list[dict]:
+    items = []
+    for line in raw.decode().splitlines():
+        if line.startswith("data:"):
+            event = json.loads(line[5:])
+            if event.get("type") == "response.output_item.done":
+                items.append(event["item"])
+    return items
+
+
 async def _one(client: httpx.AsyncClient, name: str, url: str, token: str, stream: int, round_: int
                ) -> tuple[float, float]:
     body, headers = _body(name, stream, round_)
+    chunks = []
     start = time.perf_counter()
     first = None
     async with client.stream("POST", url, json=body, headers={**headers, "Authorization": f"Bearer {token}"}) as r:
         assert r.status_code == 200, await r.aread()
-        async for _ in r.aiter_raw():
+        async for chunk in r.aiter_raw():
             if first is None:
                 first = time.perf_counter()
+            chunks.append(chunk)
     end = time.perf_counter()
+    HISTORIES[(name, stream)].extend(_output_items(b"".join(chunks)))  # what Codex sends back next (untimed)
     return (first or end) - start, end - start
 
 
@@ -97,8 +118,9 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, int(round(q / 100 * len(ordered) + 0.5)) - 1))] * 1000
 
 
-async def _run(base: str, key: str, sim_token: str, streams: int, rounds: int) -> dict[str, dict[str, list[float]]]:
-    paths = {"direct": (f"{base}/sim/v1/responses", sim_token), "gateway": (f"{base}/gateway/v1/responses", key)}
+async def _run(base: str, upstream: str, key: str, sim_token: str, streams: int, rounds: int
+               ) -> dict[str, dict[str, list[float]]]:
+    paths = {"direct": (f"{upstream}/sim/v1/responses", sim_token), "gateway": (f"{base}/gateway/v1/responses", key)}
     results = {name: {"ttfb": [], "total": []} for name in paths}
     limits = httpx.Limits(max_connections=streams * 2, max_keepalive_connections=streams * 2)
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
@@ -113,40 +135,56 @@ async def _run(base: str, key: str, sim_token: str, streams: int, rounds: int) -
     return results
 
 
+def _serve(port: int, env: dict[str, str]) -> subprocess.Popen:
+    server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                               "compactweb.asgi:application"], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/gateway/v1/models", timeout=1)
+            return server
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                server.terminate()
+                raise
+            time.sleep(0.2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--upstream-process", action="store_true",
+                        help="serve the upstream (/sim) from a second Daphne process, as a remote upstream would be: "
+                             "the gateway's process then does the hop's work only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-gateway-") as var:
         port, sim_token = _free_port(), secrets.token_hex(16)
+        up_port = _free_port() if args.upstream_process else port
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")}
         env.update(COMPACTWEB_VAR_DIR=var, SQLITE_PATH=str(Path(var) / "bench.sqlite3"), DJANGO_DEBUG="0",
                    LOG_LEVEL="WARNING", COMPACTWEB_SIM_TOKEN=sim_token, COMPACTWEB_KEY_SIM=sim_token,
-                   COMPACTWEB_RUN_SIMULATOR="0", BENCH_PORT=str(port), COMPACTWEB_OUTBOUND_ALLOW=f"127.0.0.1:{port}",
-                   COMPACTWEB_PROVIDER_KEYS=f"COMPACTWEB_KEY_SIM=http://127.0.0.1:{port}/sim/v1", DJANGO_SETTINGS_MODULE="compactweb.settings",
-                   PYTHONPATH=str(ROOT))
+                   COMPACTWEB_RUN_SIMULATOR="0", BENCH_PORT=str(up_port),
+                   COMPACTWEB_OUTBOUND_ALLOW=f"127.0.0.1:{up_port}",
+                   COMPACTWEB_PROVIDER_KEYS=f"COMPACTWEB_KEY_SIM=http://127.0.0.1:{up_port}/sim/v1",
+                   DJANGO_SETTINGS_MODULE="compactweb.settings", PYTHONPATH=str(ROOT))
         key = subprocess.run([sys.executable, "-c", SEED], cwd=ROOT, env=env, capture_output=True, text=True,
                              check=True).stdout.strip().splitlines()[-1]
-        server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                   "compactweb.asgi:application"], cwd=ROOT, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        servers = [_serve(port, env)]
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    httpx.get(f"http://127.0.0.1:{port}/gateway/v1/models", timeout=1)
-                    break
-                except httpx.HTTPError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
-            results = asyncio.run(_run(f"http://127.0.0.1:{port}", key, sim_token, args.streams, args.rounds))
+            if up_port != port:
+                servers.append(_serve(up_port, env))
+            results = asyncio.run(_run(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{up_port}", key, sim_token,
+                                       args.streams, args.rounds))
         finally:
-            server.terminate()
-            server.wait(timeout=10)
+            for server in servers:
+                server.terminate()
+                server.wait(timeout=10)
     n = len(results["direct"]["total"])
-    print(f"{args.streams} concurrent streams, {args.rounds} rounds ({n} requests per path), times in ms")
+    where = "a second process" if args.upstream_process else "the gateway's process"
+    print(f"{args.streams} concurrent streams, {args.rounds} rounds ({n} requests per path), upstream in {where}, "
+          "times in ms")
     print(f"{'':10} {'TTFB p50':>9} {'TTFB p99':>9} {'total p50':>10} {'total p99':>10}")
     for name in ("direct", "gateway"):
         r = results[name]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import close_old_connections, transaction
+from django.db import transaction
 
 from gateway_app import lookups, recording, wire
 from gateway_app.models import CompactionHandle, GatewaySession
@@ -50,7 +50,6 @@ async def expanded_input(*, items: list[dict[str, Any]], route_id: int) -> list[
 
 def record_history(*, exchange: recording.Exchange) -> GatewaySession:
     """Bring the session's history up to the compaction request's (on the recorder's thread)."""
-    close_old_connections()
     with transaction.atomic():
         gs = recording.gateway_session_for(exchange)
         GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + 1, pending_compaction=None)

@@ -25,6 +25,20 @@ def do_set_paused(*, session_id: int, paused: bool, actor) -> GatewaySession:
     return gs
 
 
+UNKNOWN = object()
+
+
+def cached_paused(*, route_id: int, group: str):
+    """What `paused_message` said within the last PAUSE_CACHE_SECONDS, or UNKNOWN (no database: the proxy reads
+    this on the event loop and goes to the database only when it is UNKNOWN)."""
+    if not group:
+        return None
+    cached = _paused.get((route_id, group))
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    return UNKNOWN
+
+
 def paused_message(*, route_id: int, group: str) -> str | None:
     """Why requests of this Codex session are refused now, or None (sync; cached)."""
     if not group:

@@ -16,21 +16,22 @@ a slow database delays the record, not the client.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from django.db import close_old_connections
 
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.simulated.app import refuse_websocket
-from gateway_app import compaction, keys, lookups, operator, recording, upstream, wire
+from gateway_app import compaction, keys, lookups, operator, recorder, recording, upstream, wire
 from gateway_app.models import GatewayRoute
 from sessions_app.compactions.settings_builder import provider_config
 
@@ -39,7 +40,7 @@ logger = logging.getLogger(__name__)
 MOUNT = "/gateway"
 ENDPOINTS = {"/v1/responses": ("POST", "responses"), "/v1/responses/compact": ("POST", "responses/compact"),
              "/v1/models": ("GET", "models")}
-CLIENT_GONE = "the client disconnected mid-stream"
+CLIENT_GONE = recording.CLIENT_GONE
 KEY_CACHE_SECONDS = 5.0  # a revoked key or a disabled route stops working within this time
 
 
@@ -109,49 +110,24 @@ class RateLimiter:
 
 limiter = RateLimiter()
 
-# One thread writes every record, in the order the exchanges ended: a Codex session's exchanges land in order.
-_recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compactweb-gateway-record")
-_in_flight: set[asyncio.Future] = set()
-
-
-def _on_recorder(fn, /, **kwargs):
-    close_old_connections()
-    try:
-        return fn(**kwargs)
-    finally:
-        close_old_connections()
-
-
-def _record_safely(exchange: recording.Exchange) -> None:
-    try:
-        _on_recorder(recording.do_record_exchange, exchange=exchange)
-    except Exception:  # a record that cannot be written must not take the recorder down
-        logger.exception("gateway: recording an exchange of route %s failed", exchange.route_id)
-
-
 def schedule_record(exchange: recording.Exchange) -> None:
-    future = asyncio.get_running_loop().run_in_executor(_recorder, _record_safely, exchange)
-    _in_flight.add(future)
-    future.add_done_callback(_in_flight.discard)
+    recorder.recorder.submit(exchange)
 
 
 async def on_recorder(fn, /, **kwargs):
     """Run `fn` on the recorder thread, after every record scheduled before it."""
-    return await asyncio.get_running_loop().run_in_executor(_recorder, functools.partial(_on_recorder, fn, **kwargs))
+    return await recorder.recorder.run(functools.partial(fn, **kwargs))
 
 
 def close_recorder_connections() -> None:
     """Close the recorder's and the lookups' database connections (a test database is dropped after the tests)."""
-    from django.db import connections
-
-    _recorder.submit(connections.close_all).result()
+    recorder.close_connections()
     lookups.close_connections()
 
 
 async def drain() -> None:
-    """Wait until every record scheduled in this loop is written (tests, and a clean shutdown)."""
-    while _in_flight:
-        await asyncio.gather(*list(_in_flight), return_exceptions=True)
+    """Wait until every record scheduled so far is written (tests, and a clean shutdown)."""
+    await recorder.recorder.run(lambda: None)
 
 
 # -- HTTP plumbing ---------------------------------------------------------------------------------------------------
@@ -250,7 +226,9 @@ async def app(scope, receive, send) -> None:
     meta = wire.turn_metadata(headers, body)
     kind = wire.request_kind(endpoint=endpoint, body=body, meta=meta)
     group = wire.group_key(meta=meta, body=body)
-    paused = await lookups.run(operator.paused_message, route_id=caller.route_id, group=group)
+    paused = operator.cached_paused(route_id=caller.route_id, group=group)
+    if paused is operator.UNKNOWN:
+        paused = await lookups.run(operator.paused_message, route_id=caller.route_id, group=group)
     if paused:
         await _send_error(send, 403, "session_paused", paused)
         return
@@ -287,6 +265,52 @@ async def _forward_models(caller: Caller, headers: dict[str, str], send) -> None
     await send({"type": "http.response.body", "body": response.content, "more_body": False})
 
 
+_END = object()
+
+
+async def _coalesced(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The upstream's chunks, joined when several are ready at once. An upstream streams one HTTP chunk per SSE
+    event and the HTTP client yields each as its own piece even when one socket read brought many; each send to the
+    client costs the server the same whatever its size, so under load one send carries what piled up. A chunk
+    that arrives alone goes on at once: no waiting, no added latency."""
+    ready: deque = deque()
+    wake = asyncio.Event()
+
+    async def read() -> None:
+        try:
+            async for chunk in chunks:
+                ready.append(chunk)
+                wake.set()
+        except BaseException as exc:  # raised again on the consumer's side
+            ready.append(exc)
+        finally:
+            ready.append(_END)
+            wake.set()
+
+    reader = asyncio.get_running_loop().create_task(read())
+    try:
+        while True:
+            await wake.wait()
+            wake.clear()
+            batch = []
+            while ready:
+                piece = ready.popleft()
+                if piece is _END or isinstance(piece, BaseException):
+                    if batch:
+                        yield b"".join(batch)
+                    if piece is _END:
+                        return
+                    raise piece
+                batch.append(piece)
+            if batch:
+                yield batch[0] if len(batch) == 1 else b"".join(batch)
+    finally:
+        if not reader.done():
+            reader.cancel()
+            with contextlib.suppress(BaseException):
+                await reader
+
+
 async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: bytes, exchange: dict[str, Any],
                    send) -> None:
     client, request = upstream.request(caller.config, "POST", endpoint, headers, raw)
@@ -299,17 +323,17 @@ async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: 
         return
     status = response.status_code
     ok = 200 <= status < 300
-    streamed = "text/event-stream" in response.headers.get("content-type", "")
-    reader = wire.SseReader() if streamed and ok else None
+    answer_format = ""
+    if ok:
+        answer_format = recording.SSE if "text/event-stream" in response.headers.get("content-type", "") \
+            else recording.JSON
+    # The stream's path does nothing per chunk but keep it and pass it on: the recorder reads the answer later.
     kept: list[bytes] = []
     error = ""
     try:
         await _start(send, status, upstream.returned_headers(response.headers))
-        async for chunk in response.aiter_bytes():
-            if reader is not None:
-                reader.feed(chunk)
-            else:
-                kept.append(chunk)
+        async for chunk in _coalesced(response.aiter_bytes()):
+            kept.append(chunk)
             try:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except Exception:  # the client went away: stop reading the upstream too
@@ -325,21 +349,8 @@ async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: 
             pass
     finally:
         await response.aclose()
-    if reader is not None:
-        summary = reader.finish()
-        if not error and not summary.completed:
-            error = summary.error or "the stream closed before response.completed"
-    elif ok:
-        try:
-            summary = wire.summary_of_json(json.loads(b"".join(kept)))
-        except ValueError:
-            summary, error = wire.StreamSummary(), "the upstream's answer is not JSON"
-    else:
-        summary = wire.StreamSummary()
-        error = error or b"".join(kept).decode("utf-8", "replace")[:2000] or f"HTTP {status}"
-    schedule_record(recording.Exchange(**exchange, status=0 if error == CLIENT_GONE else status,
-                                       output=summary.output, usage=summary.usage, response_id=summary.response_id,
-                                       error=error))
+    schedule_record(recording.Exchange(**exchange, status=status, error=error, answer=tuple(kept),
+                                       answer_format=answer_format))
 
 
 async def _compactweb_compaction(caller: Caller, exchange: dict[str, Any], body: dict[str, Any], send) -> None:

@@ -12,12 +12,15 @@ page, the inspector, retention, alerts and export work on it as on any session:
 - the answer's output items and usage follow; a compaction request's answer becomes that pending compaction;
 - a request that failed (upstream status, transport, client gone) is a GatewayAttempt; history is not touched.
 
-Runs in a worker thread after the answer has streamed (`proxy`), never in the stream's path; one Codex session's
-exchanges are written in order (a lock per group in the proxy, and the GatewaySession row lock here).
+Runs on the recorder's thread after the answer has streamed (`recorder`), never in the stream's path, which hands
+over the answer's raw bytes (read here, `settled`); one Codex session's exchanges are written in order (one
+recorder thread per process, and the GatewaySession row lock here across processes).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -69,10 +72,44 @@ class Exchange:
     # resumes): "openai" for the built-in provider (recognised by its remote_compaction_v2 beta header), else the
     # route's name (docs/gateway.md: name the custom provider after the route).
     client_provider: str = ""
+    # The upstream's answer as it passed (the proxy keeps the raw chunks and parses nothing on the stream's path);
+    # `settled` reads it into output, usage, response id and error on the recorder's thread.
+    answer: tuple[bytes, ...] = ()
+    answer_format: str = ""  # SSE or JSON (a successful answer to read), "" (nothing to read)
 
     @property
     def ok(self) -> bool:
         return 200 <= self.status < 300 and not self.error
+
+
+SSE = "sse"
+JSON = "json"
+CLIENT_GONE = "the client disconnected mid-stream"
+
+
+def settled(exchange: Exchange) -> Exchange:
+    """The exchange with its raw answer read: output items, usage, response id, and the error of a stream that
+    ended without `response.completed` or an answer that is not JSON."""
+    if not exchange.answer_format:
+        if exchange.answer and not exchange.error:  # an upstream error status: its body is the error
+            text = b"".join(exchange.answer).decode("utf-8", "replace")[:2000]
+            return dataclasses.replace(exchange, answer=(), error=text or f"HTTP {exchange.status}")
+        return dataclasses.replace(exchange, answer=())
+    if exchange.answer_format == SSE:
+        reader = wire.SseReader()
+        reader.feed(b"".join(exchange.answer))
+        summary = reader.finish()
+        error = exchange.error
+        if not error and not summary.completed:
+            error = summary.error or "the stream closed before response.completed"
+    else:
+        try:
+            summary, error = wire.summary_of_json(json.loads(b"".join(exchange.answer))), exchange.error
+        except ValueError:
+            summary, error = wire.StreamSummary(), exchange.error or "the upstream's answer is not JSON"
+    return dataclasses.replace(exchange, answer=(), answer_format="", output=summary.output, usage=summary.usage,
+                               response_id=summary.response_id, error=error,
+                               status=0 if error == CLIENT_GONE else exchange.status)
 
 
 def _title(route: GatewayRoute, client: str, history: list[dict[str, Any]]) -> str:
@@ -170,6 +207,7 @@ def _record_failure(exchange: Exchange, gs: GatewaySession | None) -> None:
 
 def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
     """Write one exchange into its session (see the module docstring)."""
+    exchange = settled(exchange)
     with transaction.atomic():
         if not exchange.ok and not exchange.history:
             _record_failure(exchange, None)

@@ -193,7 +193,7 @@ class StreamSummary:
 
 
 class SseReader:
-    """Reads SSE bytes as they pass (never holding more than one event) and keeps what the recorder needs."""
+    """Reads a Responses SSE stream (fed in chunks or whole) and keeps what the recorder needs."""
 
     def __init__(self) -> None:
         self._buffer = b""
@@ -201,13 +201,12 @@ class SseReader:
         self._done_items: list[dict[str, Any]] = []
 
     def feed(self, chunk: bytes) -> None:
-        self._buffer += chunk
-        while True:
-            end = self._buffer.find(b"\n\n")
-            if end < 0:
-                return
-            event, self._buffer = self._buffer[:end], self._buffer[end + 2:]
-            self._event(event)
+        buffer = self._buffer + chunk if self._buffer else chunk
+        start = 0
+        while (end := buffer.find(b"\n\n", start)) >= 0:  # by offset: a whole answer fed at once is read once
+            self._event(buffer[start:end])
+            start = end + 2
+        self._buffer = buffer[start:]
 
     def _event(self, raw: bytes) -> None:
         data = b"".join(line[5:].lstrip() for line in raw.replace(b"\r\n", b"\n").split(b"\n")

@@ -1,0 +1,131 @@
+"""The gateway's recorder thread (issue 29): every exchange is written here, off the stream's path.
+
+The proxy hands over an exchange as it ended (the answer's raw bytes, unparsed) with one `SimpleQueue.put`: no
+future, no parse, no database on the event loop, so a slow database delays the record, never the client. The
+thread takes every exchange waiting and writes them in one transaction, a savepoint each (one commit per batch
+rather than per exchange; a record that fails rolls back alone), in the order the exchanges ended, so a Codex
+session's exchanges land in order. It keeps its database connection open between batches (opening one per
+exchange cost more than the write) and drops it after an error, so the next batch reconnects.
+
+Jobs that must run after the records before them (compactweb mode brings the history up to the compaction
+request's before compacting) go through the same queue (`run`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection, connections, transaction
+
+from gateway_app import recording
+
+logger = logging.getLogger(__name__)
+
+BATCH = 64  # at most this many exchanges per transaction: a batch holds SQLite's write lock while it runs
+
+
+class _Job:
+    """A callable run alone on the recorder thread; its result (or error) goes back to the awaiting loop."""
+
+    def __init__(self, fn: Callable[[], Any], loop: asyncio.AbstractEventLoop | None,
+                 future: asyncio.Future | None) -> None:
+        self.fn, self.loop, self.future = fn, loop, future
+
+    def run(self) -> None:
+        try:
+            result, error = self.fn(), None
+        except BaseException as exc:  # handed back to the caller
+            result, error = None, exc
+        if self.future is not None:
+            self.loop.call_soon_threadsafe(_settle, self.future, result, error)
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start = threading.Lock()
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None:
+            with self._start:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._loop, name="compactweb-gateway-record", daemon=True)
+                    self._thread.start()
+
+    def submit(self, exchange: recording.Exchange) -> None:
+        """Record `exchange` later (thread-safe, costs the caller one queue put)."""
+        self._ensure_thread()
+        self._queue.put(exchange)
+
+    async def run(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the recorder thread after every record submitted before it; its result."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._ensure_thread()
+        self._queue.put(_Job(fn, loop, future))
+        return await future
+
+    def run_sync(self, fn: Callable[[], Any]) -> None:
+        """Run `fn` on the recorder thread and wait for it (from a thread that is not the recorder's)."""
+        done = threading.Event()
+        self._ensure_thread()
+        self._queue.put(_Job(lambda: (fn(), done.set()), None, None))
+        done.wait()
+
+    def _loop(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            exchanges: list[recording.Exchange] = []
+            for entry in batch:
+                if isinstance(entry, _Job):
+                    self._write(exchanges)
+                    exchanges = []
+                    entry.run()
+                else:
+                    exchanges.append(entry)
+            self._write(exchanges)
+
+    def _write(self, exchanges: list[recording.Exchange]) -> None:
+        if not exchanges:
+            return
+        if connection.connection is not None and not connection.is_usable():
+            connection.close()  # closed by the server while idle: reconnect rather than lose the batch
+        try:
+            with transaction.atomic():
+                for exchange in exchanges:
+                    try:
+                        with transaction.atomic():
+                            recording.do_record_exchange(exchange=exchange)
+                    except Exception:  # this record rolls back alone; the others are written
+                        logger.exception("gateway: recording an exchange of route %s failed", exchange.route_id)
+        except Exception:  # the connection broke (a database restart): drop it, the next batch reconnects
+            logger.exception("gateway: a batch of %d records could not be written", len(exchanges))
+            connection.close()
+
+
+recorder = Recorder()
+
+
+def close_connections() -> None:
+    """Close the recorder's database connections (a test database is dropped after the tests)."""
+    recorder.run_sync(connections.close_all)
