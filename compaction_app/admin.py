@@ -50,7 +50,7 @@ class ProviderAdmin(AuditedAdminMixin, admin.ModelAdmin):
         ("Compaction support", {
             "description": "Which server-side compaction the provider offers decides the strategy Codex selects "
                            "(spec §2.5); the compatibility hash triggers comp_hash_changed compactions (§2.4).",
-            "fields": ("remote_compaction", "supports_reasoning", "comp_hash"),
+            "fields": ("remote_compaction", "supports_reasoning", "supports_images", "comp_hash"),
         }),
         ("Network and retries", {
             "description": "Codex: stream_idle_timeout_ms, stream_max_retries and request_max_retries (spec §6.2).",

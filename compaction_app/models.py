@@ -101,6 +101,12 @@ class Provider(models.Model):
     supports_reasoning = models.BooleanField(
         default=False, help_text="Whether requests carry reasoning settings and ask for encrypted reasoning."
     )
+    supports_images = models.BooleanField(
+        default=True,
+        help_text="Whether the model takes image input (Codex: the model's input_modalities). Off: images in "
+        "messages and tool outputs are sent as a placeholder text and generated images are dropped, in every "
+        "request to this provider (spec §6).",
+    )
     comp_hash = models.CharField(
         max_length=200, blank=True,
         help_text="The model's compatibility hash; a change between turns triggers comp_hash_changed (§2.4).",

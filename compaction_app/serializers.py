@@ -17,7 +17,7 @@ class ProviderSerializer(serializers.ModelSerializer):
             "id", "name", "base_url", "wire_api", "model", "fallback_model", "context_window",
             "effective_context_window_percent", "usable_context_window", "remote_compaction", "api_key_env",
             "header_envs", "encoding", "connect_timeout", "read_timeout", "stream_max_retries", "request_max_retries",
-            "supports_reasoning", "comp_hash", "created", "updated",
+            "supports_reasoning", "supports_images", "comp_hash", "created", "updated",
         ]
         read_only_fields = ["id", "usable_context_window", "created", "updated"]
 

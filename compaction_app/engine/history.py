@@ -404,6 +404,12 @@ def _strip_images(item: Item) -> Item:
     return item if stripped is None else {**item, key: stripped}
 
 
+def text_only_view(items: Iterable[Item]) -> list[Item]:
+    """Every item as a text-only model gets it (`_strip_images`): what a turn's request sends to a provider
+    without image input; the stored history keeps its images."""
+    return [_strip_images(item) for item in items]
+
+
 def normalize_for_request(items: list[Item], *, supports_images: bool = True) -> list[Item]:
     """The model-visible form of a history (Codex `for_prompt`, spec §4.1 step 3, §1.1).
 

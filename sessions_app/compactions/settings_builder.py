@@ -229,6 +229,7 @@ def compaction_settings(
         tools=tools,
         parallel_tool_calls=bool(tools) if parallel_tool_calls is None else parallel_tool_calls,
         reasoning=dict(DEFAULT_REASONING) if provider.supports_reasoning else None,
+        supports_images=provider.supports_images,
         prompt_cache_key=thread_id or None,
         thread_id=thread_id,
         masking_keep_turns=policy.masking_keep_turns,

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from compaction_app.engine import thresholds
+from compaction_app.engine.history import text_only_view
 from compaction_app.engine.items import Item, message_text, needs_client_output, output_call_id, user_message
 from compaction_app.engine.port import ModelClient, ResponsesRequest, Usage
 from compaction_app.engine.provider_errors import ProviderError
@@ -152,6 +153,8 @@ class TurnConfig:
     parallel_tool_calls: bool = False
     # A settings change the turn carries (spec §5.3): any of cwd, approval_policy, sandbox_policy, model.
     settings_change: Mapping[str, Any] = field(default_factory=dict)
+    # Off for a provider whose model takes no image input: requests carry the placeholder text (spec §6).
+    supports_images: bool = True
 
 
 @dataclass(frozen=True)
@@ -407,9 +410,10 @@ async def run_turn_loop(
                                              "finishing; stopped")
             return result
         state = await port.state()
+        history = await port.history()
         request = ResponsesRequest(
             model=model_slug,
-            input=await port.history(),
+            input=history if config.supports_images else text_only_view(history),
             instructions=config.base_instructions,
             tools=specs,
             parallel_tool_calls=config.parallel_tool_calls if specs else False,

@@ -495,6 +495,7 @@ def _turn_config(session: Session, **overrides: Any) -> TurnConfig:
         reasoning=dict(settings_builder.DEFAULT_REASONING) if session.provider.supports_reasoning else None,
         request_tools=list(session.tools or []),
         parallel_tool_calls=session.parallel_tool_calls,
+        supports_images=session.provider.supports_images,
     )
     for key, value in overrides.items():
         if value is not None:
