@@ -1,4 +1,4 @@
-"""The fleet board's filters (state, provider, policy, text), parsed once from a query string.
+"""The fleet board's filters (state, kind, provider, policy, text), parsed once from a query string.
 
 The page applies them to the session query; the fleet websocket applies the same filter to each event's session
 summary, so a filtered board only receives rows it shows (and a row that stops matching is removed).
@@ -31,6 +31,7 @@ class FleetFilter:
     provider: int | None = None
     policy: int | None = None
     text: str = ""
+    source: str = ""  # the session's kind: native, imported, followed, replay, gateway (Session.source)
 
     @classmethod
     def from_query(cls, query: Mapping[str, Any]) -> FleetFilter:
@@ -41,11 +42,12 @@ class FleetFilter:
             provider=_positive_int(query.get("provider")),
             policy=_positive_int(query.get("policy")),
             text=str(query.get("q") or "").strip()[:200],
+            source=str(query.get("kind") or "").strip()[:16],
         )
 
     @property
     def active(self) -> bool:
-        return bool(self.state or self.provider or self.policy or self.text)
+        return bool(self.state or self.provider or self.policy or self.text or self.source)
 
     def matches(self, summary: Mapping[str, Any]) -> bool:
         """Whether a session summary (sessions_app.rollout.selectors.session_summary) passes the filter."""
@@ -55,8 +57,11 @@ class FleetFilter:
             return False
         if self.policy and summary.get("policy") != self.policy:
             return False
+        if self.source and summary.get("source") != self.source:
+            return False
         return not self.text or self.text.lower() in str(summary.get("title", "")).lower()
 
     def as_query(self) -> dict[str, str]:
-        query = {"state": self.state, "provider": self.provider or "", "policy": self.policy or "", "q": self.text}
+        query = {"state": self.state, "kind": self.source, "provider": self.provider or "", "policy": self.policy or "",
+                 "q": self.text}
         return {k: str(v) for k, v in query.items() if v}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -31,6 +32,7 @@ from django.conf import settings
 from compactweb import db_outage, ws_auth, ws_revocation
 from compactweb.roles import OPERATOR, has_role
 from sessions_app.fleet.filter import FleetFilter
+from sessions_app.fleet.paging import FleetPage
 from sessions_app.live import render as live_render
 from sessions_app.live import selectors as live_selectors
 from sessions_app.live.pools import DatabaseThreads
@@ -361,28 +363,56 @@ class SessionConsumer(RoleCheckedConsumer):
             await self.send(text_data=html)
 
 
+# The fleet's counts by filter, shared by the fleet pages of a process: (monotonic time read, counts). Every page of
+# a filter needs the same counts after the same events, so they are read once per COUNTS_SECONDS, not per page.
+_fleet_counts: dict[FleetFilter, tuple[float, dict[str, Any]]] = {}
+COUNTS_SECONDS = 1.0
+
+
+def shared_fleet_counts(fleet_filter: FleetFilter, *, now: float) -> dict[str, Any]:
+    cached = _fleet_counts.get(fleet_filter)
+    if cached is None or now - cached[0] >= COUNTS_SECONDS:
+        cached = (now, live_selectors.fleet_counts(fleet_filter=fleet_filter))
+        _fleet_counts[fleet_filter] = cached
+    return cached[1]
+
+
 class FleetConsumer(RoleCheckedConsumer):
-    """Streams the fleet board, coalescing updates per session: each session's row is re-rendered at most once per
-    `flush_seconds` from its newest summary. A row is a snapshot carrying its session's seq, so coalescing loses
-    nothing: the newest row contains every change before it."""
+    """Streams one page of the fleet board: the rows it holds (the `rows` of its query, else its page ranked at
+    connect), coalescing updates per session: each row is re-rendered at most once per `flush_seconds` from its
+    session's newest summary. A row is a snapshot carrying its session's seq, so coalescing loses nothing: the newest
+    row contains every change before it. Events of sessions not on the page render nothing; a change of state
+    anywhere (or a new session) refreshes the header's counts, at most once per COUNTS_SECONDS."""
 
     flush_seconds = 0.1
 
     def groups_to_join(self) -> list[str]:
         return [FLEET_GROUP]
 
+    def _query(self) -> dict[str, str]:
+        return {k: v[-1] for k, v in parse_qs(self.scope.get("query_string", b"").decode()).items()}
+
     def read_first(self) -> dict:
-        return live_render.names()
+        query = self._query()
+        page = FleetPage.from_query(query)
+        rows = page.rows
+        if rows is None:
+            rows = tuple(s.pk for s in live_selectors.fleet_page(fleet_filter=FleetFilter.from_query(query), page=page))
+        return {"names": live_render.names(), "rows": rows}
 
     async def start(self, first: dict) -> None:
-        query = {k: v[-1] for k, v in parse_qs(self.scope.get("query_string", b"").decode()).items()}
-        self.fleet_filter = FleetFilter.from_query(query)
+        self.fleet_filter = FleetFilter.from_query(self._query())
+        self.page_rows: set[int] = set(first["rows"])
         self.summaries: dict[int, dict[str, Any]] = {}
         self.attempts: dict[int, dict[str, Any] | None] = {}
+        self.states: dict[int, str] = {}  # the last state seen of each session, to notice a change in the counts
         self.pending: set[int] = set()
         self.stale_attempts: set[int] = set()
+        self.counts_due = False
+        self.counts_at = 0.0
+        self.counts_sent: dict[str, Any] | None = None
         self.flusher: asyncio.Task | None = None
-        self.names = first
+        self.names = first["names"]
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
@@ -401,6 +431,17 @@ class FleetConsumer(RoleCheckedConsumer):
             return
         session_id = int(event["session_id"])
         summary = event.get("summary")
+        state = summary.get("state") if summary is not None else None
+        if state is None or self.states.get(session_id) != state:
+            self.counts_due = True  # a new session, a change of state, or one an event does not tell
+            if state is not None:
+                self.states[session_id] = state
+        if session_id in self.page_rows:
+            self._row_event(session_id, event, summary)
+        if self.flusher is None or self.flusher.done():
+            self.flusher = asyncio.ensure_future(self._flush_soon())
+
+    def _row_event(self, session_id: int, event: dict[str, Any], summary: dict[str, Any] | None) -> None:
         if summary is not None:
             previous = self.summaries.get(session_id)
             if previous is None or summary.get("last_seq", 0) >= previous.get("last_seq", 0):
@@ -414,11 +455,9 @@ class FleetConsumer(RoleCheckedConsumer):
         ):
             self.stale_attempts.add(session_id)
         self.pending.add(session_id)
-        if self.flusher is None or self.flusher.done():
-            self.flusher = asyncio.ensure_future(self._flush_soon())
 
     async def _flush_soon(self) -> None:
-        while self.pending:
+        while self.pending or self.counts_due:
             await asyncio.sleep(self.flush_seconds)
             try:
                 await self.flush()
@@ -426,13 +465,28 @@ class FleetConsumer(RoleCheckedConsumer):
                 logger.exception("fleet update failed")
 
     async def flush(self) -> None:
+        now = time.monotonic()
+        counts = self.counts_due and now - self.counts_at >= COUNTS_SECONDS
+        if not self.pending and not counts:
+            return  # only counts, not due yet: no thread hop
+        if counts:
+            self.counts_due, self.counts_at = False, now
         ids, self.pending = sorted(self.pending), set()
         stale, self.stale_attempts = self.stale_attempts, set()
-        html = await in_render_pool(self._render)(ids, stale)
+        html = await in_render_pool(self._render)(ids, stale, counts)
         if html:
             await self.send(text_data=html)
 
-    def _render(self, ids: list[int], stale: set[int]) -> str:
+    def _render(self, ids: list[int], stale: set[int], counts: bool = False) -> str:
+        html = self._render_rows(ids, stale) if ids else ""
+        if counts:
+            fresh = shared_fleet_counts(self.fleet_filter, now=time.monotonic())
+            if fresh != self.counts_sent:
+                self.counts_sent = fresh
+                html += live_render.fleet_counts_of(counts=fresh, fleet_filter=self.fleet_filter)
+        return html
+
+    def _render_rows(self, ids: list[int], stale: set[int]) -> str:
         # A compaction changes the row's numbers and its last-compaction cell together: re-read both, so the row
         # never shows a finished compaction beside the counts from before it.
         missing = [i for i in ids if i not in self.summaries or i in stale]
@@ -446,6 +500,8 @@ class FleetConsumer(RoleCheckedConsumer):
         if any(s["provider"] not in self.names["providers"] or s["policy"] not in self.names["policies"]
                for s in summaries):
             self.names = live_render.names()
+        # a row that leaves the filter is removed from the page, and no longer followed
+        self.page_rows -= {s["id"] for s in summaries if not self.fleet_filter.matches(s)}
         return live_render.fleet_updates(
             summaries=summaries, attempts=self.attempts, names_by_id=self.names, fleet_filter=self.fleet_filter
         )

@@ -20,6 +20,7 @@ from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.compactions.alerts import recent_alerts
 from sessions_app.compactions.queue import queued_for
 from sessions_app.fleet.filter import FleetFilter
+from sessions_app.fleet.paging import FleetPage
 from sessions_app.live import selectors as ls
 from sessions_app.live.token_chart import Chart, Point, chart_geometry
 from sessions_app.models import Session
@@ -339,20 +340,34 @@ def names() -> dict[str, dict[int, str]]:
     }
 
 
-def fleet_context(*, fleet_filter: FleetFilter) -> dict[str, Any]:
-    sessions = list(ls.fleet_sessions(fleet_filter=fleet_filter))
-    summaries = [selectors.session_summary(session=s) for s in sessions]
+def fleet_context(*, fleet_filter: FleetFilter, page: FleetPage) -> dict[str, Any]:
+    """One page of the board and the whole fleet's counts."""
+    summaries = [selectors.session_summary(session=s) for s in ls.fleet_page(fleet_filter=fleet_filter, page=page)]
+    counts = ls.fleet_counts(fleet_filter=fleet_filter)
+    rows = page.rows if page.rows is not None else tuple(s["id"] for s in summaries)
     return {
         "rows": summaries,
         "attempts": ls.last_attempts(session_ids=[s["id"] for s in summaries]),
         "names": names(),
         "filter": fleet_filter,
+        "page": page,
+        "counts": counts,
+        "page_ids": ",".join(str(i) for i in rows),
+        "shown_to": page.offset + len(summaries),
+        "has_next": page.offset + len(rows) < counts["matching"],
     }
 
 
-def fleet_table(*, fleet_filter: FleetFilter) -> str:
-    """The table body as one out-of-band fragment: the fleet's HTTP re-sync answer."""
-    return _partial(FLEET_PAGE, "fleet_rows", {**fleet_context(fleet_filter=fleet_filter), "oob": True})
+def fleet_table(*, fleet_filter: FleetFilter, page: FleetPage) -> str:
+    """The table body and the counts as out-of-band fragments: the fleet's HTTP re-sync answer (the page's own
+    rows, when it names them)."""
+    context = {**fleet_context(fleet_filter=fleet_filter, page=page), "oob": True}
+    return _partial(FLEET_PAGE, "fleet_rows", context) + _partial(FLEET_PAGE, "fleet_counts", context)
+
+
+def fleet_counts_of(*, counts: Mapping[str, Any], fleet_filter: FleetFilter) -> str:
+    """The header's counts (sessions_app.live.selectors.fleet_counts) as an out-of-band fragment."""
+    return _partial(FLEET_PAGE, "fleet_counts", {"counts": counts, "filter": fleet_filter, "oob": True})
 
 
 def fleet_updates(

@@ -8,29 +8,98 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast, Coalesce, Least, NullIf
 
-from compaction_app.models import Compaction, CompactionAttempt
-from sessions_app.fleet.filter import FleetFilter
+from compaction_app.models import Compaction, CompactionAttempt, CompactionPolicy
+from sessions_app.fleet.filter import STATES, FleetFilter
+from sessions_app.fleet.paging import NEWEST, OLDEST, PAGE_SIZE, FleetPage
 from sessions_app.live.token_chart import Point
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session, SimulatorRun
 from sessions_app.rollout import projection as p
 
 CHART_POINTS = 600  # readings kept on the chart: enough for hours of turns, bounded per render
-FLEET_LIMIT = 500
 
 
-def fleet_sessions(*, fleet_filter: FleetFilter) -> QuerySet[Session]:
-    sessions = Session.objects.select_related("provider", "policy")
+def _filtered(fleet_filter: FleetFilter) -> QuerySet[Session]:
+    sessions = Session.objects.all()
     if fleet_filter.state:
         sessions = sessions.filter(state=fleet_filter.state)
+    if fleet_filter.source:
+        sessions = sessions.filter(source=fleet_filter.source)
     if fleet_filter.provider:
         sessions = sessions.filter(provider_id=fleet_filter.provider)
     if fleet_filter.policy:
         sessions = sessions.filter(policy_id=fleet_filter.policy)
     if fleet_filter.text:
         sessions = sessions.filter(title__icontains=fleet_filter.text)
-    return sessions.order_by("-created_at", "-pk")[:FLEET_LIMIT]
+    return sessions
+
+
+def _with_fill(sessions: QuerySet[Session]) -> QuerySet[Session]:
+    """Annotate `fill`: tokens in the window over the auto-compact limit, in SQL, as the meter computes them in
+    Python (compaction_app.engine.meter.active_total over compaction_app.limits.auto_compact_limit; a limit of 0
+    measures against the window, as the meter's colour does)."""
+    big = BigIntegerField()
+    tokens = ExpressionWrapper(F("meter_usage_total") + F("meter_since_model") + Case(
+        When(meter_reasoning_included=True, then=Value(0)), default=F("meter_reasoning_before_user"), output_field=big,
+    ), output_field=big)
+    window = Cast(F("provider__context_window"), big)
+    ninety = ExpressionWrapper(window * 9 / 10, output_field=big)
+    configured = Cast(F("policy__auto_compact_token_limit"), big)
+    limit = Case(
+        When(policy__auto_compact_scope=CompactionPolicy.Scope.BODY_AFTER_PREFIX,
+             policy__auto_compact_token_limit__isnull=False, then=configured),
+        default=Least(Coalesce(configured, ninety), ninety), output_field=big,
+    )
+    real = FloatField()
+    fill = Cast(tokens, real) / Cast(Coalesce(NullIf(limit, 0), window), real)
+    return sessions.annotate(fill=fill)
+
+
+def _ordered(sessions: QuerySet[Session], sort: str) -> QuerySet[Session]:
+    if sort == OLDEST:
+        return sessions.order_by("created_at", "pk")
+    if sort == NEWEST:
+        return sessions.order_by("-created_at", "-pk")
+    return _with_fill(sessions).order_by(F("fill").desc(nulls_last=True), "-pk")
+
+
+def fleet_page(*, fleet_filter: FleetFilter, page: FleetPage) -> list[Session]:
+    """The sessions of one page of the board: the page's own rows (`page.rows`, those still matching the filter)
+    when it has rendered already, else the page ranked now (offset pagination: a page of PAGE_SIZE rows, one
+    query; the sort's key is computed per row, so the database sorts the filtered fleet, a few ms at 1,000)."""
+    sessions = _filtered(fleet_filter).select_related("provider", "policy")
+    if page.rows is not None:
+        return list(_ordered(sessions.filter(pk__in=page.rows), page.sort))
+    return list(_ordered(sessions, page.sort)[page.offset:page.offset + PAGE_SIZE])
+
+
+def fleet_counts(*, fleet_filter: FleetFilter) -> dict[str, Any]:
+    """The whole fleet's sessions by state, and how many match the filter: two grouped counts."""
+    by_state = dict(Session.objects.order_by().values_list("state").annotate(n=Count("pk")))
+    matching = (sum(by_state.values()) if not fleet_filter.active
+                else _filtered(fleet_filter).order_by().count())
+    return {"total": sum(by_state.values()), "matching": matching,
+            "by_state": {state: by_state.get(state, 0) for state in STATES}}
+
+
+def fleet_sources() -> list[str]:
+    """The kinds of session the fleet holds (the kind filter's choices)."""
+    return sorted(Session.objects.order_by().values_list("source", flat=True).distinct())
 
 
 def attempt_view(attempt: CompactionAttempt) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from django import template
 from compaction_app.engine import items as it
 from compaction_app.engine.stuck import RECOVERIES, Stuck, stuck_state
 from compaction_app.engine.vocabulary import method_label
+from sessions_app.fleet.paging import fill
 from sessions_app.live.token_chart import short_tokens
 
 register = template.Library()
@@ -134,6 +135,12 @@ def meter_view(summary: dict[str, Any]) -> MeterView:
     level = "over" if ratio >= 1 else "hot" if ratio >= 0.85 else "warm" if ratio >= 0.6 else "ok"
     return MeterView(tokens=tokens, window=window, limit=limit, pct=pct, limit_pct=limit_pct, level=level,
                      headroom=(limit - tokens) if limit else None)
+
+
+@register.filter
+def fleet_fill(summary: dict[str, Any]) -> str:
+    """The row's rank under the fleet's default sort (sessions_app.fleet.paging.fill), for the browser to parse."""
+    return f"{fill(summary):.6f}"
 
 
 @register.filter

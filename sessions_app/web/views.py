@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from compaction_app.models import CompactionPolicy, Provider
@@ -19,8 +20,10 @@ from sessions_app.compactions.alerts import recent_alerts
 from sessions_app.compactions.queue import CompactionRequestRefused, request_notice
 from sessions_app.fleet import runtime as fleet_runtime
 from sessions_app.fleet.filter import STATES, FleetFilter
+from sessions_app.fleet.paging import NEAREST_LIMIT, SORTS, FleetPage
 from sessions_app.jobs.tasks import do_request_compaction
 from sessions_app.live import render as live_render
+from sessions_app.live.selectors import fleet_sources
 from sessions_app.models import Session, SimulatorRun
 from sessions_app.simulator.scenarios import list_scenarios
 from sessions_app.web.forms import CompactNowForm, FleetStartForm, HistoryPageForm
@@ -43,12 +46,24 @@ def _start_form_context() -> dict:
 
 def _fleet_page(request, **extra):
     fleet_filter = FleetFilter.from_query(request.GET)
-    context = live_render.fleet_context(fleet_filter=fleet_filter)
-    query = fleet_filter.as_query()
+    page = FleetPage.from_query(request.GET)
+    page = FleetPage(sort=page.sort, number=page.number)  # a full load ranks the page again
+    context = live_render.fleet_context(fleet_filter=fleet_filter, page=page)
+    query = {**fleet_filter.as_query(), **({"sort": page.sort} if page.sort != NEAREST_LIMIT else {})}
+
+    def link(number: int) -> str:
+        return urlencode({**query, **({"page": number} if number > 1 else {})})
+
     context.update(
         nav="fleet",
         states=STATES,
-        ws_query="&".join(f"{k}={v}" for k, v in query.items()),
+        sorts=SORTS,
+        sources=fleet_sources(),
+        # the live connection and the re-sync follow exactly the rows this page shows
+        ws_query=urlencode({**query, "rows": context["page_ids"]}),
+        prev_query=link(page.number - 1) if page.number > 1 else None,
+        next_query=link(page.number + 1) if context["has_next"] else None,
+        rerank_query=link(page.number),
         recent_alerts=recent_alerts(),
         **_start_form_context(),
         **extra,
@@ -66,7 +81,8 @@ def fleet(request):
 @role_required(OPERATOR)
 def fleet_rows(request):
     """The fleet table as an out-of-band fragment (the page's re-sync after a reconnect or an unknown row)."""
-    return HttpResponse(live_render.fleet_table(fleet_filter=FleetFilter.from_query(request.GET)))
+    return HttpResponse(live_render.fleet_table(fleet_filter=FleetFilter.from_query(request.GET),
+                                                page=FleetPage.from_query(request.GET)))
 
 
 @require_GET

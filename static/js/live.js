@@ -93,6 +93,29 @@
     }
   });
 
+  // A fleet page keeps its rows in its sort after live updates: nearest the auto-compact limit first (each row's
+  // meter's data-fill, as the server ranked the page), or by id (newest, oldest). Only the page's own rows are here.
+  function rowId(tr) { return parseInt(tr.id.replace("session-", ""), 10) || 0; }
+  function rowFill(tr) { var c = tr.querySelector("[data-fill]"); return c ? parseFloat(c.dataset.fill) || 0 : 0; }
+  function sortFleetRows() {
+    var root = liveRoot();
+    var body = document.getElementById("fleet-rows");
+    if (!root || root.dataset.live !== "fleet" || !body) { return; }
+    var sort = root.dataset.sort || "limit";
+    var rows = Array.prototype.slice.call(body.querySelectorAll("tr[id^='session-']"));
+    var sorted = rows.slice().sort(function (a, b) {
+      if (sort === "oldest") { return rowId(a) - rowId(b); }
+      if (sort === "limit") {
+        var d = rowFill(b) - rowFill(a);
+        if (d !== 0) { return d; }
+      }
+      return rowId(b) - rowId(a);
+    });
+    var moved = sorted.some(function (tr, i) { return tr !== rows[i]; });
+    if (moved) { sorted.forEach(function (tr) { body.appendChild(tr); }); }
+  }
+  document.addEventListener("htmx:wsAfterMessage", sortFleetRows);
+
   // A fleet row for a session the page does not show yet (a new session): fetch the table again.
   document.addEventListener("htmx:oobErrorNoTarget", function (evt) {
     var content = evt.detail.content;

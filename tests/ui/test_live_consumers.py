@@ -195,11 +195,12 @@ async def test_the_fleet_coalesces_a_burst_into_one_row_with_the_last_seq(
 
 
 async def test_a_filtered_fleet_removes_a_row_that_does_not_match(ws_for, operator_user, session, items_factory):
-    comm = await ws_for(operator_user, "/ws/fleet/?state=running")
+    comm = await ws_for(operator_user, f"/ws/fleet/?state=running&rows={session.pk}")  # the page showed it running
     await connected(comm)
     await append(session, items_factory.user("an idle session changes"))
     html = await text_of(comm)
-    assert html == f'<tr id="session-{session.pk}" hx-swap-oob="delete" data-live-delete="1"></tr>'
+    assert html.startswith(f'<tr id="session-{session.pk}" hx-swap-oob="delete" data-live-delete="1"></tr>')
+    assert 'id="fleet-counts"' in html and 'data-matching="0"' in html  # the header counts follow
     await comm.disconnect()
 
 
@@ -218,6 +219,7 @@ async def test_the_fleet_rereads_the_last_compaction_when_any_line_of_an_event_i
     consumer = FleetConsumer()
     consumer.serving = True  # admitted: connected with the operator role
     consumer.summaries, consumer.pending, consumer.stale_attempts, consumer.flusher = {}, set(), set(), None
+    consumer.page_rows, consumer.states = {3}, {}  # the page shows session 3
     consumer._flush_soon = lambda: _noop()  # the flush is not under test here
 
     await consumer.session_event(lines_event(session_id=3, summary={"last_seq": lines[-1][0]}, lines=lines))

@@ -223,7 +223,7 @@ def test_the_fleet_filters_by_state_and_text(operator_user, make_session):
     client = login(operator_user)
     body = client.get("/?state=running").content.decode()
     assert "alpha run" in body and "beta idle" not in body
-    assert 'ws-connect="/ws/fleet/?state=running"' in body
+    assert f'ws-connect="/ws/fleet/?state=running&amp;rows={running.pk}"' in body
     body = client.get("/?q=BETA").content.decode()
     assert "beta idle" in body and "alpha run" not in body
 
@@ -297,5 +297,6 @@ def test_the_fleet_resync_swaps_the_table_body_once_not_each_row_again(operator_
     make_session(title="one")
     make_session(title="two")
     body = login(operator_user).get("/fleet/rows/").content.decode()
-    assert body.count('hx-swap-oob="true"') == 1 and '<tbody id="fleet-rows" hx-swap-oob="true">' in body
+    assert '<tbody id="fleet-rows" hx-swap-oob="true">' in body and not re.search(r'<tr id="session-[^>]*oob', body)
+    assert body.count('hx-swap-oob="true"') == 2 and 'id="fleet-counts" ' in body  # the body and the header counts
     assert body.count('<tr id="session-') == 2
