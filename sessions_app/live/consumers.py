@@ -32,7 +32,7 @@ from django.conf import settings
 from compactweb import db_outage, ws_auth, ws_revocation
 from compactweb.roles import OPERATOR, has_role
 from sessions_app.fleet.filter import FleetFilter
-from sessions_app.fleet.paging import FleetPage
+from sessions_app.fleet.paging import PAGE_SIZE, FleetPage
 from sessions_app.live import render as live_render
 from sessions_app.live import selectors as live_selectors
 from sessions_app.live.pools import DatabaseThreads
@@ -381,8 +381,9 @@ class FleetConsumer(RoleCheckedConsumer):
     """Streams one page of the fleet board: the rows it holds (the `rows` of its query, else its page ranked at
     connect), coalescing updates per session: each row is re-rendered at most once per `flush_seconds` from its
     session's newest summary. A row is a snapshot carrying its session's seq, so coalescing loses nothing: the newest
-    row contains every change before it. Events of sessions not on the page render nothing; a change of state
-    anywhere (or a new session) refreshes the header's counts, at most once per COUNTS_SECONDS."""
+    row contains every change before it. Events of sessions not on the page render nothing (but a new session joins
+    the fleet's last page while it has room); a change of state anywhere (or a new session) refreshes the header's
+    counts, at most once per COUNTS_SECONDS."""
 
     flush_seconds = 0.1
 
@@ -398,11 +399,15 @@ class FleetConsumer(RoleCheckedConsumer):
         rows = page.rows
         if rows is None:
             rows = tuple(s.pk for s in live_selectors.fleet_page(fleet_filter=FleetFilter.from_query(query), page=page))
-        return {"names": live_render.names(), "rows": rows}
+        newest = Session.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+        return {"names": live_render.names(), "rows": rows, "newest": newest}
 
     async def start(self, first: dict) -> None:
         self.fleet_filter = FleetFilter.from_query(self._query())
         self.page_rows: set[int] = set(first["rows"])
+        # A page with room is the fleet's last: a session created after the connect ranks there (its fill starts
+        # near 0, its id is the newest), so it joins the page while there is room.
+        self.newest_id: int | None = first["newest"] if len(self.page_rows) < PAGE_SIZE else None
         self.summaries: dict[int, dict[str, Any]] = {}
         self.attempts: dict[int, dict[str, Any] | None] = {}
         self.states: dict[int, str] = {}  # the last state seen of each session, to notice a change in the counts
@@ -436,10 +441,16 @@ class FleetConsumer(RoleCheckedConsumer):
             self.counts_due = True  # a new session, a change of state, or one an event does not tell
             if state is not None:
                 self.states[session_id] = state
+        if session_id not in self.page_rows and self._joins_the_page(session_id, summary):
+            self.page_rows.add(session_id)
         if session_id in self.page_rows:
             self._row_event(session_id, event, summary)
         if self.flusher is None or self.flusher.done():
             self.flusher = asyncio.ensure_future(self._flush_soon())
+
+    def _joins_the_page(self, session_id: int, summary: dict[str, Any] | None) -> bool:
+        return (self.newest_id is not None and session_id > self.newest_id and len(self.page_rows) < PAGE_SIZE
+                and summary is not None and self.fleet_filter.matches(summary))
 
     def _row_event(self, session_id: int, event: dict[str, Any], summary: dict[str, Any] | None) -> None:
         if summary is not None:

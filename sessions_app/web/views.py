@@ -59,8 +59,9 @@ def _fleet_page(request, **extra):
         states=STATES,
         sorts=SORTS,
         sources=fleet_sources(),
-        # the live connection and the re-sync follow exactly the rows this page shows
+        # the live connection follows exactly the rows this page shows (the re-sync asks for the rows it holds)
         ws_query=urlencode({**query, "rows": context["page_ids"]}),
+        resync_query=urlencode(query),
         prev_query=link(page.number - 1) if page.number > 1 else None,
         next_query=link(page.number + 1) if context["has_next"] else None,
         rerank_query=link(page.number),

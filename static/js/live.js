@@ -22,7 +22,9 @@
     resyncing = true;
     root.dataset.resyncs = String(parseInt(root.dataset.resyncs || "0", 10) + 1);
     root.dataset.lastResync = reason;
-    htmx.ajax("GET", root.dataset.resyncUrl, { source: root, target: root, swap: "none" }).finally(function () {
+    var url = root.dataset.resyncUrl;
+    if (root.dataset.live === "fleet") { url += (url.indexOf("?") < 0 ? "?" : "&") + "rows=" + fleetRowIds().join(","); }
+    htmx.ajax("GET", url, { source: root, target: root, swap: "none" }).finally(function () {
       resyncing = false;
       toBottom();
       if (resyncAgain) { resyncAgain = false; resync("queued"); }
@@ -95,6 +97,9 @@
 
   // A fleet page keeps its rows in its sort after live updates: nearest the auto-compact limit first (each row's
   // meter's data-fill, as the server ranked the page), or by id (newest, oldest). Only the page's own rows are here.
+  function fleetRowIds() {
+    return Array.prototype.map.call(document.querySelectorAll("#fleet-rows tr[id^='session-']"), rowId);
+  }
   function rowId(tr) { return parseInt(tr.id.replace("session-", ""), 10) || 0; }
   function rowFill(tr) { var c = tr.querySelector("[data-fill]"); return c ? parseFloat(c.dataset.fill) || 0 : 0; }
   function sortFleetRows() {
@@ -116,10 +121,21 @@
   }
   document.addEventListener("htmx:wsAfterMessage", sortFleetRows);
 
-  // A fleet row for a session the page does not show yet (a new session): fetch the table again.
+  // A fleet row for a session the page does not show yet (a new session joining the page: the server sends only
+  // the page's rows): add it, in its place.
   document.addEventListener("htmx:oobErrorNoTarget", function (evt) {
     var content = evt.detail.content;
     if (content && content.dataset && content.dataset.liveDelete) { return; }
+    var body = document.getElementById("fleet-rows");
+    if (body && content && content.tagName === "TR" && /^session-\d+$/.test(content.id || "")) {
+      var empty = body.querySelector("tr.empty");
+      if (empty) { empty.remove(); }
+      content.removeAttribute("hx-swap-oob");
+      body.appendChild(content);
+      htmx.process(content);
+      sortFleetRows();
+      return;
+    }
     resync("unknown-target");
   });
 

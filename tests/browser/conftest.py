@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -117,10 +118,10 @@ class LiveServer:
         return response.json() if response.content else {}
 
 
-@pytest.fixture(scope="session")
-def web(tmp_path_factory) -> Iterator[LiveServer]:
-    """Daphne serving compactweb (with the in-process simulator scheduler) on a free 127.0.0.1 port."""
-    var = tmp_path_factory.mktemp("browser-var")
+@contextmanager
+def serving(var: Path, **seed_env: str) -> Iterator[LiveServer]:
+    """Daphne serving compactweb (with the in-process simulator scheduler) on a free 127.0.0.1 port, its database
+    seeded by seed_server.py (`seed_env`: extra environment for the seed, e.g. COMPACTWEB_SEED_FLEET)."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env.update(
         COMPACTWEB_VAR_DIR=str(var), SQLITE_PATH=str(var / "browser.sqlite3"), COMPACTWEB_RUN_SIMULATOR="1",
@@ -129,7 +130,8 @@ def web(tmp_path_factory) -> Iterator[LiveServer]:
     )
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     seeded = subprocess.run(
-        [sys.executable, str(HERE / "seed_server.py")], env=env, cwd=ROOT, capture_output=True, text=True, check=False,
+        [sys.executable, str(HERE / "seed_server.py")], env={**env, **seed_env}, cwd=ROOT, capture_output=True,
+        text=True, check=False,
     )
     if seeded.returncode:
         raise RuntimeError(f"seeding the browser test server failed:\n{seeded.stderr[-3000:]}")
@@ -150,6 +152,12 @@ def web(tmp_path_factory) -> Iterator[LiveServer]:
             daphne.wait(timeout=10)
         except subprocess.TimeoutExpired:
             daphne.kill()
+
+
+@pytest.fixture(scope="session")
+def web(tmp_path_factory) -> Iterator[LiveServer]:
+    with serving(tmp_path_factory.mktemp("browser-var")) as server:
+        yield server
 
 
 @pytest.fixture

@@ -70,7 +70,13 @@ stuck_narrow = do_create_session(title="Stuck at 1280 px", provider=provider, po
 # A slow compaction of its own, so a notice can be seen before the compaction it speaks of ends.
 notice = do_create_session(title="Notice ends with its compaction", provider=provider, policy=policy, items=turns,
                            fault_injection={"fault": "slow=2"})
+# A fleet bigger than a page of the board (its own server: tests/browser/test_fleet_paging.py).
+fleet = [
+    do_create_session(title=f"fleet agent {n:03d}", provider=provider, policy=policy).pk
+    for n in range(int(os.environ.get("COMPACTWEB_SEED_FLEET") or 0))
+]
 print(json.dumps({
+    "fleet": fleet,
     "provider": provider.pk,
     "policy": policy.pk,
     "slow_session": slow.pk,
