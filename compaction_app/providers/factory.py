@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from functools import cache
+import threading
 
 import httpx
 
@@ -14,12 +14,30 @@ from compaction_app.providers.client import ResponsesClient
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.in_process import InProcessTransport
 from compaction_app.providers.retry import Sleep
-from compaction_app.providers.simulated.app import create_app
+from compaction_app.providers.simulated.app import SimulatedProvider, create_app
+from compaction_app.providers.simulated.faults import FaultUse
+
+_shared: dict[int | None, SimulatedProvider] = {}  # one embedded simulator per context window, per process
+_shared_lock = threading.Lock()
 
 
-@cache
-def _shared_app(context_window: int | None):
-    return create_app(context_window=context_window)
+def _shared_app(context_window: int | None) -> SimulatedProvider:
+    with _shared_lock:
+        app = _shared.get(context_window)
+        if app is None:
+            app = _shared[context_window] = create_app(context_window=context_window)
+        return app
+
+
+def embedded_fault_use(name: str, key: str) -> FaultUse | None:
+    """How often the fault `name` with `key` fired on the embedded simulators of this process, and when it last
+    did; None when it has not. Another process (a Celery worker) counts its own."""
+    with _shared_lock:
+        apps = list(_shared.values())
+    uses = [u for u in (app.fault_counter.use(name, key) for app in apps) if u is not None]
+    if not uses:
+        return None
+    return FaultUse(fired=sum(u.fired for u in uses), last_fired_at=max(u.last_fired_at for u in uses))
 
 
 def embedded_transport(*, context_window: int | None = None, sleep: Sleep | None = None) -> httpx.ASGITransport:

@@ -19,6 +19,7 @@ from compaction_app.engine.lru import Lru
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.compactions.alerts import recent_alerts
 from sessions_app.compactions.queue import queued_for
+from sessions_app.fleet.faults import fault_panel
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.fleet.paging import FleetPage
 from sessions_app.live import selectors as ls
@@ -62,7 +63,7 @@ def session_context(*, session: Session) -> dict[str, Any]:
         "attempt": ls.latest_attempt(session_id=session.pk),
         "queued": queued_for(session_id=session.pk),
         "run": ls.simulator_run(session_id=session.pk),
-        "faults": session.fault_injection or {},
+        "faults": fault_panel(session=session),
         "progress": None,
     }
 

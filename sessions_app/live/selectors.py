@@ -25,6 +25,7 @@ from django.db.models import (
 from django.db.models.functions import Cast, Coalesce, Least, NullIf
 
 from compaction_app.models import Compaction, CompactionAttempt, CompactionPolicy
+from sessions_app.fleet.faults import fault_blamed, fault_lines
 from sessions_app.fleet.filter import STATES, FleetFilter
 from sessions_app.fleet.paging import NEWEST, OLDEST, PAGE_SIZE, FleetPage
 from sessions_app.live.token_chart import Point
@@ -135,11 +136,16 @@ def last_attempts(*, session_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     if not ids:
         return {}
     newest = CompactionAttempt.objects.filter(session=OuterRef("pk")).order_by("-started_at", "-pk").values("pk")[:1]
-    attempt_ids = [
-        a for a in Session.objects.filter(pk__in=ids).annotate(a=Subquery(newest)).values_list("a", flat=True) if a
-    ]
-    attempts = CompactionAttempt.objects.filter(pk__in=attempt_ids).select_related("compaction")
-    return {a.session_id: attempt_view(a) for a in attempts}
+    rows = list(Session.objects.filter(pk__in=ids).annotate(a=Subquery(newest)).values_list("pk", "a", "fault_injection"))
+    attempts = CompactionAttempt.objects.filter(pk__in=[a for _, a, _ in rows if a]).select_related("compaction")
+    views = {a.session_id: attempt_view(a) for a in attempts}
+    for session_id, _, injection in rows:
+        view = views.get(session_id)
+        if view is not None and view["status"] == CompactionAttempt.Status.FAILED and (injection or {}).get("fault"):
+            # Only a failed attempt of a session with a fault on pays for the fault's words.
+            view["fault_blame"] = fault_blamed(
+                lines=fault_lines(session_id=session_id, fault_injection=injection), attempt=view)
+    return views
 
 
 def latest_attempt(*, session_id: int) -> dict[str, Any] | None:

@@ -15,7 +15,13 @@ from django.views.decorators.http import require_POST
 from compaction_app.engine.stuck import RECOVERIES
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.compactions.queue import CompactionRequestRefused
-from sessions_app.fleet.faults import FaultInjectionError, do_set_session_faults
+from sessions_app.fleet.faults import (
+    FaultInjectionError,
+    do_set_session_faults,
+    fault_lines,
+    fault_panel,
+    recovery_warning,
+)
 from sessions_app.jobs.tasks import do_request_compaction
 from sessions_app.live import render as live_render
 from sessions_app.models import Session
@@ -45,11 +51,11 @@ def session_faults(request, pk: int):
         except FaultInjectionError as exc:
             error = str(exc)
         else:
-            notice = f"Fault on: {spec}." if spec else "Faults cleared."
+            notice = "Fault on: what it does is listed above." if spec else "Faults cleared."
     else:
         error = " ".join(str(e) for errors in form.errors.values() for e in errors)
     if request.htmx:
-        context = {"s": {"id": session.pk}, "faults": session.fault_injection or {}, "fault_form": form,
+        context = {"s": {"id": session.pk}, "faults": fault_panel(session=session), "fault_form": form,
                    "fault_notice": notice, "fault_error": error}
         return render(request, FAULTS_PARTIAL, context, status=400 if error else 200)
     (messages.error if error else messages.success)(request, error or notice)
@@ -80,6 +86,10 @@ def recover_session(request, pk: int):
         messages.error(request, str(exc))
         return redirect(back)
     notice = f"Recovery {'queued' if job.params['behind'] else 'started'}: {RECOVERIES[method].lower()}."
+    warning = recovery_warning(lines=fault_lines(session_id=session.pk, fault_injection=session.fault_injection),
+                               method=method)
+    if warning:
+        notice = f"{notice} {warning}"
     if request.htmx and request.htmx.target == "compaction-status":
         return HttpResponse(live_render.compaction_status(session_id=session.pk, notice=notice))
     if request.htmx:

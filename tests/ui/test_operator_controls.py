@@ -82,7 +82,8 @@ def test_an_operator_switches_a_fault_on_for_one_session_and_it_is_audited(opera
     other = make_session(title="other")
     response = login(operator_user).post(f"/sessions/{session.pk}/faults/", {"fault": "overloaded", "times": "2"},
                                          HTTP_HX_REQUEST="true")
-    assert response.status_code == 200 and b"Fault on: overloaded;times=2;key=" in response.content
+    assert response.status_code == 200 and b"Fault on: what it does is listed above." in response.content
+    assert b"answers HTTP 429" in response.content and b"2 left" in response.content
     session.refresh_from_db()
     other.refresh_from_db()
     assert session.fault_injection["fault"].startswith("overloaded;times=2;key=s") and not other.fault_injection

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import re
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 FAULT_HEADER = "x-sim-fault"
@@ -78,6 +80,34 @@ APPLIES_TO = {
     "compact_malformed": {"compact"},
     "bad_json": {"responses", "responses_v2", "compact", "chat"},
 }
+
+
+# What each fault does to a request it hits, in plain words (the session page's fault panel).
+EFFECTS = {
+    "overloaded": "answers HTTP 429 (rate limit reached; or 503 server overloaded) instead of a reply",
+    "server_error": "answers HTTP 500 (internal server error) instead of a reply",
+    "context_window_exceeded": "answers that the input exceeds the model's context window",
+    "slow": "waits before answering",
+    "stream_closed": "ends the streamed reply before it completes",
+    "v2_zero": "answers a remote v2 compaction with no compaction item",
+    "v2_two": "answers a remote v2 compaction with two compaction items",
+    "compact_malformed": "answers a remote v1 compaction with a body whose output is not a list",
+    "bad_json": "answers with a body (or a stream event) that is not JSON",
+}
+
+# The requests behind each endpoint name of APPLIES_TO, in plain words.
+ENDPOINT_WORDS = {
+    "responses": "streamed /responses requests (turns, local summaries)",
+    "responses_v2": "remote v2 compaction requests",
+    "compact": "remote v1 compaction requests (/responses/compact)",
+    "chat": "chat-completions requests",
+    "messages": "Anthropic messages requests",
+}
+
+
+def requests_hit(name: str) -> str:
+    """The requests a fault applies to, in words (APPLIES_TO)."""
+    return ", ".join(ENDPOINT_WORDS[e] for e in ENDPOINT_WORDS if e in APPLIES_TO[name])
 
 
 class FaultSyntaxError(ValueError):
@@ -151,12 +181,28 @@ def parse_faults(header: str | None) -> list[Fault]:
     return faults
 
 
-class FaultCounter:
-    """Counts uses of `times`-limited faults per (fault, key); one per app instance, safe across threads."""
+@dataclass(frozen=True)
+class FaultUse:
+    """How often a fault (by name and key) fired on this app instance, and when it last did (a `clock` reading)."""
 
-    def __init__(self) -> None:
+    fired: int
+    last_fired_at: float
+
+
+class FaultCounter:
+    """Counts uses of `times`-limited faults per (fault, key), and every firing of any fault with its time (what the
+    session page shows); one per app instance, safe across threads."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._uses: dict[tuple[str, str], int] = {}
+        self._fired: dict[tuple[str, str], FaultUse] = {}
+        self._clock = clock
         self._lock = threading.Lock()
+
+    def use(self, name: str, key: str) -> FaultUse | None:
+        """How often the fault `name` with `key` fired here (None: never)."""
+        with self._lock:
+            return self._fired.get((name, key))
 
     def active(self, faults: list[Fault], endpoint: str) -> dict[str, Fault]:
         """The faults that fire on this request, by name (each limited fault's use is counted here)."""
@@ -172,4 +218,7 @@ class FaultCounter:
                         continue
                     self._uses[slot] = used + 1
                 firing[fault.name] = fault
+                seen = self._fired.get((fault.name, fault.key))
+                self._fired[(fault.name, fault.key)] = FaultUse(
+                    fired=(seen.fired if seen else 0) + 1, last_fired_at=self._clock())
         return firing
