@@ -28,8 +28,13 @@ def test_a_stuck_sessions_recoveries_stay_inside_the_page_and_the_fleet_card_at_
     assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
     recoveries = page.locator(f'#compaction-status [data-stuck="{session_id}"] button[data-recover]')
     expect(recoveries).to_have_count(2)
+    # The status card is below the fold at 800 px. Scrolled in one script run: a live re-render of the card may
+    # replace the buttons between a locator's resolution and its action, and the scroll position outlives it.
+    page.evaluate(
+        "sel => document.querySelector(sel).scrollIntoView({block: 'center'})",
+        f'#compaction-status [data-stuck="{session_id}"]',
+    )
     for i in range(2):
-        recoveries.nth(i).scroll_into_view_if_needed()  # the status card is below the fold at 800 px
         # Wholly in the viewport: IntersectionObserver counts what an ancestor's overflow clips as hidden.
         expect(recoveries.nth(i)).to_be_in_viewport(ratio=1)
 
