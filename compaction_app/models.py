@@ -468,6 +468,11 @@ class AuditEntry(models.Model):
         POLICY_CHANGE = "policy_change", "policy change"
         PROVIDER_CHANGE = "provider_change", "provider change"
         FAULT_INJECTION = "fault_injection", "fault injection"
+        GATEWAY_PAUSE = "gateway_pause", "gateway session paused"
+        GATEWAY_RESUME = "gateway_resume", "gateway session resumed"
+        GATEWAY_COMPACT_REQUEST = "gateway_compact_request", "gateway compaction requested"
+        GATEWAY_COMPACTION = "gateway_compaction", "gateway compaction at the next request"
+        GATEWAY_ROLLBACK = "gateway_rollback", "gateway compaction rolled back for the upstream"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

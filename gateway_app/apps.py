@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class GatewayAppConfig(AppConfig):
     name = "gateway_app"
     verbose_name = "Gateway"
+
+    def ready(self) -> None:
+        # A rollback (or redo) of a gateway session's compaction changes what the gateway forwards (operator.py).
+        from gateway_app import operator
+        from sessions_app.rollout.signals import rollout_appended
+
+        rollout_appended.connect(operator.on_rollout_appended, dispatch_uid="gateway-rollback")

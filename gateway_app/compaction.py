@@ -15,10 +15,11 @@ from typing import Any
 
 from django.db import transaction
 
-from gateway_app import lookups, recording, wire
+from gateway_app import lookups, operator, recording, wire
 from gateway_app.models import CompactionHandle, GatewaySession
 from sessions_app.compactions.services import acompact_session
 from sessions_app.models import Session
+from sessions_app.rollout.events import GATEWAY_NOTICE, apublish_transient
 from sessions_app.rollout.services import append_rollout_lines
 
 
@@ -65,6 +66,27 @@ def _store_handle(*, gs: GatewaySession, compaction_id: int) -> str:
     CompactionHandle.objects.create(handle=handle, gateway_session=gs, compaction_id=compaction_id,
                                     replacement=recording.live_history(gs.session_id))
     return handle
+
+
+async def compact_first(*, gs: GatewaySession, history: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """An operator asked for a compaction at this session's next request: run the route policy's compaction on the
+    history the request carries (recorded first) and return (the history to forward instead, the notice for the
+    operator). A compaction that fails leaves the history as it was, and the request goes on uncompacted."""
+    actor = await lookups.run(operator.compaction_requester, session_id=gs.session_id)
+    try:
+        done = await acompact_session(session_id=gs.session_id, actor=actor, trigger="manual",
+                                      reason="user_requested", phase=recording.phase_of(history))
+    except Exception as exc:  # refused or failed: say so, forward what Codex sent
+        notice = await lookups.run(operator.do_record_gateway_compaction, session_id=gs.session_id,
+                                   compaction=None, prefix=history, replacement=history, error=str(exc))
+        await apublish_transient(session_id=gs.session_id, after_seq=0, kind=GATEWAY_NOTICE,
+                                 detail={"message": notice})
+        return history, notice
+    replacement = await lookups.run(recording.live_history, session_id=gs.session_id)
+    notice = await lookups.run(operator.do_record_gateway_compaction, session_id=gs.session_id, compaction=done,
+                               prefix=history, replacement=replacement)
+    await apublish_transient(session_id=gs.session_id, after_seq=0, kind=GATEWAY_NOTICE, detail={"message": notice})
+    return replacement, notice
 
 
 async def compact(*, gs: GatewaySession, history: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:

@@ -8,6 +8,7 @@ Codex CLI authenticates with a gateway key of one route, sent as its API key; on
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -25,7 +26,12 @@ class GatewayRoute(models.Model):
     max_body_bytes = models.PositiveIntegerField(default=8 * 1024 * 1024,
                                                  help_text="Bigger request bodies are refused with 413.")
     requests_per_minute = models.PositiveIntegerField(
-        default=600, help_text="Per route and per process; more are refused with 429 (0 = no limit).")
+        default=600, help_text="Per route, counted across every dashboard process (in the cache); more are "
+                               "refused with 429 (0 = no limit).")
+    pass_client_bearer = models.BooleanField(
+        default=False, help_text="Send the client's own bearer token to the upstream instead of the Provider's key "
+                                 "(clients then authenticate with a gateway key in the x-compactweb-gateway-key "
+                                 "header). The token is never stored or logged.")
     enabled = models.BooleanField(default=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
@@ -70,6 +76,13 @@ class GatewaySession(models.Model):
     requests = models.PositiveIntegerField(default=0)
     paused = models.BooleanField(default=False, help_text="An operator paused it: its next requests are refused.")
     paused_by = models.CharField(max_length=150, blank=True)
+    compact_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        help_text="An operator asked for a compaction at the next request (cleared when it ran).")
+    substitutions = models.JSONField(
+        default=list, blank=True,
+        help_text="What the gateway forwards in place of a prefix of Codex's history, oldest first: "
+                  '{"kind": "compaction" | "rollback", "compaction_id", "prefix": [...], "replacement": [...]}.')
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

@@ -1,58 +1,203 @@
-"""Operator actions on gateway sessions (issue 29): pause and resume.
+"""Operator actions on gateway sessions (issue 29), and what the proxy reads of them per request.
 
-A paused gateway session's next requests are refused with 403 `session_paused` and a message Codex shows its user,
-before anything is forwarded; resuming lets them through again. The proxy reads the flag per request, through a
-cache of `PAUSE_CACHE_SECONDS` (so a pause takes effect within that time in every process).
+- pause / resume (operator): a paused session's next requests are refused with 403 `session_paused` and a message
+  Codex shows its user, before anything is forwarded;
+- compact at the next request (operator): the gateway runs the route policy's compaction before forwarding that
+  session's next turn (`compaction.compact_first`), then forwards the compacted history;
+- pins (the session page's pins card): kept in what the upstream sees (`steering.with_pins`);
+- support's rollback of a compaction: the next request is forwarded with the history before it
+  (`on_rollout_appended` adds the substitution).
+
+Each writes an audit entry. The proxy reads a session's `Control` per request through a cache of
+`CONTROL_CACHE_SECONDS` (so an action takes effect within that time in every process; in the one that took it,
+at once).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
+from django.db import transaction
+
+from compaction_app.audit import record_audit
+from compaction_app.engine.pins import PIN_EVENTS, pinned_block
+from compaction_app.engine.vocabulary import PinMode
+from compaction_app.models import AuditEntry, Compaction
+from gateway_app import steering
 from gateway_app.models import GatewaySession
+from sessions_app.compactions.retention import session_pins
+from sessions_app.models import RolloutLine
+from sessions_app.rollout import projection as p
 
-PAUSE_CACHE_SECONDS = 2.0
-
-_paused: dict[tuple[int, str], tuple[float, str | None]] = {}
-
-
-def do_set_paused(*, session_id: int, paused: bool, actor) -> GatewaySession:
-    gs = GatewaySession.objects.get(session_id=session_id)
-    gs.paused = paused
-    gs.paused_by = actor.get_username() if paused and actor is not None else ""
-    gs.save(update_fields=["paused", "paused_by", "updated"])
-    _paused.clear()  # this process sees it at once
-    return gs
-
-
+CONTROL_CACHE_SECONDS = 2.0
 UNKNOWN = object()
 
 
-def cached_paused(*, route_id: int, group: str):
-    """What `paused_message` said within the last PAUSE_CACHE_SECONDS, or UNKNOWN (no database: the proxy reads
-    this on the event loop and goes to the database only when it is UNKNOWN)."""
+@dataclass(frozen=True)
+class Control:
+    """What operators decided for one Codex session, as the proxy applies it."""
+
+    session_id: int | None = None
+    paused_message: str | None = None
+    compact_requested: bool = False
+    substitutions: list[dict[str, Any]] = field(default_factory=list)
+    pins_block: dict[str, Any] | None = None
+
+
+NONE = Control()
+_controls: dict[tuple[int, str], tuple[float, Control]] = {}
+
+
+def _forget() -> None:
+    _controls.clear()  # this process sees a change at once
+
+
+def cached_control(*, route_id: int, group: str):
+    """The control read within the last CONTROL_CACHE_SECONDS, or UNKNOWN (no database: the proxy reads this on
+    the event loop and goes to the database only when it is UNKNOWN)."""
     if not group:
-        return None
-    cached = _paused.get((route_id, group))
+        return NONE
+    cached = _controls.get((route_id, group))
     if cached is not None and cached[0] > time.monotonic():
         return cached[1]
     return UNKNOWN
 
 
-def paused_message(*, route_id: int, group: str) -> str | None:
-    """Why requests of this Codex session are refused now, or None (sync; cached)."""
+def control_of(*, route_id: int, group: str) -> Control:
+    """The session's control, read from the database (sync; cached)."""
     if not group:
-        return None
-    now = time.monotonic()
-    cached = _paused.get((route_id, group))
-    if cached is not None and cached[0] > now:
-        return cached[1]
-    row = GatewaySession.objects.filter(route_id=route_id, group_key=group, paused=True).values(
-        "session_id", "paused_by").first()
-    message = None if row is None else (
-        f"compactweb: an operator ({row['paused_by'] or 'unknown'}) paused this session (#{row['session_id']}); "
-        "ask them to resume it, or start a new session")
-    if len(_paused) > 10_000:
-        _paused.clear()
-    _paused[(route_id, group)] = (now + PAUSE_CACHE_SECONDS, message)
-    return message
+        return NONE
+    gs = (GatewaySession.objects.select_related("session__policy")
+          .filter(route_id=route_id, group_key=group).first())
+    control = NONE
+    if gs is not None:
+        block = None
+        if gs.session.policy.pin_mode == PinMode.REINJECT:
+            pins = session_pins(session_id=gs.session_id)
+            block = pinned_block(pins) if pins else None
+        control = Control(
+            session_id=gs.session_id,
+            paused_message=(f"compactweb: an operator ({gs.paused_by or 'unknown'}) paused this session "
+                            f"(#{gs.session_id}); ask them to resume it, or start a new session")
+            if gs.paused else None,
+            compact_requested=gs.compact_requested_by_id is not None, substitutions=list(gs.substitutions or []),
+            pins_block=block)
+    if len(_controls) > 10_000:
+        _controls.clear()
+    _controls[(route_id, group)] = (time.monotonic() + CONTROL_CACHE_SECONDS, control)
+    return control
+
+
+def do_set_paused(*, session_id: int, paused: bool, actor) -> GatewaySession:
+    with transaction.atomic():
+        gs = GatewaySession.objects.select_for_update().select_related("session").get(session_id=session_id)
+        gs.paused = paused
+        gs.paused_by = actor.get_username() if paused and actor is not None else ""
+        gs.save(update_fields=["paused", "paused_by", "updated"])
+        record_audit(action=AuditEntry.Action.GATEWAY_PAUSE if paused else AuditEntry.Action.GATEWAY_RESUME,
+                     actor=actor, session=gs.session,
+                     detail={"route": gs.route_id, "client": gs.client_name})
+    _forget()
+    return gs
+
+
+def do_request_compaction(*, session_id: int, actor) -> GatewaySession:
+    """Ask for the route policy's compaction before the session's next request is forwarded."""
+    with transaction.atomic():
+        gs = GatewaySession.objects.select_for_update().select_related("session").get(session_id=session_id)
+        gs.compact_requested_by = actor
+        gs.save(update_fields=["compact_requested_by", "updated"])
+        record_audit(action=AuditEntry.Action.GATEWAY_COMPACT_REQUEST, actor=actor, session=gs.session,
+                     detail={"route": gs.route_id, "client": gs.client_name})
+    _forget()
+    return gs
+
+
+def compaction_requester(*, session_id: int):
+    """The operator who asked for the next-request compaction (None when nobody, or a deleted user, did)."""
+    gs = GatewaySession.objects.select_related("compact_requested_by").filter(session_id=session_id).first()
+    return gs.compact_requested_by if gs is not None else None
+
+
+def do_record_gateway_compaction(*, session_id: int, compaction: Compaction | None, prefix: list[dict[str, Any]],
+                                 replacement: list[dict[str, Any]], error: str = "") -> str:
+    """The requested compaction ran (or failed): keep forwarding its replacement in place of what it compacted,
+    clear the request, and tell the operator (audit entry). The notice it returns says what the gateway did."""
+    with transaction.atomic():
+        gs = GatewaySession.objects.select_for_update().select_related("session").get(session_id=session_id)
+        actor = gs.compact_requested_by
+        if compaction is not None:
+            gs.substitutions = steering.with_rule(list(gs.substitutions or []), {
+                "kind": "compaction", "compaction_id": compaction.pk, "prefix": prefix, "replacement": replacement})
+            notice = (f"The gateway compacted Codex's history before forwarding its next request (compaction "
+                      f"#{compaction.pk}, {compaction.strategy}: {len(prefix)} items, {compaction.tokens_before} "
+                      f"tokens → {len(replacement)} items, {compaction.tokens_after} tokens); the upstream gets "
+                      "the compacted history from now on.")
+        else:
+            notice = f"The compaction asked for failed, the request went on uncompacted: {error}"
+        gs.compact_requested_by = None
+        gs.save(update_fields=["substitutions", "compact_requested_by", "updated"])
+        record_audit(action=AuditEntry.Action.GATEWAY_COMPACTION, actor=actor, session=gs.session,
+                     compaction=compaction, reason=notice[:2000],
+                     detail={"items_before": len(prefix), "items_after": len(replacement), "error": error[:500]})
+    _forget()
+    return notice
+
+
+def _replacement_at(session_id: int, seq: int) -> list[dict[str, Any]] | None:
+    payload = RolloutLine.objects.filter(session_id=session_id, seq=seq).values_list("payload", flat=True).first()
+    history = (payload or {}).get("replacement_history")
+    return history if isinstance(history, list) else None
+
+
+def on_rollout_appended(*, session_id: int, lines, **_: Any) -> None:
+    """A rollback of a gateway session's compaction: from its next request on, the upstream gets the history
+    before the compaction in place of what Codex keeps after it; a redo takes that away again; a pin change is
+    read at once (receiver of `rollout_appended`)."""
+    if any(event in PIN_EVENTS for _, _, event in lines):
+        _forget()  # a pin added or removed: the next request carries the new block
+    seqs = [(seq, kind) for seq, kind, _ in lines if kind in (p.ROLLBACK, p.REDO)]
+    if not seqs:
+        return
+    gs = GatewaySession.objects.filter(session_id=session_id).select_related("session").first()
+    if gs is None:
+        return
+    for seq, kind in seqs:
+        payload = RolloutLine.objects.get(session_id=session_id, seq=seq).payload
+        if kind == p.REDO:  # the compaction is back: the upstream gets what Codex keeps after it again
+            redone = (payload.get("redone_compaction") or {}).get("id")
+            with transaction.atomic():
+                locked = GatewaySession.objects.select_for_update().get(pk=gs.pk)
+                locked.substitutions = [r for r in locked.substitutions or []
+                                        if not (r.get("kind") == "rollback" and r.get("compaction_id") == redone)]
+                locked.save(update_fields=["substitutions", "updated"])
+            continue
+        undone = [payload.get("rolled_back_compaction") or {}, *(payload.get("undoes") or [])]
+        newest = max((ref for ref in undone if ref.get("seq")), key=lambda ref: ref["seq"], default=None)
+        prefix = _replacement_at(session_id, newest["seq"]) if newest else None
+        before = payload.get("replacement_history")
+        if not prefix or not isinstance(before, list):
+            continue
+        with transaction.atomic():
+            locked = GatewaySession.objects.select_for_update().get(pk=gs.pk)
+            locked.substitutions = steering.with_rule(list(locked.substitutions or []), {
+                "kind": "rollback", "compaction_id": (undone[0] or {}).get("id"), "prefix": prefix,
+                "replacement": before})
+            locked.save(update_fields=["substitutions", "updated"])
+            record_audit(action=AuditEntry.Action.GATEWAY_ROLLBACK, actor=None, session=gs.session,
+                         reason=payload.get("reason") or "",
+                         detail={"compaction": (undone[0] or {}).get("id"), "rollout_seq": seq,
+                                 "items_before": len(before)})
+    _forget()
+
+
+def rollback_note(*, gs: GatewaySession) -> str:
+    """What the session page says about rolled-back compactions of a gateway session."""
+    rolled = [r for r in gs.substitutions or [] if r.get("kind") == "rollback"]
+    if not rolled:
+        return ""
+    ids = ", ".join(f"#{r.get('compaction_id')}" for r in rolled)
+    return (f"Rolled back for the upstream: compaction {ids}. Codex's next requests are forwarded with the history "
+            "before it; the Codex CLI itself still shows its own (compacted) view of the conversation.")

@@ -31,7 +31,7 @@ import httpx
 
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.simulated.app import refuse_websocket
-from gateway_app import compaction, keys, lookups, operator, recorder, recording, upstream, wire
+from gateway_app import compaction, keys, lookups, operator, recorder, recording, steering, upstream, wire
 from gateway_app.models import GatewayRoute
 from sessions_app.compactions.settings_builder import provider_config
 
@@ -226,11 +226,11 @@ async def app(scope, receive, send) -> None:
     meta = wire.turn_metadata(headers, body)
     kind = wire.request_kind(endpoint=endpoint, body=body, meta=meta)
     group = wire.group_key(meta=meta, body=body)
-    paused = operator.cached_paused(route_id=caller.route_id, group=group)
-    if paused is operator.UNKNOWN:
-        paused = await lookups.run(operator.paused_message, route_id=caller.route_id, group=group)
-    if paused:
-        await _send_error(send, 403, "session_paused", paused)
+    control = operator.cached_control(route_id=caller.route_id, group=group)
+    if control is operator.UNKNOWN:
+        control = await lookups.run(operator.control_of, route_id=caller.route_id, group=group)
+    if control.paused_message:
+        await _send_error(send, 403, "session_paused", control.paused_message)
         return
     exchange = dict(route_id=caller.route_id, key_id=caller.key_id, client_name=caller.client_name,
                     group=group, endpoint=endpoint, kind=kind, meta=meta,
@@ -242,11 +242,23 @@ async def app(scope, receive, send) -> None:
                                            error=str(exc)))
         await _send_error(send, 400, "unknown_compaction_handle", str(exc))
         return
-    if expanded is not None:
+    changed = expanded is not None
+    if changed:
         body["input"] = expanded
-        raw = json.dumps(body).encode("utf-8")
+    has_instructions = bool(body.get("instructions"))
+    steered = steering.steered(body["input"], has_instructions=has_instructions, rules=control.substitutions,
+                               block=control.pins_block)
+    if steered is not None:
+        body["input"], changed = steered, True
     base, _ = wire.split_base(body)
     exchange.update(base_instructions=base, history=wire.history_of(body, kind))
+    if control.compact_requested and kind == wire.TURN:
+        history = await _compact_first(exchange, control)
+        base_items, _ = steering.split_input(body["input"], has_instructions=has_instructions)
+        body["input"], changed = [*base_items, *history], True
+        exchange["history"] = history
+    if changed:
+        raw = json.dumps(body).encode("utf-8")
     if caller.mode == GatewayRoute.Mode.COMPACTWEB and kind in (wire.COMPACTION_V2, wire.COMPACTION_V1):
         await _compactweb_compaction(caller, exchange, body, send)
         return
@@ -351,6 +363,14 @@ async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: 
         await response.aclose()
     schedule_record(recording.Exchange(**exchange, status=status, error=error, answer=tuple(kept),
                                        answer_format=answer_format))
+
+
+async def _compact_first(exchange: dict[str, Any], control: operator.Control) -> list[dict[str, Any]]:
+    """An operator asked for a compaction at this request: the session's history brought up to the request's, the
+    route policy's compaction run on it, and the history to forward instead (with the pins in force)."""
+    gs = await on_recorder(compaction.record_history, exchange=recording.Exchange(**exchange, status=200))
+    history, _ = await compaction.compact_first(gs=gs, history=exchange["history"])
+    return steering.with_pins(history, control.pins_block)
 
 
 async def _compactweb_compaction(caller: Caller, exchange: dict[str, Any], body: dict[str, Any], send) -> None:

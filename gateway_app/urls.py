@@ -4,5 +4,5 @@ from compactweb import converters  # noqa: F401  (registers the <id:...> path co
 from gateway_app import views
 
 urlpatterns = [
-    path("gateway-sessions/<id:session_id>/<str:action>/", views.gateway_pause, name="gateway_pause"),
+    path("gateway-sessions/<id:session_id>/<str:action>/", views.gateway_action, name="gateway_action"),
 ]

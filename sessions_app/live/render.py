@@ -27,6 +27,7 @@ from sessions_app.live.token_chart import Chart, Point, chart_geometry
 from sessions_app.models import Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout import selectors
+from sessions_app.rollout.events import GATEWAY_NOTICE
 
 SESSION_PAGE = "sessions_app/session_detail.html"
 FLEET_PAGE = "sessions_app/fleet.html"
@@ -307,6 +308,10 @@ def session_transient(*, session_id: int, event: Mapping[str, Any]) -> str:
                 + _partial(SESSION_PAGE, "session_head", {"s": summary, "seq": summary["last_seq"], "oob": True})
                 + run_controls(session_id=session_id, oob=True))
     detail = event.get("detail") or {}
+    if event.get("kind") == GATEWAY_NOTICE:  # what the gateway did for an operator (gateway_app.compaction)
+        after = int(event.get("after_seq") or 0)
+        return marker(seq=after, after_seq=after, kind="transient") + render_to_string(
+            "gateway_app/partials/gateway_notice.html", {"notice": str(detail.get("message") or ""), "oob": True})
     context = {
         "oob": True,
         "attempt": ls.latest_attempt(session_id=session_id),

@@ -185,6 +185,8 @@ async def apublish_transient(*, session_id: int, after_seq: int, kind: str, deta
 
 
 ALERT_KIND = "alert"
+# Transient: what the gateway did for an operator (a compaction at the next request), shown on the session page.
+GATEWAY_NOTICE = "gateway_notice"
 
 
 def publish_alert_event(*, session_id: int | None, alert_id: int) -> None:

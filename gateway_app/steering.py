@@ -1,0 +1,91 @@
+"""What the gateway changes in a request before the upstream sees it, on behalf of an operator (issue 29).
+
+Codex keeps its own history and sends it whole with every request; compactweb cannot change what Codex holds. So
+an operator's decision is a rule the gateway applies to each request of that Codex session:
+
+- a substitution puts a replacement in place of a prefix of Codex's history: a compaction the gateway ran at
+  the next request (the prefix: the history it compacted; the replacement: what the policy's compaction left)
+  or support's rollback of a compaction (the prefix: the history after it; the replacement: the history before
+  it). Substitutions apply oldest first, each to what the ones before it left; one whose prefix Codex no longer
+  sends (Codex compacted since) changes nothing.
+- pins: the session's pinned block (the developer message of compaction_app.engine.pins) is kept in what the
+  upstream sees: left where it is when the history holds it (updated when stale), else put first, right after
+  the base instructions, where it stays request after request (so the recorded history still grows by
+  extension).
+
+Plain functions over items; the prefixes are compared without wire-only fields and without pinned blocks (a
+block the gateway put in is not Codex's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compaction_app.engine.pins import is_pinned_block
+from gateway_app import wire
+
+Item = dict[str, Any]
+MAX_SUBSTITUTIONS = 8  # older ones no longer match what Codex sends: a session keeps its newest
+
+
+def split_input(items: list[Item], *, has_instructions: bool) -> tuple[list[Item], list[Item]]:
+    """(the base instructions item, if it leads the input, and the history after it)."""
+    if not has_instructions and items and items[0].get("type") == "message" and items[0].get("role") == "developer" \
+            and not is_pinned_block(items[0]):
+        return items[:1], items[1:]
+    return [], items
+
+
+def _same(a: Item, b: Item) -> bool:
+    return a is b or a == b or wire.wire_form(a) == wire.wire_form(b)
+
+
+def matched_prefix(prefix: list[Item], history: list[Item]) -> int | None:
+    """How many leading items of `history` make up `prefix` (pinned blocks skipped on both sides), or None."""
+    i = 0
+    for want in prefix:
+        if is_pinned_block(want):
+            continue
+        while i < len(history) and is_pinned_block(history[i]):
+            i += 1
+        if i >= len(history) or not _same(want, history[i]):
+            return None
+        i += 1
+    return i
+
+
+def substituted(history: list[Item], rules: list[dict[str, Any]]) -> list[Item]:
+    for rule in rules:
+        end = matched_prefix(rule["prefix"], history)
+        if end is not None and rule["prefix"]:
+            history = [*rule["replacement"], *history[end:]]
+    return history
+
+
+def with_pins(history: list[Item], block: Item | None) -> list[Item]:
+    if block is None:
+        return history
+    first = next((n for n, item in enumerate(history) if is_pinned_block(item)), None)
+    if first is None:
+        return [block, *history]
+    if _same(history[first], block) and not any(is_pinned_block(i) for i in history[first + 1:]):
+        return history
+    rest = [i for n, i in enumerate(history) if n <= first or not is_pinned_block(i)]
+    rest[first] = block
+    return rest
+
+
+def steered(items: list[Item], *, has_instructions: bool, rules: list[dict[str, Any]],
+            block: Item | None) -> list[Item] | None:
+    """The input to forward (base instructions kept first), or None when the rules and pins change nothing."""
+    if not rules and block is None:
+        return None
+    base, history = split_input(items, has_instructions=has_instructions)
+    changed = with_pins(substituted(history, rules), block)
+    if changed is history:
+        return None
+    return [*base, *changed]
+
+
+def with_rule(rules: list[dict[str, Any]], rule: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*rules, rule][-MAX_SUBSTITUTIONS:]
