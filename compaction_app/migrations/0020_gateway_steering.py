@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('compaction_app', '0018_compaction_prompt'),
+        ('compaction_app', '0019_provider_supports_images'),
     ]
 
     operations = [
