@@ -19,11 +19,15 @@ from compactweb.routing import http_router, sim_websocket_router, websocket_urlp
 from compactweb.ws_auth import DeferredAuthMiddlewareStack  # noqa: E402
 from compactweb.ws_origin import ExactOriginValidator  # noqa: E402
 
+# A follower in another process (`manage.py follow_rollouts`) on the in-memory channel layer: the dashboard reads
+# its writes from the database and publishes them, so pages stay live (issue 30); from the first page socket on.
+from sessions_app.transfer.follow_live import StartOnFirstSocket  # noqa: E402
+
 application = ProtocolTypeRouter(
     {
         "http": http_router(django_asgi),
         "websocket": sim_websocket_router(
-            ExactOriginValidator(DeferredAuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+            StartOnFirstSocket(ExactOriginValidator(DeferredAuthMiddlewareStack(URLRouter(websocket_urlpatterns))))
         ),
     }
 )
@@ -32,12 +36,6 @@ application = ProtocolTypeRouter(
 from sessions_app.transfer.follow import start_from_settings  # noqa: E402
 
 start_from_settings()
-
-# A follower in another process (`manage.py follow_rollouts`) on the in-memory channel layer: the dashboard reads
-# its writes from the database and publishes them, so pages stay live (issue 30).
-from sessions_app.transfer import follow_live  # noqa: E402
-
-follow_live.start_from_settings()
 
 # The embedded simulator: the dashboard's ASGI startup runs the scheduler when COMPACTWEB_RUN_SIMULATOR=1 (scripts/dev
 # sets it); `manage.py simulate --scheduler` runs it on its own. Not from AppConfig.ready, which also runs under

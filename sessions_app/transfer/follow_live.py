@@ -79,12 +79,19 @@ def _publish(session_id: int, *, after_seq: int) -> bool:
 def watch(stop: threading.Event, *, poll_seconds: float = POLL_SECONDS, writes: FollowedWrites | None = None) -> None:
     """Poll until `stop` is set (a daemon thread of the dashboard)."""
     writes = writes or FollowedWrites()
+    failing = False
     while not stop.wait(poll_seconds):
         close_old_connections()
         try:
             writes.poll()
         except Exception:  # a database hiccup must not end live pages for good
-            logger.exception("follow: looking for a follower's writes failed")
+            if not failing:  # once per outage, not twice a second while it lasts
+                logger.exception("follow: looking for a follower's writes failed; retrying quietly")
+            failing = True
+        else:
+            if failing:
+                logger.warning("follow: looking for a follower's writes works again")
+            failing = False
     close_old_connections()
 
 
@@ -106,3 +113,20 @@ def start_from_settings() -> threading.Event | None:
             _started = threading.Event()
             threading.Thread(target=watch, args=(_started,), name="compactweb-followed-writes", daemon=True).start()
     return _started
+
+
+class StartOnFirstSocket:
+    """ASGI middleware: start the watcher when the first page socket connects, since only live pages need it.
+
+    Not at import time: a process that imports the ASGI application without serving pages (a test run, a shell)
+    would otherwise poll the database for nobody."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self._started = False
+
+    async def __call__(self, scope, receive, send):
+        if not self._started:
+            self._started = True
+            start_from_settings()
+        return await self.app(scope, receive, send)

@@ -110,3 +110,28 @@ def test_the_poll_publishes_only_what_moved(tmp_path, provider, policy):
         rollout_appended.receivers = receivers
     assert writes.poll() == [session_id]
     assert writes.poll() == []
+
+
+def test_the_watcher_starts_with_the_first_page_socket_not_when_the_application_is_imported(settings, monkeypatch):
+    import asyncio
+
+    import compactweb.asgi  # noqa: F401  (importing the application starts nothing)
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    monkeypatch.setattr(follow_live, "_started", None)
+    reached = []
+
+    async def page_socket(scope, receive, send):
+        reached.append(scope["type"])
+
+    app = follow_live.StartOnFirstSocket(page_socket)
+    assert follow_live._started is None
+    asyncio.run(app({"type": "websocket", "path": "/ws/fleet/"}, None, None))
+    stop = follow_live._started
+    try:
+        assert reached == ["websocket"] and stop is not None
+        assert any(t.name == "compactweb-followed-writes" for t in threading.enumerate())
+        asyncio.run(app({"type": "websocket", "path": "/ws/fleet/"}, None, None))
+        assert follow_live._started is stop  # one watcher per process
+    finally:
+        stop.set()
