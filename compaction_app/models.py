@@ -394,6 +394,16 @@ class Compaction(models.Model):
     def __str__(self) -> str:
         return f"compaction #{self.pk} of session {self.session_id} (window {self.window_number})"
 
+    @property
+    def tokens_freed(self) -> int:
+        """The one definition of what a compaction freed: its window tokens before minus after (the session meter
+        right before it and right after it installed); negative when it did not reduce. TOKENS_FREED in SQL."""
+        return self.tokens_before - self.tokens_after
+
+
+# Compaction.tokens_freed as a query expression, for sums over compactions (analytics, the retention roll-up).
+TOKENS_FREED = models.F("tokens_before") - models.F("tokens_after")
+
 
 class CompactionAttempt(models.Model):
     """One compaction attempt including failures (Codex's CodexCompactionEvent, spec §10)."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Count, F, Q, QuerySet, Sum, Value
-from django.db.models.functions import Coalesce, TruncDate
+from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models.functions import TruncDate
 
 from compaction_app.engine.percentiles import nearest_rank
 from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
@@ -73,24 +73,25 @@ def compaction_analytics(
     *, policy_id: int | None = None, provider_id: int | None = None, since: datetime | None = None
 ) -> dict[str, Any]:
     """Aggregates for the analytics page over attempts (spec §10): counts by trigger, reason, implementation,
-    phase and status, per day; tokens saved by completed attempts; failure rate; latency percentiles."""
+    phase and status, per day; window tokens freed by the compactions completed attempts installed (each one's
+    Compaction.tokens_freed, the inspector's figure); failure rate; latency percentiles."""
     attempts = _attempts(policy_id=policy_id, provider_id=provider_id, since=since)
     figures = attempts.aggregate(
         total=Count("pk"),
         finished=Count("pk", filter=~Q(status=CompactionAttempt.Status.RUNNING)),
         failed=Count("pk", filter=Q(status=CompactionAttempt.Status.FAILED)),
-        completed=Count("pk", filter=Q(status=CompactionAttempt.Status.COMPLETED)),
-        saved=Sum(F("tokens_before") - Coalesce("tokens_after", Value(0)),
-                  filter=Q(status=CompactionAttempt.Status.COMPLETED)),
+        freed=Sum(F("compaction__tokens_before") - F("compaction__tokens_after"),
+                  filter=Q(status=CompactionAttempt.Status.COMPLETED, compaction__isnull=False)),
+        installed=Count("compaction", filter=Q(status=CompactionAttempt.Status.COMPLETED)),
     )
-    total, finished, completed = figures["total"], figures["finished"], figures["completed"]
-    saved = figures["saved"] or 0
+    total, finished = figures["total"], figures["finished"]
+    freed, installed = figures["freed"] or 0, figures["installed"]
     return {
         "attempts": total,
         "totals": _totals(attempts, total),
         "per_day": _per_day(attempts),
-        "tokens_saved": saved,
-        "tokens_saved_mean": (saved / completed) if completed else None,
+        "tokens_freed": freed,
+        "tokens_freed_mean": (freed / installed) if installed else None,
         "failure_rate": (figures["failed"] / finished) if finished else None,
         "latency_ms": _latency(attempts),
     }

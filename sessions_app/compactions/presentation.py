@@ -42,7 +42,7 @@ def compaction_summary(*, compaction: Compaction) -> dict[str, Any]:
                    if compaction.prompt_version else None),
         "tokens_before": compaction.tokens_before,
         "tokens_after": compaction.tokens_after,
-        "tokens_saved": compaction.tokens_before - compaction.tokens_after,
+        "tokens_freed": compaction.tokens_freed,
         "window_number": compaction.window_number,
         "window_id": compaction.window_id,
         "previous_window_id": compaction.previous_window_id or None,
@@ -53,7 +53,7 @@ def compaction_summary(*, compaction: Compaction) -> dict[str, Any]:
         "retention": compaction.retention,
         "probe_retention": compaction.probe_retention,
         "cost": {
-            "tokens_freed": compaction.tokens_before - compaction.tokens_after,
+            "tokens_freed": compaction.tokens_freed,
             "call_tokens": compaction.call_tokens,
             "probe_tokens": compaction.probe_tokens,
             "reread_tokens": compaction.reread_tokens,

@@ -30,7 +30,7 @@ from compaction_app.engine.retention.facts import FactKind, ProbeFact
 from compaction_app.engine.retention.score import carried_facts
 from compaction_app.engine.vocabulary import PinMode
 from compaction_app.limits import session_pin_budget
-from compaction_app.models import Compaction
+from compaction_app.models import TOKENS_FREED, Compaction
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import NewLine, append_rollout_lines, counter_for
@@ -139,7 +139,7 @@ def retention_rollup(*, by: str, since=None) -> list[dict[str, Any]]:
         rows.values(key=F(field)).annotate(
             compactions=Count("pk"),
             retention=Avg("retention_score"),
-            freed=Sum(F("tokens_before") - F("tokens_after")),
+            freed=Sum(TOKENS_FREED),
             spent=Sum("call_tokens"),
             probes=Sum("probe_tokens"),
             reread=Sum("reread_tokens"),

@@ -32,7 +32,7 @@ def _request_seqs(session_id: int) -> list[int]:
 
 
 def _figures(compaction: Compaction, requests: int, price: Decimal | None) -> dict[str, Any]:
-    freed = max(0, compaction.tokens_before - compaction.tokens_after)
+    freed = compaction.tokens_freed  # negative for a compaction that grew the window: it cost on every request
     saved = freed * requests
     net = saved - compaction.call_tokens - compaction.probe_tokens - compaction.reread_tokens
     return {

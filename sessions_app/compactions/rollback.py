@@ -168,7 +168,8 @@ def rollback_preview(compaction: Compaction) -> dict[str, Any]:
         "rolled_back": bool(state and state.rolled_back),
         "undoes": [_describe(c) for c in later_live_compactions(compaction=compaction, states=states)],
         "items_before": len(before.entries),
-        "tokens_before": meter.base_tokens + meter.history_tokens,
+        "window_tokens_before": compaction.tokens_before,
+        "restored_tokens_estimate": meter.base_tokens + meter.history_tokens,
         "window_number_before": before.header.window_number,
     }
 

@@ -114,8 +114,10 @@ def attempt_view(attempt: CompactionAttempt) -> dict[str, Any]:
         "phase": attempt.phase,
         "implementation": attempt.implementation,
         "strategy": attempt.strategy,
-        "tokens_before": attempt.tokens_before,
-        "tokens_after": attempt.tokens_after,
+        # A completed attempt shows its compaction's window tokens (the inspector's figures; the attempt's own are
+        # Codex's analytics, which differ on purpose: token_definitions); one still running or failed, the meter.
+        "tokens_before": attempt.compaction.tokens_before if attempt.compaction_id else attempt.tokens_before,
+        "tokens_after": attempt.compaction.tokens_after if attempt.compaction_id else attempt.tokens_after,
         "error_kind": attempt.error_kind,
         "error_message": attempt.error_message,
         "error_http_status": attempt.error_http_status,

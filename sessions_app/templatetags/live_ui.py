@@ -15,6 +15,7 @@ from django import template
 from compaction_app.engine import items as it
 from compaction_app.engine.stuck import RECOVERIES, Stuck, stuck_state
 from compaction_app.engine.vocabulary import method_label
+from sessions_app.compactions.token_definitions import DEFINITIONS
 from sessions_app.fleet.paging import fill
 from sessions_app.live.token_chart import short_tokens
 
@@ -161,9 +162,10 @@ def short(value: Any) -> str:
         return "–"
 
 
-@register.filter
-def saved(compaction: Any) -> int:
-    return max(int(compaction.tokens_before or 0) - int(compaction.tokens_after or 0), 0)
+@register.simple_tag
+def definition(name: str) -> str:
+    """What a token figure means, in the words every page uses (sessions_app.compactions.token_definitions)."""
+    return DEFINITIONS[name]
 
 
 @register.filter

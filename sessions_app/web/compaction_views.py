@@ -68,7 +68,7 @@ def compaction_detail(request, pk: int):
         "after": _marked(detail["replacement_history"], detail["replacement_tokens"], after_marks),
         "before_total": before_total,
         "after_total": sum(detail["replacement_tokens"]),
-        "saved_pct": round(100 * detail["tokens_saved"] / detail["tokens_before"]) if detail["tokens_before"] else 0,
+        "freed_pct": round(100 * detail["tokens_freed"] / detail["tokens_before"]) if detail["tokens_before"] else 0,
         "left": [{"item": k["item"], "tokens": k["tokens"], "seq": None, "mark": "left"} for k in change["left"]],
         "rollback_url": _rollback_url(request, compaction),
         "redo_url": _redo_url(request, compaction),

@@ -47,7 +47,7 @@ def test_the_inspector_shows_the_score_per_category_and_the_forgotten_facts(oper
         assert label in card
     assert f'{round(compaction.retention_score * 100)}%' in card
     assert "forgot: exit 1 of pytest -q" in card
-    assert "Tokens freed" in body and "Re-read tax" in body
+    assert "Window tokens freed" in body and "Re-read tax" in body
 
 
 @pytest.mark.django_db

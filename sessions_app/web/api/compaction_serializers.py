@@ -142,8 +142,13 @@ class AttemptSerializer(serializers.Serializer):
     strategy = MementoField(help_text="Codex's analytics `strategy`: `memento` (spec §10).")
     status = serializers.CharField()
     error = AttemptErrorSerializer(source="*", allow_null=True)
-    tokens_before = serializers.IntegerField()
-    tokens_after = serializers.IntegerField(allow_null=True)
+    tokens_before = serializers.IntegerField(
+        help_text="Codex's analytics active_context_tokens_before (spec §10): the server's input tokens for remote v2, "
+                  "the trimmed estimate for remote v1/v2 (§6.3), else the meter at the start; differs on purpose "
+                  "from the compaction's window tokens_before.")
+    tokens_after = serializers.IntegerField(
+        allow_null=True, help_text="Codex's analytics active_context_tokens_after: the estimate of the history the "
+                                   "compaction built, without items that arrived while it ran.")
     compaction_summary_tokens = serializers.IntegerField(allow_null=True)
     cached_input_tokens = serializers.IntegerField(allow_null=True)
     retained_image_count = serializers.IntegerField(allow_null=True)
@@ -230,9 +235,13 @@ class CompactionSummarySerializer(serializers.Serializer):
     summary = serializers.CharField(allow_blank=True)
     prompt = PromptUsedSerializer(allow_null=True, help_text="The summarisation prompt the window was made with; "
                                   "null when the method sent none (remote, token budget, plain masking).")
-    tokens_before = serializers.IntegerField()
-    tokens_after = serializers.IntegerField()
-    tokens_saved = serializers.IntegerField()
+    tokens_before = serializers.IntegerField(
+        help_text="Window tokens before: the session meter (server usage plus estimates since) when it started.")
+    tokens_after = serializers.IntegerField(
+        help_text="Window tokens after: the session meter right after it was installed (base instructions plus "
+                  "the installed history's estimate, items that arrived meanwhile included).")
+    tokens_freed = serializers.IntegerField(help_text="tokens_before − tokens_after (negative: it did not reduce); "
+                                                      "the one figure every page shows as freed.")
     window_number = serializers.IntegerField()
     window_id = serializers.CharField()
     previous_window_id = serializers.CharField(allow_null=True)

@@ -54,7 +54,11 @@ class RollbackPreviewSerializer(serializers.Serializer):
     rolled_back = serializers.BooleanField()
     undoes = CompactionRefSerializer(many=True)
     items_before = serializers.IntegerField()
-    tokens_before = serializers.IntegerField()
+    window_tokens_before = serializers.IntegerField(
+        help_text="The compaction's window tokens before (the inspector's figure: the meter when it started).")
+    restored_tokens_estimate = serializers.IntegerField(
+        help_text="What the meter reads right after the rollback: base instructions plus each restored item's "
+                  "estimate (no server usage reading yet), so it differs from window_tokens_before.")
     window_number_before = serializers.IntegerField()
 
 

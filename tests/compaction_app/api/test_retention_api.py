@@ -46,7 +46,7 @@ def test_every_compaction_stores_and_returns_its_retention_score(operator_api, h
     forgotten = {f["text"] for f in retention["facts"] if not f["kept"]}
     assert "exit 1 of pytest -q" in forgotten  # the simulated summary lists commands without their exit status
     assert set(retention["categories"]) == {"recall", "artifact_trail", "continuation", "decision"}
-    assert body["cost"]["call_tokens"] > 0 and body["cost"]["tokens_freed"] == body["tokens_saved"]
+    assert body["cost"]["call_tokens"] > 0 and body["cost"]["tokens_freed"] == body["tokens_freed"] == body["tokens_before"] - body["tokens_after"]
     assert Compaction.objects.get(pk=body["id"]).retention_score == retention["score"]
 
 

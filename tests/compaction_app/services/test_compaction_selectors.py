@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from compaction_app.engine.items import user_message
-from compaction_app.models import CompactionAttempt
+from compaction_app.models import Compaction, CompactionAttempt
 from sessions_app.compactions import analytics, presentation, selectors
 from sessions_app.compactions.services import CompactionFailed, do_compact_session
 from sessions_app.jobs.tasks import do_request_compaction
@@ -41,7 +41,7 @@ def test_detail_has_the_history_before_and_what_left_and_stayed(make_session):
     assert [n["item"]["content"][0]["text"][:13] for n in change["new"]] == ["Another langu"]
     assert change["kept_tokens"] + change["new_tokens"] == sum(first_detail["replacement_tokens"])
     assert first_detail["message"].endswith(first.summary)
-    assert first_detail["tokens_saved"] == first.tokens_before - first.tokens_after
+    assert first_detail["tokens_freed"] == first.tokens_before - first.tokens_after == first_detail["cost"]["tokens_freed"]
     (attempt,) = first_detail["attempts"]
     assert (attempt.status, attempt.implementation, attempt.trigger) == ("completed", "responses", "manual")
     assert [c.pk for c in selectors.list_compactions(session_id=session.pk)] == [first.pk, second.pk]
@@ -66,7 +66,8 @@ def test_analytics_counts_by_dimension_and_reports_failure_rate_and_latency(make
     (day,) = stats["per_day"].values()
     assert day["trigger"] == {"manual": 3}
     completed = CompactionAttempt.objects.filter(session=session, status="completed")
-    assert stats["tokens_saved"] == sum(a.tokens_before - a.tokens_after for a in completed)
+    # Window tokens freed: the installed compactions' figure (the inspector's), not the attempts' analytics.
+    assert stats["tokens_freed"] == sum(a.compaction.tokens_freed for a in completed)
     assert analytics.compaction_analytics(policy_id=policy.pk + 1000)["attempts"] == 0
 
 
@@ -89,7 +90,15 @@ def test_a_requested_compaction_runs_in_the_background(make_session, make_user):
 
 def _attempt(session, *, day: int, status: str, strategy: str = "local", duration: int | None = None,
              before: int = 1000, after: int | None = None) -> CompactionAttempt:
+    compaction = None
+    if status == "completed":  # an installed compaction: its window tokens are what analytics sums
+        seq = Compaction.objects.filter(session=session).count() + 100
+        compaction = Compaction.objects.create(
+            session=session, rollout_seq=seq, trigger="manual", reason="user_requested", phase="standalone_turn",
+            implementation="responses", strategy=strategy, tokens_before=before, tokens_after=after or 0,
+            window_number=seq, window_id=f"w{seq}", first_window_id="w0", item_id=f"i{seq}")
     return CompactionAttempt.objects.create(
+        compaction=compaction,
         session=session, trigger="manual", reason="user_requested", implementation="responses",
         phase="standalone_turn", strategy=strategy, status=status, tokens_before=before, tokens_after=after,
         duration_ms=duration, started_at=datetime(2026, 3, day, 23, 30, tzinfo=UTC),
@@ -110,11 +119,11 @@ def test_analytics_per_day_savings_and_percentiles_come_from_the_database(make_s
     assert list(stats["per_day"]) == ["2026-03-01", "2026-03-02"]  # UTC days, oldest first
     assert stats["per_day"]["2026-03-02"]["status"] == {"failed": 1, "running": 1}
     assert stats["per_day"]["2026-03-01"]["strategy"] == {"memento": 2}
-    assert stats["tokens_saved"] == 600 + 500 and stats["tokens_saved_mean"] == 550
+    assert stats["tokens_freed"] == 600 + 500 and stats["tokens_freed_mean"] == 550
     assert stats["failure_rate"] == pytest.approx(1 / 3)
     assert stats["latency_ms"] == {"p50": 20.0, "p90": 30.0, "p99": 30.0, "count": 3}
     empty = analytics.compaction_analytics(since=datetime(2027, 1, 1, tzinfo=UTC))
-    assert empty["attempts"] == 0 and empty["failure_rate"] is None and empty["tokens_saved_mean"] is None
+    assert empty["attempts"] == 0 and empty["failure_rate"] is None and empty["tokens_freed_mean"] is None
     assert empty["latency_ms"] == {"p50": None, "p90": None, "p99": None, "count": 0}
 
 
