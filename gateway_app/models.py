@@ -124,3 +124,20 @@ class GatewayAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint} {self.status} on route {self.route_id}"
+
+
+class GatewayRateCount(models.Model):
+    """Requests of one route in one minute (`window` = Unix minute) served by one dashboard process (`process`),
+    when the deployment has no Redis: each process writes its own count and reads the others' (gateway_app.limits)."""
+
+    route = models.ForeignKey(GatewayRoute, on_delete=models.CASCADE, related_name="+")
+    window = models.BigIntegerField()
+    process = models.CharField(max_length=32)
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["route", "window", "process"],
+                                               name="gateway_rate_unique_window")]
+
+    def __str__(self) -> str:
+        return f"route {self.route_id}, minute {self.window}, process {self.process}: {self.count}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -24,14 +25,25 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.simulated.app import refuse_websocket
-from gateway_app import compaction, keys, lookups, operator, recorder, recording, steering, upstream, wire
+from gateway_app import (
+    compaction,
+    keys,
+    limits,
+    lookups,
+    operator,
+    recorder,
+    recording,
+    steering,
+    upstream,
+    wire,
+)
 from gateway_app.models import GatewayRoute
 from sessions_app.compactions.settings_builder import provider_config
 
@@ -41,6 +53,7 @@ MOUNT = "/gateway"
 ENDPOINTS = {"/v1/responses": ("POST", "responses"), "/v1/responses/compact": ("POST", "responses/compact"),
              "/v1/models": ("GET", "models")}
 CLIENT_GONE = recording.CLIENT_GONE
+GATEWAY_KEY_HEADER = "x-compactweb-gateway-key"  # the gateway key, when the bearer is the client's own
 KEY_CACHE_SECONDS = 5.0  # a revoked key or a disabled route stops working within this time
 
 
@@ -54,6 +67,10 @@ class Caller:
     max_body_bytes: int
     requests_per_minute: int
     config: ProviderConfig
+    pass_bearer: bool = False
+    # The client's own bearer, to send upstream instead of the Provider's key (a route with pass_client_bearer,
+    # the gateway key then in GATEWAY_KEY_HEADER). Lives in this request's memory only: never stored or logged.
+    client_bearer: str = field(default="", repr=False)
 
 
 _keys: dict[str, tuple[float, Caller | None]] = {}
@@ -67,15 +84,27 @@ def _lookup(presented: str) -> Caller | None:
     route = row.route
     return Caller(key_id=row.pk, client_name=row.client_name, route_id=route.pk, route_name=route.name,
                   mode=route.compaction_mode, max_body_bytes=route.max_body_bytes,
-                  requests_per_minute=route.requests_per_minute,
+                  requests_per_minute=route.requests_per_minute, pass_bearer=route.pass_client_bearer,
                   config=provider_config(provider=route.provider, policy=route.policy))
 
 
 async def authenticate(headers: dict[str, str]) -> Caller | None:
-    scheme, _, presented = headers.get("authorization", "").strip().partition(" ")
-    presented = presented.strip()
-    if scheme.lower() != "bearer" or not presented:
+    """The caller of a gateway key, from GATEWAY_KEY_HEADER when sent (the bearer is then the client's own), else
+    from the bearer; None when there is no live key."""
+    scheme, _, bearer = headers.get("authorization", "").strip().partition(" ")
+    bearer = bearer.strip() if scheme.lower() == "bearer" else ""
+    presented = headers.get(GATEWAY_KEY_HEADER, "").strip()
+    own_bearer = bearer if presented else ""
+    presented = presented or bearer
+    if not presented:
         return None
+    caller = await _caller_of(presented)
+    if caller is not None and caller.pass_bearer and own_bearer:
+        return dataclasses.replace(caller, client_bearer=own_bearer)
+    return caller
+
+
+async def _caller_of(presented: str) -> Caller | None:
     digest = keys.digest_of(presented)
     now = time.monotonic()
     cached = _keys.get(digest)
@@ -89,27 +118,6 @@ async def authenticate(headers: dict[str, str]) -> Caller | None:
     return caller
 
 
-class RateLimiter:
-    """Requests per minute per route, in this process (a fixed one-minute window)."""
-
-    def __init__(self) -> None:
-        self._windows: dict[int, tuple[int, int]] = {}
-
-    def allow(self, caller: Caller) -> bool:
-        if not caller.requests_per_minute:
-            return True
-        minute = int(time.time() // 60)
-        start, count = self._windows.get(caller.route_id, (minute, 0))
-        if start != minute:
-            start, count = minute, 0
-        if count >= caller.requests_per_minute:
-            return False
-        self._windows[caller.route_id] = (start, count + 1)
-        return True
-
-
-limiter = RateLimiter()
-
 def schedule_record(exchange: recording.Exchange) -> None:
     recorder.recorder.submit(exchange)
 
@@ -120,9 +128,10 @@ async def on_recorder(fn, /, **kwargs):
 
 
 def close_recorder_connections() -> None:
-    """Close the recorder's and the lookups' database connections (a test database is dropped after the tests)."""
+    """Close the recorder's, the lookups' and the rate counts' database connections (a test database is dropped after the tests)."""
     recorder.close_connections()
     lookups.close_connections()
+    limits.close_connections()
 
 
 async def drain() -> None:
@@ -203,10 +212,10 @@ async def app(scope, receive, send) -> None:
         await _send_error(send, 401, "invalid_api_key", "the gateway needs a gateway key of a route as the bearer "
                           "token (docs/gateway.md)", headers={"WWW-Authenticate": 'Bearer realm="compactweb-gateway"'})
         return
-    if not limiter.allow(caller):
+    if not await limits.allow(route_id=caller.route_id, per_minute=caller.requests_per_minute):
         await _send_error(send, 429, "rate_limit_exceeded",
                           f"route {caller.route_name} allows {caller.requests_per_minute} requests per minute",
-                          kind="requests", headers={"Retry-After": str(60 - int(time.time()) % 60)})
+                          kind="requests", headers={"Retry-After": str(limits.retry_after())})
         return
     if endpoint == "models":
         await _forward_models(caller, headers, send)
@@ -266,7 +275,7 @@ async def app(scope, receive, send) -> None:
 
 
 async def _forward_models(caller: Caller, headers: dict[str, str], send) -> None:
-    client, request = upstream.request(caller.config, "GET", "models", headers)
+    client, request = upstream.request(caller.config, "GET", "models", headers, bearer=caller.client_bearer)
     try:
         response = await client.send(request)
     except httpx.HTTPError as exc:
@@ -325,7 +334,7 @@ async def _coalesced(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
 
 async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: bytes, exchange: dict[str, Any],
                    send) -> None:
-    client, request = upstream.request(caller.config, "POST", endpoint, headers, raw)
+    client, request = upstream.request(caller.config, "POST", endpoint, headers, raw, bearer=caller.client_bearer)
     try:
         response = await client.send(request, stream=True)
     except httpx.HTTPError as exc:

@@ -2,7 +2,8 @@
 Provider's `api_key_env` (through the deployment's allow-list), never from the client.
 
 Only the headers Codex sends that an upstream Responses endpoint uses are forwarded (the turn metadata, the beta
-features, the session and request ids, the client's name); the client's `Authorization` never is.
+features, the session and request ids, the client's name); the client's `Authorization` only on a route that
+passes the client's bearer through (and then it replaces the Provider's key).
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ RETURNED_PREFIXES = ("openai-", "x-ratelimit-", "x-codex-")
 _clients: dict[tuple[int, tuple], httpx.AsyncClient] = {}
 
 
-def forwarded_headers(headers: dict[str, str], config: ProviderConfig) -> dict[str, str]:
+def forwarded_headers(headers: dict[str, str], config: ProviderConfig, bearer: str = "") -> dict[str, str]:
+    """The headers the upstream gets: `bearer` (the client's own, on a route that passes it through) or else the
+    Provider's key as the Authorization."""
     out = {k: v for k, v in headers.items() if k in FORWARDED or k.startswith(FORWARDED_PREFIXES)}
     out.update(config.extra_headers)
     out.update(config.env_headers())
-    key = config.api_key()
+    key = bearer or config.api_key()
     if key:
         out["authorization"] = f"Bearer {key}"
     return out
@@ -71,10 +74,10 @@ class _Refused(httpx.AsyncBaseTransport):
 
 
 def request(config: ProviderConfig, method: str, path: str, headers: dict[str, str],
-            content: bytes | None = None) -> tuple[httpx.AsyncClient, httpx.Request]:
+            content: bytes | None = None, *, bearer: str = "") -> tuple[httpx.AsyncClient, httpx.Request]:
     client = httpx.AsyncClient(transport=_Refused(config.refused)) if config.refused else client_for(config)
-    return client, client.build_request(method, url_for(config, path), headers=forwarded_headers(headers, config),
-                                        content=content)
+    return client, client.build_request(method, url_for(config, path),
+                                        headers=forwarded_headers(headers, config, bearer), content=content)
 
 
 def error_body(code: str, message: str, *, kind: str = "invalid_request_error") -> bytes:
