@@ -390,6 +390,8 @@ class Compaction(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["session", "rollout_seq"], name="compaction_unique_rollout_seq")
         ]
+        # The compaction-storm alert counts the fleet's compactions of the last minutes after every compaction.
+        indexes = [models.Index(fields=["created_at"], name="compaction_created_at")]
 
     def __str__(self) -> str:
         return f"compaction #{self.pk} of session {self.session_id} (window {self.window_number})"
@@ -437,6 +439,12 @@ class CompactionAttempt(models.Model):
 
     class Meta:
         ordering = ["-started_at", "-pk"]
+        # A session's newest attempt (every fleet row, a session's attempt list) and the analytics over a period
+        # read an index range, not every attempt of a year (issue 34).
+        indexes = [
+            models.Index(fields=["session", "-started_at", "-id"], name="attempt_session_newest"),
+            models.Index(fields=["started_at"], name="attempt_started_at"),
+        ]
 
     def __str__(self) -> str:
         return f"attempt #{self.pk} ({self.implementation}, {self.status})"

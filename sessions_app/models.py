@@ -94,6 +94,12 @@ class Session(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-pk"]
+        # The session list (newest first, keyset pages) and the fleet's newest/oldest sorts, with or without a
+        # state, read an index range instead of sorting every session (issue 34: a year of sessions).
+        indexes = [
+            models.Index(fields=["-created_at", "-id"], name="session_newest"),
+            models.Index(fields=["state", "-created_at", "-id"], name="session_state_newest"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.title} (#{self.pk})"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections, router
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from compaction_app.engine.items import Item
 from compaction_app.limits import auto_compact_limit
@@ -16,11 +16,20 @@ from compactweb import statements
 from sessions_app.models import LiveItem, RolloutLine, Session
 
 
-def list_sessions(*, state: str | None = None) -> QuerySet[Session]:
+def list_sessions(*, state: str | None = None, before: int | None = None, limit: int | None = None) -> list[Session]:
+    """Sessions newest first: a keyset page of `limit` sessions older than session `before` (absent: the newest).
+    One index range read on (created_at, id) (or (state, created_at, id)) whatever the number of sessions; a
+    `before` that names no session gives an empty page."""
     sessions = Session.objects.select_related("provider", "policy")
     if state:
         sessions = sessions.filter(state=state)
-    return sessions
+    if before is not None:
+        anchor = Session.objects.filter(pk=before).values_list("created_at", flat=True).first()
+        if anchor is None:
+            return []
+        sessions = sessions.filter(Q(created_at__lt=anchor) | Q(created_at=anchor, pk__lt=before))
+    sessions = sessions.order_by("-created_at", "-pk")
+    return list(sessions[:limit] if limit is not None else sessions)
 
 
 # The session's columns its own appends and leases write: not configuration, so no part of a `ConfigStamp`.

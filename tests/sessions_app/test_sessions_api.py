@@ -48,6 +48,30 @@ def test_list_and_read(operator_api, make_session):
     assert missing.json()["error"]["code"] == "not_found"
 
 
+def test_the_list_pages_newest_first_with_a_next_link(operator_api, make_session):
+    made = [make_session(title=f"s{n}") for n in range(5)]
+    Session.objects.filter(pk=made[3].pk).update(state="running")
+    first = operator_api.get("/api/v1/sessions?limit=2")
+    assert [s["title"] for s in first.json()] == ["s4", "s3"]
+    link = first["Link"]
+    assert link.endswith(f'/api/v1/sessions?before={made[3].pk}&limit=2>; rel="next"')
+    second = operator_api.get(link[1:link.index(">")])
+    assert [s["title"] for s in second.json()] == ["s2", "s1"] and "Link" in second
+    last = operator_api.get(f"/api/v1/sessions?before={made[1].pk}&limit=2")
+    assert [s["title"] for s in last.json()] == ["s0"] and "Link" not in last  # the last page
+    running = operator_api.get("/api/v1/sessions?state=running&limit=1")
+    assert [s["title"] for s in running.json()] == ["s3"] and "Link" not in running
+
+
+def test_a_bad_list_page_is_a_400_in_the_api_error_shape(operator_api, make_session):
+    make_session()
+    for query in ("limit=0", "limit=1001", "limit=x", "before=-1", f"before={2**64}"):
+        response = operator_api.get(f"/api/v1/sessions?{query}")
+        assert response.status_code == 400, query
+        assert response.json()["error"]["code"] == "invalid", query
+    assert operator_api.get("/api/v1/sessions?before=999999").json() == []  # no such session: an empty page
+
+
 def test_append_items_then_history_returns_them_in_order(operator_api, session):
     reply = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi there"}]}
     response = operator_api.post(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from compaction_app.models import CompactionPolicy, Provider
+from compactweb.converters import MAX_ID
 
 
 class SessionCreateSerializer(serializers.Serializer):
@@ -78,6 +79,21 @@ class SessionDetailSerializer(SessionSummarySerializer):
 
 HISTORY_PAGE_DEFAULT = 500
 HISTORY_PAGE_MAX = 1000
+
+
+SESSION_PAGE_DEFAULT = 500
+SESSION_PAGE_MAX = 1000
+
+
+class SessionListQuerySerializer(serializers.Serializer):
+    """A page of `GET /api/v1/sessions`, newest first (issue 34: a year of sessions in one answer). When more
+    sessions follow, the answer's `Link` header (rel="next") gives the next page's URL."""
+
+    state = serializers.CharField(required=False, allow_blank=True, max_length=16, help_text="Only this state.")
+    before = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                      help_text="The id of the previous page's last session (absent: the newest).")
+    limit = serializers.IntegerField(default=SESSION_PAGE_DEFAULT, min_value=1, max_value=SESSION_PAGE_MAX,
+                                     help_text=f"Sessions per page, at most {SESSION_PAGE_MAX}.")
 
 
 class HistoryQuerySerializer(serializers.Serializer):

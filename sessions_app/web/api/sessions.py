@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
+from django.utils.http import urlencode
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
@@ -29,6 +30,7 @@ from sessions_app.web.api.serializers import (
     HistorySerializer,
     SessionCreateSerializer,
     SessionDetailSerializer,
+    SessionListQuerySerializer,
     SessionSummarySerializer,
 )
 from sessions_app.web.instructing import ensure_may_instruct
@@ -50,10 +52,20 @@ def _invalid_item(exc: ItemValidationError) -> ApiError:
 class SessionList(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(responses=SessionSummarySerializer(many=True))
+    @extend_schema(parameters=[SessionListQuerySerializer], responses=SessionSummarySerializer(many=True))
     def get(self, request):
-        sessions = selectors.list_sessions(state=request.query_params.get("state"))
-        return Response(SessionSummarySerializer([selectors.session_summary(session=s) for s in sessions], many=True).data)
+        query = SessionListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        limit = query.validated_data["limit"]
+        state = query.validated_data.get("state") or None
+        sessions = selectors.list_sessions(state=state, before=query.validated_data.get("before"), limit=limit + 1)
+        page = sessions[:limit]
+        response = Response(SessionSummarySerializer([selectors.session_summary(session=s) for s in page],
+                                                     many=True).data)
+        if len(sessions) > limit:  # a keyset page: the next one starts after this page's last session
+            params = urlencode({**({"state": state} if state else {}), "before": page[-1].pk, "limit": limit})
+            response["Link"] = f'<{request.build_absolute_uri(request.path)}?{params}>; rel="next"'
+        return response
 
     @extend_schema(request=SessionCreateSerializer, responses={201: SessionSummarySerializer})
     def post(self, request):

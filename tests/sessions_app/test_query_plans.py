@@ -1,0 +1,98 @@
+"""The hot pages and API lists read the big tables through indexes (issue 34: a year of history): every query the
+public path runs is EXPLAINed on PostgreSQL over a seeded year in small (sessions over a year, a long session with
+its live history, compactions and attempts), and none scans a big table sequentially.
+
+PostgreSQL's planner decides by the statistics, so the tables are seeded to a size where a scan would be its honest
+choice without an index (tens of thousands of rows) and ANALYZEd. The SQLite pass skips with that reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
+
+from bench.year_data import seed_year
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db]
+
+# The tables that grow with history (10M rollout lines, 200k compactions a year). Sessions grow too, but slower, and
+# three whole-fleet aggregates read them whole by design (the fleet's counts by state and its kinds, the analytics by
+# policy and model joining the period's compactions to their sessions): every *list* of sessions must page by
+# index all the same, checked with the sessions table included.
+HISTORY_TABLES = ("sessions_app_rolloutline", "sessions_app_liveitem", "compaction_app_compaction",
+                  "compaction_app_compactionattempt")
+SESSIONS_TABLE = "sessions_app_session"
+SEQ_SCAN = re.compile(r"Seq Scan on (\w+)")
+
+
+@pytest.fixture
+def year(db):
+    if connection.vendor != "postgresql":
+        pytest.skip("query plans are PostgreSQL's: checked in the PostgreSQL pass (DATABASE_URL=postgres://...)")
+    return seed_year(sessions=8_000, lines_per_session=10, long_lines=20_000, compactions=6_000)
+
+
+def scans(path: str, client, tables: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(table, query) of each sequential scan of one of `tables` in the plans of the queries `path` runs."""
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(path)
+        assert response.status_code == 200, (path, response.status_code)
+        if hasattr(response, "streaming_content"):
+            b"".join(response.streaming_content)
+    found = []
+    with connection.cursor() as cursor:
+        for query in captured.captured_queries:
+            sql = query["sql"]
+            if not sql.lstrip().upper().startswith("SELECT"):
+                continue
+            cursor.execute(f"EXPLAIN {sql}")
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            found += [(table, sql[:300]) for table in SEQ_SCAN.findall(plan) if table in tables]
+    return found
+
+
+@pytest.fixture
+def clients(operator_user, support_user):
+    operator, support = APIClient(), APIClient()
+    operator.force_login(operator_user)
+    support.force_login(support_user)
+    return operator, support
+
+
+def test_every_hot_page_and_api_list_reads_the_history_tables_through_indexes(year, clients):
+    operator, support = clients
+    long, middle = year.long_session, year.session_ids[len(year.session_ids) // 2]
+    compaction = year.compaction_ids[len(year.compaction_ids) // 2]
+    paths = [
+        f"/api/v1/sessions/{long}",
+        f"/api/v1/sessions/{long}/history?limit=200",
+        f"/api/v1/sessions/{long}/history?after=10000&limit=200",
+        f"/api/v1/sessions/{middle}/compactions",
+        f"/api/v1/sessions/{middle}/attempts",
+        f"/api/v1/compactions/{compaction}",
+        f"/sessions/{long}/",  # the session page of the long session
+        f"/sessions/{long}/history/?before=10000",  # its "show older" page
+        f"/compactions/{compaction}/",  # the inspector
+        "/analytics/",  # the last 30 days (the page's default)
+        "/analytics/?period=7",
+        "/",  # the fleet board (each row's last attempt)
+    ]
+    found = {path: scans(path, support if path.startswith("/compactions/") else operator, HISTORY_TABLES)
+             for path in paths}
+    assert {path: tables for path, tables in found.items() if tables} == {}
+
+
+def test_every_list_of_sessions_pages_through_an_index(year, clients):
+    operator, _ = clients
+    middle = year.session_ids[len(year.session_ids) // 2]
+    lists = [
+        "/api/v1/sessions",  # the newest page
+        f"/api/v1/sessions?before={middle}&limit=100",  # a keyset page half a year back
+        "/api/v1/sessions?state=running&limit=100",
+    ]
+    found = {path: scans(path, operator, (SESSIONS_TABLE, *HISTORY_TABLES)) for path in lists}
+    assert {path: tables for path, tables in found.items() if tables} == {}
