@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('compaction_app', '0020_scale_indexes'),
+        ('compaction_app', '0021_scale_indexes'),
         ('sessions_app', '0013_one_job_system'),
     ]
 

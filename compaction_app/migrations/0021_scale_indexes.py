@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('compaction_app', '0019_provider_supports_images'),
+        ('compaction_app', '0020_gateway_steering'),
         ('sessions_app', '0013_one_job_system'),
     ]
 
