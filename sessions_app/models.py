@@ -269,6 +269,10 @@ class ContextWindow(models.Model):
     )
     opened_at = models.DateTimeField()
     reason = models.CharField(max_length=32, help_text="session_start, or the kind of the line that opened it.")
+    auto_compact_limit = models.PositiveBigIntegerField(
+        null=True, blank=True,
+        help_text="The auto-compact limit when the window opened (its provider's window and its policy then), so the "
+                  "chart draws each window's own limit; null for windows opened before it was recorded.")
 
     class Meta:
         ordering = ["session", "opened_at", "pk"]

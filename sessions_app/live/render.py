@@ -44,10 +44,12 @@ def _partial(template: str, name: str, context: Mapping[str, Any]) -> str:
 
 
 def chart_for(*, session: Session, summary: Mapping[str, Any]):
+    points = ls.token_points(session=session)
     return chart_geometry(
-        ls.token_points(session=session),
+        points,
         context_window=summary["context_window"],
         limit=summary["auto_compact_limit"],
+        window_limits=ls.window_limits(session_id=session.pk, points=points),
     )
 
 
@@ -188,10 +190,12 @@ def advance_chart_state(*, session: Session, after_seq: int, upto: int) -> None:
 
 def batch_chart(*, session: Session, summary: Mapping[str, Any], after_seq: int, upto: int, lines: list) -> Chart:
     """The chart a batch renders: `chart_for` as of `upto`, from the process's chart state when it can."""
+    points = chart_state(session=session, after_seq=after_seq, upto=upto, lines=lines).chart_points()
     return chart_geometry(
-        chart_state(session=session, after_seq=after_seq, upto=upto, lines=lines).chart_points(),
+        points,
         context_window=summary["context_window"],
         limit=summary["auto_compact_limit"],
+        window_limits=ls.window_limits(session_id=session.pk, points=points),
     )
 
 

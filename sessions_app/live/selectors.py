@@ -237,6 +237,21 @@ def token_points(*, session: Session, limit: int = CHART_POINTS, upto_seq: int |
     return [pt for pt in points if pt is not None]
 
 
+def window_limits(*, session_id: int, points: list[Point]) -> tuple[tuple[int, int | None], ...]:
+    """The auto-compact limit each window on the chart opened with, as (seq it opened at, limit), oldest first, for
+    `token_chart.chart_geometry`: none without a history replacement on the chart (one window: the current limit),
+    else two bounded queries (the windows the replacements opened, and the one the first reading falls in)."""
+    drops = [pt.seq for pt in points if pt.drop]
+    if not drops:
+        return ()
+    windows = ContextWindow.objects.filter(session_id=session_id)
+    opened = list(windows.filter(opened_by_seq__gte=points[0].seq).order_by("opened_by_seq")
+                  .values_list("opened_by_seq", "auto_compact_limit"))
+    first = (windows.filter(Q(opened_by_seq__lt=points[0].seq) | Q(opened_by_seq__isnull=True))
+             .order_by("-number", "-pk").values_list("auto_compact_limit", flat=True).first())
+    return ((0, first), *opened)
+
+
 @dataclass(frozen=True)
 class TimelineEntry:
     window_number: int

@@ -7,6 +7,7 @@ every live update.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import threading
 from dataclasses import dataclass
@@ -33,6 +34,16 @@ class Marker:
 
 
 @dataclass(frozen=True)
+class LimitSegment:
+    """The auto-compact limit of one context window, drawn across that window's readings only."""
+
+    x1: float
+    x2: float
+    y: float
+    limit: int
+
+
+@dataclass(frozen=True)
 class Tick:
     y: float
     label: str
@@ -50,6 +61,7 @@ class Chart:
     area: str  # the same line closed along the x axis, for a light fill
     limit_y: float | None
     window_y: float
+    limits: tuple[LimitSegment, ...]  # each window's own limit over its readings (empty chart: none)
     drops: tuple[Marker, ...]
     ticks: tuple[Tick, ...]
     empty: bool
@@ -107,6 +119,7 @@ def chart_geometry(
     *,
     context_window: int,
     limit: int | None,
+    window_limits: tuple[tuple[int, int | None], ...] = (),
     width: int = 1200,
     height: int = 190,
     left: int = 44,
@@ -118,6 +131,10 @@ def chart_geometry(
     A drop is drawn as a vertical segment from the previous reading (or from the drop's `peak`, the value the
     compaction fired at, when it has one) down to the value after the replacement, so the saw-tooth of compactions
     shows as it happened and each peak reaches the value that triggered it.
+
+    `window_limits` are the past windows' own limits as (seq the window opened at, limit or None when it was not
+    recorded), oldest first; readings from the last of them on, and readings with none, use `limit` (the current
+    window's). Each window's limit is drawn across its own readings only.
     """
     values = [p.tokens for p in points]
     values += [p.peak for p in points if p.peak is not None]
@@ -156,9 +173,31 @@ def chart_geometry(
     base = top + plot_h
     area = f"{coords[0][0]},{base} {line} {coords[-1][0]},{base}" if coords else ""
     ticks = tuple(Tick(y=y_of(v), label=short_tokens(v)) for v in (0, ceiling // 2, ceiling))
+    segments = _limit_segments(points, xs, window_limits, limit, y_of, right=left + plot_w)
     return Chart(
         width=width, height=height, left=left, plot_right=left + plot_w, plot_top=top, plot_bottom=base,
         line=line, area=area, limit_y=y_of(limit) if limit else None, window_y=y_of(context_window),
-        drops=tuple(drops), ticks=ticks, empty=not points,
+        drops=tuple(drops), ticks=ticks, empty=not points, limits=segments,
         last_tokens=points[-1].tokens if points else 0, peak_tokens=max(values, default=0),
     )
+
+
+def _limit_segments(points: list[Point], xs: tuple[float, ...], window_limits: tuple[tuple[int, int | None], ...],
+                    current: int | None, y_of, *, right: float) -> tuple[LimitSegment, ...]:
+    """One segment per run of readings under the same window limit: from the run's first reading to the next run's
+    first (a compaction's drop), the last run to the plot's right edge."""
+    if not points:
+        return ()
+    starts = [seq for seq, _ in window_limits]
+    runs: list[tuple[int, int | None]] = []  # (index of the first reading, limit)
+    for i, point in enumerate(points):
+        at = bisect.bisect_right(starts, point.seq) - 1
+        value = window_limits[at][1] if 0 <= at < len(window_limits) - 1 else current
+        if not runs or runs[-1][1] != value:
+            runs.append((i, value))
+    segments = []
+    for n, (first, value) in enumerate(runs):
+        x2 = xs[runs[n + 1][0]] if n + 1 < len(runs) else right
+        if value:
+            segments.append(LimitSegment(x1=xs[first], x2=x2, y=y_of(value), limit=value))
+    return tuple(segments)

@@ -21,6 +21,7 @@ from uuid6 import uuid7
 from compaction_app.engine.items import Item, is_model_generated
 from compaction_app.engine.tokens import TokenCounter, counter
 from compaction_app.engine.windows import new_window_id
+from compaction_app.limits import auto_compact_limit
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb import statements
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session, StagedRolloutLine
@@ -251,12 +252,19 @@ def _plan(*, session: Session, lines: Sequence[NewLine], actor, actor_id, now: d
                     session=session, number=next_header.window_number, window_id=next_header.window_id,
                     previous_window_id=next_header.previous_window_id, first_window_id=next_header.first_window_id,
                     opened_by_seq=None if first else line.seq, opened_at=new.timestamp or now,
-                    reason="session_start" if first else new.kind,
+                    reason="session_start" if first else new.kind, auto_compact_limit=_limit_of(session),
                 )
             )
         header = next_header
     plan.header = header
     return plan
+
+
+def _limit_of(session: Session) -> int | None:
+    """The session's auto-compact limit now (a window opening reads it; windows open rarely)."""
+    if session.provider_id is None or session.policy_id is None:
+        return None
+    return auto_compact_limit(provider=session.provider, policy=session.policy)
 
 
 def _header_changes(*, session: Session, plan: _Plan, known: dict[str, Any], now: datetime,

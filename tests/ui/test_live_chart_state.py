@@ -55,9 +55,10 @@ def full_read_chart(session: Session, *, limit: int | None = None) -> str:
     `limit` when given, as `chart_for` would with that many places)."""
     session = selectors.get_session(session_id=session.pk)
     summary = selectors.session_summary(session=session)
+    points = ls.token_points(session=session, limit=limit) if limit is not None else None
     chart = live_render.chart_for(session=session, summary=summary) if limit is None else chart_geometry(
-        ls.token_points(session=session, limit=limit), context_window=summary["context_window"],
-        limit=summary["auto_compact_limit"])
+        points, context_window=summary["context_window"], limit=summary["auto_compact_limit"],
+        window_limits=ls.window_limits(session_id=session.pk, points=points))
     context = {"s": summary, "session": session, "seq": session.last_seq, "oob": True, "progress": None,
                "chart": chart}
     return live_render._partial(live_render.SESSION_PAGE, "chart", context)

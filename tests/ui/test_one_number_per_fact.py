@@ -134,3 +134,21 @@ def test_analytics_says_window_tokens_freed_with_its_definition(remote_v2_compac
     analytics = page(client, "/analytics/")
     assert "Tokens saved" not in analytics and "Window tokens freed" in analytics
     assert said("tokens_freed") in analytics
+
+
+@pytest.mark.django_db
+def test_the_chart_draws_each_window_with_the_limit_it_had(operator_user, make_session, items_factory, policy):
+    from sessions_app.compactions.services import do_compact_session
+
+    session = make_session(items=[items_factory.user("a task " * 50), items_factory.assistant("ok " * 50)])
+    # Window 1 opened under the window's default limit (90% of 32,000).
+    CompactionPolicy.objects.filter(pk=policy.pk).update(auto_compact_token_limit=12_000)
+    do_compact_session(session_id=session.pk, strategy="token_budget")  # window 2 opens under 12,000
+    CompactionPolicy.objects.filter(pk=policy.pk).update(auto_compact_token_limit=9_000)
+    do_compact_session(session_id=session.pk, strategy="token_budget")  # window 3, the current one: 9,000
+    client = Client()
+    client.force_login(operator_user)
+    chart = page(client, f"/sessions/{session.pk}/")
+    chart = chart[chart.index('id="token-chart"'):chart.index("</section>", chart.index('id="token-chart"'))]
+    limits = [int(v) for v in re.findall(r'data-limit="(\d+)"', chart)]
+    assert limits == [28_800, 12_000, 9_000]

@@ -67,3 +67,24 @@ def test_the_kept_y_texts_stay_bounded():
     chart_geometry([Point(i, i) for i in range(_YTexts.VALUES + 2)], context_window=10**9, limit=None)
     chart_geometry([Point(1, 1)], context_window=10**9, limit=None)
     assert all(len(values) <= _YTexts.VALUES + 2 for values in _y_texts._axes.values())
+
+
+def test_each_window_is_drawn_with_its_own_limit_across_its_own_readings():
+    points = [Point(1, 10_000), Point(2, 14_000), Point(3, 2_000, drop=True), Point(4, 20_000),
+              Point(5, 3_000, drop=True), Point(6, 5_000)]
+    # Window 1 opened with a 14,400 limit, window 2 (opened at seq 3) with 28,800; window 3 (seq 5) is current.
+    chart = chart_geometry(points, context_window=32_000, limit=24_000,
+                           window_limits=((0, 14_400), (3, 28_800), (5, 16_000)))
+    first, second, current = chart.limits
+    assert [s.limit for s in chart.limits] == [14_400, 28_800, 24_000]  # the current window: the live limit
+    xs = sorted({float(pair.split(",")[0]) for pair in chart.line.split()})
+    assert (first.x1, first.x2) == (xs[0], xs[2]) and (second.x1, second.x2) == (xs[2], xs[4])
+    assert current.x1 == xs[4] and current.x2 == chart.plot_right
+    assert first.y > second.y  # a lower limit sits lower on the chart (SVG y grows downwards)
+
+
+def test_a_window_whose_limit_was_not_recorded_draws_no_limit_line():
+    points = [Point(1, 10_000), Point(2, 2_000, drop=True), Point(3, 3_000)]
+    chart = chart_geometry(points, context_window=32_000, limit=28_800, window_limits=((0, None), (2, 28_800)))
+    (only,) = chart.limits
+    assert only.limit == 28_800 and only.x1 > chart.left
