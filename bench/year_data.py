@@ -22,6 +22,7 @@ class Year:
 COMPACT_EVERY = 10  # every tenth line of a session is a `compacted` line (a compaction's, when one is seeded there)
 LINE_KIND_SQL = (f"CASE WHEN s %% {COMPACT_EVERY} = 0 THEN 'compacted' "
                  "ELSE (ARRAY['response_item','response_item','response_item','event_msg','turn_context'])[1 + s %% 5] END")
+ITEM_TOKENS_SQL = f"CASE WHEN s %% {COMPACT_EVERY} = 0 THEN '[]'::jsonb END"  # one count per replacement item
 PAYLOAD_SQL = (f"CASE WHEN s %% {COMPACT_EVERY} = 0 THEN "
                "jsonb_build_object('message', 'summary ' || s, 'replacement_history', '[]'::jsonb) "
                "ELSE jsonb_build_object('type', 'message', 'role', 'user', 'n', s) END")
@@ -56,14 +57,18 @@ def seed_year(*, sessions: int, lines_per_session: int, long_lines: int, compact
             [now, ids[-1], 365 * 86400 / max(1, sessions), ids[0], ids[-1]],
         )
         cursor.execute(
-            f"""INSERT INTO {RolloutLine._meta.db_table} (session_id, seq, timestamp, kind, payload, tokens)
-                SELECT sid, s, now() - interval '1 second' * (%s - s), {LINE_KIND_SQL}, {PAYLOAD_SQL}, 40 + s %% 200
+            f"""INSERT INTO {RolloutLine._meta.db_table} (session_id, seq, timestamp, kind, payload, tokens,
+                                                        item_tokens)
+                SELECT sid, s, now() - interval '1 second' * (%s - s), {LINE_KIND_SQL}, {PAYLOAD_SQL}, 40 + s %% 200,
+                       {ITEM_TOKENS_SQL}
                 FROM unnest(%s::bigint[]) AS sid, generate_series(1, %s) AS s""",
             [lines_per_session, short, lines_per_session],
         )
         cursor.execute(
-            f"""INSERT INTO {RolloutLine._meta.db_table} (session_id, seq, timestamp, kind, payload, tokens)
-                SELECT %s, s, now() - interval '1 second' * (%s - s), {LINE_KIND_SQL}, {PAYLOAD_SQL}, 40 + s %% 200
+            f"""INSERT INTO {RolloutLine._meta.db_table} (session_id, seq, timestamp, kind, payload, tokens,
+                                                        item_tokens)
+                SELECT %s, s, now() - interval '1 second' * (%s - s), {LINE_KIND_SQL}, {PAYLOAD_SQL}, 40 + s %% 200,
+                       {ITEM_TOKENS_SQL}
                 FROM generate_series(1, %s) AS s""",
             [long_session, long_lines, long_lines],
         )
