@@ -501,8 +501,9 @@ class FleetConsumer(RoleCheckedConsumer):
         # A compaction changes the row's numbers and its last-compaction cell together: re-read both, so the row
         # never shows a finished compaction beside the counts from before it.
         missing = [i for i in ids if i not in self.summaries or i in stale]
-        for session in Session.objects.select_related("provider", "policy").filter(pk__in=missing):
-            self.summaries[session.pk] = selectors.session_summary(session=session)
+        if missing:  # an empty `pk__in` still compiles its query: most of an update that reads nothing
+            for session in Session.objects.select_related("provider", "policy").filter(pk__in=missing):
+                self.summaries[session.pk] = selectors.session_summary(session=session)
         reread = [i for i in ids if i in stale or i not in self.attempts]
         if reread:
             fresh = live_selectors.last_attempts(session_ids=reread)
