@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from gateway_app.keys import do_create_gateway_key
+from gateway_app.keys import do_create_gateway_key, do_create_user_gateway_key
 from gateway_app.models import GatewayAttempt, GatewayKey, GatewayRoute, GatewaySession
 
 
@@ -20,8 +20,9 @@ class GatewayKeyInline(admin.TabularInline):
 
 @admin.register(GatewayRoute)
 class GatewayRouteAdmin(admin.ModelAdmin):
-    list_display = ("name", "provider", "policy", "compaction_mode", "requests_per_minute", "enabled")
-    list_filter = ("compaction_mode", "enabled")
+    list_display = ("name", "provider", "policy", "compaction_mode", "requests_per_minute", "allow_user_keys",
+                    "pass_client_bearer", "enabled")
+    list_filter = ("compaction_mode", "allow_user_keys", "enabled")
     inlines = [GatewayKeyInline]
     actions = ["create_key"]
 
@@ -34,19 +35,22 @@ class GatewayRouteAdmin(admin.ModelAdmin):
 
 @admin.register(GatewayKey)
 class GatewayKeyAdmin(admin.ModelAdmin):
-    list_display = ("client_name", "route", "prefix", "revoked", "created", "last_used")
+    list_display = ("client_name", "route", "user", "prefix", "revoked", "created", "last_used")
     list_filter = ("route", "revoked")
-    fields = ("route", "client_name", "prefix", "revoked", "created", "last_used")
+    fields = ("route", "user", "client_name", "prefix", "revoked", "created", "last_used")
     readonly_fields = ("prefix", "created", "last_used")
 
     def get_readonly_fields(self, request, obj=None):
-        return self.readonly_fields + (("route",) if obj is not None else ())
+        return self.readonly_fields + (("route", "user") if obj is not None else ())
 
     def save_model(self, request, obj, form, change):
         if change:
             super().save_model(request, obj, form, change)
             return
-        new = do_create_gateway_key(route=obj.route, client_name=obj.client_name)
+        if obj.route_id is None and obj.user_id is not None:  # a user's own key (the routes that allow them)
+            new = do_create_user_gateway_key(user=obj.user, name=obj.client_name)
+        else:
+            new = do_create_gateway_key(route=obj.route, client_name=obj.client_name)
         obj.pk = new.row.pk
         messages.warning(request, f"The key (shown only now, store it): {new.key}")
 

@@ -7,6 +7,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
+from django.db.models import Q
 from django.utils import timezone
 
 from gateway_app.models import GatewayKey, GatewayRoute
@@ -30,12 +31,42 @@ def do_create_gateway_key(*, route: GatewayRoute, client_name: str) -> NewKey:
     return NewKey(row=row, key=key)
 
 
+def do_create_user_gateway_key(*, user, name: str) -> NewKey:
+    """A user's own key: it works on every route that allows user keys, as that user."""
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    row = GatewayKey.objects.create(user=user, client_name=name[:100], prefix=key[:10], digest=digest_of(key))
+    return NewKey(row=row, key=key)
+
+
+def do_revoke_user_gateway_key(*, user, key_id: int) -> GatewayKey:
+    """Revoke one of `user`'s own keys (GatewayKey.DoesNotExist for a key of anyone else)."""
+    row = GatewayKey.objects.get(pk=key_id, user=user)
+    row.revoked = True
+    row.save(update_fields=["revoked"])
+    return row
+
+
+def user_keys(*, user) -> list[GatewayKey]:
+    return list(GatewayKey.objects.filter(user=user).order_by("-created"))
+
+
+def user_key_routes() -> list[GatewayRoute]:
+    return list(GatewayRoute.objects.filter(enabled=True, allow_user_keys=True).order_by("name"))
+
+
+def user_key_route(*, name: str) -> GatewayRoute | None:
+    return (GatewayRoute.objects.select_related("provider", "policy")
+            .filter(name=name, enabled=True, allow_user_keys=True).first())
+
+
 def key_for(*, presented: str) -> GatewayKey | None:
-    """The live key whose digest matches, with its route, or None (unknown, revoked, or its route disabled)."""
+    """The live key whose digest matches, with its route or user, or None (unknown, revoked, its route disabled,
+    its user inactive)."""
     if not presented.startswith(KEY_PREFIX):
         return None
-    row = (GatewayKey.objects.select_related("route", "route__provider", "route__policy")
-           .filter(digest=digest_of(presented), revoked=False, route__enabled=True).first())
+    row = (GatewayKey.objects.select_related("route", "route__provider", "route__policy", "user")
+           .filter(Q(route__enabled=True) | Q(route__isnull=True, user__is_active=True),
+                   digest=digest_of(presented), revoked=False).first())
     if row is not None:
         GatewayKey.objects.filter(pk=row.pk).update(last_used=timezone.now())
     return row

@@ -9,6 +9,7 @@ Codex CLI authenticates with a gateway key of one route, sent as its API key; on
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 
@@ -32,6 +33,9 @@ class GatewayRoute(models.Model):
         default=False, help_text="Send the client's own bearer token to the upstream instead of the Provider's key "
                                  "(clients then authenticate with a gateway key in the x-compactweb-gateway-key "
                                  "header). The token is never stored or logged.")
+    allow_user_keys = models.BooleanField(
+        default=False, help_text="Users' own gateway keys work on this route too, at /gateway/r/<name>/v1 "
+                                 "(a route's keys work there and at /gateway/v1).")
     enabled = models.BooleanField(default=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
@@ -44,9 +48,12 @@ class GatewayRoute(models.Model):
 
 
 class GatewayKey(models.Model):
-    """A client key of one route: shown once when created, stored as its SHA-256 (`digest`)."""
+    """A client key, shown once when created and stored as its SHA-256 (`digest`): of one route (an admin's), or of
+    one user (their own, for every route that allows user keys)."""
 
-    route = models.ForeignKey(GatewayRoute, on_delete=models.CASCADE, related_name="keys")
+    route = models.ForeignKey(GatewayRoute, on_delete=models.CASCADE, related_name="keys", null=True, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="gateway_keys",
+                             null=True, blank=True)
     client_name = models.CharField(max_length=100, help_text="Who uses it (a person, a CI runner): on the fleet board.")
     prefix = models.CharField(max_length=16, help_text="The key's first characters, to tell keys apart.")
     digest = models.CharField(max_length=64, unique=True)
@@ -56,9 +63,17 @@ class GatewayKey(models.Model):
 
     class Meta:
         ordering = ["route", "client_name"]
+        constraints = [models.CheckConstraint(
+            condition=models.Q(route__isnull=False, user__isnull=True) | models.Q(route__isnull=True,
+                                                                                  user__isnull=False),
+            name="gateway_key_of_a_route_or_a_user")]
 
     def __str__(self) -> str:
-        return f"{self.client_name} on {self.route} ({self.prefix}…)"
+        return f"{self.client_name} on {self.route or self.user} ({self.prefix}…)"
+
+    def clean(self) -> None:
+        if (self.route_id is None) == (self.user_id is None):
+            raise ValidationError("A key belongs to a route or to a user: choose one of them.")
 
 
 class GatewaySession(models.Model):

@@ -5,7 +5,10 @@
     GET  /gateway/v1/models              the upstream's model list
     websocket /gateway/...               refused with 426, so Codex falls back to HTTP at once (as /sim does)
 
-In order: the route (a gateway key as the bearer: 401 otherwise), the route's requests per minute (429), its body
+Also under /gateway/r/<route>/v1/... (the route named: a user's own key works only there, on a route that allows
+user keys).
+
+In order: the route (a gateway key as the bearer, or in x-compactweb-gateway-key: 401 otherwise), the route's requests per minute (429), its body
 limit (413), the body (400 unless a JSON object with an item list), compaction handles expanded (an unknown one is
 400, never forwarded), then either compactweb's own compaction (compactweb mode, `compaction`) or the upstream.
 Upstream answers reach the client chunk by chunk as they arrive, status and body unchanged, errors included. What
@@ -32,6 +35,7 @@ import httpx
 
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.simulated.app import refuse_websocket
+from compactweb.roles import role_of
 from gateway_app import (
     compaction,
     keys,
@@ -54,7 +58,8 @@ ENDPOINTS = {"/v1/responses": ("POST", "responses"), "/v1/responses/compact": ("
              "/v1/models": ("GET", "models")}
 CLIENT_GONE = recording.CLIENT_GONE
 GATEWAY_KEY_HEADER = "x-compactweb-gateway-key"  # the gateway key, when the bearer is the client's own
-KEY_CACHE_SECONDS = 5.0  # a revoked key or a disabled route stops working within this time
+KEY_CACHE_SECONDS = 5.0
+ROUTE_PREFIX = "/r/"  # a revoked key or a disabled route stops working within this time
 
 
 @dataclass(frozen=True)
@@ -73,22 +78,30 @@ class Caller:
     client_bearer: str = field(default="", repr=False)
 
 
-_keys: dict[str, tuple[float, Caller | None]] = {}
+_keys: dict[tuple[str, str], tuple[float, Caller | None]] = {}
 _keys_lock = threading.Lock()
 
 
-def _lookup(presented: str) -> Caller | None:
+def _lookup(presented: str, route_name: str) -> Caller | None:
     row = keys.key_for(presented=presented)
     if row is None:
         return None
-    route = row.route
-    return Caller(key_id=row.pk, client_name=row.client_name, route_id=route.pk, route_name=route.name,
+    if row.route_id is not None:
+        route, client = row.route, row.client_name
+        if route_name and route_name != route.name:
+            return None  # a key of another route
+    else:  # a user's own key: on a route named in the path that allows user keys, for a user with a role
+        route = keys.user_key_route(name=route_name) if route_name else None
+        if route is None or role_of(row.user) is None:
+            return None
+        client = f"{row.user.get_username()} ({row.client_name})"
+    return Caller(key_id=row.pk, client_name=client, route_id=route.pk, route_name=route.name,
                   mode=route.compaction_mode, max_body_bytes=route.max_body_bytes,
                   requests_per_minute=route.requests_per_minute, pass_bearer=route.pass_client_bearer,
                   config=provider_config(provider=route.provider, policy=route.policy))
 
 
-async def authenticate(headers: dict[str, str]) -> Caller | None:
+async def authenticate(headers: dict[str, str], route_name: str = "") -> Caller | None:
     """The caller of a gateway key, from GATEWAY_KEY_HEADER when sent (the bearer is then the client's own), else
     from the bearer; None when there is no live key."""
     scheme, _, bearer = headers.get("authorization", "").strip().partition(" ")
@@ -98,19 +111,19 @@ async def authenticate(headers: dict[str, str]) -> Caller | None:
     presented = presented or bearer
     if not presented:
         return None
-    caller = await _caller_of(presented)
+    caller = await _caller_of(presented, route_name)
     if caller is not None and caller.pass_bearer and own_bearer:
         return dataclasses.replace(caller, client_bearer=own_bearer)
     return caller
 
 
-async def _caller_of(presented: str) -> Caller | None:
-    digest = keys.digest_of(presented)
+async def _caller_of(presented: str, route_name: str) -> Caller | None:
+    digest = (keys.digest_of(presented), route_name)
     now = time.monotonic()
     cached = _keys.get(digest)
     if cached is not None and cached[0] > now:
         return cached[1]
-    caller = await lookups.run(_lookup, presented=presented)
+    caller = await lookups.run(_lookup, presented=presented, route_name=route_name)
     with _keys_lock:
         if len(_keys) > 10_000:
             _keys.clear()
@@ -199,6 +212,10 @@ async def app(scope, receive, send) -> None:
         return
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
     path = scope.get("path", "")
+    route_name = ""
+    if path.startswith(ROUTE_PREFIX):  # /r/<route>/v1/...: the route named (needed by a user's own key)
+        route_name, _, rest = path[len(ROUTE_PREFIX):].partition("/")
+        path = "/" + rest
     route = ENDPOINTS.get(path.rstrip("/") or "/")
     if route is None:
         await _send_error(send, 404, "not_found", f"no gateway route for {path}")
@@ -207,10 +224,10 @@ async def app(scope, receive, send) -> None:
     if scope.get("method") != method:
         await _send_error(send, 405, "method_not_allowed", f"use {method}", headers={"Allow": method})
         return
-    caller = await authenticate(headers)
+    caller = await authenticate(headers, route_name)
     if caller is None:
-        await _send_error(send, 401, "invalid_api_key", "the gateway needs a gateway key of a route as the bearer "
-                          "token (docs/gateway.md)", headers={"WWW-Authenticate": 'Bearer realm="compactweb-gateway"'})
+        await _send_error(send, 401, "invalid_api_key", "the gateway needs a gateway key (a route's, or your own at "
+                          "/gateway/r/<route>/v1) as the bearer token (docs/gateway.md)", headers={"WWW-Authenticate": 'Bearer realm="compactweb-gateway"'})
         return
     if not await limits.allow(route_id=caller.route_id, per_minute=caller.requests_per_minute):
         await _send_error(send, 429, "rate_limit_exceeded",
