@@ -1,19 +1,74 @@
-"""One error shape for the whole JSON API: {"error": {"code": "...", "message": "..."}} (design: API contract)."""
+"""One error shape for the whole JSON API: {"error": {"code": "...", "message": "..."}} (design: API contract), and
+the one mapping of a service's domain error (compactweb.domain_errors) to the HTTP status it is answered with."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
 
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from compactweb import db_outage
+from compactweb.domain_errors import Conflict, DomainError, Invalid, NotFound, Unavailable, UpstreamFailed
 
 DATABASE_UNAVAILABLE = "database_unavailable"
 RETRY_AFTER_SECONDS = 5  # what a 503 asks a client to wait before trying again
 
 
-def error_body(code: str, message: str) -> dict:
-    return {"error": {"code": code, "message": message}}
+# The one place a domain error's category becomes an HTTP status (API answers, pages, a job's recorded answer).
+STATUSES: dict[type[DomainError], int] = {
+    Invalid: status.HTTP_400_BAD_REQUEST,
+    NotFound: status.HTTP_404_NOT_FOUND,
+    Conflict: status.HTTP_409_CONFLICT,
+    UpstreamFailed: status.HTTP_502_BAD_GATEWAY,
+    Unavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
+}
+CREATED = status.HTTP_201_CREATED
+INTERNAL_ERROR = "internal_error"
+
+
+def error_body(code: str, message: str, **extra) -> dict:
+    return {"error": {"code": code, "message": message, **extra}}
+
+
+def status_for(exc: DomainError) -> int:
+    """The status of the first category in the error's class hierarchy (a `Conflict` that is also a transfer
+    refusal answers 409); 500 for a DomainError of no category, which is a bug."""
+    for cls in type(exc).__mro__:
+        if cls in STATUSES:
+            return STATUSES[cls]
+    return status.HTTP_500_INTERNAL_SERVER_ERROR
+
+
+class Answer(NamedTuple):
+    """What the API answers for a piece of work: a status and a body (the result, or the error body)."""
+
+    status: int
+    body: dict
+
+    @property
+    def ok(self) -> bool:
+        return self.status < status.HTTP_400_BAD_REQUEST
+
+
+def error_answer(exc: DomainError) -> Answer:
+    return Answer(status_for(exc), error_body(exc.code, exc.message, **exc.extra))
+
+
+def unexpected_answer(exc: BaseException) -> Answer:
+    """An exception nobody foresaw (a bug): still an answer in the API's shape, naming only the exception's type."""
+    return Answer(status.HTTP_500_INTERNAL_SERVER_ERROR,
+                  error_body(INTERNAL_ERROR, f"{type(exc).__name__}: the job failed"))
+
+
+def answer(work: Callable[[], dict]) -> Answer:
+    """201 with what `work()` returns, or the answer for the domain error it raised."""
+    try:
+        return Answer(CREATED, work())
+    except DomainError as exc:
+        return error_answer(exc)
 
 
 class ApiError(exceptions.APIException):
@@ -37,6 +92,9 @@ def _flatten(detail, path: str = "") -> str:
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, DomainError):
+        refusal = error_answer(exc)
+        return Response(refusal.body, status=refusal.status)
     response = drf_exception_handler(exc, context)
     if response is None:
         if db_outage.is_unavailable(exc):  # a restart or a full disk: try again, not a server error

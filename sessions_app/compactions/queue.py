@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from compactweb import statements
+from compactweb.domain_errors import Conflict, Invalid, NotFound
 from sessions_app.compactions.services import lease_is_free
 from sessions_app.models import Job, Session
 from sessions_app.rollout.lease import Lease, SessionBusy, SessionReadOnly, acquire, refuse_if_followed
@@ -33,13 +34,19 @@ ALREADY_ACTIVE_MESSAGE = ("A manual compaction of this session is already queued
 RUNNING_MESSAGE = "A compaction of this session is running already; wait for its result."
 
 
-class CompactionRequestRefused(ValueError):
-    """The request cannot be started or queued; nothing changed. `status` and `code` are what the API answers."""
+class CompactionRequestRefused(Conflict):
+    """The request cannot be started or queued; nothing changed. A conflict (the session is busy or read-only)
+    unless one of the two kinds below."""
 
-    def __init__(self, message: str, *, status: int = 409, code: str = "busy") -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
+
+class NoSuchSession(NotFound, CompactionRequestRefused):
+    pass
+
+
+class InstructionsNotSent(Invalid, CompactionRequestRefused):
+    """Extra instructions asked of a method that sends no prompt."""
+
+    code = "compaction_refused"
 
 
 def fresh_since() -> datetime:
@@ -82,7 +89,7 @@ def holder_to_queue_behind(*, session_id: int) -> str | None:
     except SessionReadOnly as exc:
         raise CompactionRequestRefused(str(exc), code=exc.code) from None
     except Session.DoesNotExist:
-        raise CompactionRequestRefused(f"Session {session_id} does not exist.", status=404, code="not_found") from None
+        raise NoSuchSession(f"Session {session_id} does not exist.") from None
     except SessionBusy as exc:
         if exc.purpose == COMPACTION_PURPOSE:
             raise CompactionRequestRefused(RUNNING_MESSAGE) from None
@@ -92,7 +99,7 @@ def holder_to_queue_behind(*, session_id: int) -> str | None:
 
 def check_instructions(*, strategy: str | None, instructions: str) -> None:
     if instructions.strip() and strategy not in (None, "", "local"):
-        raise CompactionRequestRefused(LOCAL_ONLY_MESSAGE, status=400, code="compaction_refused")
+        raise InstructionsNotSent(LOCAL_ONLY_MESSAGE)
 
 
 def wait_for_lease(*, session_id: int, wait_seconds: float = WAIT_SECONDS, poll_seconds: float = POLL_SECONDS,

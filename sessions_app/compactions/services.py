@@ -54,6 +54,7 @@ from compaction_app.models import AuditEntry, Compaction, CompactionAttempt
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.factory import build_client
 from compactweb import db_outage
+from compactweb.domain_errors import Conflict, Invalid, UpstreamFailed
 from sessions_app.compactions import alerts
 from sessions_app.compactions.retention import retention_fields, session_carried_facts, session_pins
 from sessions_app.compactions.settings_builder import (
@@ -115,30 +116,36 @@ __all__ = [
 ]
 
 
-class CompactionRefused(ValueError):
+class CompactionRefused(Invalid, ValueError):
     """The request cannot run with this session's configuration (engine CompactionConfigError, bad fault
     injection, unknown trigger/phase/strategy). Nothing was recorded or changed."""
 
+    code = "compaction_refused"
 
-class CompactionFailed(Exception):
-    """The provider or the engine failed; the history is unchanged. `attempt` is the failed CompactionAttempt."""
+
+class CompactionFailed(UpstreamFailed):
+    """The provider or the engine failed; the history is unchanged. `attempt` is the failed CompactionAttempt;
+    `code` (the error kind) is what the API and callers such as the turn loop report; `http_status` is the
+    provider's, when it answered with one."""
 
     def __init__(self, *, attempt: CompactionAttempt, kind: str, message: str, http_status: int | None = None):
         self.attempt = attempt
         self.kind = kind
-        self.code = kind  # the API error code (and what callers such as the turn loop report)
-        self.message = message
         self.http_status = http_status
-        super().__init__(message)
+        super().__init__(message, code=kind, attempt_id=attempt.pk,
+                         **({"http_status": http_status} if http_status is not None else {}))
 
 
-class CompactionInterrupted(Exception):
+class CompactionInterrupted(Conflict):
     """A PreCompact hook stopped the compaction (spec §7); nothing changed. `attempt` has status interrupted."""
+
+    code = "interrupted"
 
     def __init__(self, *, attempt: CompactionAttempt, stop_reason: str | None):
         self.attempt = attempt
         self.stop_reason = stop_reason
-        super().__init__(stop_reason or "PreCompact hook stopped execution")
+        super().__init__(stop_reason or "PreCompact hook stopped execution", attempt_id=attempt.pk)
+        self.message = f"a PreCompact hook stopped the compaction: {stop_reason or 'no reason given'}"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ would wait for ever, although the session's lease and the compaction attempt are
 process running a job renews `Job.heartbeat_at` every third of the lease TTL (`heartbeat`, a daemon thread beside
 the work, which also covers a long provider call); a running job whose heartbeat (or, before the first beat, its
 start) is older than one TTL has lost its process, and `reap_dead_jobs` finishes it as failed with the reason
-below: 503, code `interrupted`, what a caller would see from a web process that died under its request. It runs
+below (`JobLost`: unavailable, code `interrupted`), what a caller would see from a web process that died under its request. It runs
 in the scheduler's housekeeping (every 2 s, `sessions_app.fleet.scheduler.housekeeping_done`) and whenever a job
 is read through the API, so a dead job ends within the TTL and a few seconds, with or without a scheduler.
 
@@ -32,16 +32,20 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from compactweb.api_errors import error_answer
+from compactweb.domain_errors import Conflict, Unavailable
 from sessions_app.compactions import queue
-from sessions_app.jobs.services import error, publish_job_event
+from sessions_app.jobs.services import publish_job_event
 from sessions_app.models import Job
 from sessions_app.rollout.lease import RENEWALS_PER_TTL, lease_ttl
 
 logger = logging.getLogger(__name__)
 
 JOB_LOST_MESSAGE = "the worker running this job stopped before it finished; submit it again"
-JOB_LOST_STATUS = 503
-JOB_LOST_CODE = "interrupted"
+
+
+class JobLost(Unavailable):
+    code = "interrupted"
 
 
 def beat(*, job_id: int) -> None:
@@ -88,7 +92,7 @@ def reap_dead_jobs(*, job_id: int | None = None, now=None, **_signal_kwargs) -> 
     )
     if job_id is not None:
         dead = dead.filter(pk=job_id)
-    status, result = error(JOB_LOST_STATUS, JOB_LOST_CODE, JOB_LOST_MESSAGE)
+    status, result = error_answer(JobLost(JOB_LOST_MESSAGE))
     reaped = []
     for job in dead:
         ended = Job.objects.filter(pk=job.pk, status=job.status, heartbeat_at=job.heartbeat_at).update(
@@ -113,7 +117,7 @@ def expire_unstarted_compactions(*, session_id: int | None = None, job_id: int |
         stale = stale.filter(session_id=session_id)
     if job_id is not None:
         stale = stale.filter(pk=job_id)
-    status, result = error(409, "busy", "no worker started this compaction in time; ask again")
+    status, result = error_answer(Conflict("no worker started this compaction in time; ask again"))
     expired = [pk for pk in stale.values_list("pk", flat=True)
                if Job.objects.filter(pk=pk, status=Job.Status.QUEUED, heartbeat_at__isnull=True).update(
                    status=Job.Status.FAILED, http_status=status, result=result, finished_at=timezone.now())]

@@ -10,8 +10,9 @@ session's websocket: live events report a job's progress on its session's group 
 A manual compaction ("Compact now" on a page, a recovery, the API) is such a job (`do_request_compaction`); while
 a turn holds its session the runner waits for it on the worker (sessions_app.compactions.queue.wait_for_lease).
 
-Each job's outcome is what the synchronous API answers (`http_status`, `result`): the runners below are the one
-place that turns a service call and its refusals into that answer.
+Each job's outcome is what the synchronous API answers (`http_status`, `result`). The work of each kind below
+returns its result or raises a domain error (compactweb.domain_errors); compactweb.api_errors turns either into
+that answer, as it does for a request.
 """
 
 from __future__ import annotations
@@ -25,107 +26,78 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 
 from compaction_app.models import CompactionPolicy, Provider
-from compactweb import background
+from compactweb import api_errors, background
+from compactweb.api_errors import Answer
+from compactweb.domain_errors import Conflict, Invalid, NotFound
 from sessions_app.codex_rollout import RolloutImportError
 from sessions_app.compactions import queue, services
 from sessions_app.models import Job, Session
 from sessions_app.rollout.events import publish_transient
-from sessions_app.rollout.lease import Lease, LeaseLost, SessionBusy, release
+from sessions_app.rollout.lease import Lease, SessionBusy, release
 from sessions_app.transfer.importer import do_import_rollout
-from sessions_app.transfer.refusals import TransferRefused
+from sessions_app.transfer.refusals import InvalidRollout
 from sessions_app.transfer.replay import do_replay_session
 
 logger = logging.getLogger(__name__)
 
 COMPACTION_PARAMS = ("trigger", "phase", "strategy", "instructions")  # a compaction job's params also say `behind`
 
-Outcome = tuple[int, dict[str, Any]]
+# --- what each kind of job runs (also the synchronous API's path): its result, or a domain error -----------------
+
+def _session_missing(session_id: int) -> NotFound:
+    return NotFound(f"session {session_id} does not exist")
 
 
-def error(status: int, code: str, message: str, **extra: Any) -> Outcome:
-    return status, {"error": {"code": code, "message": message, **extra}}
+def _row(model, pk: int | None):
+    """The configuration row a job names (None for none); a row deleted since the job was asked for is a refusal."""
+    try:
+        return model.objects.get(pk=pk) if pk is not None else None
+    except model.DoesNotExist as exc:
+        raise Invalid(str(exc)) from None
 
 
-def rollout_refusal(exc: RolloutImportError) -> Outcome:
-    """A refused rollout file: 400 `invalid_rollout` with its bad lines."""
-    return error(400, "invalid_rollout", str(exc), lines=[{"line": no, "message": msg} for no, msg in exc.errors])
-
-
-# --- what each kind of job runs (also the synchronous API's path) -------------------------------------------------
-
-def compaction_outcome(*, session_id: int, actor, trigger: str = "manual", phase: str | None = None,
-                       strategy: str | None = None, instructions: str = "", lease: Lease | None = None) -> Outcome:
-    """Compact the session (under `lease` when the caller took it already); (201, {"compaction": id}) or the API's
-    error answer."""
-
+def compact(*, session_id: int, actor, trigger: str = "manual", phase: str | None = None,
+            strategy: str | None = None, instructions: str = "", lease: Lease | None = None) -> dict[str, Any]:
+    """Compact the session (under `lease` when the caller took it already): {"compaction": id}."""
     try:
         compaction = services.do_compact_session(
             session_id=session_id, actor=actor, trigger=trigger, phase=phase, strategy=strategy,
             instructions=instructions, lease=lease,
         )
     except Session.DoesNotExist:
-        return error(404, "not_found", f"session {session_id} does not exist")
-    except SessionBusy as exc:
-        return error(409, getattr(exc, "code", "busy"), str(exc))
-    except LeaseLost as exc:
-        return error(409, "lease_lost", str(exc))
-    except services.CompactionRefused as exc:
-        return error(400, "compaction_refused", str(exc))
-    except services.CompactionInterrupted as exc:
-        return error(409, "interrupted",
-                     f"a PreCompact hook stopped the compaction: {exc.stop_reason or 'no reason given'}",
-                     attempt_id=exc.attempt.pk)
-    except services.CompactionFailed as exc:
-        extra = {"http_status": exc.http_status} if exc.http_status is not None else {}
-        return error(502, exc.kind, exc.message, attempt_id=exc.attempt.pk, **extra)
-    return 201, {"compaction": compaction.pk}
+        raise _session_missing(session_id) from None
+    return {"compaction": compaction.pk}
 
 
-def replay_outcome(*, session_id: int, actor, policy: int, provider: int | None = None,
-                   title: str | None = None) -> Outcome:
-
+def replay(*, session_id: int, actor, policy: int, provider: int | None = None,
+           title: str | None = None) -> dict[str, Any]:
     try:
-        result = do_replay_session(
-            session_id=session_id, policy=CompactionPolicy.objects.get(pk=policy),
-            provider=Provider.objects.get(pk=provider) if provider is not None else None, title=title, actor=actor,
-        )
+        return do_replay_session(session_id=session_id, policy=_row(CompactionPolicy, policy),
+                                 provider=_row(Provider, provider), title=title, actor=actor).as_dict()
     except Session.DoesNotExist:
-        return error(404, "not_found", f"session {session_id} does not exist")
-    except (CompactionPolicy.DoesNotExist, Provider.DoesNotExist) as exc:
-        return error(400, "invalid", str(exc))
-    except TransferRefused as exc:
-        return error(exc.status, exc.code, str(exc))
-    return 201, result.as_dict()
+        raise _session_missing(session_id) from None
 
 
-def import_outcome(*, actor, lines: list, source_name: str, title: str | None = None, provider: int | None = None,
-                   policy: int | None = None, new_thread_id: bool = False, strict: bool = False) -> Outcome:
-
+def import_rollout(*, actor, lines: list, source_name: str, title: str | None = None, provider: int | None = None,
+                   policy: int | None = None, new_thread_id: bool = False, strict: bool = False) -> dict[str, Any]:
     try:
-        result = do_import_rollout(
-            lines=lines, source_name=source_name, title=title,
-            provider=Provider.objects.get(pk=provider) if provider is not None else None,
-            policy=CompactionPolicy.objects.get(pk=policy) if policy is not None else None,
-            new_thread_id=new_thread_id, actor=actor, strict=strict,
-        )
+        return do_import_rollout(
+            lines=lines, source_name=source_name, title=title, provider=_row(Provider, provider),
+            policy=_row(CompactionPolicy, policy), new_thread_id=new_thread_id, actor=actor, strict=strict,
+        ).as_dict()
     except RolloutImportError as exc:
-        return rollout_refusal(exc)
-    except (CompactionPolicy.DoesNotExist, Provider.DoesNotExist) as exc:
-        return error(400, "invalid", str(exc))
-    except TransferRefused as exc:
-        return error(exc.status, exc.code, str(exc))
-    return 201, result.as_dict()
+        raise InvalidRollout(exc) from None
 
 
-def _run_kind(job: Job, *, lease: Lease | None = None) -> Outcome:
+def _run_kind(job: Job, *, lease: Lease | None = None) -> dict[str, Any]:
     actor = get_user_model().objects.filter(pk=job.actor_id).first() if job.actor_id else None
     if job.kind == Job.Kind.COMPACTION:
         params = {k: v for k, v in job.params.items() if k in COMPACTION_PARAMS}
-        return compaction_outcome(session_id=job.session_id, actor=actor, lease=lease, **params)
+        return compact(session_id=job.session_id, actor=actor, lease=lease, **params)
     if job.kind == Job.Kind.REPLAY:
-        return replay_outcome(session_id=job.session_id, actor=actor, **job.params)
+        return replay(session_id=job.session_id, actor=actor, **job.params)
     if job.kind == Job.Kind.IMPORT:
-        return import_outcome(actor=actor, lines=bytes(job.payload).splitlines(keepends=True), **job.params)
+        return import_rollout(actor=actor, lines=bytes(job.payload).splitlines(keepends=True), **job.params)
     raise ValueError(f"unknown job kind {job.kind!r}")
 
 
@@ -166,14 +138,15 @@ def run_job(*, job_id: int, inline: bool = False, **waiting: Any) -> Job | None:
         try:
             lease = queue.wait_for_lease(session_id=job.session_id, **({"wait_seconds": 0} if inline else waiting))
         except Session.DoesNotExist:
-            return _end_unrun(job_id, error(404, "not_found", f"session {job.session_id} does not exist"))
+            return _end_unrun(job_id, api_errors.error_answer(_session_missing(job.session_id)))
         except SessionBusy as exc:  # a session that follows a Codex rollout file never frees up
-            return _end_unrun(job_id, error(409, getattr(exc, "code", "busy"), str(exc)))
+            return _end_unrun(job_id, api_errors.error_answer(exc))
         if lease is None:
             if inline:
                 return None
-            return _end_unrun(job_id, error(409, "busy", f"session {job.session_id} stayed busy: the compaction "
-                                                          "queued behind its turn was dropped; ask again"))
+            return _end_unrun(job_id, api_errors.error_answer(Conflict(
+                f"session {job.session_id} stayed busy: the compaction queued behind its turn was dropped; "
+                "ask again")))
     try:
         if not _take(job_id):
             logger.info("job %s was already taken", job_id)
@@ -181,17 +154,17 @@ def run_job(*, job_id: int, inline: bool = False, **waiting: Any) -> Job | None:
         job = Job.objects.get(pk=job_id)
         publish_job_event(job, "job.running")
         try:
-            outcome = _run_kind(job, lease=lease)
+            outcome = api_errors.answer(lambda: _run_kind(job, lease=lease))
         except Exception as exc:  # an outcome nobody foresaw: still an answer, never a job left running
             logger.exception("job %s failed", job_id)
-            outcome = error(500, "internal_error", f"{type(exc).__name__}: the job failed")
+            outcome = api_errors.unexpected_answer(exc)
     finally:
         if lease is not None:
             release(lease)
     return _finish(job_id, outcome)
 
 
-def _end_unrun(job_id: int, outcome: Outcome) -> Job | None:
+def _end_unrun(job_id: int, outcome: Answer) -> Job | None:
     """A job that could not start ends with `outcome` (None when another runner took it meanwhile)."""
     return _finish(job_id, outcome) if _take(job_id, start=False) else None
 
@@ -204,15 +177,14 @@ def _take(job_id: int, *, start: bool = True) -> bool:
     ))
 
 
-def _finish(job_id: int, outcome: Outcome) -> Job:
-    status, result = outcome
+def _finish(job_id: int, outcome: Answer) -> Job:
     job = Job.objects.get(pk=job_id)
     session_id = job.session_id
-    if job.kind == Job.Kind.IMPORT and status < 400:
-        session_id = result.get("session")
+    if job.kind == Job.Kind.IMPORT and outcome.ok:
+        session_id = outcome.body.get("session")
     Job.objects.filter(pk=job_id).update(
-        status=Job.Status.SUCCEEDED if status < 400 else Job.Status.FAILED, http_status=status, result=result,
-        finished_at=timezone.now(), session_id=session_id,
+        status=Job.Status.SUCCEEDED if outcome.ok else Job.Status.FAILED, http_status=outcome.status,
+        result=outcome.body, finished_at=timezone.now(), session_id=session_id,
     )
     job.refresh_from_db()
     publish_job_event(job, "job.finished")

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from compaction_app.records import mark_stale_attempts
 from compactweb import statements
+from compactweb.domain_errors import Conflict
 from sessions_app.models import Session
 
 logger = logging.getLogger(__name__)
@@ -52,8 +53,10 @@ _HELD = statements.Select(Session, columns=(), where=("pk", "lease_holder"))
 _SOURCE = statements.Select(Session, columns=("source",), where=("pk",))
 
 
-class SessionBusy(Exception):
+class SessionBusy(Conflict):
     """Another compaction, turn or rollback holds the session."""
+
+    code = "busy"
 
     def __init__(self, *, session_id: int, purpose: str):
         self.session_id = session_id
@@ -71,7 +74,7 @@ class SessionReadOnly(SessionBusy):
     def __init__(self, *, session_id: int):
         self.session_id = session_id
         self.purpose = "follow"
-        Exception.__init__(self, f"session {session_id} follows a Codex rollout file and is read-only in compactweb")
+        Conflict.__init__(self, f"session {session_id} follows a Codex rollout file and is read-only in compactweb")
 
 
 FOLLOWED_SOURCE = "followed"
@@ -87,8 +90,10 @@ def refuse_if_followed(*, session_id: int) -> None:
         raise SessionReadOnly(session_id=session_id)
 
 
-class LeaseLost(Exception):
+class LeaseLost(Conflict):
     """The lease expired and someone else took the session: the holder must not install anything."""
+
+    code = "lease_lost"
 
 
 class LeaseNotFree(Exception):

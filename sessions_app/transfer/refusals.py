@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
-
-class TransferRefused(Exception):
-    """An import or replay that cannot run as asked; nothing was stored. `status` is the HTTP status to answer."""
-
-    status = 400
-    code = "invalid"
-
-    def __init__(self, message: str, *, status: int | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        if status:
-            self.status = status
-        if code:
-            self.code = code
+from compactweb.domain_errors import Conflict, Invalid
 
 
-class AlreadyImported(TransferRefused):
-    status = 409
+class TransferRefused(Invalid):
+    """An import or replay that cannot run as asked; nothing was stored."""
+
+
+class InvalidRollout(TransferRefused):
+    """A rollout file the importer refuses (codex_rollout.RolloutImportError): its bad lines go in the answer."""
+
+    code = "invalid_rollout"
+
+    def __init__(self, exc) -> None:
+        super().__init__(str(exc), lines=[{"line": no, "message": msg} for no, msg in exc.errors])
+        self.errors = exc.errors
+
+
+class OffsetMismatch(Conflict, TransferRefused):
+    """A shipped batch that does not start where the server's copy of the file ends."""
+
+    code = "offset_mismatch"
+
+
+class AlreadyImported(Conflict, TransferRefused):
     code = "already_imported"
 
     def __init__(self, *, thread_id: str, session_id: int) -> None:

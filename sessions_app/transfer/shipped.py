@@ -29,10 +29,9 @@ from sessions_app.codex_rollout import RolloutImportError
 from sessions_app.models import CodexSource
 from sessions_app.transfer import importer
 from sessions_app.transfer.follow import do_append_followed_lines, long_line_refusal, record_file_event
-from sessions_app.transfer.refusals import AlreadyImported, TransferRefused
+from sessions_app.transfer.refusals import AlreadyImported, OffsetMismatch, TransferRefused
 
 MAX_FILE_KEY = 900
-OFFSET_MISMATCH = "offset_mismatch"
 
 
 @dataclass(frozen=True)
@@ -56,8 +55,8 @@ def shipped_offset(*, user, file: str) -> Shipped:
 
 
 def _mismatch(file: str, have: int, offset: int) -> TransferRefused:
-    return TransferRefused(f"{file}: the server has {have} bytes of this file, the batch starts at byte {offset}; "
-                           f"send from byte {have}", status=409, code=OFFSET_MISMATCH)
+    return OffsetMismatch(f"{file}: the server has {have} bytes of this file, the batch starts at byte {offset}; "
+                           f"send from byte {have}")
 
 
 def do_receive_shipped_lines(*, user, file: str, offset: int, data: bytes, name: str = "", provider=None,

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from compaction_app.models import CompactionPolicy, Provider
+from compactweb.api_errors import status_for
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.codex_rollout import RolloutImportError
 from sessions_app.codex_rollout.parse import read_lines
@@ -53,7 +54,7 @@ def import_rollout(request):
     except TransferRefused as exc:
         context["errors"] = {"message": str(exc), "lines": [],
                              "session": getattr(exc, "session_id", None)}
-        return render(request, template, context, status=exc.status)
+        return render(request, template, context, status=status_for(exc))
     skipped = f"; {result.skipped_count} line(s) of unknown kinds skipped" if result.skipped_count else ""
     if result.problems:
         first = result.problems[0]

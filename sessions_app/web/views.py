@@ -15,6 +15,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from compaction_app.models import CompactionPolicy, Provider
+from compactweb.api_errors import status_for
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.compactions.alerts import recent_alerts
 from sessions_app.compactions.queue import CompactionRequestRefused, request_notice
@@ -126,7 +127,7 @@ def compact_now(request, pk: int):
                                         strategy=form.cleaned_data["strategy"] or None,
                                         instructions=form.cleaned_data["instructions"])
         except CompactionRequestRefused as exc:
-            error, status = str(exc), exc.status
+            error, status = str(exc), status_for(exc)
         else:
             notice = request_notice(job)
     if request.htmx:

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from compaction_app.engine.stuck import RECOVERIES
+from compactweb.api_errors import status_for
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.compactions.queue import CompactionRequestRefused
 from sessions_app.fleet.faults import (
@@ -82,7 +83,7 @@ def recover_session(request, pk: int):
         job = do_request_compaction(session_id=session.pk, actor=request.user, strategy=method)
     except CompactionRequestRefused as exc:
         if request.htmx:
-            return refusal(str(exc), status=exc.status)
+            return refusal(str(exc), status=status_for(exc))
         messages.error(request, str(exc))
         return redirect(back)
     notice = f"Recovery {'queued' if job.params['behind'] else 'started'}: {RECOVERIES[method].lower()}."

@@ -63,13 +63,13 @@ def test_a_compaction_asked_for_during_a_step_is_queued_then_runs_then_is_done(
         polls.append(operator_api.get(job_url).json()["status"])
         locks.release(step_lease)
 
-    real_outcome = jobs.compaction_outcome
+    real_compact = jobs.compact
 
     def compacting(**kwargs):  # what a caller polling while the compaction runs reads
         polls.append(operator_api.get(job_url).json()["status"])
-        return real_outcome(**kwargs)
+        return real_compact(**kwargs)
 
-    monkeypatch.setattr(jobs, "compaction_outcome", compacting)
+    monkeypatch.setattr(jobs, "compact", compacting)
     jobs.run_job(job_id=body["job"]["id"], sleep=step_ends)
 
     done = operator_api.get(job_url).json()

@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from compaction_app.engine.items import user_message
+from compactweb.api_errors import Answer
 from sessions_app.compactions.queue import WAIT_SECONDS, has_queued
 from sessions_app.fleet.scheduler import Scheduler
 from sessions_app.jobs import liveness
@@ -103,7 +104,7 @@ def test_the_heartbeat_renews_while_its_block_runs_and_stops_after(running_job):
 @pytest.mark.django_db
 def test_a_dead_jobs_real_outcome_still_wins_when_it_comes(running_job):
     liveness.reap_dead_jobs()
-    jobs._finish(running_job.pk, (201, {"compaction": 1}))  # the job was alive after all (a database blip)
+    jobs._finish(running_job.pk, Answer(201, {"compaction": 1}))  # the job was alive after all (a database blip)
 
     running_job.refresh_from_db()
     assert (running_job.status, running_job.http_status) == ("succeeded", 201)

@@ -12,7 +12,6 @@ from compaction_app.models import Compaction, CompactionAttempt
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
 from sessions_app.compactions import presentation, selectors
-from sessions_app.compactions.queue import CompactionRequestRefused
 from sessions_app.jobs import services as jobs
 from sessions_app.jobs.tasks import do_request_compaction
 from sessions_app.models import Job, Session
@@ -68,12 +67,8 @@ class SessionCompact(APIView):
         data.is_valid(raise_exception=True)
         body = data.validated_data
         inline = wants_wait(request) and not jobs.runs_on_workers()
-        try:
-            job = do_request_compaction(session_id=pk, actor=request.user, trigger=body["trigger"],
-                                        phase=body["phase"], strategy=body["method"],
-                                        instructions=body["instructions"], inline=inline)
-        except CompactionRequestRefused as exc:
-            raise ApiError(status_code=exc.status, code=exc.code, message=str(exc)) from None
+        job = do_request_compaction(session_id=pk, actor=request.user, trigger=body["trigger"], phase=body["phase"],
+                                    strategy=body["method"], instructions=body["instructions"], inline=inline)
         if job.http_status is None:
             return accepted(job, queued=_queued_view(job))
         return _answer(job.http_status, job.result)

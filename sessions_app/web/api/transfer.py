@@ -13,7 +13,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import serializers
+from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -29,7 +29,7 @@ from sessions_app.jobs.tasks import do_submit_job
 from sessions_app.models import Job, Session
 from sessions_app.rollout import selectors
 from sessions_app.transfer import exporter, shipped
-from sessions_app.transfer.refusals import TransferRefused
+from sessions_app.transfer.refusals import InvalidRollout
 from sessions_app.transfer.replay import replay_comparison
 from sessions_app.web.api.jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, answer_job, wants_wait
 
@@ -155,10 +155,6 @@ def _row(model, pk, name: str):
         raise ApiError(status_code=400, code="invalid", message=f"{name}: {name} {pk} does not exist") from None
 
 
-def refused(exc: TransferRefused) -> ApiError:
-    return ApiError(status_code=exc.status, code=exc.code, message=str(exc))
-
-
 class SessionImport(APIView):
     """Import a Codex rollout: a multipart `file`, or the JSON Lines as the raw body (`application/x-ndjson`, with
     title / provider / policy / new_thread_id / strict as query parameters). All or nothing in the database;
@@ -204,8 +200,7 @@ tolerant of bad lines (reported in `problems`) unless `strict`."""
                                                                                     else b""),
                                max_line_bytes=settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES, source_name=name)
         except RolloutImportError as exc:
-            code, refusal = jobs.rollout_refusal(exc)
-            return Response(refusal, status=code)
+            raise InvalidRollout(exc) from None
         wait = wants_wait(request)
         params = {
             "source_name": name, "title": values.get("title") or None,
@@ -214,8 +209,8 @@ tolerant of bad lines (reported in `problems`) unless `strict`."""
             "new_thread_id": values.get("new_thread_id", False), "strict": values.get("strict", False),
         }
         if wait and not jobs.runs_on_workers():
-            code, result = jobs.import_outcome(actor=request.user, lines=lines, **params)
-            return Response(ImportResultSerializer(result).data if code == 201 else result, status=code)
+            result = jobs.import_rollout(actor=request.user, lines=lines, **params)
+            return Response(ImportResultSerializer(result).data, status=status.HTTP_201_CREATED)
         job = do_submit_job(kind=Job.Kind.IMPORT, session_id=None, actor=request.user, params=params,
                             payload=b"".join(lines))
         return answer_job(job, outcome=ImportResultSerializer)
@@ -292,8 +287,8 @@ class SessionReplay(APIView):
         }
         wait = wants_wait(request)
         if wait and not jobs.runs_on_workers():
-            code, result = jobs.replay_outcome(session_id=original.pk, actor=request.user, **params)
-            return Response(ReplayResultSerializer(result).data if code == 201 else result, status=code)
+            result = jobs.replay(session_id=original.pk, actor=request.user, **params)
+            return Response(ReplayResultSerializer(result).data, status=status.HTTP_201_CREATED)
         job = do_submit_job(kind=Job.Kind.REPLAY, session_id=original.pk, actor=request.user, params=params)
         return answer_job(job, outcome=ReplayResultSerializer)
 
@@ -305,10 +300,7 @@ class SessionComparison(APIView):
 
     @extend_schema(responses=ComparisonSerializer)
     def get(self, request, pk: int):
-        try:
-            return Response(ComparisonSerializer(replay_comparison(replay=_session_or_404(pk))).data)
-        except TransferRefused as exc:
-            raise refused(exc) from None
+        return Response(ComparisonSerializer(replay_comparison(replay=_session_or_404(pk))).data)
 
 
 class ShippedFileLines(APIView):
@@ -327,13 +319,11 @@ class ShippedFileLines(APIView):
             data = base64.b64decode(values["data"], validate=True)
         except (binascii.Error, ValueError):
             raise ApiError(status_code=400, code="invalid", message="data: not base64") from None
-        try:
-            result = shipped.do_receive_shipped_lines(
-                user=request.user, file=values["file"], offset=values["offset"], data=data,
-                name=values.get("name", ""), replaces=values.get("replaces"), provider=_row(Provider, values.get("provider"), "provider"),
-                policy=_row(CompactionPolicy, values.get("policy"), "policy"))
-        except TransferRefused as exc:
-            raise refused(exc) from None
+        result = shipped.do_receive_shipped_lines(
+            user=request.user, file=values["file"], offset=values["offset"], data=data,
+            name=values.get("name", ""), replaces=values.get("replaces"),
+            provider=_row(Provider, values.get("provider"), "provider"),
+            policy=_row(CompactionPolicy, values.get("policy"), "policy"))
         return Response(ShippedFileSerializer(result).data)
 
 
@@ -344,8 +334,5 @@ class ShippedFileOffset(APIView):
 
     @extend_schema(parameters=[OpenApiParameter("file", str, required=True)], responses={200: ShippedFileSerializer})
     def get(self, request):
-        try:
-            return Response(ShippedFileSerializer(shipped.shipped_offset(
-                user=request.user, file=request.query_params.get("file", ""))).data)
-        except TransferRefused as exc:
-            raise refused(exc) from None
+        return Response(ShippedFileSerializer(shipped.shipped_offset(
+            user=request.user, file=request.query_params.get("file", ""))).data)
