@@ -14,7 +14,7 @@ from compactweb.roles import IsSupport
 from sessions_app.codex_rollout import ThreadRollbackError
 from sessions_app.compactions import rollback
 from sessions_app.models import Session
-from sessions_app.rollout.lease import SessionBusy
+from sessions_app.rollout.lease import SessionBusy, turn_busy_code
 
 
 class ReasonSerializer(serializers.Serializer):
@@ -71,7 +71,7 @@ def _compaction_or_404(pk: int) -> Compaction:
 
 def conflict(exc: Exception) -> ApiError:
     """SessionBusy and RollbackRefused both answer 409 with their own message."""
-    code = getattr(exc, "code", "session_busy") if isinstance(exc, SessionBusy) else getattr(exc, "code", "conflict")
+    code = turn_busy_code(exc) if isinstance(exc, SessionBusy) else getattr(exc, "code", "conflict")
     return ApiError(status_code=409, code=code, message=str(exc))
 
 

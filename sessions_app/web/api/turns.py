@@ -17,7 +17,7 @@ from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
 from sessions_app.models import Session
 from sessions_app.rollout import selectors
-from sessions_app.rollout.lease import SessionBusy
+from sessions_app.rollout.lease import SessionBusy, turn_busy_code
 from sessions_app.rollout.validation import privileged_settings_paths
 from sessions_app.turns.services import (
     MAX_INPUT_CHARS,
@@ -104,7 +104,7 @@ class SessionTurns(APIView):
         except Session.DoesNotExist:
             raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist") from None
         except SessionBusy as exc:
-            raise ApiError(status_code=409, code=getattr(exc, "code", "session_busy"), message=str(exc)) from None
+            raise ApiError(status_code=409, code=turn_busy_code(exc), message=str(exc)) from None
         except TurnInputError as exc:
             raise ApiError(status_code=400, code="invalid", message=str(exc)) from None
         body = {
