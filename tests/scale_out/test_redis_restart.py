@@ -51,7 +51,11 @@ DOWN_SECONDS = 2.0
 STEPS_BEFORE = 2
 BATCHES_BEFORE = 3
 BATCHES_AFTER = 3
-DEADLINE_SECONDS = 30
+# Every wait below is for a condition (a log line, a hello, new steps in the database, a closed socket); this bound
+# only keeps a broken run from hanging. It is not a speed: on a saturated host (the whole suite beside other runs)
+# a reconnect after the restart took longer than the 30 s this used to be, and the test failed although nothing
+# was wrong (issue 33, item 9).
+DEADLINE_SECONDS = 240
 STEP_TASK = "sessions_app.fleet.tasks.run_simulator_step"
 SLOW_SECONDS = 5  # the simulated model's answer: the worker is mid-task for the whole outage
 TRY_AGAIN = 4013  # sessions_app.live.consumers.CLOSE_TRY_AGAIN, as the browser sees it
@@ -160,7 +164,8 @@ class Page:
 def open_socket(page: Page):
     from websockets.sync.client import connect
 
-    return connect(page.ws_url, origin=page.base, additional_headers={"Cookie": page.cookie}, open_timeout=10)
+    return connect(page.ws_url, origin=page.base, additional_headers={"Cookie": page.cookie},
+                   open_timeout=DEADLINE_SECONDS)
 
 
 def reconnect(page: Page):
@@ -221,6 +226,7 @@ def now() -> datetime:
 
 
 @pytest.mark.services
+@pytest.mark.timeout(900)  # a bound for a broken run only: see DEADLINE_SECONDS
 @pytest.mark.django_db(transaction=True)
 def test_after_a_redis_restart_the_page_reconnects_and_no_line_is_lost_or_duplicated(
     on_postgresql, provider, policy, operator_user, tmp_path
@@ -244,7 +250,7 @@ def test_after_a_redis_restart_the_page_reconnects_and_no_line_is_lost_or_duplic
         web = start_daphne(port=web_port, env=env, log=logs["daphne"])
         # the scheduler sends to Celery's default queue: on this private Redis only this worker consumes it
         worker = start_worker(queue="celery", env=env, log=logs["worker"], pool="prefork", concurrency=2)
-        wait_for_log(worker, logs["worker"], "ready")
+        wait_for_log(worker, logs["worker"], "ready", timeout=DEADLINE_SECONDS)
         for page in (patient, eager):
             page.load()
         sockets = [reconnect(page) for page in (patient, eager)]
@@ -327,6 +333,7 @@ def tails(logs: dict[str, Path]) -> str:
 
 
 @pytest.mark.services
+@pytest.mark.timeout(900)
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_busy_with_a_task_when_redis_restarts_reconnects_instead_of_exiting(
     on_postgresql, make_session, tmp_path
@@ -345,12 +352,12 @@ def test_a_worker_busy_with_a_task_when_redis_restarts_reconnects_instead_of_exi
     worker = None
     try:
         worker = start_worker(queue="celery", env=env, log=log, pool="prefork", concurrency=2)
-        wait_for_log(worker, log, "ready")
+        wait_for_log(worker, log, "ready", timeout=DEADLINE_SECONDS)
         send_compaction_job(broker, session_id=slow.pk)
         wait_until(lambda: CompactionAttempt.objects.filter(session=slow, status="running").exists(),
                    f"the compaction to start\n{log.read_text()[-3000:]}")
         stop(redis_server)
-        wait_for_log(worker, log, "Connection to broker lost")
+        wait_for_log(worker, log, "Connection to broker lost", timeout=DEADLINE_SECONDS)
         time.sleep(DOWN_SECONDS)
         redis_server = start_redis(redis_port, tmp_path)
         wait_until(lambda: worker.poll() is not None or log.read_text().count("Connected to redis://") == 2,

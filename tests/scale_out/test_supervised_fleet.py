@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import urllib.error
@@ -23,18 +24,23 @@ from sessions_app.models import Session
 from tests.scale_out.checks import assert_each_turn_once
 from tests.scale_out.processes import ROOT, child_env, free_port
 from tests.scale_out.test_redis_restart import now as utc_now
-from tests.scale_out.test_redis_restart import start_redis, steps_between, wait_until
+from tests.scale_out.test_redis_restart import start_redis, steps_between
+from tests.scale_out.test_redis_restart import wait_until as wait_for_condition
 
 FLEET_SIZE = 2
 TURNS_PER_MINUTE = 60
-DEADLINE_SECONDS = 90
+# Every wait is for a condition (a port answers, a new pid, new steps in the database) and fails at once when the
+# launcher exits; this bound only keeps a broken set from hanging the run. It is not a speed: on a saturated host
+# the set takes minutes to start (issue 31), so it is most of the test's own timeout.
+DEADLINE_SECONDS = 480
+PROBE_TIMEOUT_SECONDS = 60  # one /healthz of the web process that stays up, on a loaded host
 LEASE_TTL_SECONDS = 5  # a worker killed mid-step frees its session this soon
 STOP_SECONDS = 90  # supervisord stops the set: workers finish their task first
 
 
-def healthz(port: int) -> tuple[int, dict]:
+def healthz(port: int, *, timeout: float = 5) -> tuple[int, dict]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=timeout) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -81,12 +87,25 @@ def stop_set(process: subprocess.Popen) -> None:
             process.wait(timeout=10)
 
 
+def launcher_waits(launcher: subprocess.Popen, log: Path):
+    """wait_until for this set: a condition, failing at once (with the launcher's log) when the launcher exits."""
+
+    def wait_until(done, what: str, timeout: float = DEADLINE_SECONDS) -> None:
+        def settled() -> bool:
+            assert launcher.poll() is None, f"scripts/scale-out exited while waiting for {what}:\n{log.read_text()}"
+            return done()
+
+        wait_for_condition(settled, what, timeout=timeout)
+
+    return wait_until
+
+
 def tails(run_dir: Path) -> str:
     return "\n".join(f"--- {log.name}\n{log.read_text()[-2000:]}" for log in sorted(run_dir.glob("*.log")))
 
 
 @pytest.mark.services
-@pytest.mark.timeout(600)  # three kill-and-restart rounds under a looping fleet
+@pytest.mark.timeout(900)  # three kill-and-restart rounds under a looping fleet, on a host that may be saturated
 @pytest.mark.django_db(transaction=True)
 def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothing_is_lost(
     on_postgresql, provider, policy, tmp_path
@@ -114,18 +133,15 @@ def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothin
                 [str(ROOT / "scripts" / "scale-out"), "--web", "2", "--workers", "2", "--port", str(first_port)],
                 env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
             )
-        wait_until(lambda: (run_dir / "supervisor.sock").exists() or launcher.poll() is not None,
-                   "supervisord to start", timeout=DEADLINE_SECONDS)
-        assert launcher.poll() is None, (tmp_path / "launcher.log").read_text()
+        wait_until = launcher_waits(launcher, tmp_path / "launcher.log")
+        wait_until(lambda: (run_dir / "supervisor.sock").exists(), "supervisord to start")
         supervisor = supervisor_proxy(str(run_dir / "supervisor.sock"))
-        wait_until(lambda: answers(first_port) and answers(second_port), f"both web processes\n{tails(run_dir)}",
-                   timeout=DEADLINE_SECONDS)
+        wait_until(lambda: answers(first_port) and answers(second_port), f"both web processes\n{tails(run_dir)}")
         started = utc_now()
         wait_until(lambda: steps_between(session_ids, started, None) >= FLEET_SIZE,
-                   f"the fleet to step\n{tails(run_dir)}", timeout=DEADLINE_SECONDS)
+                   f"the fleet to step\n{tails(run_dir)}")
         # The set's processes reach the database as the app role, not as the owner this test connects as.
-        wait_until(lambda: connected_as(on_postgresql, app_role), f"a connection as {app_role}\n{tails(run_dir)}",
-                   timeout=DEADLINE_SECONDS)
+        wait_until(lambda: connected_as(on_postgresql, app_role), f"a connection as {app_role}\n{tails(run_dir)}")
         # The workers yield the CPU to the web processes (--worker-nice, 10 by default); the web processes do not.
         niceness = {name: os.getpriority(os.PRIO_PROCESS, supervisor.getProcessInfo(name)["pid"])
                     for name in ("worker-1", "worker-2", f"web-{first_port}")}
@@ -135,19 +151,19 @@ def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothin
             old_pid = supervisor.getProcessInfo(name)["pid"]
             os.kill(old_pid, signal.SIGKILL)
             killed_at = utc_now()
-            # The rest keep serving: the other web process answers while this one is down.
-            assert healthz(second_port)[0] == 200
+            # The rest keep serving: the other web process answers while this one is down (however slowly the
+            # loaded host lets it: what is checked is that it answers, not how fast).
+            assert healthz(second_port, timeout=PROBE_TIMEOUT_SECONDS)[0] == 200
             wait_until(lambda name=name, old_pid=old_pid: (running(supervisor, name) or {}).get("pid", old_pid)
-                       != old_pid, f"supervisord to restart {name}\n{tails(run_dir)}", timeout=DEADLINE_SECONDS)
+                       != old_pid, f"supervisord to restart {name}\n{tails(run_dir)}")
             if name.startswith("web-"):
-                wait_until(lambda: answers(first_port), f"{name} to answer again\n{tails(run_dir)}",
-                           timeout=DEADLINE_SECONDS)
+                wait_until(lambda: answers(first_port), f"{name} to answer again\n{tails(run_dir)}")
             wait_until(lambda killed_at=killed_at: steps_between(session_ids, killed_at, None) >= FLEET_SIZE,
-                       f"the fleet to step after {name} was killed\n{tails(run_dir)}", timeout=DEADLINE_SECONDS)
+                       f"the fleet to step after {name} was killed\n{tails(run_dir)}")
 
         fleet.do_stop_run()
         wait_until(lambda: not Session.objects.filter(pk__in=session_ids).exclude(lease_holder="").exists(),
-                   "the steps in flight to finish (or a dead step's lease to expire)", timeout=DEADLINE_SECONDS)
+                   "the steps in flight to finish (or a dead step's lease to expire)")
         restarts = (run_dir / "supervisord.log").read_text()
     finally:
         if launcher is not None:
@@ -156,7 +172,10 @@ def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothin
         drop_role(on_postgresql, app_role)
 
     for name in (f"web-{first_port}", "worker-1", "scheduler"):
-        assert f"exited: {name} (terminated by SIGKILL; not expected)" in restarts
+        # "exited" when it was running; "stopped" when the watchdog had just begun a restart of it (a worker slow
+        # to answer its ping on a saturated host) and the kill met it on its way down: killed either way.
+        killed = re.search(rf"(exited|stopped): {re.escape(name)} \(terminated by SIGKILL", restarts)
+        assert killed, [line for line in restarts.splitlines() if name in line]
     assert f"exited: web-{second_port}" not in restarts and "exited: worker-2" not in restarts
     # Nothing lost or doubled: contiguous rollouts, each scenario step run once, projections equal to rebuilds.
     assert_each_turn_once(session_ids)
