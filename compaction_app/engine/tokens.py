@@ -96,12 +96,17 @@ def get_encoding(name: str) -> tiktoken.Encoding:
             params = constructor()
         finally:
             openai_public.load_tiktoken_bpe = original
-    return tiktoken.Encoding(
+    encoding = tiktoken.Encoding(
         name=params["name"],
         pat_str=params["pat_str"],
-        mergeable_ranks=params["mergeable_ranks"],
+        mergeable_ranks=params.pop("mergeable_ranks"),
         special_tokens=params["special_tokens"],
     )
+    # The Rust core holds its own copy of the ranks; tiktoken keeps the Python dict (200k entries, about 30 MB)
+    # only to pickle the Encoding, which compactweb never does. Freed, it is the memory an import's batches reuse
+    # instead of growing the process (issue 30: the o200k ranks were most of the import's start-up memory).
+    encoding._mergeable_ranks = {}
+    return encoding
 
 
 def approx_token_count(text: str) -> int:
@@ -320,8 +325,8 @@ class TokenCounter:
         self._encoding = None if name == CODEX_ESTIMATOR else get_encoding(name)
         # The Rust tokenizer's own entry point: tiktoken's wrapper only adds a retry for invalid surrogates.
         self._count_tokens = None if self._encoding is None else _token_counter(self._encoding)
-        self._recent: dict[tuple[int, int], int] = {}
-        self._older: dict[tuple[int, int], int] = {}
+        self._recent: dict[int, int] = {}
+        self._older: dict[int, int] = {}
         self._generation = max(1, remembered // 2)
 
     def count_text(self, text: str) -> int:
@@ -338,7 +343,8 @@ class TokenCounter:
         model share the memory without a lock (a race at worst forgets a generation early)."""
         if len(text) < REMEMBER_MIN_CHARS:
             return self._count_tokens(text)
-        key = (len(text), hash(text))
+        # One int, not a (length, hash) tuple: a third of the memory per remembered text (100,000 of them).
+        key = (hash(text) << 32) ^ len(text)
         tokens = self._recent.get(key)
         if tokens is None:
             tokens = self._older.get(key)

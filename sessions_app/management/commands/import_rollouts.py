@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.conf import settings
+from django.db import connection
 from django.core.management.base import BaseCommand, CommandError
 
 from compaction_app.models import CompactionPolicy, Provider
@@ -22,6 +23,7 @@ from sessions_app.transfer.importer import do_import_rollout
 from sessions_app.transfer.refusals import AlreadyImported, TransferRefused
 
 PATTERNS = ("*.jsonl", "*.ndjson")
+IMPORT_SQLITE_CACHE_KIB = 2000  # SQLite's own default
 
 
 def rollout_files(paths: list[str]) -> list[Path]:
@@ -56,6 +58,11 @@ class Command(BaseCommand):
                             help="Import threads that were imported before again, under fresh thread ids.")
 
     def handle(self, *args, paths, provider, policy, stop_on_error, new_thread_id, strict=False, **options):
+        if connection.vendor == "sqlite":
+            # The dashboard's 16 MB page cache fills up as an import writes, so the command's memory grew with the
+            # file (issue 30); an import writes each page once and reads back only the batch it just wrote.
+            with connection.cursor() as cursor:
+                cursor.execute(f"PRAGMA cache_size=-{IMPORT_SQLITE_CACHE_KIB}")
         provider_row = row_by_id_or_name(Provider, provider)
         policy_row = row_by_id_or_name(CompactionPolicy, policy)
         files = rollout_files(paths)
