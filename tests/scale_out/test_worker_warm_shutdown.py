@@ -16,7 +16,14 @@ from celery import Celery
 from compaction_app.engine.items import user_message
 from compaction_app.models import Compaction, CompactionAttempt
 from sessions_app.models import Job, Session
-from tests.scale_out.processes import child_env, forget_queue, send_compaction_job, start_worker, stop, wait_for_log
+from tests.scale_out.processes import (
+    child_env,
+    forget_queue,
+    send_compaction_job,
+    start_worker,
+    stop,
+    wait_for_log,
+)
 
 SLOW_SECONDS = 5  # the simulated model answers after this long: TERM arrives while the compaction waits for it
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
 
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.codex_rollout import RolloutImportError
