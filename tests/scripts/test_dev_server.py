@@ -6,9 +6,11 @@ about 10-15 s, the only way to see what the process prints when interrupted."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -37,6 +39,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _rollout_lines(database: Path) -> int:
+    with contextlib.closing(sqlite3.connect(database, timeout=30)) as db:
+        return db.execute("SELECT count(*) FROM sessions_app_rolloutline").fetchone()[0]
+
+
 def test_ctrl_c_stops_the_dashboard_and_its_simulator_without_a_traceback(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")}
     env.update(COMPACTWEB_VAR_DIR=str(tmp_path), SQLITE_PATH=str(tmp_path / "dev.sqlite3"),
@@ -55,7 +62,11 @@ def test_ctrl_c_stops_the_dashboard_and_its_simulator_without_a_traceback(tmp_pa
                 break
             except OSError:
                 time.sleep(0.1)
-        time.sleep(3)  # let the simulator take a few steps, so one is likely in flight at the interrupt
+        # Interrupt once the simulator is stepping (new rollout lines appear), so a step is likely in flight.
+        seeded = _rollout_lines(tmp_path / "dev.sqlite3")
+        while _rollout_lines(tmp_path / "dev.sqlite3") < seeded + 2:
+            assert daphne.poll() is None, daphne.communicate()[0][-3000:]
+            time.sleep(0.1)
         daphne.send_signal(signal.SIGINT)
         output, _ = daphne.communicate(timeout=60)
     finally:

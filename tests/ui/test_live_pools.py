@@ -30,8 +30,13 @@ async def test_a_pool_keeps_its_connection_between_calls_and_closes_it_once_idle
     second = await pool.run(_connection_id)()
     assert first == second  # the second call found the connection still open
     assert await pool.run(_is_open)()
-    await asyncio.sleep(0.8)
-    assert not await pool.run(_is_open)()  # idle long enough: closed (this check itself opened nothing)
+    # Idle long enough, it is closed (a check itself opens nothing). Each look waits longer than the idle time, so
+    # the looks do not keep the thread busy; a loaded host only makes the closing later, never wrong.
+    for _ in range(100):
+        await asyncio.sleep(0.8)
+        if not await pool.run(_is_open)():
+            break
+    assert not await pool.run(_is_open)()
 
 
 async def test_close_connections_closes_every_threads_connection_now():
@@ -39,7 +44,7 @@ async def test_close_connections_closes_every_threads_connection_now():
     started = time.monotonic()
     await asyncio.gather(*(pool.run(lambda: (_connection_id(), time.sleep(0.05)))() for _ in range(3)))
     await asyncio.to_thread(pool.close_connections)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # now, not after the 60 s idle time
     assert not any(await asyncio.gather(*(pool.run(lambda: (time.sleep(0.05), _is_open())[1])() for _ in range(3))))
 
 
