@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from compaction_app.engine.items import SUMMARY_PREFIX
 from compaction_app.models import Compaction, CompactionPolicy
 from gateway_app.keys import do_create_gateway_key
 from gateway_app.models import CompactionHandle, GatewayAttempt, GatewaySession
@@ -196,3 +197,50 @@ def test_an_item_codex_sends_back_with_null_fields_and_its_metadata_still_extend
     codex.turn()
     assert not Compaction.objects.exists()
     assert not gateway_session().rollout_lines.filter(kind="compacted").exists()
+
+
+def _local_summary_route():
+    from compaction_app.models import Provider
+    from gateway_app.models import GatewayRoute
+
+    # The policy's local summarisation calls the route's upstream model: here the embedded simulated model.
+    provider = Provider.objects.create(name="embedded-upstream", base_url="embedded", model="compactweb-sim",
+                                       context_window=32000)
+    policy = CompactionPolicy.objects.create(name="local-summary", strategy="local")
+    return GatewayRoute.objects.create(name="team-local", provider=provider, policy=policy, compaction_mode="compactweb")
+
+
+@pytest.mark.parametrize("version", ["v2", "v1"])
+def test_compactweb_mode_with_local_summarisation_answers_in_the_endpoints_own_shape(sim_upstream, db, version):
+    codex = Codex(do_create_gateway_key(route=_local_summary_route(), client_name="ci").key)
+    codex.turn("please fix parser bug 3")
+    codex.turn()
+    codex.turn("now write the docs")
+    before = len(sim_upstream.requests())
+    if version == "v2":
+        response = codex.post([*codex.history, TRIGGER], kind="compaction")
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = _events(response.text)
+        assert [e["type"] for e in events] == ["response.created", "response.output_item.added",
+                                               "response.output_item.done", "response.completed"]
+        (item,) = events[-1]["response"]["output"]
+        assert events[-1]["response"]["usage"]["input_tokens"] > 0
+    else:
+        response = codex.post(codex.history, path="/gateway/v1/responses/compact")
+        assert response.headers["content-type"].startswith("application/json")
+        body = response.json()
+        assert body["object"] == "response.compaction" and body["usage"]["input_tokens"] > 0
+        (item,) = body["output"]
+    assert response.status_code == 200
+    assert item["type"] == "compaction" and item["encrypted_content"].startswith("cwgh_")
+    assert len(sim_upstream.requests()) == before  # compactweb answered; the upstream saw no compaction request
+    (compaction,) = Compaction.objects.filter(session=gateway_session())
+    assert compaction.strategy == "local"
+    handle = CompactionHandle.objects.get(handle=item["encrypted_content"])
+    summaries = [i for i in handle.replacement if i.get("role") == "user"
+                 and i["content"][0]["text"].startswith(SUMMARY_PREFIX)]
+    assert len(summaries) == 1  # the replacement holds the summary the upstream model wrote
+    codex.history = [*[i for i in codex.history if i.get("role") == "user"], item]
+    codex.turn("and the changelog")
+    received = sim_upstream.requests()[-1]["body"]["input"]
+    assert [wire(i) for i in received[1:-1]] == [wire(i) for i in handle.replacement]
