@@ -146,7 +146,8 @@ class CompactionPolicyAdmin(AuditedAdminMixin, admin.ModelAdmin):
     list_display = ("name", "method", "threshold", "budgets", "session_count")
     list_filter = ("strategy", "auto_compact_scope", "token_counter", "token_budget", "remote_compaction_v2")
     search_fields = ("name",)
-    filter_horizontal = ("hooks",)
+    # A plain multiple select for the hooks: the admin's two-box filter widget puts an aria-label on a bare span
+    # (axe: aria-prohibited-attr, serious), and a policy's hooks are few.
     readonly_fields = ("effective_limits",)
     fieldsets = (
         ("Strategy", {

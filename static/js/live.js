@@ -238,3 +238,18 @@
     }
   });
 })();
+
+// Skip links that name a control rather than a region (the fleet's "first run control"): focus the first match
+// when there is one; without one, or without JavaScript, the link's own #target (the sessions table) is the answer.
+(function () {
+  "use strict";
+  document.addEventListener("click", function (evt) {
+    var link = evt.target.closest ? evt.target.closest("a[data-skip-to]") : null;
+    if (!link) { return; }
+    var target = document.querySelector(link.getAttribute("data-skip-to"));
+    if (target) {
+      evt.preventDefault();
+      target.focus();
+    }
+  });
+})();

@@ -75,7 +75,40 @@ fleet = [
     do_create_session(title=f"fleet agent {n:03d}", provider=provider, policy=policy).pk
     for n in range(int(os.environ.get("COMPACTWEB_SEED_FLEET") or 0))
 ]
+# The page states an operator meets, for the accessibility checks (their own server:
+# tests/browser/test_accessibility_states.py): alerts (session and fleet), a local summary, a stuck session, an
+# injected fault blamed for a failure, a running simulated session with run controls.
+a11y = {}
+if os.environ.get("COMPACTWEB_SEED_A11Y"):
+    from django.utils import timezone  # noqa: E402
+
+    from compaction_app.models import Alert, CompactionAttempt  # noqa: E402
+    from sessions_app.compactions.services import do_compact_session  # noqa: E402
+    from sessions_app.fleet.runtime import do_start_fleet  # noqa: E402
+
+    summarised = do_create_session(title="Summarised locally", provider=provider, policy=policy, items=turns)
+    local = do_compact_session(session_id=summarised.pk, strategy="local")
+    failed = CompactionAttempt.objects.create(
+        session=summarised, trigger="auto", reason="context_limit", implementation="responses", phase="pre_turn",
+        strategy="local", status="failed", error_kind="server_error", error_http_status=500,
+        error_message="fault injected: internal server error", tokens_before=9_000, started_at=timezone.now())
+    streak = Alert.objects.create(kind=Alert.Kind.FAILURE_STREAK, session=summarised, count=3,
+                                  message="3 compaction attempts of this session failed in a row")
+    streak.attempts.add(failed)
+    Alert.objects.create(kind=Alert.Kind.FLEET_STORM, message="12 compactions across the fleet in 5 minutes")
+    stuck_seeded = do_create_session(title="Stuck, seeded", provider=provider, policy=policy, items=logs,
+                                     fault_injection={"fault": "server_error;times=2;key=a11y", "context_window": 2500})
+    CompactionAttempt.objects.create(
+        session=stuck_seeded, trigger="auto", reason="context_limit", implementation="responses_compact",
+        phase="pre_turn", strategy="remote_v1", status="failed", error_kind="context_window_exceeded",
+        tokens_before=40_000, started_at=timezone.now())
+    # Two runs: one a test stops (a refused run control), one that keeps its Pause on the board.
+    run, _ = do_start_fleet(scenario="many-short-turns", count=2, provider=provider, policy=policy,
+                            turns_per_minute=2, loop=True)
+    a11y = {"summarised_session": summarised.pk, "local_compaction": local.pk, "stuck_seeded": stuck_seeded.pk,
+            "run_session": run.session_id}
 print(json.dumps({
+    "a11y": a11y,
     "fleet": fleet,
     "provider": provider.pk,
     "policy": policy.pk,
