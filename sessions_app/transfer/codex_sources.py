@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from django.db.models import Max
@@ -147,7 +148,53 @@ def source_summary(*, session: Session) -> dict[str, Any] | None:
     return {"name": source.name, "followed": source.followed, "lines": source.line_count,
             "context_window": source.context_window, "problems": source.problems, "events": source.events,
             "continues": source.continues_id, "continued_by": continued_by,
-            "format": CLAUDE_FORMAT if claude else "codex", "counting": token_counting(session=session) if claude else None}
+            "format": CLAUDE_FORMAT if claude else "codex", "counting": token_counting(session=session) if claude else None,
+            "thinking": thinking_blocks(source=source) if claude else [],
+            "subagents": subagent_files(source=source) if claude else []}
+
+
+THINKING_SHOWN = 20
+THINKING_LOOKBACK_LINES = 5000  # the page reads the newest lines only, whatever the transcript's length
+
+
+def thinking_blocks(*, source: CodexSource, limit: int = THINKING_SHOWN) -> list[dict[str, Any]]:
+    """The newest `limit` thinking blocks of a Claude Code transcript, verbatim, oldest first, read from the file's
+    kept lines (issue 35). They are not history items: Claude Code does not send an ended turn's thinking back to
+    the model, so the live history leaves them out; the session page shows them beside it. A block the server
+    redacted (`redacted_thinking`) is listed without its text."""
+    rows = (CodexSourceLine.objects.filter(source=source, text__contains="thinking",
+                                           number__gt=source.line_count - THINKING_LOOKBACK_LINES)
+            .order_by("-number").values_list("number", "text"))
+    newest: list[dict[str, Any]] = []
+    for number, text in rows.iterator(chunk_size=100):
+        try:
+            entry = json.loads(text)
+        except ValueError:
+            continue
+        message = entry.get("message") if isinstance(entry, dict) and entry.get("type") == "assistant" else None
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        for block in reversed(blocks):
+            if block.get("type") == "thinking" and isinstance(block.get("thinking"), str):
+                newest.append({"line": number, "text": block["thinking"], "redacted": False})
+            elif block.get("type") == "redacted_thinking":
+                newest.append({"line": number, "text": "", "redacted": True})
+        if len(newest) >= limit:
+            break
+    return newest[:limit][::-1]
+
+
+def subagent_files(*, source: CodexSource) -> list[dict[str, Any]]:
+    """The subagent transcripts Claude Code wrote beside a followed transcript (`<session id>/subagents/*.jsonl`,
+    the sidechains of its Task tool): listed on the parent session's page, not followed as sessions of their own."""
+    if not source.path or source.path.startswith("shipped:"):
+        return []
+    folder = Path(source.path).with_suffix("") / "subagents"
+    try:
+        files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+        return [{"name": f.name, "bytes": f.stat().st_size} for f in files[:100] if f.is_file()]
+    except OSError:
+        return []
 
 
 def _format(session: Session) -> str:

@@ -51,3 +51,17 @@ def test_a_transcript_written_piece_by_piece_and_followed_across_a_restart_equal
     fresh = importer.do_import_rollout(lines=lines, source_name=path.name, new_thread_id=True).session
     assert _rows(session) == _rows(fresh)
     assert "".join(exporter.export_rollout(session=session)).encode() == data
+
+
+def test_a_followed_transcripts_subagent_files_are_listed_on_its_session_page(tmp_path, provider, policy, client,
+                                                                              operator_user):
+    project = tmp_path / "projects" / "-home-dev-project"
+    (project / SESSION / "subagents").mkdir(parents=True)
+    (project / SESSION / "subagents" / "agent-a1.jsonl").write_bytes(b'{"isSidechain":true}\n')
+    (project / f"{SESSION}.jsonl").write_bytes(conversation_with_two_compactions().bytes())
+    result = sync_file(path=project / f"{SESSION}.jsonl")
+    assert result.action == "imported"
+    assert [p.name for p in rollout_files(tmp_path / "projects")] == [f"{SESSION}.jsonl"]  # not a session itself
+    client.force_login(operator_user)
+    page = client.get(f"/sessions/{result.session_id}/").content.decode()
+    assert 'data-subagents="1"' in page and "<code>agent-a1.jsonl</code>" in page

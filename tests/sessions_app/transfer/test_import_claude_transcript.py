@@ -10,7 +10,8 @@ from compaction_app.models import Compaction
 from sessions_app.models import Session
 from sessions_app.rollout import selectors
 from sessions_app.rollout.services import verify_projection
-from tests.sessions_app.claude_transcript.transcripts import SESSION, conversation_with_two_compactions
+from sessions_app.transfer import exporter
+from tests.sessions_app.claude_transcript.transcripts import SESSION, conversation_with_two_compactions, text
 
 NAME = f"{SESSION}.jsonl"
 
@@ -102,3 +103,27 @@ def test_the_import_page_takes_a_claude_code_transcript_and_opens_its_session(cl
     session = Session.objects.get(source="imported")
     assert response.status_code == 302 and response["Location"] == f"/sessions/{session.pk}/"
     assert str(session.thread_id) == SESSION and Compaction.objects.filter(session=session).count() == 2
+
+
+def test_thinking_blocks_are_kept_verbatim_shown_on_the_page_and_left_out_of_the_history(
+    client, operator_user, operator_api, provider, policy
+):
+    transcript = conversation_with_two_compactions()
+    thought = "The user wants <script>alert(1)</script> escaped; check the loader first."
+    transcript.assistant([{"type": "thinking", "thinking": thought, "signature": "sig"}, text("Checked.")],
+                         message_id="msg_7")
+    transcript.assistant([{"type": "redacted_thinking", "data": "opaque"}, text("Done.")], message_id="msg_8")
+    data = transcript.bytes()
+    body = _import(operator_api, data).json()
+
+    history = operator_api.get(f"/api/v1/sessions/{body['session']}/history").json()["items"]
+    assert "loader first" not in str(history) and "opaque" not in str(history)
+    assert any("Checked." in str(item) for item in history)
+    assert b"".join(x.encode() for x in exporter.export_rollout(
+        session=Session.objects.get(pk=body["session"]))) == data  # kept verbatim in the file
+    client.force_login(operator_user)
+    page = client.get(f"/sessions/{body['session']}/").content.decode()
+    assert "Thinking: the newest 2 blocks" in page
+    assert "The user wants &lt;script&gt;alert(1)&lt;/script&gt; escaped; check the loader first." in page
+    assert "<script>alert(1)" not in page
+    assert "redacted by the server" in page
