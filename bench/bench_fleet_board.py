@@ -26,13 +26,12 @@ import asyncio
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.turn_setup import drop_throwaway, setup_django  # noqa: E402
+from bench.turn_setup import run_on_throwaway  # noqa: E402
 
 SECTION = "## Fleet board with 1,000 sessions"
 STATES = ("running", "running", "running", "idle", "paused", "stopped", "failed")
@@ -102,12 +101,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
-        throwaway = setup_django(Path(tmp), postgres=True)
-        try:
-            run(args)
-        finally:
-            drop_throwaway(throwaway)
+    run_on_throwaway(run, args, prefix="bench-fleet-")
 
 
 def run(args) -> None:

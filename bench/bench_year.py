@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.turn_setup import drop_throwaway, setup_django  # noqa: E402
+from bench.turn_setup import run_on_throwaway  # noqa: E402
 
 SECTION = "## A year of history on PostgreSQL"
 GOAL_MS = 300
@@ -37,12 +36,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-year-") as tmp:
-        throwaway = setup_django(Path(tmp), postgres=True)
-        try:
-            run(args)
-        finally:
-            drop_throwaway(throwaway)
+    run_on_throwaway(run, args, prefix="bench-year-")
 
 
 def run(args) -> None:

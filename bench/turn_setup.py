@@ -56,6 +56,19 @@ def drop_throwaway(throwaway: str | None) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{throwaway}" WITH (FORCE)')
 
 
+def run_on_throwaway(run, args, *, prefix: str) -> None:
+    """`run(args)` on a throwaway database (PostgreSQL when DATABASE_URL is set, else SQLite) under a temporary
+    directory, dropped afterwards whatever happens."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        throwaway = setup_django(Path(tmp), postgres=True)
+        try:
+            run(args)
+        finally:
+            drop_throwaway(throwaway)
+
+
 class ConstantClient:
     """A model that answers every request at once with the same short message (no work per input item)."""
 
