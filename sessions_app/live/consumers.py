@@ -29,6 +29,7 @@ from urllib.parse import parse_qs
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from compaction_app.engine.lru import Lru
 from compactweb import db_outage, ws_auth, ws_revocation
 from compactweb.roles import OPERATOR, has_role
 from sessions_app.fleet.filter import FleetFilter
@@ -364,8 +365,9 @@ class SessionConsumer(RoleCheckedConsumer):
 
 
 # The fleet's counts by filter, shared by the fleet pages of a process: (monotonic time read, counts). Every page of
-# a filter needs the same counts after the same events, so they are read once per COUNTS_SECONDS, not per page.
-_fleet_counts: dict[FleetFilter, tuple[float, dict[str, Any]]] = {}
+# a filter needs the same counts after the same events, so they are read once per COUNTS_SECONDS, not per page;
+# bounded, as every text typed in the filter is a filter of its own.
+_fleet_counts: Lru[FleetFilter, tuple[float, dict[str, Any]]] = Lru(64)
 COUNTS_SECONDS = 1.0
 
 
@@ -373,7 +375,7 @@ def shared_fleet_counts(fleet_filter: FleetFilter, *, now: float) -> dict[str, A
     cached = _fleet_counts.get(fleet_filter)
     if cached is None or now - cached[0] >= COUNTS_SECONDS:
         cached = (now, live_selectors.fleet_counts(fleet_filter=fleet_filter))
-        _fleet_counts[fleet_filter] = cached
+        _fleet_counts.put(fleet_filter, cached)
     return cached[1]
 
 
