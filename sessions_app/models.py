@@ -10,7 +10,8 @@ from django.conf import settings
 from django.db import models
 
 from compaction_app.engine import meter as m
-from sessions_app.rollout.projection import LINE_KINDS, Header
+from compaction_app.engine.pins import PIN_EVENTS
+from sessions_app.rollout.projection import EVENT_MSG, LINE_KINDS, Header
 
 
 class AppendOnlyError(RuntimeError):
@@ -209,6 +210,13 @@ class RolloutLine(models.Model):
     class Meta:
         ordering = ["session", "seq"]
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="rolloutline_unique_seq")]
+        # The pins in force are a fold over a session's few pin lines (sessions_app.compactions.retention), read by
+        # every session page and every compaction: a partial index holds just those lines, so the read does not
+        # walk a long session's whole rollout (issue 34).
+        indexes = [
+            models.Index(fields=["session", "seq"], name="rolloutline_pin_events",
+                         condition=models.Q(kind=EVENT_MSG, payload__type__in=PIN_EVENTS)),
+        ]
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.kind}"
