@@ -192,6 +192,12 @@ class StreamSummary:
     error: str = ""
 
 
+# The events whose content the recorder keeps (a cheap byte test before any JSON is parsed; an event that only
+# mentions one of these names is parsed and then ignored by its type).
+_KEPT_EVENTS = (b"response.output_item.done", b"response.completed", b"response.done", b"response.failed",
+                b"error")
+
+
 class SseReader:
     """Reads a Responses SSE stream (fed in chunks or whole) and keeps what the recorder needs."""
 
@@ -209,6 +215,8 @@ class SseReader:
         self._buffer = buffer[start:]
 
     def _event(self, raw: bytes) -> None:
+        if not any(kind in raw for kind in _KEPT_EVENTS):
+            return  # a text delta or another event the record does not need: not worth parsing its JSON
         data = b"".join(line[5:].lstrip() for line in raw.replace(b"\r\n", b"\n").split(b"\n")
                         if line.startswith(b"data:"))
         if not data:

@@ -1,0 +1,34 @@
+"""Issue 29: the recorder reads a Responses SSE stream (whole or in any chunks) into its output items, usage and id,
+skipping the events it does not keep."""
+
+from __future__ import annotations
+
+import json
+
+from gateway_app import wire
+
+ITEM = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "an error was fixed"}]}
+
+
+def _stream() -> bytes:
+    _, data = wire.sse_response(model="m", output=[ITEM], usage={"input_tokens": 7, "output_tokens": 3})
+    delta = {"type": "response.output_text.delta", "delta": "an error"}
+    return (f"event: response.output_text.delta\ndata: {json.dumps(delta)}\n\n").encode() + data
+
+
+def test_the_reader_keeps_output_usage_and_id_however_the_stream_is_cut():
+    raw = _stream()
+    for size in (1, 7, len(raw)):
+        reader = wire.SseReader()
+        for start in range(0, len(raw), size):
+            reader.feed(raw[start:start + size])
+        summary = reader.finish()
+        assert summary.completed and summary.output == [ITEM]
+        assert summary.usage == {"input_tokens": 7, "output_tokens": 3} and summary.response_id.startswith("resp_")
+
+
+def test_a_failed_stream_is_reported_and_not_completed():
+    reader = wire.SseReader()
+    reader.feed(b'event: response.failed\ndata: {"type": "response.failed", "response": {"error": {"code": "x"}}}\n\n')
+    summary = reader.finish()
+    assert not summary.completed and "response.failed" in summary.error
