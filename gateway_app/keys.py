@@ -25,17 +25,20 @@ class NewKey:
     key: str  # the only time the clear key exists: show it to the admin, never store it
 
 
-def do_create_gateway_key(*, route: GatewayRoute, client_name: str) -> NewKey:
+def _create(*, route: GatewayRoute | None = None, user=None, client_name: str) -> NewKey:
     key = KEY_PREFIX + secrets.token_urlsafe(32)
-    row = GatewayKey.objects.create(route=route, client_name=client_name[:100], prefix=key[:10], digest=digest_of(key))
+    row = GatewayKey.objects.create(route=route, user=user, client_name=client_name[:100], prefix=key[:10],
+                                    digest=digest_of(key))
     return NewKey(row=row, key=key)
+
+
+def do_create_gateway_key(*, route: GatewayRoute, client_name: str) -> NewKey:
+    return _create(route=route, client_name=client_name)
 
 
 def do_create_user_gateway_key(*, user, name: str) -> NewKey:
     """A user's own key: it works on every route that allows user keys, as that user."""
-    key = KEY_PREFIX + secrets.token_urlsafe(32)
-    row = GatewayKey.objects.create(user=user, client_name=name[:100], prefix=key[:10], digest=digest_of(key))
-    return NewKey(row=row, key=key)
+    return _create(user=user, client_name=name)
 
 
 def do_revoke_user_gateway_key(*, user, key_id: int) -> GatewayKey:
