@@ -17,7 +17,6 @@ from sessions_app.compactions.token_definitions import DEFINITIONS
 from sessions_app.rollout.services import do_create_session
 from tests.fakes.scripted_provider import (
     Reply,
-    ScriptedProvider,
     assistant,
     compaction,
     completed,
@@ -42,14 +41,13 @@ def remote_v2_compaction(scripted_v2, support_api):
 
 
 @pytest.fixture
-def scripted_v2(db, no_engine_sleeps):
-    scripted = ScriptedProvider()
-    with scripted.serve() as base_url:
-        provider = Provider.objects.create(name="v2", base_url=base_url, model="gpt-test", context_window=100_000,
-                                           remote_compaction="v2", stream_max_retries=0, request_max_retries=0)
-        policy = CompactionPolicy.objects.create(name="v2", remote_compaction_v2=True)
-        yield scripted, do_create_session(title="numbers", provider=provider, policy=policy,
-                                          base_instructions="Be careful.", items=BODY)
+def scripted_v2(db, served_script):
+    provider = Provider.objects.create(name="v2", base_url=served_script.base_url, model="gpt-test",
+                                       context_window=100_000, remote_compaction="v2", stream_max_retries=0,
+                                       request_max_retries=0)
+    policy = CompactionPolicy.objects.create(name="v2", remote_compaction_v2=True)
+    return served_script, do_create_session(title="numbers", provider=provider, policy=policy,
+                                            base_instructions="Be careful.", items=BODY)
 
 
 def said(name: str) -> str:

@@ -15,7 +15,6 @@ from compaction_app.models import CompactionPolicy, Prompt, Provider
 from sessions_app.rollout.services import do_create_session
 from tests.fakes.scripted_provider import (
     Reply,
-    ScriptedProvider,
     assistant,
     compaction,
     completed,
@@ -34,11 +33,8 @@ def version(text: str) -> str:
 
 
 @pytest.fixture
-def scripted():
-    provider = ScriptedProvider()
-    with provider.serve() as base_url:
-        provider.base_url = base_url
-        yield provider
+def scripted(served_script):
+    return served_script
 
 
 def make(scripted, *, remote: str = "none", name: str = "prompted", **policy_fields):
