@@ -7,6 +7,7 @@
 - Codex analytics before / after (CompactionAttempt.tokens_before / tokens_after): Codex's own record of the
   attempt (spec §10); they differ from the window tokens on purpose.
 - A rollback's restored estimate: what the meter reads once the history before the compaction is installed again.
+- A replay comparison's tokens freed: summed from history estimates on both sides, so the two compare like with like.
 """
 
 from __future__ import annotations
@@ -31,5 +32,10 @@ DEFINITIONS = {
         "The restored history's estimate: base instructions plus each restored item's estimate, what the meter "
         "reads right after the rollback (it has no server usage reading yet). The compaction's window tokens "
         "before also counted the server's last usage, so the two differ."
+    ),
+    "replay_freed": (
+        "Tokens freed (history estimates): each compaction's history estimate before minus after (base "
+        "instructions plus every item's count, never below 0), summed; both sides are measured the same way, so "
+        "they compare with each other, not with the window tokens the inspector shows (API: tokens_saved)."
     ),
 }

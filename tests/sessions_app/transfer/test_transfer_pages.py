@@ -62,7 +62,7 @@ def test_the_replay_page_runs_the_replay_as_a_job_then_shows_the_comparison(
     replay = Session.objects.get(source="replay")
     assert job.result["replay"] == replay.pk
     page = operator_client.get(f"/sessions/{original.pk}/replays/").content.decode()
-    assert f'id="comparison-{replay.pk}"' in page and "Tokens saved" in page and "every 2s" not in page
+    assert f'id="comparison-{replay.pk}"' in page and "Tokens freed (history estimates)" in page and "every 2s" not in page
     assert operator_client.get(f"/sessions/{replay.pk}/replays/").status_code == 200
 
 
