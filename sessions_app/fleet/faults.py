@@ -14,6 +14,7 @@ from compaction_app.engine.vocabulary import IMPLEMENTATIONS, Strategy
 from compaction_app.models import AuditEntry
 from compaction_app.providers.factory import embedded_fault_use
 from compaction_app.providers.simulated import faults as sim_faults
+from compactweb import background
 from sessions_app.compactions.settings_builder import (
     FaultInjectionError,
     fault_headers,
@@ -60,8 +61,9 @@ class FaultLine:
     limit: str
     fired: int | None  # None: no firing seen in this process
     last_fired_at: datetime | None
-    left: int | None  # None: unlimited
+    left: int | None  # None: unlimited, or not counted here
     endpoints: frozenset[str]
+    counted: bool = True  # False: the firings are counted on Celery workers, not in this process
 
 
 def fault_lines(*, session_id: int, fault_injection: dict | None) -> list[FaultLine]:
@@ -82,20 +84,23 @@ def fault_lines(*, session_id: int, fault_injection: dict | None) -> list[FaultL
     compaction_only = run is not None and (run.state or {}).get("fault_scope") == "compaction"
     scope = ("its compactions only (its scenario scoped the fault to them)" if compaction_only
              else "its turns and its compactions alike")
+    # With a broker, turns and compactions run on Celery workers, whose simulators count the firings: this process
+    # cannot see them, so none is claimed (counted: None) rather than "not fired yet".
+    counted_here = not background.uses_broker()
     lines = []
     for fault in parsed:
-        use = embedded_fault_use(fault.name, fault.key)
+        use = embedded_fault_use(fault.name, fault.key) if counted_here else None
         fired = use.fired if use else None
         does = sim_faults.EFFECTS[fault.name]
         if fault.name == "slow":
             does = f"waits {fault.seconds:g} s before answering"
-        left = None if fault.times is None else max(0, fault.times - (fired or 0))
+        left = None if fault.times is None or not counted_here else max(0, fault.times - (fired or 0))
         limit = ("every request it applies to, until cleared" if fault.times is None
                  else f"the next {fault.times} request{'s' if fault.times != 1 else ''} it applies to")
         lines.append(FaultLine(
             name=fault.name, does=does, hits=f"{scope}: {sim_faults.requests_hit(fault.name)}", limit=limit,
             fired=fired, last_fired_at=(datetime.fromtimestamp(use.last_fired_at, tz=UTC) if use else None),
-            left=left, endpoints=frozenset(sim_faults.APPLIES_TO[fault.name]),
+            left=left, endpoints=frozenset(sim_faults.APPLIES_TO[fault.name]), counted=counted_here,
         ))
     return lines
 

@@ -96,3 +96,12 @@ def test_a_recovery_asked_for_while_a_fault_hits_it_says_it_will_fail(operator_u
                             HTTP_HX_TARGET="compaction-status").content.decode()
     assert ("An injected fault (context window exceeded) is on for this session and hits this recovery&#x27;s "
             "model call: it will fail while the fault lasts.") in summarise
+
+
+@pytest.mark.django_db
+def test_with_a_broker_the_firings_are_not_claimed_from_this_process(operator_user, make_session, settings):
+    session = make_session(fault_injection={"fault": "overloaded;times=2;key=k"})
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/9"  # requests run on workers: their simulators count
+    panel = fault_panel(login(operator_user), session)
+    assert "counted by the workers that send the requests, not shown here" in panel
+    assert "not fired yet" not in panel and "left ·" not in panel
