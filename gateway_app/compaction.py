@@ -49,11 +49,12 @@ async def expanded_input(*, items: list[dict[str, Any]], route_id: int) -> list[
     return wire.expand(items, position, replacement)
 
 
-def record_history(*, exchange: recording.Exchange) -> GatewaySession:
-    """Bring the session's history up to the compaction request's (on the recorder's thread)."""
+def record_history(*, exchange: recording.Exchange, counted: bool = True) -> GatewaySession:
+    """Bring the session's history up to the compaction request's (on the recorder's thread). `counted=False`:
+    the request is forwarded afterwards and counted when that exchange is recorded."""
     with transaction.atomic():
         gs = recording.gateway_session_for(exchange)
-        GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + 1, pending_compaction=None)
+        GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + int(counted), pending_compaction=None)
         session = Session.objects.select_related("provider", "policy").get(pk=gs.session_id)
         lines, _, _ = recording.history_lines(gs=gs, session=session, exchange=exchange)
         if lines:

@@ -394,7 +394,8 @@ async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: 
 async def _compact_first(exchange: dict[str, Any], control: operator.Control) -> list[dict[str, Any]]:
     """An operator asked for a compaction at this request: the session's history brought up to the request's, the
     route policy's compaction run on it, and the history to forward instead (with the pins in force)."""
-    gs = await on_recorder(compaction.record_history, exchange=recording.Exchange(**exchange, status=200))
+    gs = await on_recorder(compaction.record_history, exchange=recording.Exchange(**exchange, status=200),
+                           counted=False)
     history, _ = await compaction.compact_first(gs=gs, history=exchange["history"])
     return steering.with_pins(history, control.pins_block)
 

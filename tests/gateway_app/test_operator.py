@@ -99,6 +99,7 @@ def test_compact_at_the_next_request_compacts_before_forwarding_and_tells_the_op
     received = sim_upstream.requests()[-1]["body"]["input"]
     assert _masked(received) and not _masked(codex.sent[-1])
     assert Compaction.objects.filter(session=session).count() == 1  # no second compaction, no rewrite
+    assert GatewaySession.objects.get().requests == len(codex.sent)
     assert live(session)[:len(received) - 1] == [wire(i) for i in received[1:]]
 
 
@@ -150,3 +151,23 @@ def test_support_rolls_back_a_gateway_compaction_and_the_upstream_gets_the_histo
     assert [wire(i) for i in received] == [wire(i) for i in codex.sent[-1]]
     assert live(session)[:len(received) - 1] == [wire(i) for i in received[1:]]
     assert AuditEntry.objects.filter(session=session, action="gateway_rollback").exists()
+
+
+def test_the_operator_sees_the_gateways_compaction_notice_live(sim_upstream, client, operator_user):
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from sessions_app.live.render import session_transient
+    from sessions_app.rollout.events import GATEWAY_NOTICE, session_group
+    from tests.sessions_app.test_live_events import _drain
+
+    codex, session = _masking_codex(client, operator_user)
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(session_group(session.pk), channel)
+    client.post(f"/gateway-sessions/{session.pk}/compact/")
+    codex.turn("and the changelog")
+    (event,) = [e for e in _drain(layer, channel) if e.get("kind") == GATEWAY_NOTICE]
+    assert "The gateway compacted Codex" in event["detail"]["message"]
+    html = session_transient(session_id=session.pk, event=event)  # what the page's live connection swaps in
+    assert 'id="gateway-notice"' in html and 'hx-swap-oob="true"' in html and "The gateway compacted" in html
