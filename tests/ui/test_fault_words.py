@@ -77,6 +77,8 @@ def test_a_compaction_failed_by_the_fault_says_so_on_the_session_page(operator_u
     page = client.get(f"/sessions/{session.pk}/").content.decode()
     assert ("This failure is the injected fault (server error): it hits this session&#x27;s compaction requests. "
             "Clear it under Fault injection, then recover.") in page
+    fleet = client.get("/").content.decode()
+    assert 'data-fault-blame title="This failure is the injected fault (server error)' in fleet
     client.post(f"/sessions/{session.pk}/faults/", {"fault": ""})
     assert "data-fault-blame" not in client.get(f"/sessions/{session.pk}/").content.decode()
 
