@@ -4,7 +4,8 @@
   Codex shows its user, before anything is forwarded;
 - compact at the next request (operator): the gateway runs the route policy's compaction before forwarding that
   session's next turn (`compaction.compact_first`), then forwards the compacted history;
-- pins (the session page's pins card): kept in what the upstream sees (`steering.with_pins`);
+- pins (the session page's pins card): the pinned blocks they put in the recorded history are kept in what the
+  upstream sees (`steering.with_pins`);
 - support's rollback of a compaction: the next request is forwarded with the history before it
   (`on_rollout_appended` adds the substitution).
 
@@ -22,13 +23,13 @@ from typing import Any
 from django.db import transaction
 
 from compaction_app.audit import record_audit
-from compaction_app.engine.pins import PIN_EVENTS, pinned_block
+from compaction_app.engine.pins import PIN_EVENTS, is_pinned_block, pinned_block
 from compaction_app.engine.vocabulary import PinMode
 from compaction_app.models import AuditEntry, Compaction
 from gateway_app import steering
 from gateway_app.models import GatewaySession
 from sessions_app.compactions.retention import session_pins
-from sessions_app.models import RolloutLine
+from sessions_app.models import LiveItem, RolloutLine
 from sessions_app.rollout import projection as p
 
 CONTROL_CACHE_SECONDS = 2.0
@@ -44,6 +45,8 @@ class Control:
     compact_requested: bool = False
     substitutions: list[dict[str, Any]] = field(default_factory=list)
     pins_block: dict[str, Any] | None = None
+    # The pinned blocks of the recorded history: (index in the history, block).
+    pins_placed: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
 
 
 NONE = Control()
@@ -73,17 +76,20 @@ def control_of(*, route_id: int, group: str) -> Control:
           .filter(route_id=route_id, group_key=group).first())
     control = NONE
     if gs is not None:
-        block = None
+        block, placed = None, []
         if gs.session.policy.pin_mode == PinMode.REINJECT:
             pins = session_pins(session_id=gs.session_id)
             block = pinned_block(pins) if pins else None
+            placed = [(position, item) for position, item in LiveItem.objects.filter(
+                session_id=gs.session_id, item__role="developer").order_by("position").values_list("position", "item")
+                if is_pinned_block(item)]
         control = Control(
             session_id=gs.session_id,
             paused_message=(f"compactweb: an operator ({gs.paused_by or 'unknown'}) paused this session "
                             f"(#{gs.session_id}); ask them to resume it, or start a new session")
             if gs.paused else None,
             compact_requested=gs.compact_requested_by_id is not None, substitutions=list(gs.substitutions or []),
-            pins_block=block)
+            pins_block=block, pins_placed=placed)
     if len(_controls) > 10_000:
         _controls.clear()
     _controls[(route_id, group)] = (time.monotonic() + CONTROL_CACHE_SECONDS, control)

@@ -273,7 +273,7 @@ async def app(scope, receive, send) -> None:
         body["input"] = expanded
     has_instructions = bool(body.get("instructions"))
     steered = steering.steered(body["input"], has_instructions=has_instructions, rules=control.substitutions,
-                               block=control.pins_block)
+                               block=control.pins_block, placed=control.pins_placed)
     if steered is not None:
         body["input"], changed = steered, True
     base, _ = wire.split_base(body)
@@ -397,7 +397,7 @@ async def _compact_first(exchange: dict[str, Any], control: operator.Control) ->
     gs = await on_recorder(compaction.record_history, exchange=recording.Exchange(**exchange, status=200),
                            counted=False)
     history, _ = await compaction.compact_first(gs=gs, history=exchange["history"])
-    return steering.with_pins(history, control.pins_block)
+    return steering.with_pins(history, control.pins_block)  # (the compaction placed the block as the policy says)
 
 
 async def _compactweb_compaction(caller: Caller, exchange: dict[str, Any], body: dict[str, Any], send) -> None:

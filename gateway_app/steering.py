@@ -8,10 +8,10 @@ an operator's decision is a rule the gateway applies to each request of that Cod
   or support's rollback of a compaction (the prefix: the history after it; the replacement: the history before
   it). Substitutions apply oldest first, each to what the ones before it left; one whose prefix Codex no longer
   sends (Codex compacted since) changes nothing.
-- pins: the session's pinned block (the developer message of compaction_app.engine.pins) is kept in what the
-  upstream sees: left where it is when the history holds it (updated when stale), else put first, right after
-  the base instructions, where it stays request after request (so the recorded history still grows by
-  extension).
+- pins: the pinned blocks (developer messages, compaction_app.engine.pins) that pinning and unpinning put in the
+  session's recorded history are put back where they are, request after request, so the upstream sees them and
+  the recorded history still grows by extension; after Codex compacted (its history no longer reaches those
+  places) the block in force goes first, right after the base instructions.
 
 Plain functions over items; the prefixes are compared without wire-only fields and without pinned blocks (a
 block the gateway put in is not Codex's).
@@ -62,26 +62,34 @@ def substituted(history: list[Item], rules: list[dict[str, Any]]) -> list[Item]:
     return history
 
 
-def with_pins(history: list[Item], block: Item | None) -> list[Item]:
-    if block is None:
-        return history
-    first = next((n for n, item in enumerate(history) if is_pinned_block(item)), None)
-    if first is None:
-        return [block, *history]
-    if _same(history[first], block) and not any(is_pinned_block(i) for i in history[first + 1:]):
-        return history
-    rest = [i for n, i in enumerate(history) if n <= first or not is_pinned_block(i)]
-    rest[first] = block
-    return rest
+def with_pins(history: list[Item], block: Item | None, placed: list[tuple[int, Item]] = ()) -> list[Item]:
+    """The history with the pins kept: the pinned blocks the recorded history holds (`placed`, (index, block)),
+    each put back where it is, so the history still extends what was recorded; when Codex's history no longer
+    reaches one of those places (Codex compacted since) or holds none, the block in force (`block`) right after
+    the base instructions, unless the history holds a pinned block already."""
+    out = history
+    for index, item in placed:
+        if index < len(out) and _same(out[index], item):
+            continue
+        if index > len(out) or any(is_pinned_block(i) for i in out[index:index + 1]):
+            out = history  # not where it was recorded: start again from the block in force
+            break
+        out = [*out[:index], item, *out[index:]]
+    else:
+        if placed:
+            return out
+    if block is None or any(is_pinned_block(i) for i in out):
+        return out
+    return [block, *out]
 
 
-def steered(items: list[Item], *, has_instructions: bool, rules: list[dict[str, Any]],
-            block: Item | None) -> list[Item] | None:
+def steered(items: list[Item], *, has_instructions: bool, rules: list[dict[str, Any]], block: Item | None,
+            placed: list[tuple[int, Item]] = ()) -> list[Item] | None:
     """The input to forward (base instructions kept first), or None when the rules and pins change nothing."""
-    if not rules and block is None:
+    if not rules and block is None and not placed:
         return None
     base, history = split_input(items, has_instructions=has_instructions)
-    changed = with_pins(substituted(history, rules), block)
+    changed = with_pins(substituted(history, rules), block, placed)
     if changed is history:
         return None
     return [*base, *changed]

@@ -115,20 +115,30 @@ def test_asking_for_a_compaction_needs_the_operator_role(sim_upstream, route, cl
     assert client.post(f"/gateway-sessions/{session.pk}/nonsense/").status_code == 404
 
 
-def test_a_pin_is_kept_in_what_the_upstream_sees(sim_upstream, route, client, support_user):
+def test_a_pin_is_kept_in_what_the_upstream_sees_and_an_unpin_too(sim_upstream, route, client, support_user):
     codex = Codex(do_create_gateway_key(route=route, client_name="alice").key)
     codex.turn("please fix parser bug 3")
     session = Session.objects.get(source="gateway")
     client.force_login(support_user)
     response = client.post(f"/sessions/{session.pk}/pins/", {"kind": "constraint", "text": "never touch prod.yaml"})
     assert response.status_code in (200, 302)
+    assert 'id="gateway-pins"' in client.get(f"/sessions/{session.pk}/").content.decode()
     for text in ("go on", "and the docs"):
         codex.turn(text)
         received = sim_upstream.requests()[-1]["body"]["input"]
-        assert "never touch prod.yaml" in json.dumps(received[1])  # right after the base instructions
-        assert "never touch prod.yaml" not in json.dumps(codex.sent[-1])  # Codex itself never had it
+        assert "never touch prod.yaml" in json.dumps(received)  # the upstream sees the pin ...
+        assert "never touch prod.yaml" not in json.dumps(codex.sent[-1])  # ... Codex itself never had it
         assert live(session)[:len(received) - 1] == [wire(i) for i in received[1:]]
-    assert 'id="gateway-pins"' in client.get(f"/sessions/{session.pk}/").content.decode()
+    pin_id = session.rollout_lines.filter(payload__type="pin_added").values_list("payload", flat=True)[0]["pin"]["id"]
+    client.post(f"/sessions/{session.pk}/pins/{pin_id}/remove/")
+    codex.turn("and the changelog")
+    received = json.dumps(sim_upstream.requests()[-1]["body"]["input"])
+    assert "No pinned context is in force any more" in received  # the unpin reaches the upstream too
+    assert live(session)[:len(sim_upstream.requests()[-1]["body"]["input"]) - 1] == [
+        wire(i) for i in sim_upstream.requests()[-1]["body"]["input"][1:]]
+    # Pinning and unpinning changed what the upstream sees without rewriting the recorded history.
+    assert not session.rollout_lines.filter(kind="compacted").exists()
+    assert not Compaction.objects.filter(session=session).exists()
 
 
 def test_support_rolls_back_a_gateway_compaction_and_the_upstream_gets_the_history_before_it(

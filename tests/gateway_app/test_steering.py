@@ -1,0 +1,43 @@
+"""Issue 29: how the gateway changes a request's history for operators (plain functions): substitutions of a
+prefix, oldest first, and the pinned blocks put back where the recorded history holds them."""
+
+from __future__ import annotations
+
+from compaction_app.engine.pins import Pin, pinned_block
+from gateway_app import steering
+
+BASE = {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]}
+BLOCK = pinned_block([Pin(pin_id="p1", kind="constraint", text="never touch prod.yaml")])
+
+
+def msg(text: str, role: str = "user") -> dict:
+    return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+
+def test_a_substitution_replaces_the_prefix_codex_keeps_sending_and_ignores_ids_and_pinned_blocks():
+    a, b, c = msg("a"), msg("b"), msg("c")
+    rule = {"prefix": [a, b], "replacement": [msg("summary of a and b")]}
+    assert steering.substituted([{**a, "id": "x"}, BLOCK, b, c], [rule]) == [msg("summary of a and b"), c]
+    assert steering.substituted([a, c], [rule]) == [a, c]  # Codex compacted since: the rule no longer applies
+
+
+def test_substitutions_apply_oldest_first_each_to_what_the_one_before_left():
+    a, b, s, c = msg("a"), msg("b"), msg("s"), msg("c")
+    compacted = {"prefix": [a, b], "replacement": [s]}
+    rolled_back = {"prefix": [s], "replacement": [a, b]}
+    assert steering.substituted([a, b, c], [compacted, rolled_back]) == [a, b, c]
+
+
+def test_pinned_blocks_go_back_where_they_were_recorded_else_first():
+    h = [msg("a"), msg("b", "assistant"), msg("c")]
+    assert steering.with_pins(h, BLOCK, [(2, BLOCK)]) == [h[0], h[1], BLOCK, h[2]]
+    assert steering.with_pins([*h[:2], BLOCK, h[2]], BLOCK, [(2, BLOCK)]) == [*h[:2], BLOCK, h[2]]
+    # Codex compacted: its history no longer reaches where the block was: the block in force goes first.
+    assert steering.with_pins(h[:1], BLOCK, [(5, BLOCK)]) == [BLOCK, h[0]]
+    assert steering.with_pins(h, None) is h
+
+
+def test_steered_keeps_the_base_instructions_first_and_says_when_nothing_changes():
+    items = [BASE, msg("a")]
+    assert steering.steered(items, has_instructions=False, rules=[], block=BLOCK) == [BASE, BLOCK, msg("a")]
+    assert steering.steered(items, has_instructions=False, rules=[], block=None) is None
