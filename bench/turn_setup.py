@@ -123,20 +123,14 @@ def grow(session, items: int) -> float:
     from django.db import connection
 
     from sessions_app.rollout.services import NewLine, append_rollout_lines
-    from sessions_app.rollout.signals import rollout_appended
 
-    receivers = rollout_appended.receivers
-    rollout_appended.receivers = []
     start = time.perf_counter()
-    try:
-        done = 0
-        while done < items:
-            n = min(5_000, items - done)
-            append_rollout_lines(session=session, lines=[NewLine("response_item", history_item(done + i))
-                                                         for i in range(n)])
-            done += n
-    finally:
-        rollout_appended.receivers = receivers
+    done = 0
+    while done < items:
+        n = min(5_000, items - done)
+        append_rollout_lines(session=session, lines=[NewLine("response_item", history_item(done + i))
+                                                     for i in range(n)], publish=False)
+        done += n
     seconds = time.perf_counter() - start
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":

@@ -15,13 +15,10 @@ class SessionsAppConfig(AppConfig):
         from sessions_app.fleet import runtime as fleet_runtime
         from sessions_app.fleet import scheduler
         from sessions_app.jobs import liveness
-        from sessions_app.rollout import events
-        from sessions_app.rollout.signals import rollout_appended
 
         rollout_guard.connect_signals()
         role_permissions.connect_signals()
         ws_revocation.connect_signals()
-        rollout_appended.connect(events.on_rollout_appended, dispatch_uid="compactweb_publish_lines")
         post_migrate.connect(grant_admin_permissions, dispatch_uid="compactweb_admin_permissions")
         alerts.pause_requested.connect(fleet_runtime.pause_for_alert, dispatch_uid="compactweb_pause_on_alert")
         scheduler.housekeeping_done.connect(liveness.reap_dead_jobs, dispatch_uid="compactweb_reap_dead_jobs")

@@ -5,6 +5,11 @@ announces its lines `first_seq`..`seq`, and a client that sees a seq jump (or re
 and re-syncs over HTTP. Progress that is not (yet) durable, such
 as a compaction attempt in flight or a stream retry, goes out as a transient event that carries `after_seq`, the
 newest seq the client should already have; transient events never advance a client's seq.
+
+The one route of a line event: the append (sessions_app.rollout.services.append_rollout_lines) registers one
+`transaction.on_commit` callback (`announce_committed`) that builds the event (`lines_publication`, nothing when
+nobody listens) and sends it (`publish`), or hands it to the caller's outbox: async code that ran the append on a sync thread (the
+turn) sends its outbox from its own event loop (`apublish`), saving a hop back to the loop per event.
 """
 
 from __future__ import annotations
@@ -13,8 +18,7 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from asgiref.sync import SyncToAsync, async_to_sync
@@ -25,6 +29,9 @@ logger = logging.getLogger(__name__)
 FLEET_GROUP = "fleet"
 MESSAGE_TYPE = "session.event"
 LINES_KIND = "rollout.lines"
+
+# One event to send: the groups it goes to and the message.
+Publication = tuple[list[str], dict[str, Any]]
 
 
 def session_group(session_id: int) -> str:
@@ -78,9 +85,6 @@ def close_thread_loop() -> None:
         loop.close()
 
 
-_local = threading.local()
-
-
 def _in_sync_to_async_thread() -> bool:
     """Whether this thread runs for an event loop (asgiref's sync_to_async): async_to_sync then hops to that
     loop, where the channel layer lives, instead of starting one."""
@@ -104,13 +108,11 @@ def _worth_sending(groups: list[str]) -> bool:
     return layer is not None and bool(_listened(layer, groups))
 
 
-def _send(groups: list[str], message: dict[str, Any]) -> None:
-    collector = getattr(_local, "collector", None)
-    if collector is not None:
-        collector.append((groups, message))
+def publish(publication: Publication | None) -> None:
+    """Send one event from sync code (nothing for None)."""
+    if publication is None:
         return
-    if not _worth_sending(groups):
-        return
+    groups, message = publication
     if _in_sync_to_async_thread() or _loop_running():
         # One trip into the caller's event loop for every group: each async_to_sync call costs a thread hop.
         async_to_sync(_asend)(groups, message)
@@ -118,23 +120,15 @@ def _send(groups: list[str], message: dict[str, Any]) -> None:
         _thread_loops.run(_asend(groups, message))
 
 
-@contextmanager
-def deferred() -> Iterator[list[tuple[list[str], dict[str, Any]]]]:
-    """Collect the events this thread would publish in the block instead of sending them: an async caller that
-    ran sync code (e.g. the turn loop's appends) publishes them from its own side with `apublish` afterwards."""
-    previous = getattr(_local, "collector", None)
-    collected: list[tuple[list[str], dict[str, Any]]] = []
-    _local.collector = collected
-    try:
-        yield collected
-    finally:
-        _local.collector = previous
-
-
-async def apublish(collected: list[tuple[list[str], dict[str, Any]]]) -> None:
-    """Send events `deferred` collected, in order, from the async side."""
-    for groups, message in collected:
+async def apublish(publications: Iterable[Publication]) -> None:
+    """Send events an append left in its caller's outbox, in order, from the async side."""
+    for groups, message in publications:
         await _asend(groups, message)
+
+
+def _send(groups: list[str], message: dict[str, Any]) -> None:
+    if _worth_sending(groups):
+        publish((groups, message))
 
 
 def lines_event(*, session_id: int, summary: Mapping[str, Any], lines: list[tuple[int, str, str | None]]) -> dict:
@@ -150,14 +144,23 @@ def lines_event(*, session_id: int, summary: Mapping[str, Any], lines: list[tupl
     }
 
 
-def publish_lines(*, session_id: int, summary: Mapping[str, Any], lines: list[tuple[int, str, str | None]]) -> None:
-    """Publish one event for the new rollout lines of one append to the session's group and the fleet group.
+def lines_publication(*, session_id: int, summary: Mapping[str, Any],
+                      lines: list[tuple[int, str, str | None]]) -> Publication | None:
+    """The event for the new rollout lines of one append, to the session's group and the fleet group; None when
+    there are no lines or nobody listens (checked before the event is built: its summary is built only for a
+    listener).
 
-    Called after commit with what the append already knows (no read back). One event per append, not per line:
+    Built after commit with what the append already knows (no read back). One event per append, not per line:
     a page renders everything up to the summary's `last_seq` on the first event anyway."""
     groups = [session_group(session_id), FLEET_GROUP]
-    if lines and _worth_sending(groups):  # before the event is built: its summary is built only for a listener
-        _send(groups, lines_event(session_id=session_id, summary=summary, lines=lines))
+    if not lines or not _worth_sending(groups):
+        return None
+    return groups, lines_event(session_id=session_id, summary=summary, lines=lines)
+
+
+def publish_lines(*, session_id: int, summary: Mapping[str, Any], lines: list[tuple[int, str, str | None]]) -> None:
+    """Publish the event for lines committed elsewhere (an import, a followed file written by another process)."""
+    publish(lines_publication(session_id=session_id, summary=summary, lines=lines))
 
 
 def transient_event(*, session_id: int, after_seq: int, kind: str, detail: dict[str, Any]) -> dict[str, Any]:
@@ -196,6 +199,3 @@ def publish_alert_event(*, session_id: int | None, alert_id: int) -> None:
     _send(groups, {"type": MESSAGE_TYPE, "session_id": session_id, "seq": None, "after_seq": 0,
                    "kind": ALERT_KIND, "summary": None, "detail": {"alert_id": alert_id}})
 
-
-def on_rollout_appended(sender, *, session_id: int, lines: list, summary: dict[str, Any], **kwargs) -> None:
-    publish_lines(session_id=session_id, summary=summary, lines=lines)

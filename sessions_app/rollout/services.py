@@ -25,8 +25,8 @@ from compaction_app.limits import auto_compact_limit
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb import statements
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session, StagedRolloutLine
+from sessions_app.rollout import events, selectors
 from sessions_app.rollout import projection as p
-from sessions_app.rollout import selectors
 from sessions_app.rollout.lease import Lease, LeaseNotFree, refuse_if_followed
 from sessions_app.rollout.signals import rollout_appended
 from sessions_app.rollout.validation import validate_item, validate_items, validate_tools
@@ -302,7 +302,7 @@ def _known_header(session: Session) -> dict[str, Any] | None:
 def append_rollout_lines(
     *, session: Session, lines: Sequence[NewLine], actor=None, release_lease: str | None = None,
     take_lease: Lease | None = None, unchanged: Callable[[Any], bool] | None = None, staged: bool = False,
-    publish: bool = True,
+    publish: bool = True, outbox: list[events.Publication] | None = None,
 ) -> list[RolloutLine]:
     """Append lines to a session's rollout and update the cached projection, in one transaction.
 
@@ -316,7 +316,8 @@ def append_rollout_lines(
     `unchanged` (called with the append's cursor, under the lock) answers False. `staged`: the lines go to
     the import's staging table
     (StagedRolloutLine, installed later by `install_staged_lines`), not the rollout; `publish=False`: no live
-    event (an import publishes its own bounded events).
+    event (an import publishes its own bounded events); `outbox`: the live event goes into this list once the
+    append commits, for the caller to send (`events.apublish`), instead of being sent from here.
 
     The header is written first, folded from the caller's copy and guarded by it (`GUARD_FIELDS`: the rollout's
     `last_seq`, `updated_at`, which every other write of the header columns sets, and the lease, state, title,
@@ -376,19 +377,39 @@ def append_rollout_lines(
         raise
     cursor.close()
     if publish:
-        _announce_on_commit(session=session, rows=rows)
+        _publish_on_commit(session=session, rows=rows, outbox=outbox)
     return rows
 
 
-def _announce_on_commit(*, session: Session, rows: Sequence[RolloutLine]) -> None:
-    """Send `rollout_appended` for `rows` once the append's transaction commits (never for a rolled-back one)."""
-    described = [(r.seq, r.kind, r.payload.get("type") if r.kind == p.EVENT_MSG else None) for r in rows]
+def describe_lines(rows) -> list[tuple[int, str, str | None]]:
+    """What a line event says of each line: its seq, its kind and, for an event line, its event type."""
+    return [(r.seq, r.kind, r.payload.get("type") if r.kind == p.EVENT_MSG else None) for r in rows]
+
+
+def _publish_on_commit(*, session: Session, rows: Sequence[RolloutLine],
+                       outbox: list[events.Publication] | None) -> None:
+    """Announce `rows` once the append's transaction commits (never for a rolled-back one)."""
+    described = describe_lines(rows)
     # The summary is of the columns this transaction locked and wrote, so publishing reads nothing back.
     summary = selectors.SummaryAt(session)
-    session_id, seqs = session.pk, [r.seq for r in rows]
-    transaction.on_commit(lambda: rollout_appended.send(
-        sender=Session, session_id=session_id, seqs=seqs, lines=described, summary=summary,
-    ))
+    session_id = session.pk
+    transaction.on_commit(
+        lambda: announce_committed(session_id=session_id, summary=summary, lines=described, outbox=outbox)
+    )
+
+
+def announce_committed(*, session_id: int, summary, lines: list[tuple[int, str, str | None]],
+                       outbox: list[events.Publication] | None = None) -> None:
+    """What follows committed lines: their live event, sent now or left in `outbox` for the caller to send from
+    its event loop, and `rollout_appended` for the apps that listen (the gateway)."""
+    publication = events.lines_publication(session_id=session_id, summary=summary, lines=lines)
+    if outbox is None:
+        events.publish(publication)
+    elif publication is not None:
+        outbox.append(publication)
+    if rollout_appended.has_listeners(Session):
+        rollout_appended.send(sender=Session, session_id=session_id, seqs=[seq for seq, _, _ in lines], lines=lines,
+                              summary=summary)
 
 
 def install_staged_lines(*, session_id: int) -> int:

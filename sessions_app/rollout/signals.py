@@ -1,4 +1,8 @@
-"""Signals other parts subscribe to (the event publisher, the UI): sent after the transaction commits."""
+"""What other apps may hear of a committed append (the gateway: a rollback or a pin change of its sessions).
+
+The live event of an append does not go through here: the append publishes it itself
+(sessions_app.rollout.services.announce_committed).
+"""
 
 from django.dispatch import Signal
 

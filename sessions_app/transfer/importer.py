@@ -70,10 +70,10 @@ from sessions_app.rollout.events import publish_transient
 from sessions_app.rollout.lease import IMPORTING_SOURCE
 from sessions_app.rollout.services import (
     NewLine,
+    announce_committed,
     append_rollout_lines,
     install_staged_lines,
 )
-from sessions_app.rollout.signals import rollout_appended
 from sessions_app.rollout.validation import ItemValidationError, validate_item, validate_items
 from sessions_app.transfer import codex_sources
 from sessions_app.transfer.figures import measure_rollout
@@ -522,8 +522,7 @@ def _publish_imported(session: Session) -> None:
     described = [(seq, kind, payload.get("type") if kind == p.EVENT_MSG else None)
                  for seq, kind, payload in (ends[k] for k in sorted(ends))]
     session_id = session.pk
-    transaction.on_commit(lambda: rollout_appended.send(
-        sender=Session, session_id=session_id, seqs=[x[0] for x in described], lines=described, summary=summary))
+    transaction.on_commit(lambda: announce_committed(session_id=session_id, summary=summary, lines=described))
 
 
 def discard_import(*, session_id: int) -> None:

@@ -368,13 +368,14 @@ class SessionTurnPort:
     def _record(self, records: Sequence[Record]) -> list:
         session = self._session or self._load()
         completes = self._release_on_complete and _completes_turn(records, self.turn_id)
-        with events.deferred() as published:
-            rows = append_rollout_lines(
-                session=session, lines=_to_lines(records, session), actor=self.actor,
-                release_lease=self.lease.holder if completes else None, take_lease=self._lease_to_take,
-                unchanged=(partial(selectors.config_unchanged, stamp=self._stamp)
-                           if self._lease_to_take is not None and self._stamp is not None else None),
-            )
+        published: list[events.Publication] = []  # sent by `record` from the event loop: no hop back per event
+        rows = append_rollout_lines(
+            session=session, lines=_to_lines(records, session), actor=self.actor,
+            release_lease=self.lease.holder if completes else None, take_lease=self._lease_to_take,
+            unchanged=(partial(selectors.config_unchanged, stamp=self._stamp)
+                       if self._lease_to_take is not None and self._stamp is not None else None),
+            outbox=published,
+        )
         self._lease_to_take = None
         if completes and not session.lease_holder:
             self.lease_released = True

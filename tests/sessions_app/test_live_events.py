@@ -59,12 +59,12 @@ def test_event_lines_name_the_event_type_of_event_lines(session):
 
 @pytest.mark.django_db(transaction=True)
 def test_publishing_reads_nothing_back_from_the_database(session, items_factory, django_assert_num_queries):
-    from sessions_app.rollout.events import on_rollout_appended
     from sessions_app.rollout.selectors import session_summary
 
     summary = session_summary(session=session)
+    _subscribe(session_group(session.pk))  # a listener: the event is built and sent
     with django_assert_num_queries(0):
-        on_rollout_appended(None, session_id=session.pk, seqs=[9], lines=[(9, "response_item", None)], summary=summary)
+        events.publish_lines(session_id=session.pk, summary=summary, lines=[(9, "response_item", None)])
 
 
 @pytest.mark.django_db(transaction=True)
@@ -130,20 +130,26 @@ def test_sync_code_outside_any_event_loop_publishes_on_one_loop_per_thread():
     assert loops[0] is loops[1] and not loops[0].is_closed()  # no new event loop per publish
 
 
-@pytest.mark.asyncio
-async def test_async_code_collects_an_appends_events_and_publishes_them_itself():
-    session_id = 8
-    from sessions_app.rollout import events
+@pytest.mark.django_db(transaction=True)
+def test_an_append_with_an_outbox_leaves_its_event_for_the_caller_to_send(session):
+    layer, channel = _subscribe(session_group(session.pk))
+    outbox = []
+    append_rollout_lines(session=session, lines=[estimate_line()], outbox=outbox)
+    assert len(outbox) == 1 and _drain(layer, channel) == []  # held back, not sent from inside the write
+    async_to_sync(events.apublish)(outbox)
+    (received,) = _drain(layer, channel)
+    assert received["kind"] == "rollout.lines" and received["seq"] == session.last_seq
 
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    await layer.group_add(session_group(session_id), channel)
-    with events.deferred() as collected:
-        events.publish_transient(session_id=session_id, after_seq=3, kind="step_running", detail={})
-    assert len(collected) == 1  # held back, not sent from inside the write
-    await events.apublish(collected)
-    received = await asyncio.wait_for(layer.receive(channel), timeout=1)
-    assert received["after_seq"] == 3 and received["kind"] == "step_running"
+
+@pytest.mark.django_db(transaction=True)
+def test_an_append_that_rolls_back_publishes_nothing(session):
+    from django.db import transaction
+
+    layer, channel = _subscribe(session_group(session.pk))
+    with pytest.raises(RuntimeError), transaction.atomic():
+        append_rollout_lines(session=session, lines=[estimate_line()])
+        raise RuntimeError("the caller's transaction fails after the append")
+    assert _drain(layer, channel) == []
 
 
 @pytest.fixture

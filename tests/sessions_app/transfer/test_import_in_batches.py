@@ -113,7 +113,7 @@ def test_an_import_publishes_one_progress_event_per_batch_and_one_lines_event(
     monkeypatch.setattr(importer, "IMPORT_CHUNK_LINES", BATCH)
     sent = []
     monkeypatch.setattr(events, "_worth_sending", lambda groups: True)  # a page watches every group
-    monkeypatch.setattr(events, "_send", lambda groups, message: sent.append(message))
+    monkeypatch.setattr(events, "publish", lambda publication: sent.append(publication[1]))
     data = rollout_bytes(LOCAL)
     with django_capture_on_commit_callbacks(execute=True):
         response = _import(operator_api, data)

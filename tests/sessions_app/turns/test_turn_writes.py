@@ -7,8 +7,8 @@ import pytest
 
 from compaction_app.engine.port import StreamEvent, Usage
 from sessions_app.models import RolloutLine, Session
+from sessions_app.rollout import events
 from sessions_app.rollout import projection as p
-from sessions_app.rollout.signals import rollout_appended
 from sessions_app.turns.loop import Marker, TurnConfig, UsageRecord, run_turn_loop
 from tests.sessions_app.turns.fakes import FoldPort, Reply, ScriptedClient, assistant, call, overloaded
 from tests.sessions_app.turns.test_turn_loop import BIG, EchoTool
@@ -88,21 +88,20 @@ async def test_items_a_broken_stream_completed_are_recorded_before_the_retry_ans
 
 
 @pytest.mark.django_db
-def test_an_api_turn_is_two_appends_and_its_last_one_frees_the_lease(operator_api, make_session,
+def test_an_api_turn_is_two_appends_and_its_last_one_frees_the_lease(operator_api, make_session, monkeypatch,
                                                                       django_capture_on_commit_callbacks):
     session = make_session()
     appends: list[list[tuple]] = []
+    publication = events.lines_publication
 
-    def on_append(sender, *, lines, **kwargs):
+    def on_append(*, lines, **kwargs):  # each append's event, as it is built at commit
         appends.append(lines)
+        return publication(lines=lines, **kwargs)
 
-    rollout_appended.connect(on_append, dispatch_uid="test_turn_writes")
-    try:
-        with django_capture_on_commit_callbacks(execute=True):
-            response = operator_api.post(f"/api/v1/sessions/{session.pk}/turns", {"input": "What does main.py do?"},
-                                         format="json")
-    finally:
-        rollout_appended.disconnect(dispatch_uid="test_turn_writes")
+    monkeypatch.setattr(events, "lines_publication", on_append)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = operator_api.post(f"/api/v1/sessions/{session.pk}/turns", {"input": "What does main.py do?"},
+                                     format="json")
 
     assert response.status_code == 200, response.json()
     described = [[(kind, event) for _, kind, event in lines] for lines in appends]
