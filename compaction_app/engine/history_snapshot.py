@@ -8,7 +8,7 @@ Two snapshots of the same list are a prefix of one another by construction, whic
 model needs to recognise a repeated input in O(1) (`extends`) instead of comparing (and copying) the whole prefix.
 
 The owner of the list promises never to change, remove or reorder items below any snapshot's end; the only writer
-is the process's history cache (`sessions_app.turns.services.HistoryCache`), which only extends or replaces.
+is the process's history cache (`sessions_app.turns.caches.HistoryCache`), which only extends or replaces.
 """
 
 from __future__ import annotations

@@ -214,6 +214,19 @@ def apply_line(header: Header, line: Line, handlers: Mapping[str, Handler] | Non
     return evolve(header, last_seq=line.seq), change
 
 
+def fold_items(items: list[Item], lines: Iterable[tuple[str, Mapping[str, Any]]]) -> list[Item]:
+    """The fold restricted to the item list, for a caller that keeps items without their tokens or the header (the
+    turns' per-process history cache): `items` once `lines` ((kind, payload) pairs) are applied. An item line
+    appends in place; a line that installs a history replaces the list with a new one, so a snapshot of the old
+    list stays as it was. The same rules as `_response_item` and `_installed` (`Projection.items`)."""
+    for kind, payload in lines:
+        if kind == RESPONSE_ITEM:
+            items.append(normalize_kind(payload))
+        elif kind in HISTORY_INSTALLING_KINDS:
+            items = [normalize_kind(i) for i in payload.get("replacement_history") or []]
+    return items
+
+
 class Projection:
     """A full fold that also keeps the item list: what a rebuild from the rollout gives."""
 

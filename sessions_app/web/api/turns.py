@@ -19,13 +19,9 @@ from sessions_app.models import Session
 from sessions_app.rollout import selectors
 from sessions_app.rollout.lease import SessionBusy, turn_busy_code
 from sessions_app.rollout.validation import privileged_settings_paths
-from sessions_app.turns.services import (
-    MAX_INPUT_CHARS,
-    TurnInputError,
-    run_turn,
-    turn_items,
-    validate_settings_change,
-)
+from sessions_app.turns.inputs import MAX_INPUT_CHARS, TurnInputError, validate_settings_change
+from sessions_app.turns.selectors import turn_items
+from sessions_app.turns.services import run_turn
 from sessions_app.web.api.serializers import SessionSummarySerializer
 from sessions_app.web.instructing import ensure_may_instruct
 

@@ -15,7 +15,7 @@ from compaction_app.models import CompactionPolicy
 from sessions_app.models import Session
 from sessions_app.rollout import lease as locks
 from sessions_app.turns.loop import TurnCompactionFailed, UsageRecord
-from sessions_app.turns.services import SessionTurnPort
+from sessions_app.turns.port import Holding, SessionTurnPort
 from tests.sessions_app.turns.fakes import INITIAL_CONTEXT, FoldPort, assistant
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +36,7 @@ def port(request, make_session, policy):
     session = make_session(items=SEED, initial_context=INITIAL_CONTEXT)
     lease = locks.acquire(session_id=session.pk, purpose="turn")
     request.addfinalizer(lambda: locks.release(lease))
-    return SessionTurnPort(session_id=session.pk, turn_id="turn-1", lease=lease)
+    return SessionTurnPort(session_id=session.pk, turn_id="turn-1", holding=Holding(lease=lease, own=False))
 
 
 def _last_user_index(history: list[dict]) -> int:

@@ -9,7 +9,7 @@ import pytest
 
 from compaction_app.engine.items import user_message
 from sessions_app.rollout import selectors
-from sessions_app.turns import services as turns
+from sessions_app.turns import caches
 from tests.fakes.scripted_api import compaction_reply, text_reply
 
 pytestmark = pytest.mark.django_db
@@ -70,7 +70,7 @@ def test_a_compaction_made_outside_the_turn_replaces_the_followed_history(script
 
 def test_a_history_further_behind_than_the_catch_up_limit_is_read_in_full(scripted_sessions, full_reads,
                                                                            monkeypatch):
-    monkeypatch.setattr(turns, "MAX_CATCH_UP_LINES", 1)
+    monkeypatch.setattr(caches, "MAX_CATCH_UP_LINES", 1)
     sid = scripted_sessions.create()["id"]
     scripted_sessions.script.add(text_reply("one"), text_reply("two"))
     scripted_sessions.turn(sid, "first")

@@ -1,5 +1,5 @@
 """A session's next own-lease turn in the process that ran its last one starts from the copy that turn left
-(`turns.services.idle_sessions`): no read before its first write, which takes the lease and checks, under the row
+(`turns.caches.idle_sessions`): no read before its first write, which takes the lease and checks, under the row
 lock, that the rollout, the lease and the configuration are what the copy says. Any change, through any path,
 makes the turn read the session again and start over, having written nothing."""
 
@@ -9,6 +9,7 @@ import pytest
 
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.models import RolloutLine, Session
+from sessions_app.turns import caches
 from sessions_app.turns import services as turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,7 +22,7 @@ def make_session(make_session):
 
     def make(**kwargs):
         session = make_session(**kwargs)
-        turns.idle_sessions.take(session.pk)
+        caches.idle_sessions.take(session.pk)
         return session
 
     return make
