@@ -234,6 +234,38 @@ async def run_compaction(
     `fallback_settings` the current model, used once if that fails with an invalid request (§6.4).
     Raises CompactionConfigError, before anything happens, for requests that cannot run.
     """
+    strategy = _checked_strategy(snapshot=snapshot, settings=settings, request=request, client=client)
+    assert request.phase is not None and request.reason is not None and request.injection is not None
+    implementation = IMPLEMENTATIONS[strategy]
+    run = _Run(
+        snapshot=snapshot, settings=settings, request=request, client=client, strategy=strategy,
+        implementation=implementation, log=EventLog(emit), hooks=hooks or HookRunner(),
+        token_counter=token_counter or counter(settings.token_counter), sleep=sleep, jitter=jitter,
+        item_id=new_item_id(),
+    )
+    if run.standalone:
+        run.log(TurnStarted(turn_id=snapshot.turn_id, model_context_window=settings.usable_window))
+    attempt = AttemptClock(
+        clock=clock, monotonic=monotonic, thread_id=settings.thread_id, turn_id=snapshot.turn_id,
+        trigger=request.trigger, reason=request.reason.value, implementation=implementation, phase=request.phase,
+        tokens_before=snapshot.active_tokens, model=settings.model,
+    )
+
+    pre = await run.run_hooks(HookEvent.PRE_COMPACT, settings.model)
+    if pre.stopped:
+        return run.interrupted(attempt, pre.stop_reason)
+
+    run.log(ItemStarted(item_id=run.item_id))
+    result, error, used_settings, fallback_info = await _run_strategy(run, fallback_settings)
+    if error is not None or result is None:
+        assert error is not None
+        return run.failed(attempt, error, fallback_info)
+    return await _completed(run, attempt, result, used_settings, fallback_info, new_window=snapshot.window.advance(new_id))
+
+
+def _checked_strategy(*, snapshot: HistorySnapshot, settings: CompactionSettings, request: CompactionRequest,
+                      client: ModelClient | None) -> Strategy:
+    """The strategy the request runs, or CompactionConfigError for a request that cannot run."""
     strategy = select_strategy(settings, request.strategy)
     if request.extra_instructions and request.extra_instructions.strip() and strategy is not Strategy.LOCAL:
         raise CompactionConfigError(
@@ -246,69 +278,102 @@ async def run_compaction(
         raise CompactionConfigError("item_tokens must have one count per item")
     if snapshot.active_tokens < 0:
         raise CompactionConfigError("active_tokens must be >= 0")
+    return strategy
 
-    trigger, phase, reason, injection = request.trigger, request.phase, request.reason, request.injection
-    assert phase is not None and reason is not None and injection is not None
-    implementation = IMPLEMENTATIONS[strategy]
-    log = EventLog(emit)
-    hooks = hooks or HookRunner()
-    token_counter = token_counter or counter(settings.token_counter)
-    hook_runs: list[HookRunRecord] = []
-    standalone = phase is Phase.STANDALONE_TURN
 
-    def outcome(**kwargs: Any) -> CompactionOutcome:
+@dataclass
+class _Run:
+    """One compaction in flight: what every step of `run_compaction` reads, and the hook runs and events so far."""
+
+    snapshot: HistorySnapshot
+    settings: CompactionSettings
+    request: CompactionRequest
+    client: ModelClient | None
+    strategy: Strategy
+    implementation: Implementation
+    log: EventLog
+    hooks: HookRunner
+    token_counter: TokenCounter
+    sleep: Callable[[float], Awaitable[None]]
+    jitter: Callable[[], float]
+    item_id: str
+    hook_runs: list[HookRunRecord] = field(default_factory=list)
+
+    @property
+    def standalone(self) -> bool:
+        return self.request.phase is Phase.STANDALONE_TURN
+
+    def outcome(self, **kwargs: Any) -> CompactionOutcome:
+        request = self.request
         base: dict[str, Any] = dict(
-            item_id=item_id, strategy=strategy, implementation=implementation, trigger=trigger, reason=reason,
-            phase=phase, injection=injection, hook_runs=hook_runs, events=log.events, model=settings.model,
+            item_id=self.item_id, strategy=self.strategy, implementation=self.implementation,
+            trigger=request.trigger, reason=request.reason, phase=request.phase, injection=request.injection,
+            hook_runs=self.hook_runs, events=self.log.events, model=self.settings.model,
         )
         base.update(kwargs)
         return CompactionOutcome(**base)
 
-    def hook_payload(event: HookEvent, model: str, status: str | None = None) -> dict[str, Any]:
-        return hook_request(
-            event=event, session_id=snapshot.session_id or settings.thread_id, turn_id=snapshot.turn_id,
-            cwd=snapshot.cwd, transcript_path=snapshot.transcript_path, model=model, trigger=trigger.value,
-            reason=reason.value, phase=phase.value, implementation=implementation.value, status=status,
+    async def run_hooks(self, event: HookEvent, model: str, status: str | None = None):
+        snapshot, request = self.snapshot, self.request
+        payload = hook_request(
+            event=event, session_id=snapshot.session_id or self.settings.thread_id, turn_id=snapshot.turn_id,
+            cwd=snapshot.cwd, transcript_path=snapshot.transcript_path, model=model, trigger=request.trigger.value,
+            reason=request.reason.value, phase=request.phase.value, implementation=self.implementation.value,
+            status=status,
         )
+        ran = await self.hooks.run(event, payload, self.log)
+        self.hook_runs.extend(ran.records)
+        return ran
 
-    item_id = new_item_id()
-    if standalone:
-        log(TurnStarted(turn_id=snapshot.turn_id, model_context_window=settings.usable_window))
-    attempt = AttemptClock(
-        clock=clock, monotonic=monotonic, thread_id=settings.thread_id, turn_id=snapshot.turn_id, trigger=trigger,
-        reason=reason.value, implementation=implementation, phase=phase, tokens_before=snapshot.active_tokens,
-        model=settings.model,
-    )
-
-    pre = await hooks.run(HookEvent.PRE_COMPACT, hook_payload(HookEvent.PRE_COMPACT, settings.model), log)
-    hook_runs.extend(pre.records)
-    if pre.stopped:
-        error = CompactionError(kind=EngineErrorKind.INTERRUPTED.value,
-                                message=pre.stop_reason or "PreCompact hook stopped execution")
-        record = attempt.finish(status=AttemptStatus.INTERRUPTED, tokens_after=snapshot.active_tokens,
-                                error_kind=error.kind, error_message=error.message)
-        if standalone:
-            log(TurnAborted(turn_id=snapshot.turn_id))
-        return outcome(ok=False, window=snapshot.window, tokens_before=snapshot.active_tokens,
-                       tokens_after=snapshot.active_tokens, attempts=[record], error=error,
-                       stop_reason=pre.stop_reason)
-
-    log(ItemStarted(item_id=item_id))
-
-    def context_for(s: CompactionSettings) -> StrategyContext:
+    def context_for(self, settings: CompactionSettings) -> StrategyContext:
+        snapshot = self.snapshot
         return StrategyContext(
             items=snapshot.items, item_tokens=snapshot.item_tokens, active_tokens=snapshot.active_tokens,
-            initial_context=snapshot.initial_context, window_number=snapshot.window.number, settings=s,
-            injection=injection, client=client, emit=log, counter=token_counter, sleep=sleep, jitter=jitter,
-            extra_instructions=request.extra_instructions,
+            initial_context=snapshot.initial_context, window_number=snapshot.window.number, settings=settings,
+            injection=self.request.injection, client=self.client, emit=self.log, counter=self.token_counter,
+            sleep=self.sleep, jitter=self.jitter, extra_instructions=self.request.extra_instructions,
         )
 
-    used_settings = settings
+    def interrupted(self, attempt: AttemptClock, stop_reason: str | None) -> CompactionOutcome:
+        """A PreCompact hook stopped the compaction: nothing changes."""
+        active = self.snapshot.active_tokens
+        error = CompactionError(kind=EngineErrorKind.INTERRUPTED.value,
+                                message=stop_reason or "PreCompact hook stopped execution")
+        record = attempt.finish(status=AttemptStatus.INTERRUPTED, tokens_after=active,
+                                error_kind=error.kind, error_message=error.message)
+        if self.standalone:
+            self.log(TurnAborted(turn_id=self.snapshot.turn_id))
+        return self.outcome(ok=False, window=self.snapshot.window, tokens_before=active, tokens_after=active,
+                            attempts=[record], error=error, stop_reason=stop_reason)
+
+    def failed(self, attempt: AttemptClock, error: CompactionError,
+               fallback_info: dict[str, str] | None) -> CompactionOutcome:
+        active = self.snapshot.active_tokens
+        tokens_after = error.active_tokens_after if error.active_tokens_after is not None else active
+        record = attempt.finish(
+            status=AttemptStatus.FAILED, tokens_after=tokens_after, error_kind=error.kind, http_status=error.http_status,
+            error_message=error.message, retries=error.retries, model_fallback=fallback_info is not None,
+        )
+        if self.strategy.is_remote:
+            self.log(Error(message=remote_error_text(error.message), codex_error_info=error.kind,
+                           http_status=error.http_status))
+        if self.standalone:
+            self.log(TurnComplete(turn_id=self.snapshot.turn_id))
+        return self.outcome(ok=False, window=self.snapshot.window, tokens_before=active, tokens_after=tokens_after,
+                            attempts=[record], error=error, model_fallback=fallback_info)
+
+
+async def _run_strategy(
+    run: _Run, fallback_settings: CompactionSettings | None,
+) -> tuple[StrategyResult | None, CompactionError | None, CompactionSettings, dict[str, str] | None]:
+    """The implementation's result (or its error), the settings that produced it and the model fallback's record."""
+    strategy, reason = run.strategy, run.request.reason
+    used_settings = run.settings
     fallback_info: dict[str, str] | None = None
     result: StrategyResult | None = None
     error: CompactionError | None = None
     try:
-        result = await RUNNERS[strategy](context_for(settings))
+        result = await RUNNERS[strategy](run.context_for(run.settings))
     except CompactionError as exc:
         error = exc
     if (
@@ -321,79 +386,84 @@ async def run_compaction(
         # spec §6.4 (primary snapshot): one retry with the current model, same item id; if it fails too the
         # original error is returned.
         try:
-            result = await RUNNERS[strategy](context_for(fallback_settings))
+            result = await RUNNERS[strategy](run.context_for(fallback_settings))
             used_settings = fallback_settings
-            fallback_info = {"reason": reason.value, "implementation": implementation.value,
+            fallback_info = {"reason": reason.value, "implementation": run.implementation.value,
                              "outcome": "succeeded"}
             error = None
         except CompactionError:
-            fallback_info = {"reason": reason.value, "implementation": implementation.value, "outcome": "failed"}
+            fallback_info = {"reason": reason.value, "implementation": run.implementation.value, "outcome": "failed"}
+    return result, error, used_settings, fallback_info
 
-    if error is not None or result is None:
-        assert error is not None
-        tokens_after = error.active_tokens_after if error.active_tokens_after is not None else snapshot.active_tokens
-        record = attempt.finish(
-            status=AttemptStatus.FAILED, tokens_after=tokens_after, error_kind=error.kind, http_status=error.http_status,
-            error_message=error.message, retries=error.retries, model_fallback=fallback_info is not None,
-        )
-        if strategy.is_remote:
-            log(Error(message=remote_error_text(error.message), codex_error_info=error.kind,
-                      http_status=error.http_status))
-        if standalone:
-            log(TurnComplete(turn_id=snapshot.turn_id))
-        return outcome(ok=False, window=snapshot.window, tokens_before=snapshot.active_tokens,
-                       tokens_after=tokens_after, attempts=[record], error=error, model_fallback=fallback_info)
 
-    new_window = snapshot.window.advance(new_id)
-    history = apply_pins(result.replacement_history, snapshot.pins, PinMode(used_settings.pin_mode))
-    pin_facts = [p.fact() for p in snapshot.pins]
-    facts = facts_that_left(snapshot.items, history, pin_facts, snapshot.carried)
-    retention = structural_check(facts, history)
-    call_tokens = result.call_tokens
-    call_in, call_out = result.call_input_tokens, result.call_output_tokens
+@dataclass
+class _Kept:
+    """The window a successful summary leaves, with what it retains and what its model calls cost."""
+
+    result: StrategyResult
+    history: list[Item]
+    facts: list
+    retention: RetentionScore
+    call_tokens: int
+    call_input_tokens: int
+    call_output_tokens: int
     retry: dict[str, Any] | None = None
-    floor = used_settings.retention_floor
-    if (used_settings.retry_prompt and floor is not None and retention.score is not None and retention.score < floor
-            and strategy is Strategy.LOCAL):
-        # The policy's action on a low score: summarise once more with its retry prompt, keep the better window.
-        retry = {"score_before": retention.score, "score_after": None}
-        try:
-            second = await run_local(context_for(replace(used_settings, compact_prompt=used_settings.retry_prompt)))
-        except CompactionError as exc:
-            retry["error"] = exc.message
-        else:
-            call_tokens += second.call_tokens
-            call_in += second.call_input_tokens
-            call_out += second.call_output_tokens
-            history2 = apply_pins(second.replacement_history, snapshot.pins, PinMode(used_settings.pin_mode))
-            facts2 = facts_that_left(snapshot.items, history2, pin_facts, snapshot.carried)
-            retention2 = structural_check(facts2, history2)
-            retry["score_after"] = retention2.score
-            if (retention2.score or 0) > retention.score:
-                result, history, facts, retention = second, history2, facts2, retention2
-                retry["kept"] = "retry"
-            else:
-                retry["kept"] = "first"
+
+
+def _window_of(run: _Run, result: StrategyResult, settings: CompactionSettings) -> _Kept:
+    snapshot = run.snapshot
+    history = apply_pins(result.replacement_history, snapshot.pins, PinMode(settings.pin_mode))
+    facts = facts_that_left(snapshot.items, history, [p.fact() for p in snapshot.pins], snapshot.carried)
+    return _Kept(result=result, history=history, facts=facts, retention=structural_check(facts, history),
+                 call_tokens=result.call_tokens, call_input_tokens=result.call_input_tokens,
+                 call_output_tokens=result.call_output_tokens)
+
+
+async def _retried_if_low(run: _Run, kept: _Kept, settings: CompactionSettings) -> _Kept:
+    """The policy's action on a low retention score: summarise once more with its retry prompt, keep the better
+    window; the calls of both count."""
+    floor, score = settings.retention_floor, kept.retention.score
+    if not (settings.retry_prompt and floor is not None and score is not None and score < floor
+            and run.strategy is Strategy.LOCAL):
+        return kept
+    retry: dict[str, Any] = {"score_before": score, "score_after": None}
+    try:
+        second = await run_local(run.context_for(replace(settings, compact_prompt=settings.retry_prompt)))
+    except CompactionError as exc:
+        retry["error"] = exc.message
+        return replace(kept, retry=retry)
+    again = _window_of(run, second, settings)
+    retry["score_after"] = again.retention.score
+    better = (again.retention.score or 0) > score
+    retry["kept"] = "retry" if better else "first"
+    chosen = again if better else kept
+    return replace(chosen, retry=retry, call_tokens=kept.call_tokens + again.call_tokens,
+                   call_input_tokens=kept.call_input_tokens + again.call_input_tokens,
+                   call_output_tokens=kept.call_output_tokens + again.call_output_tokens)
+
+
+async def _completed(run: _Run, attempt: AttemptClock, result: StrategyResult, used_settings: CompactionSettings,
+                     fallback_info: dict[str, str] | None, *, new_window: WindowState) -> CompactionOutcome:
+    """Retention, the closing events and the PostCompact hooks of a compaction whose implementation succeeded."""
+    snapshot, log = run.snapshot, run.log
+    kept = await _retried_if_low(run, _window_of(run, result, used_settings), used_settings)
+    result, history = kept.result, kept.history
     probe_retention = None
-    if used_settings.retention_probes and client is not None and facts:
+    if used_settings.retention_probes and run.client is not None and kept.facts:
         try:
-            probe_retention = await model_judged_check(facts=facts, after=history, client=client,
+            probe_retention = await model_judged_check(facts=kept.facts, after=history, client=run.client,
                                                        model=used_settings.model,
                                                        instructions=used_settings.base_instructions)
         except Exception as exc:  # a failed probe never fails the compaction; the structural score stands
             log(Warning(message=f"retention probes failed: {exc}"))
-    tokens_after = _history_tokens(history, used_settings, token_counter)
+    tokens_after = _history_tokens(history, used_settings, run.token_counter)
     log(TokenCount(total_tokens=tokens_after, model_context_window=used_settings.usable_window, source="estimate"))
-    log(ItemCompleted(item_id=item_id))
+    log(ItemCompleted(item_id=run.item_id))
     log(ContextCompacted())
-    if strategy is Strategy.LOCAL:
+    if run.strategy is Strategy.LOCAL:
         log(Warning(message=HEADS_UP_WARNING))
 
-    post = await hooks.run(
-        HookEvent.POST_COMPACT, hook_payload(HookEvent.POST_COMPACT, used_settings.model, AttemptStatus.COMPLETED.value),
-        log,
-    )
-    hook_runs.extend(post.records)
+    post = await run.run_hooks(HookEvent.POST_COMPACT, used_settings.model, AttemptStatus.COMPLETED.value)
     tokens_before = result.tokens_before if result.tokens_before is not None else snapshot.active_tokens
     record = attempt.finish(
         status=AttemptStatus.COMPLETED, tokens_after=tokens_after, tokens_before=tokens_before,
@@ -402,15 +472,15 @@ async def run_compaction(
         cached_input_tokens=result.cached_input_tokens, retries=result.retries,
         model_fallback=fallback_info is not None, model=used_settings.model,
     )
-    if standalone:
+    if run.standalone:
         log(TurnAborted(turn_id=snapshot.turn_id) if post.stopped else TurnComplete(turn_id=snapshot.turn_id))
-    return outcome(
+    return run.outcome(
         ok=True, window=new_window, tokens_before=snapshot.active_tokens, tokens_after=tokens_after,
         attempts=[record], replacement_history=history, message=result.message, summary_text=result.summary_text,
         output_items=result.output_items, reference_context_set=result.reference_context_set,
         prefill_cleared=True, post_compact_stopped=post.stopped, stop_reason=post.stop_reason,
-        model=used_settings.model, model_fallback=fallback_info, retention=retention,
-        probe_retention=probe_retention, call_tokens=call_tokens, retention_retry=retry,
-        call_input_tokens=call_in, call_output_tokens=call_out,
-        masked_outputs=result.rewritten_outputs if strategy is Strategy.MASKING else 0, prompt=result.prompt,
+        model=used_settings.model, model_fallback=fallback_info, retention=kept.retention,
+        probe_retention=probe_retention, call_tokens=kept.call_tokens, retention_retry=kept.retry,
+        call_input_tokens=kept.call_input_tokens, call_output_tokens=kept.call_output_tokens,
+        masked_outputs=result.rewritten_outputs if run.strategy is Strategy.MASKING else 0, prompt=result.prompt,
     )
