@@ -136,20 +136,24 @@ def _import_new(path: Path, key: str, provider, policy, *, continues: Session | 
               "follow_path": key, "follow_state": _state(new, head=head_digest(head)), "continues": continues}
     try:
         # Committed in batches; the read state lands with the import's last transaction.
-        try:
-            result = importer.do_import_rollout(**kwargs)
-        except AlreadyImported:
-            if continues is None:
-                raise
-            # The rewritten file keeps the thread id of the session it continues: a new id, the old one kept as
-            # forked_from_id.
-            result = importer.do_import_rollout(**kwargs, new_thread_id=True)
+        result = import_followed(**kwargs)
     except AlreadyImported as exc:
         return SyncResult(key, "refused", exc.session_id, detail=str(exc))
     except (RolloutImportError, TransferRefused) as exc:
         return SyncResult(key, "refused", detail=str(exc))
     logger.info("follow: imported %s as session %s (%s lines)", key, result.session.pk, len(new.lines))
     return SyncResult(key, "imported", result.session.pk, len(new.lines))
+
+
+def import_followed(**kwargs):
+    """Import a followed (or shipped) file. A rewritten file that `continues` a session keeps that session's
+    thread id: refused as already imported, it is imported under a new id, the old one kept as forked_from_id."""
+    try:
+        return importer.do_import_rollout(**kwargs)
+    except AlreadyImported:
+        if kwargs.get("continues") is None:
+            raise
+        return importer.do_import_rollout(**kwargs, new_thread_id=True)
 
 
 def long_line_refusal(lines: list[bytes], *, first_number: int, name: str) -> RolloutImportError | None:

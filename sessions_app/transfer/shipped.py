@@ -27,8 +27,12 @@ from django.utils import timezone
 
 from sessions_app.codex_rollout import RolloutImportError
 from sessions_app.models import CodexSource
-from sessions_app.transfer import importer
-from sessions_app.transfer.follow import do_append_followed_lines, long_line_refusal, record_file_event
+from sessions_app.transfer.follow import (
+    do_append_followed_lines,
+    import_followed,
+    long_line_refusal,
+    record_file_event,
+)
 from sessions_app.transfer.refusals import AlreadyImported, OffsetMismatch, TransferRefused
 
 MAX_FILE_KEY = 900
@@ -118,12 +122,7 @@ def _import(key: str, file: str, name: str, lines: list[bytes], data: bytes, use
               "policy": policy, "actor": user, "follow_path": key, "follow_state": {"offset": len(data)},
               "continues": continues}
     try:
-        try:
-            result = importer.do_import_rollout(**kwargs)
-        except AlreadyImported:
-            if continues is None:
-                raise
-            result = importer.do_import_rollout(**kwargs, new_thread_id=True)  # the rewrite keeps its thread id
+        result = import_followed(**kwargs)
     except AlreadyImported:
         have = CodexSource.objects.filter(path=key, followed=True).values_list("offset", flat=True).first()
         if have is not None:  # the same first batch, sent again or by a racing request: it is in

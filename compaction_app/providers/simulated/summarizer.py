@@ -21,6 +21,7 @@ from compaction_app.engine.items import (
     is_summary_message,
     message_text,
 )
+from compaction_app.engine.retention.facts import command_of
 from compaction_app.providers.simulated import codec
 
 FILE_PATTERN = re.compile(
@@ -29,7 +30,6 @@ FILE_PATTERN = re.compile(
 )
 ERROR_PATTERN = re.compile(r"Traceback|FAILED|\w*Error\b|\bERROR\b|\berror:|Exception\b")
 NEXT_STEP_PATTERN = re.compile(r"^\s*(?:next(?: step)?s?\s*[:\-]|todo\s*[:\-]|- \[ \])\s*(.+)$", re.IGNORECASE)
-SHELL_TOOLS = frozenset({"shell", "exec_command", "container.exec", "bash", "run", "terminal"})
 SUMMARY_REQUEST_MARKERS = ("CONTEXT CHECKPOINT COMPACTION", "checkpoint", "summary", "summarize", "summarise", "handoff")
 
 MAX_GOALS = 20
@@ -99,17 +99,9 @@ def _arguments(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _command_of(item: dict[str, Any]) -> str | None:
-    if item.get("type") == "local_shell_call":
-        command = (item.get("action") or {}).get("command")
-    elif item.get("type") == "function_call" and item.get("name") in SHELL_TOOLS:
-        args = _arguments(item)
-        command = args.get("command", args.get("cmd"))
-    else:
-        return None
-    if isinstance(command, list):
-        # ["bash", "-lc", "pytest -q"] is how Codex's shell tool passes a command line.
-        command = command[-1] if len(command) == 3 and command[1] in ("-lc", "-c") else " ".join(map(str, command))
-    return _clip(str(command)) if command else None
+    """A shell call's command line as the summary quotes it: what the retention checks call a command, clipped."""
+    command = command_of(item)
+    return _clip(command) if command else None
 
 
 def _output_text(item: dict[str, Any]) -> str:
