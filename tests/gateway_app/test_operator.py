@@ -169,7 +169,7 @@ def test_the_operator_sees_the_gateways_compaction_notice_live(sim_upstream, cli
 
     from sessions_app.live.render import session_transient
     from sessions_app.rollout.events import GATEWAY_NOTICE, session_group
-    from tests.sessions_app.test_live_events import _drain
+    from tests.sessions_app.rollout.test_events import _drain
 
     codex, session = _masking_codex(client, operator_user)
     layer = get_channel_layer()
