@@ -84,6 +84,16 @@ def _empty_cache():
 
 
 @pytest.fixture(autouse=True)
+def _empty_turn_caches():
+    """The turns' per-process caches are keyed by session id and `last_seq`, which a test's rolled-back rows give
+    to the next test's sessions again: start every test with them empty, as a new process would be."""
+    from sessions_app.turns.caches import history_cache, idle_sessions, turn_context_cache
+
+    for cache in (history_cache, turn_context_cache, idle_sessions):
+        cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_channel_layer():
     """A channel layer per test: channels-redis binds its locks to the event loop that first used the layer, and
     every async test runs on a loop of its own."""

@@ -74,6 +74,9 @@ class SeqKeyedCache(ABC, Generic[V]):
     def forget(self, session_id: int) -> None:
         self._entries.pop(session_id)
 
+    def clear(self) -> None:
+        self._entries.clear()
+
     @abstractmethod
     def _follow(self, value: V, rows: Sequence[RolloutLine]) -> V:
         """`value` once `rows` are appended."""
@@ -128,6 +131,9 @@ class IdleSessions:
 
     def put(self, session: Session, stamp: selectors.ConfigStamp) -> None:
         self._entries.put(session.pk, (session, stamp))
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 idle_sessions = IdleSessions()
