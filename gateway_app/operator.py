@@ -16,6 +16,7 @@ at once).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,8 @@ from gateway_app.models import GatewaySession
 from sessions_app.compactions.retention import session_pins
 from sessions_app.models import LiveItem, RolloutLine
 from sessions_app.rollout import projection as p
+
+logger = logging.getLogger(__name__)
 
 CONTROL_CACHE_SECONDS = 2.0
 UNKNOWN = object()
@@ -159,6 +162,15 @@ def _replacement_at(session_id: int, seq: int) -> list[dict[str, Any]] | None:
 
 
 def on_rollout_appended(*, session_id: int, lines, **_: Any) -> None:
+    """`_on_rollout_appended`, never raising: the append it follows is committed already, and a rule that could not
+    be stored must not turn it into an error for whoever appended (it is logged)."""
+    try:
+        _on_rollout_appended(session_id=session_id, lines=lines)
+    except Exception:
+        logger.exception("gateway: the rules of session %s could not follow its rollback or redo", session_id)
+
+
+def _on_rollout_appended(*, session_id: int, lines) -> None:
     """A rollback of a gateway session's compaction: from its next request on, the upstream gets the history
     before the compaction in place of what Codex keeps after it; a redo takes that away again; a pin change is
     read at once (receiver of `rollout_appended`)."""
