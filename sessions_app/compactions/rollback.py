@@ -25,6 +25,7 @@ from django.db import transaction
 from compaction_app import records
 from compaction_app.audit import record_audit
 from compaction_app.models import AuditEntry, Compaction
+from compactweb.domain_errors import Conflict
 from sessions_app.codex_rollout import plan_thread_rollback
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.rollout import projection as p
@@ -36,15 +37,10 @@ COMPACTION_REDO = "compaction_redo"
 THREAD_ROLLBACK = "thread_rollback"
 
 
-class RollbackRefused(Exception):
-    """A rollback, redo or thread rollback that cannot run in the session's current state (an API 409)."""
+class RollbackRefused(Conflict):
+    """A rollback, redo or thread rollback that cannot run in the session's current state."""
 
     code = "conflict"
-
-    def __init__(self, message: str, *, code: str | None = None) -> None:
-        super().__init__(message)
-        if code:
-            self.code = code
 
 
 # --- plain data: which compactions are rolled back, read from rollout lines -------------------------------------

@@ -35,6 +35,7 @@ from django.db.models import F
 from compaction_app.config_services import derived_provider
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb import db_outage, statements
+from compactweb.domain_errors import Conflict, Invalid
 from sessions_app.compactions.queue import has_queued
 from sessions_app.models import RolloutLine, Session, SimulatorRun
 from sessions_app.rollout import events, selectors
@@ -77,8 +78,14 @@ DEMO_FLEET = ("many-short-turns", "fix-failing-test", "model-downshift", "token-
 Status = SimulatorRun.Status
 
 
-class FleetError(ValueError):
-    """A fleet request that cannot be done (unknown scenario, bad count, a run in the wrong state). Nothing changed."""
+class FleetError(Invalid, ValueError):
+    """A fleet request that cannot be done (unknown scenario, bad count). Nothing changed."""
+
+
+class RunStateRefused(Conflict, FleetError):
+    """A run action on a run in the wrong state (or gone meanwhile). Nothing changed."""
+
+    code = "invalid_state"
 
 
 @dataclass(frozen=True)
@@ -216,9 +223,9 @@ def _transition(action: str, run_id: int | None, now: float | None) -> int:
         if run_id is not None:
             run = runs.filter(pk=run_id).first()
             if run is None:
-                raise FleetError(f"simulator run {run_id} does not exist")
+                raise RunStateRefused(f"simulator run {run_id} does not exist")
             if run.status not in allowed:
-                raise FleetError(f"run {run_id} is {run.status}; only {' or '.join(allowed)} runs can be {PAST[action]}")
+                raise RunStateRefused(f"run {run_id} is {run.status}; only {' or '.join(allowed)} runs can be {PAST[action]}")
             selected = runs.filter(pk=run_id)
         else:
             selected = runs.filter(status__in=allowed)

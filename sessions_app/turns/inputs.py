@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from compactweb.domain_errors import Invalid
 from sessions_app.rollout.validation import ItemValidationError, validate_item
 from sessions_app.turns.loop import SETTINGS_KEYS
 
 MAX_INPUT_CHARS = 1_000_000
 
 
-class TurnInputError(ValueError):
+class TurnInputError(Invalid, ValueError):
     """The turn's user input is not acceptable; nothing was recorded."""
 
 

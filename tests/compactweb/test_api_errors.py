@@ -51,3 +51,16 @@ def test_a_domain_error_raised_under_an_api_view_is_answered_in_the_error_shape(
     response = operator_api.post("/api/v1/sessions/999999/compact", {}, format="json")
     assert response.status_code == 404
     assert response.json() == {"error": {"code": "not_found", "message": "Session 999999 does not exist."}}
+
+
+def test_the_turn_rollback_and_fleet_refusals_carry_their_category():
+    from sessions_app.compactions.rollback import RollbackRefused
+    from sessions_app.fleet.runtime import FleetError, RunStateRefused
+    from sessions_app.turns.inputs import TurnInputError
+
+    assert api_errors.error_answer(TurnInputError("input: empty")) == (
+        400, {"error": {"code": "invalid", "message": "input: empty"}})
+    assert api_errors.error_answer(RollbackRefused("no user turn", code="nothing_to_roll_back")).status == 409
+    assert api_errors.error_answer(FleetError("count: 0")).status == 400
+    refused = api_errors.error_answer(RunStateRefused("run 3 is stopped"))
+    assert refused.status == 409 and refused.body["error"]["code"] == "invalid_state"

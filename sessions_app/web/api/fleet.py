@@ -82,10 +82,6 @@ class ScenarioSerializer(serializers.Serializer):
     fault_plans = serializers.BooleanField()
 
 
-def _invalid_state(exc: fleet.FleetError) -> ApiError:
-    return ApiError(status_code=409, code="invalid_state", message=str(exc))
-
-
 class FleetList(APIView):
     permission_classes = [IsOperator]
 
@@ -101,10 +97,7 @@ class FleetList(APIView):
     def post(self, request):
         data = FleetStartSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            runs = fleet.do_start_fleet(actor=request.user, **data.validated_data)
-        except fleet.FleetError as exc:
-            raise ApiError(status_code=400, code="invalid", message=str(exc)) from None
+        runs = fleet.do_start_fleet(actor=request.user, **data.validated_data)
         runs = [fleet.list_runs().get(pk=r.pk) for r in runs]
         return Response(FleetStartedSerializer({"runs": [fleet.run_summary(r) for r in runs]}).data,
                         status=status.HTTP_201_CREATED)
@@ -119,10 +112,7 @@ class FleetRunAction(APIView):
             raise ApiError(status_code=404, code="not_found", message=f"no action {action!r}: pause, resume or stop")
         if not SimulatorRun.objects.filter(pk=run_id).exists():
             raise ApiError(status_code=404, code="not_found", message=f"simulator run {run_id} does not exist")
-        try:
-            ACTIONS[action](run=run_id, actor=request.user)
-        except fleet.FleetError as exc:
-            raise _invalid_state(exc) from None
+        ACTIONS[action](run=run_id, actor=request.user)
         return Response(RunSerializer(fleet.run_summary(fleet.list_runs().get(pk=run_id))).data)
 
 

@@ -69,10 +69,10 @@ def _compaction_or_404(pk: int) -> Compaction:
         raise ApiError(status_code=404, code="not_found", message=f"compaction {pk} does not exist") from None
 
 
-def conflict(exc: Exception) -> ApiError:
-    """SessionBusy and RollbackRefused both answer 409 with their own message."""
-    code = turn_busy_code(exc) if isinstance(exc, SessionBusy) else getattr(exc, "code", "conflict")
-    return ApiError(status_code=409, code=code, message=str(exc))
+def conflict(exc: SessionBusy) -> ApiError:
+    """A busy session answers 409 with the turn and rollback APIs' code (a RollbackRefused, a domain error, reaches
+    the API's exception handler as it is)."""
+    return ApiError(status_code=409, code=turn_busy_code(exc), message=str(exc))
 
 
 def _reason(request) -> str:
@@ -111,7 +111,7 @@ def _history_change(request, pk: int, change) -> Response:
     reason = _reason(request)
     try:
         result = change(compaction_id=compaction.pk, actor=request.user, reason=reason)
-    except (SessionBusy, rollback.RollbackRefused) as exc:
+    except SessionBusy as exc:
         raise conflict(exc) from None
     return Response(RollbackResultSerializer(result.as_dict()).data)
 
@@ -134,6 +134,6 @@ class SessionThreadRollback(APIView):
             )
         except ThreadRollbackError as exc:
             raise ApiError(status_code=400, code=exc.codex_error_info, message=str(exc)) from None
-        except (SessionBusy, rollback.RollbackRefused) as exc:
+        except SessionBusy as exc:
             raise conflict(exc) from None
         return Response(RollbackResultSerializer(result.as_dict()).data)

@@ -19,7 +19,7 @@ from sessions_app.models import Session
 from sessions_app.rollout import selectors
 from sessions_app.rollout.lease import SessionBusy, turn_busy_code
 from sessions_app.rollout.validation import privileged_settings_paths
-from sessions_app.turns.inputs import MAX_INPUT_CHARS, TurnInputError, validate_settings_change
+from sessions_app.turns.inputs import MAX_INPUT_CHARS, validate_settings_change
 from sessions_app.turns.selectors import turn_items
 from sessions_app.turns.services import run_turn
 from sessions_app.web.api.serializers import SessionSummarySerializer
@@ -101,8 +101,6 @@ class SessionTurns(APIView):
             raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist") from None
         except SessionBusy as exc:
             raise ApiError(status_code=409, code=turn_busy_code(exc), message=str(exc)) from None
-        except TurnInputError as exc:
-            raise ApiError(status_code=400, code="invalid", message=str(exc)) from None
         body = {
             "turn_id": result.turn_id,
             "status": result.status,
