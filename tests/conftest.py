@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Callable
 from urllib.parse import urlparse
 
@@ -91,6 +92,18 @@ def _empty_turn_caches():
 
     for cache in (history_cache, turn_context_cache, idle_sessions):
         cache.clear()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_background_followed_writes_watcher():
+    """The dashboard starts its followed-writes watcher with the first page socket; tests that open sockets in
+    this process would leave it polling for the rest of the run, publishing other tests' writes into their channel
+    layers. Tests run `follow_live.watch` themselves; the one that checks the start resets this."""
+    from sessions_app.transfer import follow_live
+
+    follow_live._started = threading.Event()
+    yield
+    follow_live._started.set()
 
 
 @pytest.fixture(autouse=True)

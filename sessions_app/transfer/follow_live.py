@@ -81,8 +81,8 @@ def watch(stop: threading.Event, *, poll_seconds: float = POLL_SECONDS, writes: 
     writes = writes or FollowedWrites()
     failing = False
     while not stop.wait(poll_seconds):
-        close_old_connections()
         try:
+            close_old_connections()
             writes.poll()
         except Exception:  # a database hiccup must not end live pages for good
             if not failing:  # once per outage, not twice a second while it lasts
