@@ -169,7 +169,7 @@ def test_the_operator_sees_the_gateways_compaction_notice_live(sim_upstream, cli
 
     from sessions_app.live.render import session_transient
     from sessions_app.rollout.events import GATEWAY_NOTICE, session_group
-    from tests.sessions_app.rollout.test_events import _drain
+    from tests.channel_events import drain
 
     codex, session = _masking_codex(client, operator_user)
     layer = get_channel_layer()
@@ -177,7 +177,7 @@ def test_the_operator_sees_the_gateways_compaction_notice_live(sim_upstream, cli
     async_to_sync(layer.group_add)(session_group(session.pk), channel)
     client.post(f"/gateway-sessions/{session.pk}/compact/")
     codex.turn("and the changelog")
-    (event,) = [e for e in _drain(layer, channel) if e.get("kind") == GATEWAY_NOTICE]
+    (event,) = [e for e in drain(layer, channel) if e.get("kind") == GATEWAY_NOTICE]
     assert "The gateway compacted Codex" in event["detail"]["message"]
     html = session_transient(session_id=session.pk, event=event)  # what the page's live connection swaps in
     assert 'id="gateway-notice"' in html and 'hx-swap-oob="true"' in html and "The gateway compacted" in html

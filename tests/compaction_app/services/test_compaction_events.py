@@ -3,8 +3,6 @@ of the session's group, each naming the attempt and the compaction item."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -12,18 +10,7 @@ from channels.layers import get_channel_layer
 from compaction_app.models import CompactionAttempt
 from sessions_app.compactions.services import do_compact_session
 from sessions_app.rollout.events import session_group
-
-
-def drain(layer, channel) -> list[dict]:
-    async def receive_all() -> list[dict]:
-        received = []
-        while True:
-            try:
-                received.append(await asyncio.wait_for(layer.receive(channel), timeout=0.2))
-            except TimeoutError:
-                return received
-
-    return async_to_sync(receive_all)()
+from tests.channel_events import drain
 
 
 @pytest.mark.django_db

@@ -10,33 +10,15 @@ from channels.layers import get_channel_layer
 from sessions_app.rollout import events
 from sessions_app.rollout.events import FLEET_GROUP, publish_transient, session_group
 from sessions_app.rollout.services import append_rollout_lines, do_append_items, estimate_line
-
-
-def _subscribe(group: str) -> tuple:
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(group, channel)
-    return layer, channel
-
-
-def _drain(layer, channel) -> list[dict]:
-    async def receive_all() -> list[dict]:
-        received = []
-        while True:
-            try:
-                received.append(await asyncio.wait_for(layer.receive(channel), timeout=0.2))
-            except TimeoutError:
-                return received
-
-    return async_to_sync(receive_all)()
+from tests.channel_events import drain, subscribe
 
 
 @pytest.mark.django_db(transaction=True)
 def test_one_append_is_published_as_one_event_naming_its_lines_by_seq(session, items_factory):
-    layer, channel = _subscribe(session_group(session.pk))
-    fleet_layer, fleet_channel = _subscribe(FLEET_GROUP)
+    layer, channel = subscribe(session_group(session.pk))
+    fleet_layer, fleet_channel = subscribe(FLEET_GROUP)
     result = do_append_items(session=session, items=[items_factory.user("hello"), items_factory.assistant("hi")])
-    (event,) = _drain(layer, channel)
+    (event,) = drain(layer, channel)
     session.refresh_from_db()
     seqs = [line.seq for line in result.lines]
     assert (event["first_seq"], event["seq"]) == (seqs[0], seqs[-1])
@@ -46,14 +28,14 @@ def test_one_append_is_published_as_one_event_naming_its_lines_by_seq(session, i
     # the summary is the session as the append left it: the page renders up to its last_seq
     assert event["summary"]["last_seq"] == session.last_seq == seqs[-1]
     assert event["summary"]["tokens_in_window"] == session.tokens_in_window
-    assert _drain(fleet_layer, fleet_channel) == [event]
+    assert drain(fleet_layer, fleet_channel) == [event]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_event_lines_name_the_event_type_of_event_lines(session):
-    layer, channel = _subscribe(session_group(session.pk))
+    layer, channel = subscribe(session_group(session.pk))
     append_rollout_lines(session=session, lines=[estimate_line()])
-    (event,) = _drain(layer, channel)
+    (event,) = drain(layer, channel)
     assert event["detail"]["lines"] == [{"seq": session.last_seq, "line_kind": "event_msg", "event_type": "token_count"}]
 
 
@@ -62,7 +44,7 @@ def test_publishing_reads_nothing_back_from_the_database(session, items_factory,
     from sessions_app.rollout.selectors import session_summary
 
     summary = session_summary(session=session)
-    _subscribe(session_group(session.pk))  # a listener: the event is built and sent
+    subscribe(session_group(session.pk))  # a listener: the event is built and sent
     with django_assert_num_queries(0):
         events.publish_lines(session_id=session.pk, summary=summary, lines=[(9, "response_item", None)])
 
@@ -71,11 +53,11 @@ def test_publishing_reads_nothing_back_from_the_database(session, items_factory,
 def test_each_append_of_one_transaction_publishes_the_summary_as_that_append_left_it(session, items_factory):
     from django.db import transaction
 
-    layer, channel = _subscribe(session_group(session.pk))
+    layer, channel = subscribe(session_group(session.pk))
     with transaction.atomic():  # both events go out at commit, after the second append changed the session
         first = do_append_items(session=session, items=[items_factory.user("one")]).lines[-1].seq
         second = do_append_items(session=session, items=[items_factory.user("two")]).lines[-1].seq
-    events = _drain(layer, channel)
+    events = drain(layer, channel)
     assert [e["summary"]["last_seq"] for e in events] == [first, second]
     assert all(type(e["summary"]) is dict for e in events)  # a plain dict, as every channel layer takes it
 
@@ -92,27 +74,27 @@ def test_on_the_in_memory_layer_an_append_nobody_watches_builds_no_summary(
     monkeypatch.setattr(selectors, "session_summary", lambda **kw: built.append(1) or real(**kw))
     do_append_items(session=session, items=[items_factory.user("unwatched")])
     assert built == []
-    layer, channel = _subscribe(session_group(session.pk))
+    layer, channel = subscribe(session_group(session.pk))
     do_append_items(session=session, items=[items_factory.user("watched")])
-    assert len(_drain(layer, channel)) == 1 and built == [1]
+    assert len(drain(layer, channel)) == 1 and built == [1]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_nothing_is_published_for_an_append_that_rolls_back(session, items_factory):
     from django.db import transaction
 
-    layer, channel = _subscribe(session_group(session.pk))
+    layer, channel = subscribe(session_group(session.pk))
     with pytest.raises(RuntimeError), transaction.atomic():
         do_append_items(session=session, items=[items_factory.user("never committed")])
         raise RuntimeError("the surrounding transaction fails")
-    assert _drain(layer, channel) == []
+    assert drain(layer, channel) == []
 
 
 @pytest.mark.django_db(transaction=True)
 def test_transient_events_carry_no_seq_of_their_own(session):
-    layer, channel = _subscribe(session_group(session.pk))
+    layer, channel = subscribe(session_group(session.pk))
     publish_transient(session_id=session.pk, after_seq=7, kind="compaction.progress", detail={"step": "started"})
-    (event,) = _drain(layer, channel)
+    (event,) = drain(layer, channel)
     assert event["seq"] is None and event["after_seq"] == 7 and event["detail"] == {"step": "started"}
 
 
@@ -120,24 +102,24 @@ def test_sync_code_outside_any_event_loop_publishes_on_one_loop_per_thread():
     session_id = 7
     from sessions_app.rollout import events
 
-    layer, channel = _subscribe(session_group(session_id))
+    layer, channel = subscribe(session_group(session_id))
     loops = []
     for n in range(2):
         publish_transient(session_id=session_id, after_seq=n, kind="step_running", detail={})
         loops.append(events._thread_loops.loop)
-    received = _drain(layer, channel)
+    received = drain(layer, channel)
     assert [e["after_seq"] for e in received] == [0, 1]
     assert loops[0] is loops[1] and not loops[0].is_closed()  # no new event loop per publish
 
 
 @pytest.mark.django_db(transaction=True)
 def test_an_append_with_an_outbox_leaves_its_event_for_the_caller_to_send(session):
-    layer, channel = _subscribe(session_group(session.pk))
+    layer, channel = subscribe(session_group(session.pk))
     outbox = []
     append_rollout_lines(session=session, lines=[estimate_line()], outbox=outbox)
-    assert len(outbox) == 1 and _drain(layer, channel) == []  # held back, not sent from inside the write
+    assert len(outbox) == 1 and drain(layer, channel) == []  # held back, not sent from inside the write
     async_to_sync(events.apublish)(outbox)
-    (received,) = _drain(layer, channel)
+    (received,) = drain(layer, channel)
     assert received["kind"] == "rollout.lines" and received["seq"] == session.last_seq
 
 
@@ -145,11 +127,11 @@ def test_an_append_with_an_outbox_leaves_its_event_for_the_caller_to_send(sessio
 def test_an_append_that_rolls_back_publishes_nothing(session):
     from django.db import transaction
 
-    layer, channel = _subscribe(session_group(session.pk))
+    layer, channel = subscribe(session_group(session.pk))
     with pytest.raises(RuntimeError), transaction.atomic():
         append_rollout_lines(session=session, lines=[estimate_line()])
         raise RuntimeError("the caller's transaction fails after the append")
-    assert _drain(layer, channel) == []
+    assert drain(layer, channel) == []
 
 
 @pytest.fixture
@@ -175,10 +157,10 @@ def test_on_the_in_memory_layer_nothing_is_sent_while_no_page_of_the_process_lis
     do_append_items(session=session, items=[items_factory.user("nobody watches")])
     publish_transient(session_id=session.pk, after_seq=session.last_seq, kind="turn_step", detail={})
     assert sent == []
-    layer, channel = _subscribe(FLEET_GROUP)
+    layer, channel = subscribe(FLEET_GROUP)
     do_append_items(session=session, items=[items_factory.user("the fleet page watches")])
     assert sent == [FLEET_GROUP]  # the session's own group still has nobody
-    (event,) = _drain(layer, channel)
+    (event,) = drain(layer, channel)
     assert event["seq"] == session.last_seq
 
 
