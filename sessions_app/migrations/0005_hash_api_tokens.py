@@ -4,7 +4,10 @@ Existing tokens keep working: each key is stored as knox stores a token it issue
 characters), then the plain-text table is dropped, so no database copy holds a usable token any more.
 """
 
+from datetime import UTC, datetime
+
 from django.db import migrations
+from django.utils.dateparse import parse_datetime
 
 PLAIN_TABLE = "authtoken_token"
 
@@ -21,6 +24,11 @@ def hash_plain_tokens(apps, schema_editor):
         cursor.execute(f"SELECT key, user_id, created FROM {PLAIN_TABLE}")
         rows = cursor.fetchall()
     for key, user_id, created in rows:
+        # SQLite's raw cursor gives the stored UTC time as a naive value (or its text); PostgreSQL an aware one.
+        if isinstance(created, str):
+            created = parse_datetime(created)
+        if isinstance(created, datetime) and created.tzinfo is None:
+            created = created.replace(tzinfo=UTC)
         token = AuthToken(digest=hash_token(key), token_key=key[: CONSTANTS.TOKEN_KEY_LENGTH], user_id=user_id,
                           expiry=None)
         token.save(force_insert=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 from types import SimpleNamespace
 
@@ -120,6 +120,9 @@ def test_the_migration_hashes_old_plain_tokens_and_drops_their_table(make_user):
     assert "authtoken_token" not in connection.introspection.table_names()
     assert plain not in _every_stored_value()
     assert _client(plain).get("/api/v1/sessions").status_code == 200
+    from knox.models import AuthToken  # the token keeps its creation time, read as the UTC it was stored in
+
+    assert AuthToken.objects.get(user=user).created == datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _answer(authentication, token: str):
