@@ -10,7 +10,7 @@ from channels.layers import get_channel_layer
 from sessions_app.rollout import events
 from sessions_app.rollout.events import FLEET_GROUP, publish_transient, session_group
 from sessions_app.rollout.services import append_rollout_lines, do_append_items, estimate_line
-from tests.channel_events import drain, subscribe
+from tests.channel_events import adrain, drain, subscribe
 
 
 @pytest.mark.django_db(transaction=True)
@@ -117,9 +117,15 @@ def test_an_append_with_an_outbox_leaves_its_event_for_the_caller_to_send(sessio
     layer, channel = subscribe(session_group(session.pk))
     outbox = []
     append_rollout_lines(session=session, lines=[estimate_line()], outbox=outbox)
-    assert len(outbox) == 1 and drain(layer, channel) == []  # held back, not sent from inside the write
-    async_to_sync(events.apublish)(outbox)
-    (received,) = drain(layer, channel)
+
+    async def before_and_after_sending() -> tuple[list[dict], list[dict]]:
+        before = await adrain(layer, channel)
+        await events.apublish(outbox)
+        return before, await adrain(layer, channel)
+
+    before, after = async_to_sync(before_and_after_sending)()
+    assert len(outbox) == 1 and before == []  # held back, not sent from inside the write
+    (received,) = after
     assert received["kind"] == "rollout.lines" and received["seq"] == session.last_seq
 
 
