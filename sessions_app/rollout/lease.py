@@ -64,12 +64,6 @@ class SessionBusy(Conflict):
         super().__init__(f"session {session_id} is busy: a {self.purpose} is running; try again when it ends")
 
 
-def turn_busy_code(exc: SessionBusy) -> str:
-    """The code the turn and rollback APIs answer a busy session with: `session_busy` (the compaction API, which
-    predates them, says `busy`), or the read-only session's own."""
-    return exc.code if isinstance(exc, SessionReadOnly) else "session_busy"
-
-
 class SessionReadOnly(SessionBusy):
     """The session follows a Codex rollout file: compactweb never writes into a session it follows (issue 13).
     A SessionBusy, so every caller that refuses a busy session refuses this one too, with this message and, in

@@ -293,13 +293,12 @@ def _completes_turn(records: Sequence[Record], turn_id: str) -> bool:
 
 
 def _compaction_error_code(exc: Exception) -> str:
-    name = type(exc).__name__
-    return {
-        "CompactionRefused": "compaction_refused",
-        "CompactionInterrupted": "compaction_interrupted",
-        "SessionBusy": "session_busy",
-        "LeaseLost": "lease_lost",
-    }.get(name, getattr(exc, "code", None) or "compaction_failed")
+    """The turn's error code for a failed mid-turn compaction: the domain error's own (`busy`, `read_only`,
+    `lease_lost`, `compaction_refused`...), but `compaction_interrupted`, which says more inside a turn than the
+    compaction's `interrupted`."""
+    if isinstance(exc, compaction.CompactionInterrupted):
+        return "compaction_interrupted"
+    return getattr(exc, "code", None) or "compaction_failed"
 
 
 def record_turn_alerts(*, session_id: int, first_seq: int, last_seq: int) -> None:

@@ -14,7 +14,6 @@ from compactweb.roles import IsSupport
 from sessions_app.codex_rollout import ThreadRollbackError
 from sessions_app.compactions import rollback
 from sessions_app.models import Session
-from sessions_app.rollout.lease import SessionBusy, turn_busy_code
 
 
 class ReasonSerializer(serializers.Serializer):
@@ -69,12 +68,6 @@ def _compaction_or_404(pk: int) -> Compaction:
         raise ApiError(status_code=404, code="not_found", message=f"compaction {pk} does not exist") from None
 
 
-def conflict(exc: SessionBusy) -> ApiError:
-    """A busy session answers 409 with the turn and rollback APIs' code (a RollbackRefused, a domain error, reaches
-    the API's exception handler as it is)."""
-    return ApiError(status_code=409, code=turn_busy_code(exc), message=str(exc))
-
-
 def _reason(request) -> str:
     data = ReasonSerializer(data=request.data if isinstance(request.data, dict) else {})
     data.is_valid(raise_exception=True)
@@ -109,10 +102,7 @@ def _history_change(request, pk: int, change) -> Response:
     """Roll a compaction back or redo it (`change`), answered with its result or 409 with the refusal."""
     compaction = _compaction_or_404(pk)
     reason = _reason(request)
-    try:
-        result = change(compaction_id=compaction.pk, actor=request.user, reason=reason)
-    except SessionBusy as exc:
-        raise conflict(exc) from None
+    result = change(compaction_id=compaction.pk, actor=request.user, reason=reason)
     return Response(RollbackResultSerializer(result.as_dict()).data)
 
 
@@ -134,6 +124,4 @@ class SessionThreadRollback(APIView):
             )
         except ThreadRollbackError as exc:
             raise ApiError(status_code=400, code=exc.codex_error_info, message=str(exc)) from None
-        except SessionBusy as exc:
-            raise conflict(exc) from None
         return Response(RollbackResultSerializer(result.as_dict()).data)

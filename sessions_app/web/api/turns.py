@@ -17,7 +17,6 @@ from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
 from sessions_app.models import Session
 from sessions_app.rollout import selectors
-from sessions_app.rollout.lease import SessionBusy, turn_busy_code
 from sessions_app.rollout.validation import privileged_settings_paths
 from sessions_app.turns.inputs import MAX_INPUT_CHARS, validate_settings_change
 from sessions_app.turns.selectors import turn_items
@@ -99,8 +98,6 @@ class SessionTurns(APIView):
                               settings=data.validated_data.get("settings"))
         except Session.DoesNotExist:
             raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist") from None
-        except SessionBusy as exc:
-            raise ApiError(status_code=409, code=turn_busy_code(exc), message=str(exc)) from None
         body = {
             "turn_id": result.turn_id,
             "status": result.status,

@@ -76,5 +76,5 @@ def test_redo_while_the_session_is_busy_is_refused_with_409(make_session, add_tu
     with busy(session, "turn"):
         response = support_api.post(f"/api/v1/compactions/{compaction.pk}/redo", {}, format="json")
     assert response.status_code == 409
-    assert response.json()["error"]["code"] == "session_busy"
+    assert response.json()["error"]["code"] == "busy"
     assert Compaction.objects.get(pk=compaction.pk).rolled_back is True

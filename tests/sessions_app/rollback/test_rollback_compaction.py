@@ -122,7 +122,7 @@ def test_a_rollback_while_the_session_is_busy_is_refused_and_changes_nothing(
     with busy(session, "compaction"):
         response = support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {}, format="json")
     assert response.status_code == 409
-    assert response.json()["error"]["code"] == "session_busy"
+    assert response.json()["error"]["code"] == "busy"
     assert "busy" in response.json()["error"]["message"] and "compaction" in response.json()["error"]["message"]
     assert rollout_rows(session) == lines
     assert Compaction.objects.get(pk=compaction.pk).rolled_back is False

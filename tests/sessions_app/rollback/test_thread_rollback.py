@@ -81,4 +81,4 @@ def test_thread_rollback_of_a_busy_session_is_refused(make_session, add_turn, su
     with busy(session, "turn"):
         response = support_api.post(f"/api/v1/sessions/{session.pk}/thread-rollback", {"num_turns": 1}, format="json")
     assert response.status_code == 409
-    assert response.json()["error"]["code"] == "session_busy"
+    assert response.json()["error"]["code"] == "busy"

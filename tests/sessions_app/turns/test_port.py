@@ -100,3 +100,15 @@ def test_a_failed_compaction_raises_and_leaves_the_history(port, no_engine_sleep
         Session.objects.filter(pk=port.session_id).update(fault_injection={"fault": "server_error"})
     before, after = async_to_sync(fail)()
     assert after == before
+
+
+def test_a_compaction_that_finds_the_session_held_fails_the_turn_with_the_apis_busy_code(make_session):
+    session = make_session(items=SEED, initial_context=INITIAL_CONTEXT)
+    other = locks.acquire(session_id=session.pk, purpose="rollback")
+    port = SessionTurnPort(session_id=session.pk, turn_id="turn-1", holding=None)
+    try:
+        with pytest.raises(TurnCompactionFailed) as failed:
+            async_to_sync(port.compact)(reason=Reason.CONTEXT_LIMIT, phase="pre_turn", compact_with=None)
+    finally:
+        locks.release(other)
+    assert failed.value.code == "busy"  # the one code of a busy session, as the turn, rollback and job APIs say

@@ -210,7 +210,7 @@ def test_a_session_leased_between_a_turns_read_and_its_first_write_answers_409_a
 
     response = operator_api.post(f"/api/v1/sessions/{session.pk}/turns", {"input": "hi"}, format="json")
 
-    assert response.status_code == 409 and response.json()["error"]["code"] == "session_busy", response.json()
+    assert response.status_code == 409 and response.json()["error"]["code"] == "busy", response.json()
     assert RolloutLine.objects.filter(session=session).count() == before
     assert Session.objects.get(pk=session.pk).lease_holder == taken[0].holder  # the other holder's, untouched
     locks.release(taken[0])

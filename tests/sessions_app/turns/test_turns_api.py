@@ -67,7 +67,7 @@ def test_a_busy_session_answers_409_and_records_nothing(operator_api, session):
     finally:
         locks.release(lease)
 
-    assert response.status_code == 409 and response.json()["error"]["code"] == "session_busy"
+    assert response.status_code == 409 and response.json()["error"]["code"] == "busy"
     session.refresh_from_db()
     assert session.last_seq == before
 
