@@ -5,6 +5,7 @@ processes, all on PostgreSQL + Redis (issue 8). Run by hand, not in CI:
     CELERY_BROKER_URL=redis://HOST:6379/5 .venv/bin/python bench/bench_load.py \
         [--sessions 100] [--watchers 50] [--web 2] [--workers 2] [--seconds 60] [--scenario many-short-turns] [--context-window N]
         [--connect-late] [--kill-web-after SECONDS] [--worker-nice N] [--model-latency SECONDS]
+        [--board-watchers N] [--turns-per-minute N]
 
 Use a database and Redis numbers of their own: the benchmark migrates the database and leaves its sessions there.
 It starts the web processes (Daphne), the workers (`celery worker --pool prefork --concurrency 2`, at niceness
@@ -16,6 +17,8 @@ workers finish and the events arrive, then prints:
 - turns per second and compactions per minute (simulator steps and Compaction rows made while the scheduler ran);
 - event latency p50 / p99: from a rollout line's timestamp (taken by the writing worker just before its commit)
   to the moment a watcher receives the websocket message carrying that seq;
+- with `--board-watchers`, the same for fleet-board clients (one page each): from the line at a row snapshot's seq
+  to its arrival;
 - dropped events: seqs a watcher never received in a batch (a gap between batches, or lines written before the end
   that never arrived) — must be 0;
 - CPU while the scheduler ran: the machine's busy cores, and the CPU seconds (and ms per turn) of the web
@@ -51,6 +54,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r'data-live-marker="(\w+)" data-seq="(\d+)"(?: data-from="(\d+)")?')
+BOARD_ROW = re.compile(r'<tr id="session-(\d+)"[^>]*? data-seq="(\d+)"')
 SETTLE_SECONDS = 3.0
 
 
@@ -127,7 +131,27 @@ class Watcher:
             self.live_again_at = now
 
 
-async def _watch(urls: list[tuple[str, str]], cookie: str, watcher: Watcher, stop: asyncio.Event) -> None:
+class BoardWatcher:
+    """One browser-like client of ws/fleet/ showing one page of the board: when each row snapshot (a session at a
+    seq) first arrived. Rows are coalesced (at most one per session per flush), so a snapshot's latency is taken
+    from the line at its seq, the newest it carries; a board has no gaps to count."""
+
+    def __init__(self, page: int) -> None:
+        self.page = page
+        self.first_seq: int | None = None
+        self.arrivals: dict[tuple[int, int], float] = {}
+        self.connect_ms: list[float] = []
+        self.reconnected_at: float | None = None
+
+    def opened(self) -> None:
+        self.first_seq = 0
+
+    def take(self, html: str, now: float) -> None:
+        for session_id, seq in BOARD_ROW.findall(html):
+            self.arrivals.setdefault((int(session_id), int(seq)), now)
+
+
+async def _watch(urls: list[tuple[str, str]], cookie: str, watcher, stop: asyncio.Event) -> None:
     """Watch through the first web process; when the connection drops, reconnect to the next one that answers."""
     import websockets
 
@@ -144,6 +168,10 @@ async def _watch(urls: list[tuple[str, str]], cookie: str, watcher: Watcher, sto
             await asyncio.sleep(0.5)
             continue
         hello_pending = True
+        if isinstance(watcher, BoardWatcher):  # the board sends nothing until a row changes
+            watcher.connect_ms.append((time.monotonic() - started) * 1000)
+            watcher.opened()
+            hello_pending = False
         try:
             async with ws:
                 while not stop.is_set():
@@ -254,6 +282,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--watchers", type=int, default=50)
+    parser.add_argument("--board-watchers", type=int, default=0,
+                        help="clients of the fleet board besides --watchers (board watcher i shows page i mod pages)")
+    parser.add_argument("--turns-per-minute", type=float, default=None,
+                        help="each session's pace (e.g. 6: a step every 10 s); default as fast as possible")
     parser.add_argument("--web", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=2, help="prefork processes per worker")
@@ -289,6 +321,7 @@ def main() -> None:
 
     from compaction_app.models import Compaction, CompactionPolicy, Provider
     from sessions_app.fleet import runtime as fleet
+    from sessions_app.fleet.paging import PAGE_SIZE
     from sessions_app.models import RolloutLine, Session, SimulatorRun
 
     call_command("migrate", verbosity=0)
@@ -323,12 +356,15 @@ def main() -> None:
         for port, process in zip(ports, children, strict=False):
             _wait_port(port, process)
         runs = fleet.do_start_fleet(scenario=args.scenario, count=args.sessions, provider=provider, policy=policy,
-                                    loop=True, seed=7, context_window=args.context_window)
+                                    loop=True, seed=7, context_window=args.context_window,
+                                    turns_per_minute=args.turns_per_minute)
         run_ids = [r.pk for r in runs]
         session_ids = [r.session_id for r in runs]
         if args.model_latency:
             Session.objects.filter(pk__in=session_ids).update(fault_injection={"fault": f"slow={args.model_latency}"})
         watchers = [Watcher(session_ids[i % len(session_ids)]) for i in range(args.watchers)]
+        pages = max(1, -(-len(session_ids) // PAGE_SIZE))
+        boards = [BoardWatcher(1 + i % pages) for i in range(args.board_watchers)]
 
         web, workers = children[:args.web], children[args.web:]
 
@@ -342,14 +378,16 @@ def main() -> None:
         async def drive() -> dict:
             nonlocal scheduler, killed_at
             stop = asyncio.Event()
-            def urls(i: int, session_id: int) -> list[tuple[str, str]]:
+            def urls(i: int, path: str) -> list[tuple[str, str]]:
                 order = ports[i % len(ports):] + ports[:i % len(ports)]
-                return [(f"ws://127.0.0.1:{p}/ws/sessions/{session_id}/", f"http://127.0.0.1:{p}") for p in order]
+                return [(f"ws://127.0.0.1:{p}/ws/{path}", f"http://127.0.0.1:{p}") for p in order]
 
             async def connect_all() -> list[asyncio.Task]:
-                tasks = [asyncio.create_task(_watch(urls(i, w.session_id), cookie, w, stop))
+                tasks = [asyncio.create_task(_watch(urls(i, f"sessions/{w.session_id}/"), cookie, w, stop))
                          for i, w in enumerate(watchers)]
-                while any(w.first_seq is None for w in watchers):
+                tasks += [asyncio.create_task(_watch(urls(i, f"fleet/?page={b.page}"), cookie, b, stop))
+                          for i, b in enumerate(boards)]
+                while any(w.first_seq is None for w in [*watchers, *boards]):
                     await asyncio.sleep(0.1)
                     for task in tasks:
                         if task.done():
@@ -408,15 +446,30 @@ def main() -> None:
                 latencies.append((at - stamps[seq].timestamp()) * 1000)
                 if killed_at is not None and stamps[seq].timestamp() > killed_at:
                     after_failover.append(latencies[-1])
+    board_latencies, board_received = [], 0
+    if boards:
+        shown = {key for b in boards for key in b.arrivals}
+        stamps = {(sid, seq): at for sid, seq, at in RolloutLine.objects.filter(
+            session_id__in={sid for sid, _ in shown}).values_list("session_id", "seq", "timestamp")
+            if (sid, seq) in shown}
+        for board in boards:
+            board_received += len(board.arrivals)
+            board_latencies += [(at - stamps[key].timestamp()) * 1000 for key, at in board.arrivals.items()
+                                if key in stamps]
     q = _quantiles(latencies)
-    connects = _quantiles([ms for w in watchers for ms in w.connect_ms])
+    connects = _quantiles([ms for w in [*watchers, *boards] for ms in w.connect_ms])
     turns = figures["steps"]
-    print(f"setup: {args.sessions} sessions ({args.scenario}), {args.workers} workers x {args.concurrency} "
+    pace = f", {args.turns_per_minute:g} turns a minute each" if args.turns_per_minute else ""
+    print(f"setup: {args.sessions} sessions ({args.scenario}{pace}), {args.workers} workers x {args.concurrency} "
           f"(nice {args.worker_nice}), {args.watchers} watchers on {args.web} Daphne processes, "
           f"{figures['elapsed']:.0f} s" + (f", model latency {args.model_latency} s a request" if args.model_latency else ""))
     print(f"turns: {turns}  ({turns / figures['elapsed']:.1f} turns/s)")
     print(f"compactions: {figures['compactions']}  ({figures['compactions'] / figures['elapsed'] * 60:.1f} /min)")
     print(f"events received by watchers: {received}; latency p50 {q[49]:.0f} ms, p99 {q[98]:.0f} ms")
+    if boards:
+        bq, allq = _quantiles(board_latencies), _quantiles(latencies + board_latencies)
+        print(f"fleet board: {len(boards)} watchers on {pages} pages, {board_received} row snapshots; latency p50 "
+              f"{bq[49]:.0f} ms, p99 {bq[98]:.0f} ms; all {len(watchers) + len(boards)} watchers p99 {allq[98]:.0f} ms")
     print(f"dropped events: {dropped}")
     print(f"websocket connect (handshake to hello){' after the fleet started' if args.connect_late else ''}: "
           f"p50 {connects[49]:.0f} ms, p99 {connects[98]:.0f} ms, max {connects[-1]:.0f} ms")
