@@ -17,7 +17,7 @@ from django.db import transaction
 
 from gateway_app import lookups, operator, recording, wire
 from gateway_app.models import CompactionHandle, GatewaySession
-from sessions_app.compactions.services import acompact_session
+from sessions_app.compactions.services import CompactionAsk, acompact_session
 from sessions_app.models import Session
 from sessions_app.rollout.events import GATEWAY_NOTICE, apublish_transient
 from sessions_app.rollout.services import append_rollout_lines
@@ -75,8 +75,8 @@ async def compact_first(*, gs: GatewaySession, history: list[dict[str, Any]]) ->
     operator). A compaction that fails leaves the history as it was, and the request goes on uncompacted."""
     actor = await lookups.run(operator.compaction_requester, session_id=gs.session_id)
     try:
-        done = await acompact_session(session_id=gs.session_id, actor=actor, trigger="manual",
-                                      reason="user_requested", phase=recording.phase_of(history))
+        done = await acompact_session(session_id=gs.session_id, actor=actor, ask=CompactionAsk(
+            trigger="manual", reason="user_requested", phase=recording.phase_of(history)))
     except Exception as exc:  # refused or failed: say so, forward what Codex sent
         notice = await lookups.run(operator.do_record_gateway_compaction, session_id=gs.session_id,
                                    compaction=None, prefix=history, replacement=history, error=str(exc))
@@ -92,8 +92,8 @@ async def compact_first(*, gs: GatewaySession, history: list[dict[str, Any]]) ->
 
 async def compact(*, gs: GatewaySession, history: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
     """Run the policy's compaction on the session; (the compaction item to answer with, tokens before)."""
-    compaction = await acompact_session(session_id=gs.session_id, trigger="auto", reason="context_limit",
-                                        phase=recording.phase_of(history))
+    compaction = await acompact_session(session_id=gs.session_id, ask=CompactionAsk(
+        trigger="auto", reason="context_limit", phase=recording.phase_of(history)))
     handle = await lookups.run(_store_handle, gs=gs, compaction_id=compaction.pk)
     item = {"type": "compaction", "id": "cmp_" + handle[len(wire.HANDLE_PREFIX):][:24], "encrypted_content": handle}
     return item, int(compaction.tokens_before or 0)

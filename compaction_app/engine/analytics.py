@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compaction_app.engine.vocabulary import STRATEGY_MEMENTO, AttemptStatus, Implementation, Phase, Trigger
+
+if TYPE_CHECKING:
+    from compaction_app.engine.errors import CompactionError
+    from compaction_app.engine.strategies.base import StrategyResult
 
 
 @dataclass(frozen=True)
@@ -41,71 +45,69 @@ class AttemptRecord:
         return {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in asdict(self).items()}
 
 
+@dataclass(frozen=True, kw_only=True)
+class AttemptKey:
+    """What an attempt is, the same at its start and in its record (spec §10)."""
+
+    thread_id: str
+    turn_id: str
+    trigger: Trigger
+    reason: str
+    implementation: Implementation
+    phase: Phase
+    model: str
+
+
 class AttemptClock:
     """Starts an attempt (start time, tokens before) and finishes it into an AttemptRecord (spec §10)."""
 
     def __init__(
-        self,
-        *,
-        clock: Callable[[], float],
-        monotonic: Callable[[], float],
-        thread_id: str,
-        turn_id: str,
-        trigger: Trigger,
-        reason: str,
-        implementation: Implementation,
-        phase: Phase,
-        tokens_before: int,
-        model: str,
+        self, *, key: AttemptKey, tokens_before: int, clock: Callable[[], float], monotonic: Callable[[], float],
     ) -> None:
         self._clock, self._monotonic = clock, monotonic
         self.started_at = clock()
         self._start = monotonic()
-        self.thread_id, self.turn_id = thread_id, turn_id
-        self.trigger, self.reason, self.implementation, self.phase = trigger, reason, implementation, phase
+        self.key = key
         self.tokens_before = tokens_before
-        self.model = model
 
     def finish(
         self,
         *,
         status: AttemptStatus,
         tokens_after: int,
-        error_kind: str | None = None,
-        http_status: int | None = None,
-        error_message: str | None = None,
-        tokens_before: int | None = None,
-        retained_image_count: int | None = None,
-        compaction_summary_tokens: int | None = None,
-        cached_input_tokens: int | None = None,
-        retries: int = 0,
+        error: CompactionError | None = None,
+        result: StrategyResult | None = None,
         model_fallback: bool = False,
-        implementation: Implementation | None = None,
         model: str | None = None,
     ) -> AttemptRecord:
-        """`tokens_before` overrides the value captured at the start (Codex's details override)."""
+        """The record of a failed attempt (its `error`) or a completed one (its `result`, whose `tokens_before`,
+        when the implementation reports one, overrides the value captured at the start: Codex's details
+        override)."""
         elapsed_ms = max(0, int(round((self._monotonic() - self._start) * 1000)))
+        key = self.key
+        tokens_before = result.tokens_before if result is not None else None
+        ran = result if result is not None else error
         return AttemptRecord(
-            thread_id=self.thread_id,
-            turn_id=self.turn_id,
-            trigger=self.trigger,
-            reason=self.reason,
-            implementation=implementation or self.implementation,
-            phase=self.phase,
+            thread_id=key.thread_id,
+            turn_id=key.turn_id,
+            trigger=key.trigger,
+            reason=key.reason,
+            implementation=key.implementation,
+            phase=key.phase,
             strategy=STRATEGY_MEMENTO,
             status=status,
-            error_kind=error_kind,
-            http_status=http_status,
-            error_message=error_message,
+            error_kind=error.kind if error is not None else None,
+            http_status=error.http_status if error is not None else None,
+            error_message=error.message if error is not None else None,
             active_context_tokens_before=self.tokens_before if tokens_before is None else tokens_before,
             active_context_tokens_after=tokens_after,
-            retained_image_count=retained_image_count,
-            compaction_summary_tokens=compaction_summary_tokens,
-            cached_input_tokens=cached_input_tokens,
+            retained_image_count=result.retained_image_count if result is not None else None,
+            compaction_summary_tokens=result.compaction_summary_tokens if result is not None else None,
+            cached_input_tokens=result.cached_input_tokens if result is not None else None,
             started_at=self.started_at,
             completed_at=self._clock(),
             duration_ms=elapsed_ms,
-            retries=retries,
-            model=model or self.model,
+            retries=ran.retries if ran is not None else 0,
+            model=model or key.model,
             model_fallback=model_fallback,
         )

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from compaction_app.engine.analytics import AttemptClock, AttemptRecord
+from compaction_app.engine.analytics import AttemptClock, AttemptKey, AttemptRecord
 from compaction_app.engine.errors import CompactionConfigError, CompactionError, EngineErrorKind
 from compaction_app.engine.events import (
     ContextCompacted,
@@ -31,7 +31,7 @@ from compaction_app.engine.events import (
     Warning,
 )
 from compaction_app.engine.history import Injection
-from compaction_app.engine.hooks import HookRunner, HookRunRecord, hook_request
+from compaction_app.engine.hooks import HookContext, HookRunner, HookRunRecord, hook_request
 from compaction_app.engine.items import Item
 from compaction_app.engine.pins import Pin, apply_pins
 from compaction_app.engine.port import ModelClient
@@ -208,6 +208,22 @@ def _history_tokens(items: list[Item], settings: CompactionSettings, token_count
     return token_counter.count_text(settings.base_instructions) + sum(token_counter.count_item(i) for i in items)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Effects:
+    """The time, randomness and ids a compaction takes from the world, injected together so a test (or the
+    service, which fixes the ids it planned) replaces them at once."""
+
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    clock: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
+    jitter: Callable[[], float] = default_jitter
+    new_id: Callable[[], str] = new_window_id
+    new_item_id: Callable[[], str] = new_window_id
+
+
+REAL_EFFECTS = Effects()
+
+
 async def run_compaction(
     *,
     snapshot: HistorySnapshot,
@@ -218,12 +234,7 @@ async def run_compaction(
     emit: Emit | None = None,
     fallback_settings: CompactionSettings | None = None,
     token_counter: TokenCounter | None = None,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    clock: Callable[[], float] = time.time,
-    monotonic: Callable[[], float] = time.monotonic,
-    jitter: Callable[[], float] = default_jitter,
-    new_id: Callable[[], str] = new_window_id,
-    new_item_id: Callable[[], str] = new_window_id,
+    effects: Effects = REAL_EFFECTS,
 ) -> CompactionOutcome:
     """Run one compaction with the common frame of spec §4: analytics attempt start → PreCompact hooks (a stop ends
     it as `interrupted`, nothing changes) → ItemStarted → implementation → window advance (§9) → TokenCount →
@@ -240,15 +251,16 @@ async def run_compaction(
     run = _Run(
         snapshot=snapshot, settings=settings, request=request, client=client, strategy=strategy,
         implementation=implementation, log=EventLog(emit), hooks=hooks or HookRunner(),
-        token_counter=token_counter or counter(settings.token_counter), sleep=sleep, jitter=jitter,
-        item_id=new_item_id(),
+        token_counter=token_counter or counter(settings.token_counter), sleep=effects.sleep,
+        jitter=effects.jitter, item_id=effects.new_item_id(),
     )
     if run.standalone:
         run.log(TurnStarted(turn_id=snapshot.turn_id, model_context_window=settings.usable_window))
     attempt = AttemptClock(
-        clock=clock, monotonic=monotonic, thread_id=settings.thread_id, turn_id=snapshot.turn_id,
-        trigger=request.trigger, reason=request.reason.value, implementation=implementation, phase=request.phase,
-        tokens_before=snapshot.active_tokens, model=settings.model,
+        key=AttemptKey(thread_id=settings.thread_id, turn_id=snapshot.turn_id, trigger=request.trigger,
+                       reason=request.reason.value, implementation=implementation, phase=request.phase,
+                       model=settings.model),
+        tokens_before=snapshot.active_tokens, clock=effects.clock, monotonic=effects.monotonic,
     )
 
     pre = await run.run_hooks(HookEvent.PRE_COMPACT, settings.model)
@@ -260,7 +272,8 @@ async def run_compaction(
     if error is not None or result is None:
         assert error is not None
         return run.failed(attempt, error, fallback_info)
-    return await _completed(run, attempt, result, used_settings, fallback_info, new_window=snapshot.window.advance(new_id))
+    new_window = snapshot.window.advance(effects.new_id)
+    return await _completed(run, attempt, result, used_settings, fallback_info, new_window=new_window)
 
 
 def _checked_strategy(*, snapshot: HistorySnapshot, settings: CompactionSettings, request: CompactionRequest,
@@ -315,12 +328,12 @@ class _Run:
 
     async def run_hooks(self, event: HookEvent, model: str, status: str | None = None):
         snapshot, request = self.snapshot, self.request
-        payload = hook_request(
-            event=event, session_id=snapshot.session_id or self.settings.thread_id, turn_id=snapshot.turn_id,
-            cwd=snapshot.cwd, transcript_path=snapshot.transcript_path, model=model, trigger=request.trigger.value,
-            reason=request.reason.value, phase=request.phase.value, implementation=self.implementation.value,
-            status=status,
+        context = HookContext(
+            session_id=snapshot.session_id or self.settings.thread_id, turn_id=snapshot.turn_id, cwd=snapshot.cwd,
+            transcript_path=snapshot.transcript_path, trigger=request.trigger.value, reason=request.reason.value,
+            phase=request.phase.value, implementation=self.implementation.value,
         )
+        payload = hook_request(event=event, context=context, model=model, status=status)
         ran = await self.hooks.run(event, payload, self.log)
         self.hook_runs.extend(ran.records)
         return ran
@@ -339,8 +352,7 @@ class _Run:
         active = self.snapshot.active_tokens
         error = CompactionError(kind=EngineErrorKind.INTERRUPTED.value,
                                 message=stop_reason or "PreCompact hook stopped execution")
-        record = attempt.finish(status=AttemptStatus.INTERRUPTED, tokens_after=active,
-                                error_kind=error.kind, error_message=error.message)
+        record = attempt.finish(status=AttemptStatus.INTERRUPTED, tokens_after=active, error=error)
         if self.standalone:
             self.log(TurnAborted(turn_id=self.snapshot.turn_id))
         return self.outcome(ok=False, window=self.snapshot.window, tokens_before=active, tokens_after=active,
@@ -350,10 +362,8 @@ class _Run:
                fallback_info: dict[str, str] | None) -> CompactionOutcome:
         active = self.snapshot.active_tokens
         tokens_after = error.active_tokens_after if error.active_tokens_after is not None else active
-        record = attempt.finish(
-            status=AttemptStatus.FAILED, tokens_after=tokens_after, error_kind=error.kind, http_status=error.http_status,
-            error_message=error.message, retries=error.retries, model_fallback=fallback_info is not None,
-        )
+        record = attempt.finish(status=AttemptStatus.FAILED, tokens_after=tokens_after, error=error,
+                                model_fallback=fallback_info is not None)
         if self.strategy.is_remote:
             self.log(Error(message=remote_error_text(error.message), codex_error_info=error.kind,
                            http_status=error.http_status))
@@ -464,14 +474,8 @@ async def _completed(run: _Run, attempt: AttemptClock, result: StrategyResult, u
         log(Warning(message=HEADS_UP_WARNING))
 
     post = await run.run_hooks(HookEvent.POST_COMPACT, used_settings.model, AttemptStatus.COMPLETED.value)
-    tokens_before = result.tokens_before if result.tokens_before is not None else snapshot.active_tokens
-    record = attempt.finish(
-        status=AttemptStatus.COMPLETED, tokens_after=tokens_after, tokens_before=tokens_before,
-        retained_image_count=result.retained_image_count,
-        compaction_summary_tokens=result.compaction_summary_tokens,
-        cached_input_tokens=result.cached_input_tokens, retries=result.retries,
-        model_fallback=fallback_info is not None, model=used_settings.model,
-    )
+    record = attempt.finish(status=AttemptStatus.COMPLETED, tokens_after=tokens_after, result=result,
+                            model_fallback=fallback_info is not None, model=used_settings.model)
     if run.standalone:
         log(TurnAborted(turn_id=snapshot.turn_id) if post.stopped else TurnComplete(turn_id=snapshot.turn_id))
     return run.outcome(

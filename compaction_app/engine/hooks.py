@@ -275,33 +275,37 @@ def webhook_decision(answer: Any) -> dict[str, Any] | None:
     return kept or None
 
 
+@dataclass(frozen=True, kw_only=True)
+class HookContext:
+    """What every hook of one compaction is told about it (spec §7): the same for its PreCompact and PostCompact
+    hooks."""
+
+    session_id: str
+    turn_id: str
+    cwd: str
+    transcript_path: str | None
+    trigger: str
+    reason: str
+    phase: str
+    implementation: str
+
+
 def hook_request(
-    *,
-    event: HookEvent,
-    session_id: str,
-    turn_id: str,
-    cwd: str,
-    transcript_path: str | None,
-    model: str,
-    trigger: str,
-    reason: str,
-    phase: str,
-    implementation: str,
-    status: str | None = None,
+    *, event: HookEvent, context: HookContext, model: str, status: str | None = None,
 ) -> dict[str, Any]:
     """The JSON a hook receives (spec §7, with the hooks-crate fields reason/phase/implementation; PostCompact
     also carries status)."""
     request: dict[str, Any] = {
-        "session_id": session_id,
-        "turn_id": turn_id,
-        "cwd": cwd,
-        "transcript_path": transcript_path,
+        "session_id": context.session_id,
+        "turn_id": context.turn_id,
+        "cwd": context.cwd,
+        "transcript_path": context.transcript_path,
         "model": model,
-        "trigger": trigger,
+        "trigger": context.trigger,
         "hook_event_name": event.wire_name,
-        "reason": reason,
-        "phase": phase,
-        "implementation": implementation,
+        "reason": context.reason,
+        "phase": context.phase,
+        "implementation": context.implementation,
     }
     if event is HookEvent.POST_COMPACT:
         request["status"] = status

@@ -38,6 +38,7 @@ from compaction_app.engine.analytics import AttemptRecord
 from compaction_app.engine.compactor import (
     CompactionOutcome,
     CompactionRequest,
+    Effects,
     HistorySnapshot,
     needs_client,
     run_compaction,
@@ -48,6 +49,7 @@ from compaction_app.engine.hooks import HookRunner, HookSpec
 from compaction_app.engine.prompts import remote_error_text
 from compaction_app.engine.select import select_strategy
 from compaction_app.engine.settings import CompactionSettings
+from compaction_app.engine.thresholds import ModelLimits
 from compaction_app.engine.vocabulary import IMPLEMENTATIONS, MODEL_SWITCH_REASONS, Strategy
 from compaction_app.engine.windows import WindowState, new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionAttempt
@@ -109,6 +111,7 @@ def backoff_sleep() -> Sleep:
 __all__ = [
     "CompactionFailed",
     "CompactionInterrupted",
+    "CompactionAsk",
     "CompactionRefused",
     "SessionBusy",
     "acompact_session",
@@ -171,6 +174,24 @@ class _Plan:
     prompt_names: dict[str, str] = field(default_factory=dict)  # settings_builder.prompt_names, read at plan time
 
 
+@dataclass(frozen=True, kw_only=True)
+class CompactionAsk:
+    """What a caller asks of one compaction: the trigger, reason, phase and strategy the engine checks, local
+    summarization's extra `instructions`, the model to compact with (`compact_with`: the previous model of a
+    model_downshift or comp_hash_changed, with its own window) and the turn it belongs to (a new id when none)."""
+
+    trigger: str = "manual"
+    reason: str | None = None
+    phase: str | None = None
+    strategy: str | None = None
+    instructions: str = ""
+    compact_with: ModelLimits | None = None
+    turn_id: str | None = None
+
+
+MANUAL = CompactionAsk()
+
+
 def _refuse(message: str) -> CompactionRefused:
     return CompactionRefused(message)
 
@@ -186,16 +207,16 @@ def _validate(settings: CompactionSettings, request: CompactionRequest, instruct
     return strategy
 
 
-def _plan(
-    *, lease: Lease, session_id: int, trigger: str, reason: str | None, phase: str | None, strategy: str | None,
-    instructions: str, compact_with_model: str | None, turn_id: str | None, compact_with_window: int | None = None,
-) -> _Plan:
+def _plan(*, lease: Lease, session_id: int, ask: CompactionAsk) -> _Plan:
+    instructions = ask.instructions or ""
+    compact_with_model = ask.compact_with.slug if ask.compact_with is not None else None
+    compact_with_window = ask.compact_with.context_window if ask.compact_with is not None else None
     with transaction.atomic():
         session = Session.objects.select_for_update().select_related("provider", "policy").get(pk=session_id)
         provider, policy = session.provider, session.policy
         try:
             request = CompactionRequest(
-                trigger=trigger, phase=phase, reason=reason, strategy=strategy,
+                trigger=ask.trigger, phase=ask.phase, reason=ask.reason, strategy=ask.strategy,
                 extra_instructions=instructions or None,
             )
         except ValueError as exc:  # CompactionConfigError, or an unknown trigger / phase / reason value
@@ -240,7 +261,7 @@ def _plan(
             item_tokens=[tokens for _, tokens in entries],
             active_tokens=session.tokens_in_window,
             window=window,
-            turn_id=turn_id or str(uuid7()),
+            turn_id=ask.turn_id or str(uuid7()),
             initial_context=render_initial_context(
                 list(session.initial_context or []), thread_id=thread_id, first_window_id=window.first_window_id,
                 current_window_id=next_window_id, previous_window_id=window.window_id,
@@ -315,7 +336,7 @@ async def _run_engine(plan: _Plan, lease: Lease, sleep: Sleep) -> CompactionOutc
                 snapshot=plan.snapshot, settings=plan.settings, request=plan.request, client=client,
                 hooks=HookRunner(plan.hooks, **hook_runner_limits()), emit=events.emit,
                 fallback_settings=plan.fallback_settings,
-                sleep=sleep, new_id=lambda: plan.new_window_id, new_item_id=lambda: plan.item_id,
+                effects=Effects(sleep=sleep, new_id=lambda: plan.new_window_id, new_item_id=lambda: plan.item_id),
             )
     finally:
         await events.close()
@@ -454,16 +475,9 @@ def _actor(actor):
 async def acompact_session(
     *,
     session_id: int,
+    ask: CompactionAsk = MANUAL,
     actor=None,
-    trigger: str = "manual",
-    reason: str | None = None,
-    phase: str | None = None,
-    strategy: str | None = None,
-    instructions: str = "",
     lease: Lease | None = None,
-    compact_with_model: str | None = None,
-    compact_with_window: int | None = None,
-    turn_id: str | None = None,
     sleep: Sleep | None = None,
 ) -> Compaction:
     """Compact one session (see the module docstring). `sleep` is the retry backoff's sleep (default
@@ -474,11 +488,7 @@ async def acompact_session(
         lease = await sync_to_async(acquire)(session_id=session_id, purpose=LEASE_PURPOSE)
     plan = None
     try:
-        plan = await sync_to_async(_plan)(
-            lease=lease, session_id=session_id, trigger=trigger, reason=reason, phase=phase, strategy=strategy,
-            instructions=instructions or "", compact_with_model=compact_with_model, turn_id=turn_id,
-            compact_with_window=compact_with_window,
-        )
+        plan = await sync_to_async(_plan)(lease=lease, session_id=session_id, ask=ask)
         try:
             outcome = await _run_engine(plan, lease, sleep if sleep is not None else backoff_sleep())
         except asyncio.CancelledError:  # the caller (e.g. a stopped turn) gave up; nothing was installed
@@ -548,10 +558,14 @@ def _record_failure_after_outage(plan: _Plan, *, actor, exc: BaseException) -> b
     return False
 
 
-def do_compact_session(**options: Any) -> Compaction:
-    """Synchronous `acompact_session`, with its keyword arguments (for views and background jobs; not callable
-    from a running event loop)."""
-    return async_to_sync(acompact_session)(**options)
+def do_compact_session(
+    *, session_id: int, actor=None, lease: Lease | None = None, sleep: Sleep | None = None, **ask: Any,
+) -> Compaction:
+    """Synchronous `acompact_session` (for views and background jobs; not callable from a running event loop),
+    the `CompactionAsk` given by its fields (`strategy="local"`, ...)."""
+    return async_to_sync(acompact_session)(
+        session_id=session_id, ask=CompactionAsk(**ask), actor=actor, lease=lease, sleep=sleep,
+    )
 
 
 def lease_is_free(*, session_id: int) -> None:

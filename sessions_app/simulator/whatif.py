@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from compaction_app.engine.compactor import CompactionRequest, HistorySnapshot, run_compaction
+from compaction_app.engine.compactor import CompactionRequest, Effects, HistorySnapshot, run_compaction
 from compaction_app.engine.port import ResponsesRequest
 from compaction_app.engine.provider_errors import ProviderError
 from compaction_app.engine.settings import CompactionSettings
@@ -128,7 +128,7 @@ async def replay(
                                    window=session.window, turn_id=turn_id, initial_context=session.initial)
         outcome = await run_compaction(snapshot=snapshot, settings=settings, client=client,
                                        request=CompactionRequest(trigger="auto", phase=phase),
-                                       sleep=_no_sleep)
+                                       effects=NO_SLEEP)
         if not outcome.ok or outcome.replacement_history is None:
             result.failures += 1
             return
@@ -183,6 +183,9 @@ async def replay(
 
 async def _no_sleep(_: float) -> None:
     return None
+
+
+NO_SLEEP = Effects(sleep=_no_sleep)  # a what-if replays at once: no retry backoff waits
 
 
 async def _sample(client, request: ResponsesRequest) -> tuple[list[dict], int]:

@@ -260,10 +260,9 @@ class SessionTurnPort:
                     locks.SessionBusy, locks.LeaseLost)
         try:
             await compaction.acompact_session(
-                session_id=self.session_id, actor=self.actor, trigger="auto", reason=reason.value, phase=phase,
-                lease=self.lease, compact_with_model=compact_with.slug if compact_with else None,
-                compact_with_window=compact_with.context_window if compact_with else None,
-                turn_id=self.turn_id,
+                session_id=self.session_id, actor=self.actor, lease=self.lease,
+                ask=compaction.CompactionAsk(trigger="auto", reason=reason.value, phase=phase,
+                                             compact_with=compact_with, turn_id=self.turn_id),
             )
         except failures as exc:
             raise TurnCompactionFailed(str(exc), code=_compaction_error_code(exc)) from exc

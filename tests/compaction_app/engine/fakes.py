@@ -8,7 +8,7 @@ import itertools
 from collections import deque
 from typing import Any
 
-from compaction_app.engine.compactor import CompactionRequest, HistorySnapshot, run_compaction
+from compaction_app.engine.compactor import CompactionRequest, Effects, HistorySnapshot, run_compaction
 from compaction_app.engine.hooks import HookRunner
 from compaction_app.engine.items import SUMMARY_PREFIX, user_message
 from compaction_app.engine.port import (
@@ -145,9 +145,10 @@ def run(*, snapshot: HistorySnapshot, settings: CompactionSettings, request: Com
     ticks = itertools.count(0)
     return asyncio.run(run_compaction(
         snapshot=snapshot, settings=settings, request=request, client=client, hooks=hooks,
-        emit=recorder.events.append, sleep=recorder.sleep, clock=lambda: 1_000.0,
-        monotonic=lambda: next(ticks) * 0.5, jitter=lambda: 1.0,
-        new_id=lambda: f"window-{next(counter)}", new_item_id=lambda: "item-1", **kwargs,
+        emit=recorder.events.append, effects=Effects(
+            sleep=recorder.sleep, clock=lambda: 1_000.0, monotonic=lambda: next(ticks) * 0.5, jitter=lambda: 1.0,
+            new_id=lambda: f"window-{next(counter)}", new_item_id=lambda: "item-1",
+        ), **kwargs,
     ))
 
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from compaction_app.engine.compactor import CompactionRequest
-from compaction_app.engine.hooks import HookRunner, HookSpec, hook_request, resolve_callable
+from compaction_app.engine.hooks import HookContext, HookRunner, HookSpec, hook_request, resolve_callable
 from compaction_app.engine.vocabulary import HookEvent
 from tests.compaction_app.engine.fakes import (
     FakeClient,
@@ -187,9 +187,9 @@ def test_a_hook_cannot_change_the_request_later_hooks_see():
     funcs = {"m": mutate, "o": observe}
     runner = HookRunner([HookSpec("m", "pre_compact", "callable", "m"), HookSpec("o", "pre_compact", "callable", "o")],
                         resolver=lambda path: funcs[path])
-    request = hook_request(event=HookEvent.PRE_COMPACT, session_id="s", turn_id="t", cwd="/", transcript_path=None,
-                           model="real", trigger="auto", reason="context_limit", phase="pre_turn",
-                           implementation="responses")
+    context = HookContext(session_id="s", turn_id="t", cwd="/", transcript_path=None, trigger="auto",
+                          reason="context_limit", phase="pre_turn", implementation="responses")
+    request = hook_request(event=HookEvent.PRE_COMPACT, context=context, model="real")
     asyncio.run(runner.run(HookEvent.PRE_COMPACT, request, lambda e: None))
     assert seen == ["real"] and request["model"] == "real"
 

@@ -10,6 +10,7 @@ import pytest
 from compaction_app.engine.items import SUMMARY_PREFIX, user_message
 from compaction_app.engine.prompts import SUMMARIZATION_PROMPT
 from compaction_app.engine.tokens import counter
+from compaction_app.engine.thresholds import ModelLimits
 from compaction_app.models import CompactionAttempt, CompactionPolicy
 from sessions_app.compactions.services import CompactionFailed, do_compact_session
 from sessions_app.compactions.settings_builder import fault_headers
@@ -162,10 +163,10 @@ def test_model_downshift_compacts_within_the_previous_models_window(make_session
     assert session.tokens_in_window > 4000
     with pytest.raises(CompactionFailed) as too_big:
         do_compact_session(session_id=session.pk, trigger="auto", reason="model_downshift", phase="pre_turn",
-                           compact_with_model="sim-big")
+                           compact_with=ModelLimits(slug="sim-big", context_window=None))  # the session's window
     assert too_big.value.kind == "context_window_exceeded"
     compaction = do_compact_session(session_id=session.pk, trigger="auto", reason="model_downshift",
-                                    phase="pre_turn", compact_with_model="sim-big", compact_with_window=32000)
+                                    phase="pre_turn", compact_with=ModelLimits(slug="sim-big", context_window=32000))
     assert compaction.reason == "model_downshift"
     attempt = CompactionAttempt.objects.filter(compaction=compaction).get()
     assert attempt.status == "completed"
