@@ -52,7 +52,7 @@ from sessions_app.simulator import (
     list_scenarios,
     load_scenario,
 )
-from sessions_app.turns.services import arun_turn
+from sessions_app.turns.services import TurnScript, arun_turn
 
 logger = logging.getLogger(__name__)
 
@@ -470,11 +470,12 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
                 session.provider))
             number = step.number
             result = await arun_turn(
-                session_id=session_id, user_input=step.user_input, tools=tools,
-                tool_rng=lambda call_id: script.rng_for("tool", number, call_id), lease=lease,
-                fault_injection=_sampling_faults(session, state), client=client, sleep=sleep,
-                turn_context={"cwd": script.scenario.cwd, "scenario": script.scenario.name, "step": number},
-                session=session,
+                session_id=session_id, user_input=step.user_input, lease=lease, session=session, client=client,
+                script=TurnScript(
+                    tools=tools, tool_rng=lambda call_id: script.rng_for("tool", number, call_id),
+                    fault_injection=_sampling_faults(session, state), sleep=sleep,
+                    turn_context={"cwd": script.scenario.cwd, "scenario": script.scenario.name, "step": number},
+                ),
             )
             # Saving the step and giving the lease back are one trip too.
             await sync_to_async(_save_step_and_release)(run, script, state, error=result.error, now=clock(),

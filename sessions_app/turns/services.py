@@ -22,7 +22,6 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from uuid6 import uuid7
 
-from compaction_app.engine.items import Item
 from compaction_app.engine.port import ModelClient
 from compaction_app.providers.factory import build_client
 from sessions_app.compactions import settings_builder
@@ -31,8 +30,24 @@ from sessions_app.rollout import lease as locks
 from sessions_app.rollout import selectors
 from sessions_app.turns.caches import idle_sessions
 from sessions_app.turns.inputs import validate_settings_change, validate_user_input
-from sessions_app.turns.loop import TurnConfig, TurnResult, TurnState, run_turn_loop
+from sessions_app.turns.loop import TurnConfig, TurnResult, run_turn_loop
 from sessions_app.turns.port import Holding, SessionTurnPort, record_turn_alerts
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnScript:
+    """What a scripted turn (a simulator step) brings beside its input: its simulated tools by name and the random
+    source of their outputs, the fault injection of its own requests (instead of the session's), the fields its
+    turn_context line carries, and the sleep of its retry backoff. A plain (API) turn has none of these."""
+
+    tools: Mapping[str, Any] | None = None
+    tool_rng: Callable[[str], random.Random] | None = None
+    fault_injection: Mapping[str, Any] | None = None
+    turn_context: Mapping[str, Any] | None = None
+    sleep: Callable[[float], Awaitable[None]] | None = None
+
+
+UNSCRIPTED = TurnScript()
 
 
 @dataclass(frozen=True)
@@ -44,12 +59,7 @@ class TurnRequest:
     turn_id: str
     settings_change: dict[str, Any]
     actor: Any = None
-    tools: Mapping[str, Any] | None = None
-    tool_rng: Callable[[str], random.Random] | None = None
-    fault_injection: Mapping[str, Any] | None = None
-    initial_context: Callable[[Session, TurnState], list[Item]] | None = None
-    turn_context: Mapping[str, Any] | None = None
-    sleep: Callable[[float], Awaitable[None]] | None = None
+    script: TurnScript = UNSCRIPTED
 
 
 def _client_for(session: Session, fault_injection: Mapping[str, Any] | None) -> ModelClient:
@@ -79,34 +89,29 @@ async def arun_turn(
     *,
     session_id: int,
     user_input: str | list[dict[str, Any]],
-    tools: Mapping[str, Any] | None = None,
-    tool_rng: Callable[[str], random.Random] | None = None,
     turn_id: str | None = None,
     actor=None,
-    lease: locks.Lease | None = None,
-    client: ModelClient | None = None,
-    fault_injection: Mapping[str, Any] | None = None,
-    initial_context: Callable[[Session, TurnState], list[Item]] | None = None,
-    turn_context: Mapping[str, Any] | None = None,
     settings: Mapping[str, Any] | None = None,
-    sleep: Callable[[float], Awaitable[None]] | None = None,
+    script: TurnScript = UNSCRIPTED,
+    lease: locks.Lease | None = None,
     session: Session | None = None,
+    client: ModelClient | None = None,
 ) -> TurnResult:
     """Run one turn of a session (spec §2.4) and return what happened.
 
     Takes the session's lease unless `lease` (already held, e.g. by a simulator step) is given; raises SessionBusy
     when another turn, compaction or rollback holds it, Session.DoesNotExist for an unknown session and
     TurnInputError for an empty input, all before anything is recorded. Provider and compaction failures do not
-    raise: they end the turn with an `error` line and `status="failed"`. `tools` are simulated tools by name (none
-    for API turns); `fault_injection` overrides the session's for the turn's own requests. `session`: with `lease`,
+    raise: they end the turn with an `error` line and `status="failed"`. `script`: what a simulator step adds
+    (simulated tools, its own fault injection...); an API turn has none. `session`: with `lease`,
     the session (provider and policy loaded) the lease holder already read, so the turn does not read it again.
     """
     validate_user_input(user_input)
     request = TurnRequest(
         session_id=session_id, user_input=user_input, turn_id=turn_id or str(uuid7()),
-        settings_change=validate_settings_change(settings), actor=actor, tools=tools, tool_rng=tool_rng,
-        fault_injection=fault_injection, initial_context=initial_context, turn_context=turn_context, sleep=sleep,
+        settings_change=validate_settings_change(settings), actor=actor, script=script,
     )
+    fault_injection = script.fault_injection
     if lease is not None:
         if session is None or session.pk != session_id:
             session = await sync_to_async(selectors.get_session)(session_id=session_id)
@@ -149,15 +154,16 @@ async def _run_turn(request: TurnRequest, *, session: Session, holding: Holding,
         own_client = client is None
     lease = holding.lease
     try:
+        script = request.script
         config = _turn_config(
-            session, tools=dict(request.tools) if request.tools else None, tool_rng=request.tool_rng,
-            sleep=request.sleep, turn_context=dict(request.turn_context) if request.turn_context else None,
+            session, tools=dict(script.tools) if script.tools else None, tool_rng=script.tool_rng,
+            sleep=script.sleep, turn_context=dict(script.turn_context) if script.turn_context else None,
             settings_change=request.settings_change or None,
         )
         port = SessionTurnPort(session_id=request.session_id, turn_id=request.turn_id, holding=holding,
-                               actor=request.actor, initial_context=request.initial_context, session=session)
+                               actor=request.actor, session=session)
         if model is None:
-            model = await sync_to_async(_client_for)(session, request.fault_injection)
+            model = await sync_to_async(_client_for)(session, script.fault_injection)
         # Renewed in the background too: one provider call or stream may outlast the lease's TTL.
         async with locks.keep_renewed(lease):
             result = await run_turn_loop(port=port, client=model, user_input=request.user_input,

@@ -12,7 +12,7 @@ from compaction_app.models import Alert, AlertSettings, Compaction, CompactionPo
 from sessions_app.compactions import alerts
 from sessions_app.models import Session, SimulatorRun
 from sessions_app.simulator import load_scenario
-from sessions_app.turns.services import run_turn
+from sessions_app.turns.services import TurnScript, run_turn
 from tests.compaction_app.engine.fakes import FakeClient, assistant, completed, done
 
 SENT: list[dict] = []
@@ -105,7 +105,8 @@ def test_re_reading_what_a_compaction_dropped_is_alerted_and_taxed(operator_api,
     client = FakeClient(streams=[[done(read_call("r1", "src/ledger.py")), completed(500, 20)],
                                  [done(assistant("read it again")), completed(900, 10)]])
     tools = load_scenario("fix-failing-test").build_tools(seed=1)
-    result = run_turn(session_id=reader.pk, user_input="what was in that file?", tools=tools, client=client)
+    result = run_turn(session_id=reader.pk, user_input="what was in that file?", script=TurnScript(tools=tools),
+                      client=client)
     assert result.ok, result.error
     (alert,) = Alert.objects.filter(kind="reread")
     assert list(alert.compactions.values_list("pk", flat=True)) == [compaction_id]
@@ -121,7 +122,7 @@ def test_fetching_a_dropped_file_whose_content_changed_is_not_a_re_read(operator
     compaction_id = compact(operator_api, reader)["id"]
     client = FakeClient(streams=[[done(read_call("r1", "src/ledger.py")), completed(500, 20)],
                                  [done(assistant("read it again")), completed(900, 10)]])
-    assert run_turn(session_id=reader.pk, user_input="what is in it now?", tools=scenario_tools(),
+    assert run_turn(session_id=reader.pk, user_input="what is in it now?", script=TurnScript(tools=scenario_tools()),
                     client=client).ok
     assert not Alert.objects.filter(kind="reread").exists()
     assert Compaction.objects.get(pk=compaction_id).reread_tokens == 0
@@ -138,7 +139,8 @@ def test_re_running_a_dropped_test_command_is_not_a_re_read(operator_api, make_s
     compact(operator_api, session)
     again = {**run, "call_id": "t2"}
     client = FakeClient(streams=[[done(again), completed(500, 20)], [done(assistant("ran")), completed(900, 10)]])
-    assert run_turn(session_id=session.pk, user_input="again", tools=scenario_tools(), client=client).ok
+    assert run_turn(session_id=session.pk, user_input="again", script=TurnScript(tools=scenario_tools()),
+                    client=client).ok
     assert not Alert.objects.filter(kind="reread").exists()
 
 
