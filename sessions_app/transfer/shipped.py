@@ -46,6 +46,20 @@ class Shipped:
     lines: int  # lines taken from this batch
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """One received batch of a shipped file with whose it is: what importing or appending it reads."""
+
+    key: str  # the file's CodexSource path
+    file: str
+    name: str
+    lines: list[bytes]
+    data: bytes
+    user: object
+    provider: object
+    policy: object
+
+
 def _key(user, file: str) -> str:
     if not file or len(file) > MAX_FILE_KEY or "\x00" in file:
         raise TransferRefused(f"file: a key of 1 to {MAX_FILE_KEY} characters naming the shipped file")
@@ -77,13 +91,14 @@ def do_receive_shipped_lines(*, user, file: str, offset: int, data: bytes, name:
                                  name=name or file)
     if too_long is not None:
         raise TransferRefused(str(too_long), code="invalid_rollout")
+    batch = _Batch(key=key, file=file, name=name, lines=lines, data=data, user=user, provider=provider,
+                   policy=policy)
     if replaces is not None:
-        return _replace(key, file, name, lines, data, user, provider, policy, source=source, replaces=replaces,
-                        offset=offset)
+        return _replace(batch, source=source, replaces=replaces, offset=offset)
     if source is None:
         if offset != 0:
             raise _mismatch(file, 0, offset)
-        return _import(key, file, name, lines, data, user, provider, policy)
+        return _import(batch)
     with transaction.atomic():
         locked = CodexSource.objects.select_for_update().get(pk=source.pk)
         if locked.offset != offset:
@@ -94,18 +109,18 @@ def do_receive_shipped_lines(*, user, file: str, offset: int, data: bytes, name:
     return Shipped(file=file, offset=end, session=locked.session_id, lines=count)
 
 
-def _replace(key: str, file: str, name: str, lines: list[bytes], data: bytes, user, provider, policy, *,
-             source: CodexSource | None, replaces: int, offset: int) -> Shipped:
+def _replace(batch: _Batch, *, source: CodexSource | None, replaces: int, offset: int) -> Shipped:
     """A rewritten shipped file: its first batch becomes a new session linked to the old one (module docstring)."""
+    key, file = batch.key, batch.file
     have = source.offset if source is not None else 0
     if offset != 0 or have != replaces:
         raise _mismatch(file, have, offset)
     assert source is not None
     with transaction.atomic():
         if CodexSource.objects.filter(pk=source.pk, path=key).update(path="") != 1:  # a racing rewrite got it
-            raise _mismatch(file, shipped_offset(user=user, file=file).offset, offset)
+            raise _mismatch(file, shipped_offset(user=batch.user, file=file).offset, offset)
     try:
-        result = _import(key, file, name, lines, data, user, provider, policy, continues=source.session)
+        result = _import(batch, continues=source.session)
     except BaseException:
         CodexSource.objects.filter(pk=source.pk).update(path=key)  # refused: the old file stays followed
         raise
@@ -116,10 +131,10 @@ def _replace(key: str, file: str, name: str, lines: list[bytes], data: bytes, us
     return result
 
 
-def _import(key: str, file: str, name: str, lines: list[bytes], data: bytes, user, provider, policy,
-            continues=None) -> Shipped:
-    kwargs = {"lines": lines, "source_name": name or file.rsplit("/", 1)[-1], "provider": provider,
-              "policy": policy, "actor": user, "follow_path": key, "follow_state": {"offset": len(data)},
+def _import(batch: _Batch, continues=None) -> Shipped:
+    key, file, lines, data = batch.key, batch.file, batch.lines, batch.data
+    kwargs = {"lines": lines, "source_name": batch.name or file.rsplit("/", 1)[-1], "provider": batch.provider,
+              "policy": batch.policy, "actor": batch.user, "follow_path": key, "follow_state": {"offset": len(data)},
               "continues": continues}
     try:
         result = import_followed(**kwargs)

@@ -19,6 +19,7 @@ import base64
 import logging
 import socket
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -37,16 +38,29 @@ class ShipperRefused(Exception):
     """The server refused the shipper itself (its token or role): retrying cannot help."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class Server:
+    """The compactweb server a shipper sends to: its address, an operator's API token, the timeout of one
+    request, and (tests) the HTTP transport instead of the network."""
+
+    url: str
+    token: str
+    timeout: float = 30.0
+    transport: httpx.BaseTransport | None = None
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url.rstrip("/"), timeout=self.timeout, transport=self.transport,
+                            headers={"Authorization": f"Token {self.token}"})
+
+
 class Shipper:
-    def __init__(self, root: Path, *, url: str, token: str, name: str = "", batch_bytes: int = BATCH_BYTES,
-                 backoff: float = 0.5, max_backoff: float = 30.0, timeout: float = 30.0,
-                 stop: threading.Event | None = None, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, root: Path, *, server: Server, name: str = "", batch_bytes: int = BATCH_BYTES,
+                 backoff: float = 0.5, max_backoff: float = 30.0, stop: threading.Event | None = None) -> None:
         self.root = Path(root)
         self.name = name or socket.gethostname()
         self.batch_bytes, self.backoff, self.max_backoff = batch_bytes, backoff, max_backoff
         self.stop = stop or threading.Event()
-        self.client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, transport=transport,
-                                   headers={"Authorization": f"Token {token}"})
+        self.client = server.client()
         self.offsets: dict[str, int] = {}  # what the server had at the last answer, per file key
         self.retries = 0  # requests retried after a network error or a 5xx (tests and the command read it)
 

@@ -39,14 +39,16 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="", help="With --to: this machine's name in the files' keys "
                                                        "(default: the host name).")
 
-    def handle(self, *args, folder, provider, policy, once, rescan, to, token, name, **options):
+    def handle(self, *args, **options):
+        folder, once, rescan = options["folder"], options["once"], options["rescan"]
         root = Path(folder).expanduser()
         if once and not root.is_dir():
             raise CommandError(f"{folder}: no such folder")
-        if to:
-            return self._ship(root, to, token or os.environ.get("COMPACTWEB_SHIP_TOKEN", ""), name, once, rescan)
-        provider_row = row_by_id_or_name(Provider, provider)
-        policy_row = row_by_id_or_name(CompactionPolicy, policy)
+        if options["to"]:
+            token = options["token"] or os.environ.get("COMPACTWEB_SHIP_TOKEN", "")
+            return self._ship(root, options["to"], token, options["name"], once, rescan)
+        provider_row = row_by_id_or_name(Provider, options["provider"])
+        policy_row = row_by_id_or_name(CompactionPolicy, options["policy"])
         if once:
             for result in sync_folder(root=root, provider=provider_row, policy=policy_row):
                 self._report(result)
@@ -59,11 +61,11 @@ class Command(BaseCommand):
             follower.stop()
 
     def _ship(self, root: Path, url: str, token: str, name: str, once: bool, rescan: float) -> None:
-        from sessions_app.transfer.shipper import Shipper, ShipperRefused, ShipperStopped
+        from sessions_app.transfer.shipper import Server, Shipper, ShipperRefused, ShipperStopped
 
         if not token:
             raise CommandError("--to needs an API token: --token KEY or $COMPACTWEB_SHIP_TOKEN")
-        shipper = Shipper(root, url=url, token=token, name=name)
+        shipper = Shipper(root, server=Server(url=url, token=token), name=name)
         try:
             shipper.check()
             if once:

@@ -14,7 +14,7 @@ from django.core.management import call_command
 
 from sessions_app.models import CodexSource, Session
 from sessions_app.transfer import exporter
-from sessions_app.transfer.shipper import Shipper
+from sessions_app.transfer.shipper import Server, Shipper
 
 ROLLOUTS = Path(__file__).resolve().parents[2] / "fixtures" / "rollouts"
 LOCAL = (ROLLOUTS / "codex_0169_local_compaction.jsonl").read_bytes()
@@ -113,8 +113,8 @@ def test_the_shipper_loses_and_repeats_nothing_through_outages_and_lost_answers(
     path = day / NAME
     lines = LOCAL.splitlines(keepends=True)
     transport = FlakyTransport(operator_api, outages=3, lost_answers=3)
-    shipper = Shipper(tmp_path / "sessions", url="http://server", token="unused", name="laptop", batch_bytes=4096,
-                      backoff=0.0, transport=transport)
+    shipper = Shipper(tmp_path / "sessions", server=Server(url="http://server", token="unused", transport=transport),
+                      name="laptop", batch_bytes=4096, backoff=0.0)
     path.write_bytes(b"".join(lines[:70]) + lines[70][:30])  # a half-written line waits
     first = shipper.sync(path=path)
     assert first.action == "shipped" and shipper.retries >= 4
@@ -125,8 +125,8 @@ def test_the_shipper_loses_and_repeats_nothing_through_outages_and_lost_answers(
     assert shipper.sync(path=path).action == "shipped"
     assert CodexSource.objects.get(session_id=first.session_id).line_count == len(lines)
     # A restarted shipper knows nothing: it asks the server where the file stands.
-    restarted = Shipper(tmp_path / "sessions", url="http://server", token="unused", name="laptop",
-                        transport=FlakyTransport(operator_api, outages=0, lost_answers=0))
+    restarted = Shipper(tmp_path / "sessions", name="laptop", server=Server(
+        url="http://server", token="unused", transport=FlakyTransport(operator_api, outages=0, lost_answers=0)))
     assert restarted.sync(path=path).action == "unchanged"
     assert transport.posts > len(LOCAL) // 4096  # the bounded batches
     assert _exported(first.session_id) == LOCAL
@@ -141,8 +141,8 @@ def test_a_shipped_file_rewritten_shorter_is_followed_as_a_new_session_linked_to
     lines = LOCAL.splitlines(keepends=True)
     path.write_bytes(LOCAL)
     # The rewrite's first batch loses its answer: the repeated batch must not start a third session.
-    shipper = Shipper(tmp_path / "sessions", url="http://server", token="unused", name="laptop", backoff=0.0,
-                      transport=FlakyTransport(operator_api, outages=0, lost_answers=0))
+    shipper = Shipper(tmp_path / "sessions", name="laptop", backoff=0.0, server=Server(
+        url="http://server", token="unused", transport=FlakyTransport(operator_api, outages=0, lost_answers=0)))
     old = shipper.sync(path=path)
     assert old.action == "shipped"
     rewritten = b"".join(lines[:40])
