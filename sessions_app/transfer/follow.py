@@ -132,11 +132,11 @@ def _import_new(path: Path, key: str, provider, policy, *, continues: Session | 
     too_long = long_line_refusal(new.lines, first_number=1, name=path.name)
     if too_long is not None:
         return SyncResult(key, "refused", detail=str(too_long))
-    kwargs = {"lines": new.lines, "source_name": path.name, "provider": provider, "policy": policy,
-              "follow_path": key, "follow_state": _state(new, head=head_digest(head)), "continues": continues}
+    followed = importer.FollowedFile(path=key, state=_state(new, head=head_digest(head)), continues=continues)
     try:
         # Committed in batches; the read state lands with the import's last transaction.
-        result = import_followed(**kwargs)
+        result = import_followed(lines=new.lines, source_name=path.name, provider=provider, policy=policy,
+                                 followed=followed)
     except AlreadyImported as exc:
         return SyncResult(key, "refused", exc.session_id, detail=str(exc))
     except (RolloutImportError, TransferRefused) as exc:
@@ -145,15 +145,15 @@ def _import_new(path: Path, key: str, provider, policy, *, continues: Session | 
     return SyncResult(key, "imported", result.session.pk, len(new.lines))
 
 
-def import_followed(**kwargs):
+def import_followed(*, followed: importer.FollowedFile, **kwargs) -> importer.ImportResult:
     """Import a followed (or shipped) file. A rewritten file that `continues` a session keeps that session's
     thread id: refused as already imported, it is imported under a new id, the old one kept as forked_from_id."""
     try:
-        return importer.do_import_rollout(**kwargs)
+        return importer.do_import_rollout(followed=followed, **kwargs)
     except AlreadyImported:
-        if kwargs.get("continues") is None:
+        if followed.continues is None:
             raise
-        return importer.do_import_rollout(**kwargs, new_thread_id=True)
+        return importer.do_import_rollout(followed=followed, new_thread_id=True, **kwargs)
 
 
 def long_line_refusal(lines: list[bytes], *, first_number: int, name: str) -> RolloutImportError | None:

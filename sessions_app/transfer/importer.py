@@ -332,6 +332,30 @@ def provider_for_window(provider: Provider, window: int | None) -> Provider:
     return derived_provider(provider, model=provider.model, context_window=full)
 
 
+@dataclass(frozen=True, kw_only=True)
+class FollowedFile:
+    """A file the import goes on following (a local follow or a shipped file): its CodexSource `path`, the read
+    `state` stored with the import's last transaction, and the session a rewritten file was followed as before."""
+
+    path: str
+    state: dict[str, Any]
+    continues: Session | None = None
+
+
+@dataclass
+class _Header:
+    """The first batch of a file, read: the stream that goes on reading it and what the session starts from."""
+
+    stream: _ImportStream
+    raw: list[RawLine]
+    parsed: ParsedRollout
+    original_id: uuid.UUID
+    meta_time: datetime
+    meta: dict[str, Any]
+    meta_line_no: int
+    window_id: str
+
+
 def do_import_rollout(
     *,
     lines: Iterable[str | bytes],
@@ -342,11 +366,9 @@ def do_import_rollout(
     new_thread_id: bool = False,
     actor=None,
     strict: bool = False,
-    follow_path: str = "",
-    follow_state: dict[str, Any] | None = None,
-    continues: Session | None = None,
+    followed: FollowedFile | None = None,
 ) -> ImportResult:
-    """Import one Codex rollout as a new session (source "imported", or "followed" with `follow_path`), all or
+    """Import one Codex rollout as a new session (source "imported", or "followed" with `followed`), all or
     nothing in the database (spec §15, §8.2; issue 13).
 
     Tolerant by default, like Codex's own loader: unparseable lines (a truncated last line), unknown kinds and
@@ -356,9 +378,9 @@ def do_import_rollout(
     Compactions are labelled from the rollout (sessions_app.codex_rollout.labels) and the session gets the
     context window Codex reported. Raises AlreadyImported when a session with the rollout's thread id exists
     (unless `new_thread_id`, which imports under a fresh id and keeps the original as `forked_from_id`),
-    TransferRefused when no provider or policy is configured. A followed file's read state (`follow_state`: the
-    CodexSource fields offset, head, tail, inode) is stored in the import's last transaction; `continues` links
-    the new session to the one a rewritten file was followed as before (issue 30).
+    TransferRefused when no provider or policy is configured. A followed file's read state (`followed.state`: the
+    CodexSource fields offset, head, tail, inode) is stored in the import's last transaction; `followed.continues` links
+    the new session to the one a rewritten file was followed as before (issue 30): 
 
     Big files (issue 13, item 5): the file is read and written IMPORT_CHUNK_LINES lines at a time, each batch in
     its own short transaction, into a staging table (StagedRolloutLine; the session is read-only, source
@@ -368,122 +390,30 @@ def do_import_rollout(
     import lands whole or leaves nothing. Live events: one progress event per batch and one lines event.
     """
     chunks = _chunks(lines, IMPORT_CHUNK_LINES)
-    first_chunk = next(chunks, [])
-    raw = split_raw_lines(first_chunk)
-    state: _ImportStream
-    if looks_like_claude_transcript(first_chunk):
-        # A Claude Code transcript (issue 35): same staging, source lines and export, its own reader.
-        state = _ClaudeImportStream(strict=strict, source_name=source_name)
-        parsed = state.parse(raw, first_line_no=1)
-        if state.errors:
-            raise RolloutImportError(
-                [*state.errors, *_claude_strict_errors_in(chunks, first_line_no=len(raw) + 1)],
-                source_name=source_name)
-        original_id, meta_time, meta, meta_line_no = state.header(parsed)
-        window_id = meta["context_window"]["window_id"]
-    else:
-        try:
-            parsed = parse_rollout([r.raw for r in raw], source_name=source_name, strict=strict)
-        except RolloutImportError as exc:
-            # Strict: name every bad line of the whole file, as the unchunked reader did.
-            errors = list(exc.errors)
-            for more in _strict_errors_in(chunks, first_line_no=len(raw) + 1, source_name=source_name):
-                errors.append(more)
-            raise RolloutImportError(errors, source_name=source_name) from None
-        original_id, meta_time = _thread_id_and_time(parsed, raw)
-        meta = dict(parsed.session_meta or {})
-        meta_line_no = next(line.line_no for line in parsed.lines if line.kind == p.SESSION_META)
-        window_id = _meta_window_id(meta, parsed)
-        state = _ImportStream(strict=strict, source_name=source_name)
+    header = _read_header(next(chunks, []), chunks, strict=strict, source_name=source_name)
     provider, policy = default_provider_and_policy(provider, policy)
-    thread_id = uuid.UUID(int=uuid7().int) if new_thread_id else original_id
+    thread_id = uuid.UUID(int=uuid7().int) if new_thread_id else header.original_id
     existing = Session.objects.filter(thread_id=thread_id).values_list("pk", flat=True).first()
     if existing is not None:
         raise AlreadyImported(thread_id=str(thread_id), session_id=existing)
     meta_payload = {
-        **meta,
+        **header.meta,
         "id": str(thread_id),
-        "model": meta.get("model") or provider.model,
+        "model": header.meta.get("model") or provider.model,
         "window_number": 0,
-        "window_id": window_id,
-        "first_window_id": window_id,
+        "window_id": header.window_id,
+        "first_window_id": header.window_id,
     }
     if new_thread_id:
-        meta_payload["forked_from_id"] = str(original_id)
-    final_source = FOLLOWED if follow_path else IMPORTED
+        meta_payload["forked_from_id"] = str(header.original_id)
+    session, source = _start_session(header, meta_payload, thread_id=thread_id, title=title, provider=provider,
+                                     policy=policy, actor=actor, source_name=source_name, followed=followed)
     try:
-        # Short transaction 1: the session (read-only while it imports: source "importing"), its first line staged.
-        with transaction.atomic():
-            session = Session.objects.create(
-                title=state.first_title(parsed, title), provider=provider, policy=policy,
-                base_instructions=_base_text(meta), thread_id=thread_id, model=provider.model, source=IMPORTING,
-            )
-            meta_rows = append_rollout_lines(
-                session=session, lines=[NewLine(p.SESSION_META, meta_payload, meta_time)], actor=actor,
-                staged=True, publish=False)
-            source = codex_sources.store_source(
-                session=session, name=_file_name(source_name), raw=[], seq_by_line={}, problems=[],
-                path=follow_path,
-            )
-            if continues is not None:
-                CodexSource.objects.filter(pk=source.pk).update(continues=continues)
-    except IntegrityError:
-        # Another import of the same thread won the race for the unique thread id.
-        existing = Session.objects.filter(thread_id=thread_id).values_list("pk", flat=True).first()
-        if existing is None:
-            raise
-        raise AlreadyImported(thread_id=str(thread_id), session_id=existing) from None
-    try:
-        state.seq_by_line[meta_line_no] = meta_rows[0].seq
-        # One short transaction per batch of lines, staged (not yet in the append-only rollout): other writers get
-        # the database between batches.
-        with transaction.atomic():
-            state.feed(session=session, source=source, raw=raw, parsed=parsed, actor=actor)
-        import_batch_committed(session_id=session.pk, lines_read=state.source_lines)
-        next_no = len(raw) + 1
-        for chunk in chunks:
-            raw = split_raw_lines(chunk)
-            with transaction.atomic():
-                parsed = state.parse(raw, first_line_no=next_no)
-                state.feed(session=session, source=source, raw=raw, parsed=parsed, actor=actor)
-            import_batch_committed(session_id=session.pk, lines_read=state.source_lines)
-            next_no += len(raw)
+        _stage(header, chunks, session=session, source=source, actor=actor)
         # The last short transaction: install the staged lines into the rollout, then the compactions and labels.
         with transaction.atomic():
-            state.finish(session=session, actor=actor)
-            if state.errors:
-                raise _StrictRefusal(RolloutImportError(state.errors, source_name=source_name))
-            install_staged_lines(session_id=session.pk)
-            window = state.window
-            CodexSource.objects.filter(pk=source.pk).update(
-                context_window=window, problems=[x.as_dict() for x in sorted(state.problems, key=_line_of)],
-                updated_at=timezone.now(), **((follow_state or {}) if follow_path else {}))
-            updates = {"provider": provider_for_window(provider, window), "source": final_source}
-            if not title and session.title.startswith(UNTITLED_PREFIX) and state.title:
-                updates["title"] = state.title
-            Session.objects.filter(pk=session.pk).update(**updates)
-            labels = {state.seq_by_line[no]: label for no, label in state.labels.items() if no in state.seq_by_line}
-            compactions = create_compactions(session, state.compaction_rows, labels)
-            result = ImportResult(
-                session=session,
-                source_name=source_name,
-                lines_read=sum(state.kind_counts.values()),
-                lines_imported=state.rows + 1,
-                kind_counts=dict(state.kind_counts),
-                skipped_kinds=dict(state.skipped_kinds),
-                compactions=compactions,
-                legacy_compactions_rebuilt=state.legacy_rebuilt,
-                thread_rollbacks=state.thread_rollbacks,
-                problems=sorted(state.problems, key=_line_of),
-                strict=strict,
-            )
-            record_audit(
-                action=AuditEntry.Action.IMPORT, actor=actor, session=session,
-                reason=f"imported {source_name or 'a rollout'}",
-                detail={k: v for k, v in result.as_dict().items() if k not in ("session", "problems")},
-            )
-            session.refresh_from_db()
-            _publish_imported(session)
+            result = _install(header.stream, session=session, source=source, provider=provider, title=title,
+                              actor=actor, source_name=source_name, strict=strict, followed=followed)
     except BaseException as exc:
         discard_import(session_id=session.pk)
         if isinstance(exc, _StrictRefusal):
@@ -494,6 +424,130 @@ def do_import_rollout(
             raise TransferRefused(f"the rollout cannot be imported: {exc}", code="invalid_rollout") from None
         raise
     session.refresh_from_db()
+    return result
+
+
+def _read_header(first_chunk: list[str | bytes], chunks: Iterator[list[str | bytes]], *, strict: bool,
+                 source_name: str) -> _Header:
+    """Read the file's first batch: a Codex rollout or a Claude Code transcript, its thread id, time and meta. A
+    strict import of a bad file is refused here, naming every bad line of the whole file."""
+    raw = split_raw_lines(first_chunk)
+    if looks_like_claude_transcript(first_chunk):
+        # A Claude Code transcript (issue 35): same staging, source lines and export, its own reader.
+        stream: _ImportStream = _ClaudeImportStream(strict=strict, source_name=source_name)
+        parsed = stream.parse(raw, first_line_no=1)
+        if stream.errors:
+            raise RolloutImportError(
+                [*stream.errors, *_claude_strict_errors_in(chunks, first_line_no=len(raw) + 1)],
+                source_name=source_name)
+        original_id, meta_time, meta, meta_line_no = stream.header(parsed)
+        return _Header(stream=stream, raw=raw, parsed=parsed, original_id=original_id, meta_time=meta_time,
+                       meta=meta, meta_line_no=meta_line_no, window_id=meta["context_window"]["window_id"])
+    try:
+        parsed = parse_rollout([r.raw for r in raw], source_name=source_name, strict=strict)
+    except RolloutImportError as exc:
+        # Strict: name every bad line of the whole file, as the unchunked reader did.
+        errors = [*exc.errors, *_strict_errors_in(chunks, first_line_no=len(raw) + 1, source_name=source_name)]
+        raise RolloutImportError(errors, source_name=source_name) from None
+    original_id, meta_time = _thread_id_and_time(parsed, raw)
+    meta = dict(parsed.session_meta or {})
+    return _Header(
+        stream=_ImportStream(strict=strict, source_name=source_name), raw=raw, parsed=parsed,
+        original_id=original_id, meta_time=meta_time, meta=meta,
+        meta_line_no=next(line.line_no for line in parsed.lines if line.kind == p.SESSION_META),
+        window_id=_meta_window_id(meta, parsed),
+    )
+
+
+def _start_session(header: _Header, meta_payload: dict[str, Any], *, thread_id: uuid.UUID, title: str | None,
+                   provider: Provider, policy: CompactionPolicy, actor, source_name: str,
+                   followed: FollowedFile | None) -> tuple[Session, CodexSource]:
+    """Short transaction 1: the session (read-only while it imports: source "importing"), its first line staged,
+    and its CodexSource. AlreadyImported when another import of the same thread won the race."""
+    try:
+        with transaction.atomic():
+            session = Session.objects.create(
+                title=header.stream.first_title(header.parsed, title), provider=provider, policy=policy,
+                base_instructions=_base_text(header.meta), thread_id=thread_id, model=provider.model,
+                source=IMPORTING,
+            )
+            meta_rows = append_rollout_lines(
+                session=session, lines=[NewLine(p.SESSION_META, meta_payload, header.meta_time)], actor=actor,
+                staged=True, publish=False)
+            source = codex_sources.store_source(
+                session=session, name=_file_name(source_name), raw=[], seq_by_line={}, problems=[],
+                path=followed.path if followed is not None else "",
+            )
+            if followed is not None and followed.continues is not None:
+                CodexSource.objects.filter(pk=source.pk).update(continues=followed.continues)
+    except IntegrityError:
+        # Another import of the same thread won the race for the unique thread id.
+        existing = Session.objects.filter(thread_id=thread_id).values_list("pk", flat=True).first()
+        if existing is None:
+            raise
+        raise AlreadyImported(thread_id=str(thread_id), session_id=existing) from None
+    header.stream.seq_by_line[header.meta_line_no] = meta_rows[0].seq
+    return session, source
+
+
+def _stage(header: _Header, chunks: Iterator[list[str | bytes]], *, session: Session, source: CodexSource,
+           actor) -> None:
+    """One short transaction per batch of lines, staged (not yet in the append-only rollout): other writers get
+    the database between batches."""
+    stream = header.stream
+    with transaction.atomic():
+        stream.feed(session=session, source=source, raw=header.raw, parsed=header.parsed, actor=actor)
+    import_batch_committed(session_id=session.pk, lines_read=stream.source_lines)
+    next_no = len(header.raw) + 1
+    for chunk in chunks:
+        raw = split_raw_lines(chunk)
+        with transaction.atomic():
+            parsed = stream.parse(raw, first_line_no=next_no)
+            stream.feed(session=session, source=source, raw=raw, parsed=parsed, actor=actor)
+        import_batch_committed(session_id=session.pk, lines_read=stream.source_lines)
+        next_no += len(raw)
+
+
+def _install(stream: _ImportStream, *, session: Session, source: CodexSource, provider: Provider,
+             title: str | None, actor, source_name: str, strict: bool,
+             followed: FollowedFile | None) -> ImportResult:
+    """Install the staged lines into the rollout, then the session's final source, provider and title, the
+    compactions with their labels and the audit entry (inside the import's last transaction)."""
+    stream.finish(session=session, actor=actor)
+    if stream.errors:
+        raise _StrictRefusal(RolloutImportError(stream.errors, source_name=source_name))
+    install_staged_lines(session_id=session.pk)
+    window = stream.window
+    problems = sorted(stream.problems, key=_line_of)
+    CodexSource.objects.filter(pk=source.pk).update(
+        context_window=window, problems=[x.as_dict() for x in problems], updated_at=timezone.now(),
+        **(followed.state if followed is not None else {}))
+    updates = {"provider": provider_for_window(provider, window),
+               "source": FOLLOWED if followed is not None else IMPORTED}
+    if not title and session.title.startswith(UNTITLED_PREFIX) and stream.title:
+        updates["title"] = stream.title
+    Session.objects.filter(pk=session.pk).update(**updates)
+    labels = {stream.seq_by_line[no]: label for no, label in stream.labels.items() if no in stream.seq_by_line}
+    result = ImportResult(
+        session=session,
+        source_name=source_name,
+        lines_read=sum(stream.kind_counts.values()),
+        lines_imported=stream.rows + 1,
+        kind_counts=dict(stream.kind_counts),
+        skipped_kinds=dict(stream.skipped_kinds),
+        compactions=create_compactions(session, stream.compaction_rows, labels),
+        legacy_compactions_rebuilt=stream.legacy_rebuilt,
+        thread_rollbacks=stream.thread_rollbacks,
+        problems=problems,
+        strict=strict,
+    )
+    record_audit(
+        action=AuditEntry.Action.IMPORT, actor=actor, session=session,
+        reason=f"imported {source_name or 'a rollout'}",
+        detail={k: v for k, v in result.as_dict().items() if k not in ("session", "problems")},
+    )
+    session.refresh_from_db()
+    _publish_imported(session)
     return result
 
 

@@ -33,6 +33,7 @@ from sessions_app.transfer.follow import (
     long_line_refusal,
     record_file_event,
 )
+from sessions_app.transfer.importer import FollowedFile
 from sessions_app.transfer.refusals import AlreadyImported, OffsetMismatch, TransferRefused
 
 MAX_FILE_KEY = 900
@@ -133,11 +134,12 @@ def _replace(batch: _Batch, *, source: CodexSource | None, replaces: int, offset
 
 def _import(batch: _Batch, continues=None) -> Shipped:
     key, file, lines, data = batch.key, batch.file, batch.lines, batch.data
-    kwargs = {"lines": lines, "source_name": batch.name or file.rsplit("/", 1)[-1], "provider": batch.provider,
-              "policy": batch.policy, "actor": batch.user, "follow_path": key, "follow_state": {"offset": len(data)},
-              "continues": continues}
     try:
-        result = import_followed(**kwargs)
+        result = import_followed(
+            lines=lines, source_name=batch.name or file.rsplit("/", 1)[-1], provider=batch.provider,
+            policy=batch.policy, actor=batch.user,
+            followed=FollowedFile(path=key, state={"offset": len(data)}, continues=continues),
+        )
     except AlreadyImported:
         have = CodexSource.objects.filter(path=key, followed=True).values_list("offset", flat=True).first()
         if have is not None:  # the same first batch, sent again or by a racing request: it is in
