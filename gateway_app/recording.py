@@ -34,7 +34,13 @@ from gateway_app.models import GatewayAttempt, GatewayRoute, GatewaySession
 from sessions_app.codex_rollout.labels import LOCAL, REMOTE_V1, REMOTE_V2, Labels
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.rollout import projection as p
-from sessions_app.rollout.services import NewLine, append_rollout_lines, do_create_session, usage_line
+from sessions_app.rollout.services import (
+    ClientOrigin,
+    NewLine,
+    append_rollout_lines,
+    do_create_session,
+    usage_line,
+)
 from sessions_app.rollout.validation import ItemValidationError, validate_item
 from sessions_app.transfer.importer import create_compactions
 
@@ -133,8 +139,9 @@ def _create(exchange: Exchange, route: GatewayRoute, group: str) -> GatewaySessi
         thread = None  # e.g. the same Codex session also followed from its rollout file: a fresh id here
     session = do_create_session(
         title=_title(route, exchange.client_name, exchange.history), provider=route.provider, policy=route.policy,
-        base_instructions=exchange.base_instructions, thread_id=thread, source=GATEWAY_SOURCE, originator=ORIGINATOR,
-        model_provider=exchange.client_provider or route.name)
+        base_instructions=exchange.base_instructions, origin=ClientOrigin(
+            thread_id=thread, source=GATEWAY_SOURCE, originator=ORIGINATOR,
+            model_provider=exchange.client_provider or route.name))
     return GatewaySession.objects.create(
         session=session, route=route, key_id=exchange.key_id, client_name=exchange.client_name, group_key=group,
         prefix_digest=wire.prefix_digest(exchange.history))

@@ -442,6 +442,20 @@ def _item_lines(items: Iterable[Item]) -> list[NewLine]:
     return [NewLine(p.RESPONSE_ITEM, item) for item in items]
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClientOrigin:
+    """Whose session it is when another client records it (the gateway: a Codex CLI): that client's thread id (a
+    new one when None), the session's `source`, and the originator and provider id its session_meta names."""
+
+    thread_id: uuid.UUID | None = None
+    source: str = "native"
+    originator: str = ORIGINATOR
+    model_provider: str | None = None
+
+
+NATIVE = ClientOrigin()  # a session compactweb itself starts
+
+
 def do_create_session(
     *,
     title: str,
@@ -454,10 +468,7 @@ def do_create_session(
     tools: Sequence[dict[str, Any]] = (),
     parallel_tool_calls: bool = False,
     actor=None,
-    thread_id: uuid.UUID | None = None,
-    source: str = "native",
-    originator: str = ORIGINATOR,
-    model_provider: str | None = None,
+    origin: ClientOrigin = NATIVE,
 ) -> Session:
     """Create a session: a `session_meta` line opening window 0 and the given items. Invalid items raise before
     anything is stored.
@@ -466,18 +477,18 @@ def do_create_session(
     Codex, the first turn's pre-turn check sees an empty history and the turn records the context as its context
     update, after `turn_started` (spec §2.4.1, §5.3). With items (a thread that already has a history, e.g. an
     import) the context is written first, then a `turn_context` marking it installed, then the items.
-    `thread_id`, `source`, `originator` and `model_provider`: a session recorded from another client (the gateway)
-    keeps that client's thread id and provider id, so an export resumes under them."""
+    `origin`: a session recorded from another client (the gateway) keeps that client's thread id and provider id,
+    so an export resumes under them."""
     context = validate_items(_as_list(initial_context), "initial_context")
     body = validate_items(_as_list(items), "items")
     tool_specs = validate_tools(_as_list(tools), "tools")
     with transaction.atomic():
-        thread_id = thread_id or uuid.UUID(int=uuid7().int)
+        thread_id = origin.thread_id or uuid.UUID(int=uuid7().int)
         window_id = new_window_id()
         session = Session.objects.create(
             title=title, provider=provider, policy=policy, base_instructions=base_instructions,
             initial_context=context, thread_id=thread_id, model=provider.model, fault_injection=fault_injection or {},
-            tools=tool_specs, parallel_tool_calls=bool(parallel_tool_calls), source=source,
+            tools=tool_specs, parallel_tool_calls=bool(parallel_tool_calls), source=origin.source,
         )
         lines = [
             NewLine(
@@ -485,9 +496,9 @@ def do_create_session(
                 {
                     "id": str(thread_id),
                     "timestamp": timezone.now().isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-                    "originator": originator,
+                    "originator": origin.originator,
                     "source": "api",
-                    "model_provider": model_provider or provider.name,
+                    "model_provider": origin.model_provider or provider.name,
                     "model": provider.model,
                     "base_instructions": {"text": base_instructions},
                     "window_number": 0,
