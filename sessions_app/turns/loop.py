@@ -325,64 +325,89 @@ def user_input_message(user_input: str | Sequence[dict[str, Any]]) -> Item:
     return {"type": "message", "role": "user", "content": [dict(part) for part in user_input]}
 
 
+class _Turn:
+    """One turn in flight: its port and result, and the lines not yet written (`pending`: written with the next
+    write, so the turn's first lines and its user message are one append)."""
+
+    def __init__(self, port: TurnPort, turn_id: str) -> None:
+        self.port = port
+        self.turn_id = turn_id
+        self.result = TurnResult(turn_id=turn_id)
+        self.pending: list[Record] = []
+
+    async def compact(self, reason: Reason, phase: str, compact_with: ModelLimits | None) -> bool:
+        """Run a compaction the turn needs; False (the turn then ends, failed) when it did not install."""
+        if self.pending:
+            # The compaction's own lines must follow the turn's start (spec §2.4 item 4).
+            await self.port.record(self.pending)
+            self.pending = []
+        try:
+            await self.port.compact(reason=reason, phase=phase, compact_with=compact_with)
+        except TurnCompactionFailed as exc:
+            self.result.compactions.append(CompactionStep(reason.value, phase, False, exc.message))
+            await self.fail(exc.code, exc.message)
+            return False
+        self.result.compactions.append(CompactionStep(reason.value, phase, True))
+        return True
+
+    async def fail(self, code: str, message: str) -> None:
+        result = self.result
+        result.status, result.error_code, result.error = "failed", code, message
+        await self.port.record([*self.pending, error_marker(turn_id=self.turn_id, message=message, code=code),
+                                _turn_complete(self.turn_id, "failed", "")])
+        self.pending = []
+
+
 async def run_turn_loop(
     *, port: TurnPort, client: ModelClient, user_input: str | Sequence[dict[str, Any]], turn_id: str,
     config: TurnConfig,
 ) -> TurnResult:
     """Run one regular turn (spec §2.4) through `port` with `client`; never raises for a provider or compaction
     failure (those end the turn with an error line and `status="failed"`)."""
-    result = TurnResult(turn_id=turn_id)
+    turn = _Turn(port, turn_id)
     state = await port.state()
-    started = Marker(
+    turn.pending.append(Marker(
         EVENT_MSG, {"type": "turn_started", "turn_id": turn_id, "model_context_window": state.current.usable_window}
-    )
-    pending: list[Record] = [started]
+    ))
+    state = await _pre_turn(turn, state)
+    if state is None:
+        return turn.result
+    model_slug = await _record_input(turn, state, user_input, config)
+    await _sample_until_done(turn, client, model_slug, config)
+    return turn.result
 
-    async def compact(reason: Reason, phase: str, compact_with: ModelLimits | None) -> bool:
-        nonlocal pending
-        if pending:
-            # The compaction's own lines must follow the turn's start (spec §2.4 item 4).
-            await port.record(pending)
-            pending = []
-        try:
-            await port.compact(reason=reason, phase=phase, compact_with=compact_with)
-        except TurnCompactionFailed as exc:
-            result.compactions.append(CompactionStep(reason.value, phase, False, exc.message))
-            await _fail(exc.code, exc.message)
-            return False
-        result.compactions.append(CompactionStep(reason.value, phase, True))
-        return True
 
-    async def _fail(code: str, message: str) -> None:
-        nonlocal pending
-        result.status, result.error_code, result.error = "failed", code, message
-        await port.record([*pending, error_marker(turn_id=turn_id, message=message, code=code),
-                           _turn_complete(turn_id, "failed", "")])
-        pending = []
-
-    # 1. pre-turn: previous-model check, then the limit check; the user input is not recorded yet.
+async def _pre_turn(turn: _Turn, state: TurnState) -> TurnState | None:
+    """1. pre-turn: the previous-model check, then the limit check; the user input is not recorded yet. The state
+    the turn goes on with, or None when a compaction it needed failed (the turn has ended)."""
+    port = turn.port
     reason = thresholds.previous_model_reason(state.previous, state.current, state.active_tokens, state.scope)
     if reason is not None:
-        if not await compact(reason, Phase.PRE_TURN, state.previous):
-            return result
+        if not await turn.compact(reason, Phase.PRE_TURN, state.previous):
+            return None
         state = await port.state()
     if state.token_status().token_limit_reached:
-        if not await compact(Reason.CONTEXT_LIMIT, Phase.PRE_TURN, None):
-            return result
+        if not await turn.compact(Reason.CONTEXT_LIMIT, Phase.PRE_TURN, None):
+            return None
         state = await port.state()
+    return state
 
-    # 2. context injection (spec §5.3): the full initial context when there is no baseline, else the update for
-    # what the turn's settings change (diffed against the previous turn's); then the turn's baseline and the user
-    # message.
+
+async def _record_input(turn: _Turn, state: TurnState, user_input: str | Sequence[dict[str, Any]],
+                        config: TurnConfig) -> str:
+    """2. context injection (spec §5.3): the full initial context when there is no baseline, else the update for
+    what the turn's settings change (diffed against the previous turn's); then the turn's baseline and the user
+    message, written with the turn's start. Returns the model the turn samples."""
     settings = turn_settings(state.previous_settings, config.settings_change)
     if config.settings_change.get("model") and "model" not in state.previous_settings:
         # A first model switch: the previous model is the one the session ran so far.
         previous = {**state.previous_settings, "model": state.current.slug}
     else:
         previous = state.previous_settings
+    pending = turn.pending
     if not state.reference_context_set:
         # No baseline: one full initial context as of this turn's settings, and no separate update (spec §5.3).
-        pending.extend(context_with_settings(await port.initial_context(state), settings))
+        pending.extend(context_with_settings(await turn.port.initial_context(state), settings))
     else:
         pending.extend(context_update_items(previous, settings))
     model_slug = str(settings.get("model") or state.current.slug)
@@ -392,23 +417,28 @@ async def run_turn_loop(
         # without one, each turn runs the provider's model.
         recorded[MODEL_OVERRIDE_KEY] = model_slug
     pending.append(Marker(TURN_CONTEXT, {
-        **_turn_context_payload(turn_id, state.current, config.turn_context),
+        **_turn_context_payload(turn.turn_id, state.current, config.turn_context),
         **recorded,
         "model": model_slug,
     }))
     pending.append(user_input_message(user_input))
-    await port.record(pending)
-    pending = []
-    result.user_input_recorded = True
+    await turn.port.record(pending)
+    turn.pending = []
+    turn.result.user_input_recorded = True
+    return model_slug
 
-    # 3-4. sampling loop with the mid-turn check.
+
+async def _sample_until_done(turn: _Turn, client: ModelClient, model_slug: str, config: TurnConfig) -> None:
+    """3-4. the sampling loop with the mid-turn check, until the model answers without a client-executed call
+    (or the turn fails)."""
+    port, result, turn_id = turn.port, turn.result, turn.turn_id
     specs = tool_specs(config.tools) if config.tools else list(config.request_tools)
     new_window_requested = False
     while True:
         if result.sampling_requests >= config.max_sampling_requests:
-            await _fail("too_many_requests", f"the turn made {result.sampling_requests} sampling requests without "
-                                             "finishing; stopped")
-            return result
+            await turn.fail("too_many_requests", f"the turn made {result.sampling_requests} sampling requests "
+                                                 "without finishing; stopped")
+            return
         state = await port.state()
         history = await port.history()
         request = ResponsesRequest(
@@ -428,9 +458,9 @@ async def run_turn_loop(
         except ProviderError as exc:
             if recorded:
                 # Output items without a usage: re-estimate so the meter keeps counting them (spec §3.2).
-                pending.append(estimate_marker())
-            await _fail(exc.kind.value, str(exc))
-            return result
+                turn.pending.append(estimate_marker())
+            await turn.fail(exc.kind.value, str(exc))
+            return
         await port.heartbeat()
 
         outputs: list[Item] = []
@@ -444,17 +474,16 @@ async def run_turn_loop(
         usage = UsageRecord(sample.usage or Usage(), sample.reasoning_included)
         # spec §2.4 item 2: only a client-executed call's output (or queued input; the loop has none) makes the
         # model continue; a call the server already executed needs no follow-up.
-        needs_follow_up = bool(outputs)
-        # One write per model response: its output items, then its usage (spec §3.2), then what follows from them.
-        if not needs_follow_up:
+        if not outputs:
+            # One write per model response: its output items, then its usage (spec §3.2), then what follows.
             result.final_message = _last_assistant_text(sample.items)
             await port.record([*sample.items, usage, _turn_complete(turn_id, "completed", result.final_message)])
-            return result
+            return
         await port.record([*sample.items, usage, *outputs])
         state = await port.state()
         if new_window_requested or state.token_status().token_limit_reached:
-            if not await compact(Reason.CONTEXT_LIMIT, Phase.MID_TURN, None):
-                return result
+            if not await turn.compact(Reason.CONTEXT_LIMIT, Phase.MID_TURN, None):
+                return
             # spec §9: a new window resets the pending request.
             new_window_requested = False
 
