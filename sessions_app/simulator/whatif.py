@@ -81,6 +81,7 @@ class WhatIfResult:
 
 class _Session:
     def __init__(self, *, initial: list[dict], settings: CompactionSettings, count) -> None:
+        self.count = count
         self.items = list(initial)
         self.counts = [count(i) for i in initial]
         self.initial = list(initial)
@@ -93,6 +94,16 @@ class _Session:
     @property
     def total(self) -> int:
         return self.base + sum(self.counts)
+
+    def add(self, item: dict) -> None:
+        self.items.append(item)
+        self.counts.append(self.count(item))
+
+    def install(self, outcome) -> None:
+        """A compaction's outcome becomes the history."""
+        self.items = list(outcome.replacement_history)
+        self.counts = [self.count(i) for i in self.items]
+        self.window = outcome.window
 
 
 async def replay(
@@ -132,18 +143,10 @@ async def replay(
         if not outcome.ok or outcome.replacement_history is None:
             result.failures += 1
             return
-        result.compactions += 1
-        result.compaction_tokens += outcome.call_tokens
-        if outcome.retention is not None and outcome.retention.score is not None:
-            result.scores.append(outcome.retention.score)
-        if outcome.probe_retention is not None and outcome.probe_retention.score is not None:
-            result.probe_scores.append(outcome.probe_retention.score)
-            result.compaction_tokens += outcome.probe_retention.tokens_spent
+        _count_compaction(result, outcome)
         if keep_histories:
             result.histories.append((list(session.items), list(outcome.replacement_history)))
-        session.items = list(outcome.replacement_history)
-        session.counts = [tokens.count_item(i) for i in session.items]
-        session.window = outcome.window
+        session.install(outcome)
 
     for number in range(count):
         step = run.step(number)
@@ -152,9 +155,7 @@ async def replay(
         turn_id = f"t{number}"
         if session.total >= limit:
             await compact(Phase.PRE_TURN, turn_id)
-        user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": step.user_input}]}
-        session.items.append(user)
-        session.counts.append(tokens.count_item(user))
+        session.add({"type": "message", "role": "user", "content": [{"type": "input_text", "text": step.user_input}]})
         result.turns += 1
         for request_number in range(MAX_REQUESTS_PER_TURN):
             try:
@@ -166,12 +167,9 @@ async def replay(
             result.tokens_spent += spent
             calls = [i for i in output if i.get("type") == "function_call"]
             for item in output:
-                session.items.append(item)
-                session.counts.append(tokens.count_item(item))
+                session.add(item)
             for call in calls:
-                reply, _ = dispatch_tool_call(call, tools, run.rng_for("tool", number, call["call_id"]))
-                session.items.append(reply)
-                session.counts.append(tokens.count_item(reply))
+                session.add(dispatch_tool_call(call, tools, run.rng_for("tool", number, call["call_id"]))[0])
             result.peak_tokens = max(result.peak_tokens, session.total)
             if not calls:
                 break
@@ -179,6 +177,17 @@ async def replay(
                 await compact(Phase.MID_TURN, f"{turn_id}.{request_number}")
     result.tokens_spent += result.compaction_tokens
     return result
+
+
+def _count_compaction(result: WhatIfResult, outcome) -> None:
+    """A compaction that installed: its calls' tokens and its retention scores."""
+    result.compactions += 1
+    result.compaction_tokens += outcome.call_tokens
+    if outcome.retention is not None and outcome.retention.score is not None:
+        result.scores.append(outcome.retention.score)
+    if outcome.probe_retention is not None and outcome.probe_retention.score is not None:
+        result.probe_scores.append(outcome.probe_retention.score)
+        result.compaction_tokens += outcome.probe_retention.tokens_spent
 
 
 async def _no_sleep(_: float) -> None:
