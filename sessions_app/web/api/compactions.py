@@ -8,13 +8,13 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from compaction_app.models import Compaction, CompactionAttempt
+from compaction_app.models import CompactionAttempt
 from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
 from sessions_app.compactions import presentation, selectors
 from sessions_app.jobs import services as jobs
 from sessions_app.jobs.tasks import do_request_compaction
-from sessions_app.models import Job, Session
+from sessions_app.models import Job
 from sessions_app.web.api.compaction_serializers import (
     AttemptSerializer,
     CompactionDetailSerializer,
@@ -27,6 +27,7 @@ from sessions_app.web.api.jobs import (
     accepted,
     wants_wait,
 )
+from sessions_app.web.api.lookups import found, require_session
 
 ERROR_RESPONSES = {
     400: OpenApiResponse(description="invalid body, or a strategy this session's provider/policy cannot run"),
@@ -86,8 +87,7 @@ class SessionCompactions(APIView):
 
     @extend_schema(responses={200: CompactionListItemSerializer(many=True), 404: OpenApiResponse()})
     def get(self, request, pk: int):
-        if not Session.objects.filter(pk=pk).exists():
-            raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist")
+        require_session(pk)
         listing = [presentation.compaction_listing(compaction=c) for c in selectors.list_compactions(session_id=pk)]
         return Response(CompactionListItemSerializer(listing, many=True).data)
 
@@ -97,10 +97,7 @@ class CompactionDetail(APIView):
 
     @extend_schema(responses={200: CompactionDetailSerializer, 404: OpenApiResponse()})
     def get(self, request, pk: int):
-        try:
-            compaction = selectors.get_compaction(compaction_id=pk)
-        except Compaction.DoesNotExist:
-            raise ApiError(status_code=404, code="not_found", message=f"compaction {pk} does not exist") from None
+        compaction = found("compaction", pk, lambda: selectors.get_compaction(compaction_id=pk))
         return Response(CompactionDetailSerializer(presentation.compaction_detail(compaction=compaction)).data)
 
 
@@ -112,8 +109,7 @@ class SessionAttempts(APIView):
 
     @extend_schema(responses={200: AttemptSerializer(many=True), 400: OpenApiResponse(), 404: OpenApiResponse()})
     def get(self, request, pk: int):
-        if not Session.objects.filter(pk=pk).exists():
-            raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist")
+        require_session(pk)
         wanted = request.query_params.get("status") or None
         if wanted is not None and wanted not in CompactionAttempt.Status.values:
             raise ApiError(status_code=400, code="invalid", message=(
@@ -127,8 +123,5 @@ class AttemptDetail(APIView):
 
     @extend_schema(responses={200: AttemptSerializer, 404: OpenApiResponse()})
     def get(self, request, pk: int):
-        try:
-            attempt = selectors.get_attempt(attempt_id=pk)
-        except CompactionAttempt.DoesNotExist:
-            raise ApiError(status_code=404, code="not_found", message=f"attempt {pk} does not exist") from None
+        attempt = found("attempt", pk, lambda: selectors.get_attempt(attempt_id=pk))
         return Response(AttemptSerializer(attempt).data)

@@ -14,6 +14,7 @@ from compactweb.roles import IsOperator
 from sessions_app.fleet import runtime as fleet
 from sessions_app.models import SimulatorRun
 from sessions_app.simulator import list_scenarios
+from sessions_app.web.api.lookups import not_found
 
 ACTIONS = {"pause": fleet.do_pause_run, "resume": fleet.do_resume_run, "stop": fleet.do_stop_run}
 
@@ -111,7 +112,7 @@ class FleetRunAction(APIView):
         if action not in ACTIONS:
             raise ApiError(status_code=404, code="not_found", message=f"no action {action!r}: pause, resume or stop")
         if not SimulatorRun.objects.filter(pk=run_id).exists():
-            raise ApiError(status_code=404, code="not_found", message=f"simulator run {run_id} does not exist")
+            raise not_found("simulator run", run_id)
         ACTIONS[action](run=run_id, actor=request.user)
         return Response(RunSerializer(fleet.run_summary(fleet.list_runs().get(pk=run_id))).data)
 

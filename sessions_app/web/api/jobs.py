@@ -13,6 +13,7 @@ from compactweb.roles import IsOperator
 from sessions_app.jobs import liveness
 from sessions_app.jobs import services as jobs
 from sessions_app.models import Job
+from sessions_app.web.api.lookups import found
 
 
 class JobSerializer(serializers.Serializer):
@@ -90,8 +91,5 @@ class JobDetail(APIView):
     @extend_schema(responses={200: JobSerializer, 404: OpenApiResponse(description="no such job")})
     def get(self, request, pk: int):
         liveness.reap_dead_jobs(job_id=pk)  # a job whose worker died ends here too, scheduler or not
-        try:
-            job = jobs.get_job(job_id=pk)
-        except Job.DoesNotExist:
-            raise ApiError(status_code=404, code="not_found", message=f"job {pk} does not exist") from None
+        job = found("job", pk, lambda: jobs.get_job(job_id=pk))
         return Response(JobSerializer(jobs.job_view(job)).data)

@@ -13,7 +13,7 @@ from compactweb.api_errors import ApiError
 from compactweb.roles import IsSupport
 from sessions_app.codex_rollout import ThreadRollbackError
 from sessions_app.compactions import rollback
-from sessions_app.models import Session
+from sessions_app.web.api.lookups import found, require_session
 
 
 class ReasonSerializer(serializers.Serializer):
@@ -62,10 +62,7 @@ class RollbackPreviewSerializer(serializers.Serializer):
 
 
 def _compaction_or_404(pk: int) -> Compaction:
-    try:
-        return Compaction.objects.select_related("session").get(pk=pk)
-    except Compaction.DoesNotExist:
-        raise ApiError(status_code=404, code="not_found", message=f"compaction {pk} does not exist") from None
+    return found("compaction", pk, lambda: Compaction.objects.select_related("session").get(pk=pk))
 
 
 def _reason(request) -> str:
@@ -113,8 +110,7 @@ class SessionThreadRollback(APIView):
 
     @extend_schema(request=ThreadRollbackSerializer, responses=RollbackResultSerializer)
     def post(self, request, pk: int):
-        if not Session.objects.filter(pk=pk).exists():
-            raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist")
+        require_session(pk)
         data = ThreadRollbackSerializer(data=request.data if isinstance(request.data, dict) else {})
         data.is_valid(raise_exception=True)
         try:

@@ -18,11 +18,12 @@ from rest_framework.views import APIView
 from compactweb.api_errors import ApiError
 from compactweb.converters import MAX_ID
 from compactweb.roles import IsOperator
-from sessions_app.models import RolloutLine, Session
+from sessions_app.models import RolloutLine
 from sessions_app.rollout import selectors, services
 from sessions_app.rollout.lease import SessionReadOnly
 from sessions_app.rollout.validation import ItemValidationError, privileged_item_paths
 from sessions_app.transfer import codex_sources
+from sessions_app.web.api.lookups import session_or_404
 from sessions_app.web.api.serializers import (
     AppendItemsSerializer,
     AppendResultSerializer,
@@ -36,13 +37,6 @@ from sessions_app.web.api.serializers import (
 from sessions_app.web.instructing import ensure_may_instruct
 
 ROLLOUT_CHUNK = 1000
-
-
-def _session_or_404(pk: int) -> Session:
-    try:
-        return selectors.get_session(session_id=pk)
-    except Session.DoesNotExist:
-        raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist") from None
 
 
 def _invalid_item(exc: ItemValidationError) -> ApiError:
@@ -85,7 +79,7 @@ class SessionDetail(APIView):
 
     @extend_schema(responses=SessionDetailSerializer)
     def get(self, request, pk: int):
-        session = _session_or_404(pk)
+        session = session_or_404(pk)
         source = codex_sources.source_summary(session=session)
         detail = {**selectors.session_summary(session=session), "token_counting": source and source["counting"]}
         return Response(SessionDetailSerializer(detail).data)
@@ -99,7 +93,7 @@ class SessionHistory(APIView):
     def get(self, request, pk: int):
         query = HistoryQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        session = _session_or_404(pk)
+        session = session_or_404(pk)
         items, after = selectors.live_items_page(session=session, after=query.validated_data.get("after"),
                                                  limit=query.validated_data["limit"])
         return Response(HistorySerializer({"items": items, "next": after, "last_seq": session.last_seq or 0}).data)
@@ -110,7 +104,7 @@ class SessionItems(APIView):
 
     @extend_schema(request=AppendItemsSerializer, responses={201: AppendResultSerializer})
     def post(self, request, pk: int):
-        session = _session_or_404(pk)
+        session = session_or_404(pk)
         data = AppendItemsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         ensure_may_instruct(request.user, privileged_item_paths(data.validated_data["items"]))
@@ -161,7 +155,7 @@ class SessionRollout(APIView):
         responses={(200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="JSON Lines")}
     )
     def get(self, request, pk: int):
-        session = _session_or_404(pk)
+        session = session_or_404(pk)
         try:
             after = int(request.query_params.get("after", 0))
         except ValueError:

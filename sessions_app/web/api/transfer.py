@@ -26,12 +26,12 @@ from sessions_app.codex_rollout import RolloutExportError, RolloutImportError
 from sessions_app.codex_rollout.parse import read_lines
 from sessions_app.jobs import services as jobs
 from sessions_app.jobs.tasks import do_submit_job
-from sessions_app.models import Job, Session
-from sessions_app.rollout import selectors
+from sessions_app.models import Job
 from sessions_app.transfer import exporter, shipped
 from sessions_app.transfer.refusals import InvalidRollout
 from sessions_app.transfer.replay import replay_comparison
 from sessions_app.web.api.jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, answer_job, wants_wait
+from sessions_app.web.api.lookups import session_or_404
 
 EXPORT_LINES_PER_CHUNK = 200
 
@@ -139,13 +139,6 @@ class ReplayResultSerializer(serializers.Serializer):
     comparison = ComparisonSerializer()
 
 
-def _session_or_404(pk: int) -> Session:
-    try:
-        return selectors.get_session(session_id=pk)
-    except Session.DoesNotExist:
-        raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist") from None
-
-
 def _row(model, pk, name: str):
     if pk is None:
         return None
@@ -242,7 +235,7 @@ class SessionExport(APIView):
         responses={(200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="JSON Lines")}
     )
     def get(self, request, pk: int):
-        session = _session_or_404(pk)
+        session = session_or_404(pk)
         lines = exporter.export_rollout(session=session)
         try:
             first = next(lines)  # the session_meta line: fails early, before the response starts
@@ -276,7 +269,7 @@ class SessionReplay(APIView):
         responses={201: ReplayResultSerializer, 202: JobAcceptedSerializer},
     )
     def post(self, request, pk: int):
-        original = _session_or_404(pk)
+        original = session_or_404(pk)
         data = ReplayRequestSerializer(data=request.data if hasattr(request.data, "get") else {})
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -300,7 +293,7 @@ class SessionComparison(APIView):
 
     @extend_schema(responses=ComparisonSerializer)
     def get(self, request, pk: int):
-        return Response(ComparisonSerializer(replay_comparison(replay=_session_or_404(pk))).data)
+        return Response(ComparisonSerializer(replay_comparison(replay=session_or_404(pk))).data)
 
 
 class ShippedFileLines(APIView):

@@ -13,7 +13,6 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from compactweb.api_errors import ApiError
 from compactweb.roles import IsOperator
 from sessions_app.models import Session
 from sessions_app.rollout import selectors
@@ -21,6 +20,7 @@ from sessions_app.rollout.validation import privileged_settings_paths
 from sessions_app.turns.inputs import MAX_INPUT_CHARS, validate_settings_change
 from sessions_app.turns.selectors import turn_items
 from sessions_app.turns.services import run_turn
+from sessions_app.web.api.lookups import not_found
 from sessions_app.web.api.serializers import SessionSummarySerializer
 from sessions_app.web.instructing import ensure_may_instruct
 
@@ -97,7 +97,7 @@ class SessionTurns(APIView):
             result = run_turn(session_id=pk, user_input=data.validated_data["input"], actor=request.user,
                               settings=data.validated_data.get("settings"))
         except Session.DoesNotExist:
-            raise ApiError(status_code=404, code="not_found", message=f"session {pk} does not exist") from None
+            raise not_found("session", pk) from None
         body = {
             "turn_id": result.turn_id,
             "status": result.status,
