@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     from compaction_app.engine.strategies.base import StrategyResult
 
 
-@dataclass(frozen=True)
-class AttemptRecord:
-    """spec §10 (`CodexCompactionEvent`): every field Codex records, plus the model and the retry count."""
+@dataclass(frozen=True, kw_only=True)
+class AttemptKey:
+    """What an attempt is, the same at its start and in its record (spec §10)."""
 
     thread_id: str
     turn_id: str
@@ -24,6 +24,14 @@ class AttemptRecord:
     reason: str
     implementation: Implementation
     phase: Phase
+    model: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptRecord(AttemptKey):
+    """spec §10 (`CodexCompactionEvent`): every field Codex records (the attempt's key and what became of it),
+    plus the model and the retry count."""
+
     strategy: str
     status: AttemptStatus
     error_kind: str | None
@@ -38,24 +46,10 @@ class AttemptRecord:
     completed_at: float
     duration_ms: int
     retries: int
-    model: str
     model_fallback: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in asdict(self).items()}
-
-
-@dataclass(frozen=True, kw_only=True)
-class AttemptKey:
-    """What an attempt is, the same at its start and in its record (spec §10)."""
-
-    thread_id: str
-    turn_id: str
-    trigger: Trigger
-    reason: str
-    implementation: Implementation
-    phase: Phase
-    model: str
 
 
 class AttemptClock:
@@ -88,12 +82,7 @@ class AttemptClock:
         tokens_before = result.tokens_before if result is not None else None
         ran = result if result is not None else error
         return AttemptRecord(
-            thread_id=key.thread_id,
-            turn_id=key.turn_id,
-            trigger=key.trigger,
-            reason=key.reason,
-            implementation=key.implementation,
-            phase=key.phase,
+            **{**asdict(key), "model": model or key.model},
             strategy=STRATEGY_MEMENTO,
             status=status,
             error_kind=error.kind if error is not None else None,
@@ -108,6 +97,5 @@ class AttemptClock:
             completed_at=self._clock(),
             duration_ms=elapsed_ms,
             retries=ran.retries if ran is not None else 0,
-            model=model or key.model,
             model_fallback=model_fallback,
         )

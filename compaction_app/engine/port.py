@@ -39,8 +39,9 @@ class Usage:
 
 
 @dataclass
-class ResponsesRequest:
-    """A streamed `POST {base}/responses` (a normal turn, local summarisation, or remote v2 with a trigger)."""
+class _ModelRequest:
+    """What both requests to a model send: the model, the history and what a normal turn's request carries with it
+    (spec §13: a remote compaction sends the turn's instructions, tools and reasoning)."""
 
     model: str
     input: Sequence[dict[str, Any]]
@@ -49,6 +50,12 @@ class ResponsesRequest:
     parallel_tool_calls: bool = False
     reasoning: dict[str, Any] | None = None
     prompt_cache_key: str | None = None
+
+
+@dataclass
+class ResponsesRequest(_ModelRequest):
+    """A streamed `POST {base}/responses` (a normal turn, local summarisation, or remote v2 with a trigger)."""
+
     client_metadata: dict[str, str] | None = None
     tool_choice: str = "auto"
 
@@ -73,16 +80,8 @@ class ResponsesRequest:
 
 
 @dataclass
-class CompactRequest:
+class CompactRequest(_ModelRequest):
     """A `POST {base}/responses/compact` (remote v1, spec §13): no stream/store/include/tool_choice fields."""
-
-    model: str
-    input: list[dict[str, Any]]
-    instructions: str = ""
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    parallel_tool_calls: bool = False
-    reasoning: dict[str, Any] | None = None
-    prompt_cache_key: str | None = None
 
     def to_body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "input": self.input}

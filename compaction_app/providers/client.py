@@ -24,6 +24,7 @@ from compaction_app.engine.port import (
     Usage,
 )
 from compaction_app.engine.provider_errors import ErrorKind, ProviderError
+from compaction_app.engine.strategies.remote_common import serde_type
 from compaction_app.providers.classify import error_from_event
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.connection import Connection
@@ -40,31 +41,17 @@ FAILURE_EVENTS = frozenset({"response.failed", "response.incomplete", "error"})
 def parse_compact_output(payload: Any) -> CompactResponse:
     """Validate a `/responses/compact` body: an object whose `output` is an array of objects (spec §4.2 step 5)."""
     if not isinstance(payload, dict):
-        raise _bad_response(f"invalid type: {_json_type(payload)}, expected a map with an `output` sequence")
+        raise _bad_response(f"invalid type: {serde_type(payload)}, expected a map with an `output` sequence")
     if "output" not in payload:
         raise _bad_response("missing field `output`")
     output = payload["output"]
     if not isinstance(output, list):
-        raise _bad_response(f"`output`: invalid type: {_json_type(output)}, expected a sequence")
+        raise _bad_response(f"`output`: invalid type: {serde_type(output)}, expected a sequence")
     for index, item in enumerate(output):
         if not isinstance(item, dict) or not isinstance(item.get("type"), str):
-            raise _bad_response(f"`output[{index}]`: invalid type: {_json_type(item)}, expected an item with a `type`")
+            raise _bad_response(f"`output[{index}]`: invalid type: {serde_type(item)}, expected an item with a `type`")
     usage = payload.get("usage")
     return CompactResponse(output=output, usage=Usage.from_json(usage) if isinstance(usage, dict) else None)
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, str):
-        return f"string {json.dumps(value)[:60]}"
-    if isinstance(value, bool):
-        return f"boolean `{json.dumps(value)}`"
-    if isinstance(value, int | float):
-        return f"number {value}"
-    if value is None:
-        return "null"
-    if isinstance(value, list):
-        return "sequence"
-    return "map without `type`" if isinstance(value, dict) else type(value).__name__
 
 
 def _bad_response(detail: str) -> ProviderError:

@@ -42,9 +42,11 @@ def prepare_remote_input(ctx: StrategyContext) -> PreparedInput:
 
 
 def serde_type(value: object) -> str:
-    """How serde names a JSON value in its `invalid type` errors, which Codex surfaces verbatim (spec §4.2 step 5)."""
+    """How serde names a JSON value in its `invalid type` errors, which Codex surfaces verbatim (spec §4.2 step 5);
+    used for the engine's checks of compacted items and the provider client's check of the body alike. A string is
+    cut at 60 characters: the message is stored with the attempt."""
     if isinstance(value, str):
-        return f"string {json.dumps(value)}"
+        return f"string {json.dumps(value)[:60]}"
     if isinstance(value, bool):
         return f"boolean `{str(value).lower()}`"
     if isinstance(value, int | float):

@@ -90,5 +90,5 @@ async def test_compact_body_problems_name_the_field(scripted_provider):
             messages.append(caught.value.message)
     assert "missing field `output`" in messages[0]
     assert "invalid type: sequence" in messages[1]
-    assert "`output[0]`: invalid type: number 1" in messages[2]
+    assert "`output[0]`: invalid type: integer `1`" in messages[2]  # serde's words, as Codex shows them
     assert scripted_provider.remaining == 0
