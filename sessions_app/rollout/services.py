@@ -415,6 +415,8 @@ def announce_committed(*, session_id: int, summary, lines: list[tuple[int, str, 
 def install_staged_lines(*, session_id: int) -> int:
     """Move an import's staged lines into the append-only rollout with one INSERT ... SELECT and delete them from
     the stage, in the caller's transaction. Returns how many lines were installed."""
+    # Hand SQL because the ORM has no INSERT ... SELECT: through it every staged line would come into the process
+    # and go back out (a 100k-line import's rows in memory at once), which the staged import exists to avoid.
     connection = transaction.get_connection()
     quote = connection.ops.quote_name
     columns = ", ".join(quote(RolloutLine._meta.get_field(n).column) for n in
