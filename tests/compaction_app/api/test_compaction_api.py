@@ -62,7 +62,7 @@ def test_list_and_detail_return_compacted_items_with_attempts(operator_api, api_
 
 @pytest.mark.django_db
 def test_compact_while_another_compaction_runs_is_409_with_a_clear_message(operator_api, api_session):
-    # (while a turn holds the session the compaction is queued instead: tests/sessions_app/test_api_compaction_queue.py)
+    # (while a turn holds the session the compaction is queued instead: tests/sessions_app/web/api/test_compaction_queue.py)
     lease = acquire(session_id=api_session.pk, purpose="compaction")
     try:
         response = operator_api.post(f"/api/v1/sessions/{api_session.pk}/compact", {}, format="json")
