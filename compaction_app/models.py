@@ -368,6 +368,13 @@ class Compaction(models.Model):
         help_text="Where the initial context went (§5.3): do_not_inject or before_last_user_message.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # What the compaction was made under, kept on the row so the analytics roll-up and its exact recomputation
+    # group by the same fact even after the session switches policy or model (issue 34).
+    policy = models.ForeignKey(
+        CompactionPolicy, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The session's policy when the compaction was written.")
+    model = models.CharField(max_length=200, blank=True,
+                             help_text="The session's model (its latest turn's) when the compaction was written.")
     rolled_back = models.BooleanField(default=False, help_text="Cached; the rollout's rollback lines are the truth.")
     # What the compaction forgot and what it cost (issue 18, docs/retention.md).
     retention = models.JSONField(
@@ -436,14 +443,21 @@ class CompactionAttempt(models.Model):
     started_at = models.DateTimeField()
     completed_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveBigIntegerField(null=True, blank=True)
+    # The session's policy and provider when the attempt started (a model switch changes the provider): what the
+    # analytics filters select, on the row and in the roll-up alike (issue 34).
+    policy = models.ForeignKey(CompactionPolicy, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    provider = models.ForeignKey(Provider, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         ordering = ["-started_at", "-pk"]
         # A session's newest attempt (every fleet row, a session's attempt list) and the analytics over a period
-        # read an index range, not every attempt of a year (issue 34).
+        # read an index range, not every attempt of a year (issue 34). The latency percentiles pick their value
+        # inside one histogram bucket of the roll-up by an index range of the timed attempts.
         indexes = [
             models.Index(fields=["session", "-started_at", "-id"], name="attempt_session_newest"),
             models.Index(fields=["started_at"], name="attempt_started_at"),
+            models.Index(fields=["duration_ms"], name="attempt_timed_duration",
+                         condition=models.Q(duration_ms__isnull=False) & ~models.Q(status="running")),
         ]
 
     def __str__(self) -> str:
@@ -470,6 +484,81 @@ class HookRun(models.Model):
         return f"{self.hook_name} {self.event} {self.status}"
 
 
+
+
+# --- the analytics roll-up (issue 34) ------------------------------------------------------------------------------
+# Aggregates kept as the records are written: compaction_app.records applies each write's change to these rows in
+# the same transaction (compaction_app.rollup), so the analytics page reads O(days x groups) rows over all time,
+# not every attempt and compaction. Plain ids, 0 for none: a unique key with NULLs would never conflict.
+
+
+class AttemptRollup(models.Model):
+    """Attempts of one UTC day (of started_at) and one combination of the analytics dimensions, policy and
+    provider: how many, how many installed a compaction and the window tokens those freed, how many were timed."""
+
+    day = models.DateField()
+    policy_id = models.PositiveBigIntegerField(default=0)
+    provider_id = models.PositiveBigIntegerField(default=0)
+    trigger = models.CharField(max_length=16)
+    reason = models.CharField(max_length=32)
+    implementation = models.CharField(max_length=32)
+    phase = models.CharField(max_length=24)
+    strategy = models.CharField(max_length=16)
+    status = models.CharField(max_length=16)
+    attempts = models.BigIntegerField(default=0)
+    installed = models.BigIntegerField(default=0)
+    freed = models.BigIntegerField(default=0)
+    timed = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(
+            fields=["day", "policy_id", "provider_id", "trigger", "reason", "implementation", "phase", "strategy",
+                    "status"], name="attempt_rollup_key")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.status}: {self.attempts}"
+
+
+class LatencyRollup(models.Model):
+    """How many timed attempts (finished, with a duration) of a policy and provider fall in one duration bucket
+    (compaction_app.rollup.latency_bucket): the histogram the percentiles walk."""
+
+    policy_id = models.PositiveBigIntegerField(default=0)
+    provider_id = models.PositiveBigIntegerField(default=0)
+    bucket = models.PositiveBigIntegerField(help_text="The bucket's lowest duration in ms.")
+    attempts = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["policy_id", "provider_id", "bucket"],
+                                               name="latency_rollup_key")]
+
+    def __str__(self) -> str:
+        return f"{self.bucket} ms: {self.attempts}"
+
+
+class CompactionRollup(models.Model):
+    """Compactions not rolled back of one UTC day (of created_at), method, policy and model: the retention and
+    cost tables' sums (the mean retention is retention_sum / scored)."""
+
+    day = models.DateField()
+    strategy = models.CharField(max_length=16)
+    policy_id = models.PositiveBigIntegerField(default=0)
+    model = models.CharField(max_length=200, blank=True)
+    compactions = models.BigIntegerField(default=0)
+    scored = models.BigIntegerField(default=0)
+    retention_sum = models.FloatField(default=0.0)
+    freed = models.BigIntegerField(default=0)
+    spent = models.BigIntegerField(default=0)
+    probes = models.BigIntegerField(default=0)
+    reread = models.BigIntegerField(default=0)
+    flagged = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "strategy", "policy_id", "model"],
+                                               name="compaction_rollup_key")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.strategy}: {self.compactions}"
 
 
 class AuditEntry(models.Model):

@@ -17,18 +17,21 @@ A Compaction row is written when its `compacted` line is installed (`create_comp
 tax the alert rules measure after a compaction is added with `add_reread_tokens`.
 
 The callers own the transactions: each function here writes inside whatever transaction the caller holds, so a
-compaction's rows land in the same commit as its rollout lines.
+compaction's rows land in the same commit as its rollout lines. Each write also applies its change to the analytics
+roll-up (compaction_app.rollup, issue 34) in that transaction: the rows' shares before and after the write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import F
 from django.utils import timezone
 
+from compaction_app import rollup
 from compaction_app.engine.analytics import AttemptRecord
 from compaction_app.engine.hooks import HookRunRecord
 from compaction_app.models import Compaction, CompactionAttempt, HookRun
@@ -42,6 +45,18 @@ def _when(timestamp: float) -> datetime:
     return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
+@contextmanager
+def _rolled_up(shares: Callable[..., rollup.Shares], ids: list[int]) -> Iterator[None]:
+    """Around a write of these rows (rollup.attempt_shares or .compaction_shares): their roll-up shares before,
+    then the change applied after (not when the write raised: its transaction rolls back anyway)."""
+    if not ids:
+        yield
+        return
+    before = shares(ids=ids)
+    yield
+    rollup.apply(rollup.change(before=before, after=shares(ids=ids)))
+
+
 # --- attempts ------------------------------------------------------------------------------------------------------
 
 
@@ -49,64 +64,73 @@ def start_attempt(
     *, session, item_id: str, turn_id: str, trigger: str, reason: str, implementation: str, phase: str,
     strategy: str, tokens_before: int,
 ) -> CompactionAttempt:
-    """The `running` attempt of a compaction about to run."""
-    return CompactionAttempt.objects.create(
+    """The `running` attempt of a compaction about to run, under the session's policy and provider."""
+    attempt = CompactionAttempt.objects.create(
         session=session, item_id=item_id, turn_id=turn_id, trigger=trigger, reason=reason,
         implementation=implementation, phase=phase, strategy=strategy, status=CompactionAttempt.Status.RUNNING,
-        tokens_before=tokens_before, started_at=timezone.now(),
+        tokens_before=tokens_before, started_at=timezone.now(), policy_id=session.policy_id,
+        provider_id=session.provider_id,
     )
+    rollup.apply(rollup.attempt_shares(ids=[attempt.pk]))
+    return attempt
 
 
 def finish_attempt(*, attempt_id: int, record: AttemptRecord, compaction: Compaction | None = None) -> None:
     """End an attempt as the engine recorded it (spec §10): completed with the installed `compaction`, or failed
     or interrupted with the engine's error."""
-    CompactionAttempt.objects.filter(pk=attempt_id).update(
-        compaction=compaction,
-        implementation=str(record.implementation),
-        status=str(record.status),
-        error_kind=record.error_kind or "",
-        error_http_status=record.http_status,
-        error_message=record.error_message or "",
-        tokens_before=record.active_context_tokens_before,
-        tokens_after=record.active_context_tokens_after,
-        compaction_summary_tokens=record.compaction_summary_tokens,
-        cached_input_tokens=record.cached_input_tokens,
-        retained_image_count=record.retained_image_count,
-        retries=record.retries,
-        started_at=_when(record.started_at),
-        completed_at=_when(record.completed_at),
-        duration_ms=record.duration_ms,
-    )
+    with _rolled_up(rollup.attempt_shares, [attempt_id]):
+        CompactionAttempt.objects.filter(pk=attempt_id).update(
+            compaction=compaction,
+            implementation=str(record.implementation),
+            status=str(record.status),
+            error_kind=record.error_kind or "",
+            error_http_status=record.http_status,
+            error_message=record.error_message or "",
+            tokens_before=record.active_context_tokens_before,
+            tokens_after=record.active_context_tokens_after,
+            compaction_summary_tokens=record.compaction_summary_tokens,
+            cached_input_tokens=record.cached_input_tokens,
+            retained_image_count=record.retained_image_count,
+            retries=record.retries,
+            started_at=_when(record.started_at),
+            completed_at=_when(record.completed_at),
+            duration_ms=record.duration_ms,
+        )
 
 
 def fail_attempt(*, attempt_id: int, kind: str, message: str, http_status: int | None = None) -> None:
     """End an attempt as failed when the engine gave no record (it crashed, or the install was refused)."""
-    CompactionAttempt.objects.filter(pk=attempt_id).update(
-        status=CompactionAttempt.Status.FAILED, error_kind=kind, error_http_status=http_status,
-        error_message=message, completed_at=timezone.now(),
-    )
+    with _rolled_up(rollup.attempt_shares, [attempt_id]):
+        CompactionAttempt.objects.filter(pk=attempt_id).update(
+            status=CompactionAttempt.Status.FAILED, error_kind=kind, error_http_status=http_status,
+            error_message=message, completed_at=timezone.now(),
+        )
 
 
 def cancel_attempt(*, attempt_id: int) -> None:
     """End a still-running attempt as interrupted: its caller (e.g. a stopped turn) gave up on it."""
-    CompactionAttempt.objects.filter(pk=attempt_id, status=CompactionAttempt.Status.RUNNING).update(
-        status=CompactionAttempt.Status.INTERRUPTED, error_kind=INTERRUPTED_KIND, error_message=CANCELLED_MESSAGE,
-        completed_at=timezone.now(),
-    )
+    with _rolled_up(rollup.attempt_shares, [attempt_id]):
+        CompactionAttempt.objects.filter(pk=attempt_id, status=CompactionAttempt.Status.RUNNING).update(
+            status=CompactionAttempt.Status.INTERRUPTED, error_kind=INTERRUPTED_KIND,
+            error_message=CANCELLED_MESSAGE, completed_at=timezone.now(),
+        )
 
 
 def discard_attempt(*, attempt_id: int) -> None:
     """Remove the attempt of a request the engine refused before anything ran (nothing happened to record)."""
-    CompactionAttempt.objects.filter(pk=attempt_id).delete()
+    with _rolled_up(rollup.attempt_shares, [attempt_id]):
+        CompactionAttempt.objects.filter(pk=attempt_id).delete()
 
 
 def mark_stale_attempts(*, session_id: int) -> int:
     """Finish the session's `running` attempts as interrupted (spec §6.5: a killed compaction leaves the history
     unchanged); returns how many there were. Called by the lease when it takes an expired lease over."""
-    return CompactionAttempt.objects.filter(session_id=session_id, status=CompactionAttempt.Status.RUNNING).update(
-        status=CompactionAttempt.Status.INTERRUPTED, error_kind=INTERRUPTED_KIND, error_message=STALE_ATTEMPT_MESSAGE,
-        completed_at=timezone.now(),
-    )
+    running = CompactionAttempt.objects.filter(session_id=session_id, status=CompactionAttempt.Status.RUNNING)
+    with _rolled_up(rollup.attempt_shares, list(running.values_list("pk", flat=True))):
+        return CompactionAttempt.objects.filter(
+            session_id=session_id, status=CompactionAttempt.Status.RUNNING,
+        ).update(status=CompactionAttempt.Status.INTERRUPTED, error_kind=INTERRUPTED_KIND,
+                 error_message=STALE_ATTEMPT_MESSAGE, completed_at=timezone.now())
 
 
 def record_hook_runs(*, attempt_id: int, runs: Iterable[HookRunRecord], hook_ids: dict[str, int]) -> None:
@@ -124,27 +148,46 @@ def record_hook_runs(*, attempt_id: int, runs: Iterable[HookRunRecord], hook_ids
 # --- compactions ---------------------------------------------------------------------------------------------------
 
 
+def _made_under(compaction: Compaction) -> None:
+    """The policy and model a compaction is made under: its session's, as the row is written."""
+    if compaction.policy_id is None:
+        compaction.policy_id = compaction.session.policy_id
+    if not compaction.model:
+        compaction.model = compaction.session.model or ""
+
+
 def create_compaction(**fields: Any) -> Compaction:
     """The row of a compaction whose `compacted` line was just installed."""
-    return Compaction.objects.create(**fields)
+    compaction = Compaction(**fields)
+    _made_under(compaction)
+    compaction.save(force_insert=True)
+    rollup.apply(rollup.compaction_shares(ids=[compaction.pk]))
+    return compaction
 
 
 def record_imported_compactions(*, compactions: list[Compaction]) -> int:
     """The rows of the `compacted` lines of an imported rollout, labelled by the importer; returns how many."""
-    Compaction.objects.bulk_create(compactions)
+    for compaction in compactions:
+        _made_under(compaction)
+    made = Compaction.objects.bulk_create(compactions)  # PostgreSQL and SQLite return the new ids
+    rollup.apply(rollup.compaction_shares(ids=[c.pk for c in made]))
     return len(compactions)
 
 
 def set_rolled_back(*, compaction_ids: Iterable[int], rolled_back: bool) -> None:
     """Cache what a rollback (True) or a redo (False) line just said about these compactions."""
-    Compaction.objects.filter(pk__in=list(compaction_ids)).update(rolled_back=rolled_back)
+    ids = list(compaction_ids)
+    with _rolled_up(rollup.compaction_shares, ids):
+        Compaction.objects.filter(pk__in=ids).update(rolled_back=rolled_back)
 
 
 def set_retention(*, compaction_id: int, retention: dict[str, Any], retention_score: float | None) -> None:
     """The retention score of a compaction scored after the fact (an imported or followed rollout's)."""
-    Compaction.objects.filter(pk=compaction_id).update(retention=retention, retention_score=retention_score)
+    with _rolled_up(rollup.compaction_shares, [compaction_id]):
+        Compaction.objects.filter(pk=compaction_id).update(retention=retention, retention_score=retention_score)
 
 
 def add_reread_tokens(*, compaction_id: int, tokens: int) -> None:
     """Add to the re-read tax measured after a compaction (the alert rules' cost of what it dropped)."""
-    Compaction.objects.filter(pk=compaction_id).update(reread_tokens=F("reread_tokens") + tokens)
+    with _rolled_up(rollup.compaction_shares, [compaction_id]):
+        Compaction.objects.filter(pk=compaction_id).update(reread_tokens=F("reread_tokens") + tokens)

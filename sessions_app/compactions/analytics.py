@@ -1,6 +1,8 @@
-"""The aggregates of the analytics page over compaction attempts (spec §10), computed in the database: counts
-with GROUP BY, sums and averages with aggregates, the latency percentiles by rank (ORDER BY ... OFFSET), so the
-page reads a few small result sets, never every attempt."""
+"""The aggregates of the analytics page over compaction attempts (spec §10). Over all time they are read from the
+roll-up kept as the attempts are written (sessions_app.compactions.rolled_up, issue 34): O(days x groups) rows,
+whatever the history. Over a period they are computed in the database from an index range of the period's attempts:
+counts with GROUP BY, sums with aggregates, the latency percentiles by rank (ORDER BY ... OFFSET). `exact=True`
+computes all time that way too: the recomputation the roll-up is checked against."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from django.db.models.functions import TruncDate
 from compaction_app.engine.percentiles import nearest_rank
 from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
 from compaction_app.models import CompactionAttempt
+from sessions_app.compactions import rolled_up
 
 # The analytics dimensions: `method` is compactweb's choice, `strategy` Codex's analytics field (spec §10).
 ANALYTICS_DIMENSIONS = ("trigger", "reason", "implementation", "phase", "method", "strategy", "status")
@@ -26,9 +29,9 @@ PERCENTILES = (50, 90, 99)
 def _attempts(*, policy_id: int | None, provider_id: int | None, since: datetime | None) -> QuerySet:
     attempts = CompactionAttempt.objects.all()
     if policy_id is not None:
-        attempts = attempts.filter(session__policy_id=policy_id)
+        attempts = attempts.filter(policy_id=policy_id)
     if provider_id is not None:
-        attempts = attempts.filter(session__provider_id=provider_id)
+        attempts = attempts.filter(provider_id=provider_id)
     if since is not None:
         attempts = attempts.filter(started_at__gte=since)
     return attempts.order_by()  # no model ordering in the GROUP BY
@@ -70,11 +73,15 @@ def _latency(attempts: QuerySet) -> dict[str, Any]:
 
 
 def compaction_analytics(
-    *, policy_id: int | None = None, provider_id: int | None = None, since: datetime | None = None
+    *, policy_id: int | None = None, provider_id: int | None = None, since: datetime | None = None,
+    exact: bool = False,
 ) -> dict[str, Any]:
     """Aggregates for the analytics page over attempts (spec §10): counts by trigger, reason, implementation,
     phase and status, per day; window tokens freed by the compactions completed attempts installed (each one's
-    Compaction.tokens_freed, the inspector's figure); failure rate; latency percentiles."""
+    Compaction.tokens_freed, the inspector's figure); failure rate; latency percentiles. Policy and provider are
+    the ones each attempt ran under."""
+    if since is None and not exact:
+        return rolled_up.compaction_analytics(policy_id=policy_id, provider_id=provider_id)
     attempts = _attempts(policy_id=policy_id, provider_id=provider_id, since=since)
     installed_by = "compaction"
     if since is not None:

@@ -31,6 +31,7 @@ from compaction_app.engine.retention.score import carried_facts
 from compaction_app.engine.vocabulary import PinMode
 from compaction_app.limits import session_pin_budget
 from compaction_app.models import TOKENS_FREED, Compaction
+from sessions_app.compactions import rolled_up
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import NewLine, append_rollout_lines, counter_for
@@ -125,11 +126,14 @@ def do_remove_pin(*, session: Session, pin_id: str, actor=None) -> None:
         ], actor=actor)
 
 
-def retention_rollup(*, by: str, since=None) -> list[dict[str, Any]]:
-    """Retention and cost per strategy / policy / model (`by`), aggregated in the database: compactions, mean
-    retention score, tokens freed, tokens spent on compaction calls and probes, re-read tax, flagged count."""
-    field = {"strategy": "strategy", "policy": "session__policy__name", "model": "session__model",
-             "day": "day"}[by]
+def retention_rollup(*, by: str, since=None, exact: bool = False) -> list[dict[str, Any]]:
+    """Retention and cost per strategy / policy / model / day (`by`): compactions, mean retention score, tokens
+    freed, tokens spent on compaction calls and probes, re-read tax, flagged count. The policy and model are the
+    ones each compaction was made under. Over all time from the roll-up kept as compactions are written (issue 34);
+    over a period (or `exact`) aggregated in the database from the compactions."""
+    if since is None and not exact:
+        return rolled_up.retention_rollup(by=by)
+    field = {"strategy": "strategy", "policy": "policy__name", "model": "model", "day": "day"}[by]
     rows = Compaction.objects.filter(rolled_back=False)
     if since is not None:
         rows = rows.filter(created_at__gte=since)

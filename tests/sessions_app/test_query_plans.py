@@ -88,6 +88,8 @@ def test_every_hot_page_and_api_list_reads_the_history_tables_through_indexes(ye
         f"/compactions/{compaction}/",  # the inspector
         "/analytics/",  # the last 30 days (the page's default)
         "/analytics/?period=7",
+        "/analytics/?period=",  # all time: the roll-up, whatever the history
+        "/api/v1/analytics?period=",
         "/",  # the fleet board (each row's last attempt)
     ]
     found = {path: scans(path, support if path.startswith("/compactions/") else operator, HISTORY_TABLES)

@@ -2,6 +2,7 @@ from django.urls import path
 
 from compactweb import converters  # noqa: F401  (registers the <id:...> path converter)
 from sessions_app.web.api import alerts as api_alerts
+from sessions_app.web.api import analytics as api_analytics
 from sessions_app.web.api import compactions as api_compactions
 from sessions_app.web.api import fleet as api_fleet
 from sessions_app.web.api import jobs as api_jobs
@@ -71,3 +72,6 @@ urlpatterns += [
     path("alerts/silences", api_alerts.AlertSilences.as_view(), name="api-alert-silences"),
     path("alerts/silences/<id:pk>", api_alerts.AlertSilenceDetail.as_view(), name="api-alert-silence"),
 ]
+
+# Analytics: the analytics page's figures, all time from the roll-up (issue 34).
+urlpatterns += [path("analytics", api_analytics.Analytics.as_view(), name="api-analytics")]

@@ -1,0 +1,265 @@
+"""The analytics roll-up's bookkeeping (issue 34): what one attempt or compaction row adds to the roll-up rows
+(AttemptRollup, LatencyRollup, CompactionRollup), and applying a change to them with one upsert per table.
+
+compaction_app.records calls it around each write, in the caller's transaction:
+
+    before = attempt_shares(ids=[...]); <the write>; apply(attempt_shares(ids=[...]) - before)
+
+Diffing the rows' shares before and after the write, rather than each transition's own arithmetic, keeps the
+roll-up right whatever a write changes (status, start time, duration, the installed compaction, rolled back or
+redone, a retention score scored later, re-read tax). `rebuild` recomputes every roll-up row from the records with
+the same share functions: the backfill, and the check a test compares against.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import UTC, date, datetime
+
+from django.apps import apps as django_apps
+from django.db import connection, transaction
+
+ATTEMPT, LATENCY, COMPACTION = "AttemptRollup", "LatencyRollup", "CompactionRollup"
+RUNNING, COMPLETED = "running", "completed"
+
+# The fields of a record its share is computed from (the attempt's installed compaction's tokens for `freed`).
+ATTEMPT_FIELDS = (
+    "started_at",
+    "policy_id",
+    "provider_id",
+    "trigger",
+    "reason",
+    "implementation",
+    "phase",
+    "strategy",
+    "status",
+    "duration_ms",
+    "compaction_id",
+    "compaction__tokens_before",
+    "compaction__tokens_after",
+)
+COMPACTION_FIELDS = (
+    "created_at",
+    "strategy",
+    "policy_id",
+    "model",
+    "rolled_back",
+    "retention_score",
+    "tokens_before",
+    "tokens_after",
+    "call_tokens",
+    "probe_tokens",
+    "reread_tokens",
+    "flagged",
+)
+
+# Each roll-up table's key and summed columns (module constants: a migration's historical models carry no class
+# attributes).
+KEYS = {
+    ATTEMPT: (
+        "day",
+        "policy_id",
+        "provider_id",
+        "trigger",
+        "reason",
+        "implementation",
+        "phase",
+        "strategy",
+        "status",
+    ),
+    LATENCY: ("policy_id", "provider_id", "bucket"),
+    COMPACTION: ("day", "strategy", "policy_id", "model"),
+}
+SUMS = {
+    ATTEMPT: ("attempts", "installed", "freed", "timed"),
+    LATENCY: ("attempts",),
+    COMPACTION: ("compactions", "scored", "retention_sum", "freed", "spent", "probes", "reread", "flagged"),
+}
+
+# A change to the roll-up: (roll-up model name, key, summed field) -> amount.
+Shares = Counter
+
+
+def latency_bucket(duration_ms: int) -> int:
+    """The histogram bucket of a duration: its lowest value at two significant digits (0-99 ms exact, then 100,
+    110, ..., 990, 1000, 1100, ...): about 90 buckets a decade, so the percentile walk reads a few hundred rows at
+    most and picks its exact value inside one bucket."""
+    if duration_ms < 100:
+        return duration_ms
+    step = 10 ** (len(str(duration_ms)) - 2)
+    return duration_ms // step * step
+
+
+def bucket_end(bucket: int) -> int:
+    """The highest duration of a bucket (inclusive)."""
+    if bucket < 100:
+        return bucket
+    return bucket + 10 ** (len(str(bucket)) - 2) - 1
+
+
+def _day(moment: datetime) -> date:
+    return moment.astimezone(UTC).date()
+
+
+def attempt_share(row: tuple) -> Shares:
+    """One attempt's share of the roll-up, from its ATTEMPT_FIELDS."""
+    (
+        started_at,
+        policy,
+        provider,
+        trigger,
+        reason,
+        implementation,
+        phase,
+        strategy,
+        status,
+        duration,
+        compaction,
+        before,
+        after,
+    ) = row
+    key = (
+        _day(started_at),
+        policy or 0,
+        provider or 0,
+        trigger,
+        reason,
+        implementation,
+        phase,
+        strategy,
+        status,
+    )
+    share = Shares({(ATTEMPT, key, "attempts"): 1})
+    if status == COMPLETED and compaction is not None:
+        share[(ATTEMPT, key, "installed")] = 1
+        share[(ATTEMPT, key, "freed")] = before - after
+    if status != RUNNING and duration is not None:
+        share[(ATTEMPT, key, "timed")] = 1
+        share[(LATENCY, (policy or 0, provider or 0, latency_bucket(duration)), "attempts")] = 1
+    return share
+
+
+def compaction_share(row: tuple) -> Shares:
+    """One compaction's share of the roll-up, from its COMPACTION_FIELDS: nothing while it is rolled back."""
+    (
+        created_at,
+        strategy,
+        policy,
+        model,
+        rolled_back,
+        score,
+        before,
+        after,
+        spent,
+        probes,
+        reread,
+        flagged,
+    ) = row
+    if rolled_back:
+        return Shares()
+    key = (_day(created_at), strategy, policy or 0, model or "")
+    share = Shares(
+        {
+            (COMPACTION, key, "compactions"): 1,
+            (COMPACTION, key, "freed"): before - after,
+            (COMPACTION, key, "spent"): spent,
+            (COMPACTION, key, "probes"): probes,
+            (COMPACTION, key, "reread"): reread,
+            (COMPACTION, key, "flagged"): 1 if flagged else 0,
+        }
+    )
+    if score is not None:
+        share[(COMPACTION, key, "scored")] = 1
+        share[(COMPACTION, key, "retention_sum")] = score
+    return share
+
+
+def _model(name: str, apps=django_apps):
+    return apps.get_model("compaction_app", name)
+
+
+def attempt_shares(*, ids: Iterable[int]) -> Shares:
+    """The summed shares of these attempts as the database holds them now."""
+    total = Shares()
+    for row in _model("CompactionAttempt").objects.filter(pk__in=list(ids)).values_list(*ATTEMPT_FIELDS):
+        total.update(attempt_share(row))
+    return total
+
+
+def compaction_shares(*, ids: Iterable[int]) -> Shares:
+    """The summed shares of these compactions as the database holds them now."""
+    total = Shares()
+    for row in _model("Compaction").objects.filter(pk__in=list(ids)).values_list(*COMPACTION_FIELDS):
+        total.update(compaction_share(row))
+    return total
+
+
+def change(*, before: Shares, after: Shares) -> Shares:
+    """after - before, keeping negative amounts (Counter's `-` drops them)."""
+    diff = Shares(after)
+    diff.subtract(before)
+    return diff
+
+
+def apply(diff: Shares, *, apps=django_apps) -> None:
+    """Add a change to the roll-up rows: one INSERT ... ON CONFLICT DO UPDATE per table (PostgreSQL and SQLite),
+    its rows in key order so two transactions lock the rows they share in the same order."""
+    tables: dict[str, dict[tuple, dict[str, float]]] = {}
+    for (name, key, field), amount in diff.items():
+        if amount:
+            tables.setdefault(name, {}).setdefault(key, {})[field] = amount
+    for name in sorted(tables):
+        model = _model(name, apps)
+        rows = tables[name]
+        quote = connection.ops.quote_name
+        table = quote(model._meta.db_table)
+        keys = [quote(model._meta.get_field(f).column) for f in KEYS[name]]
+        sums = [quote(model._meta.get_field(f).column) for f in SUMS[name]]
+        one = "(" + ", ".join(["%s"] * (len(keys) + len(sums))) + ")"
+        params: list = []
+        for key in sorted(rows):
+            params += [*key, *(rows[key].get(f, 0) for f in SUMS[name])]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} ({', '.join(keys + sums)}) VALUES {', '.join([one] * len(rows))} "
+                f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
+                + ", ".join(f"{s} = {table}.{s} + EXCLUDED.{s}" for s in sums),
+                params,
+            )
+
+
+def rebuild(*, apps=django_apps) -> dict[str, int]:
+    """Recompute every roll-up row from the records (the backfill; `manage.py rebuild_analytics_rollup`). On
+    PostgreSQL the records are locked against writes meanwhile (SHARE: reads go on), so no write falls between the
+    recount and the new rows. Returns how many records were counted."""
+    attempts, compactions = _model("CompactionAttempt", apps), _model("Compaction", apps)
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"LOCK TABLE {attempts._meta.db_table}, {compactions._meta.db_table} IN SHARE MODE"
+                )
+        for name in (ATTEMPT, LATENCY, COMPACTION):
+            _model(name, apps).objects.all().delete()
+        total, counted = Shares(), {"attempts": 0, "compactions": 0}
+        for row in attempts.objects.order_by().values_list(*ATTEMPT_FIELDS).iterator(chunk_size=5000):
+            total.update(attempt_share(row))
+            counted["attempts"] += 1
+        for row in compactions.objects.order_by().values_list(*COMPACTION_FIELDS).iterator(chunk_size=5000):
+            total.update(compaction_share(row))
+            counted["compactions"] += 1
+        rows: dict[tuple[str, tuple], dict[str, float]] = {}
+        for (name, key, field), amount in total.items():
+            rows.setdefault((name, key), {})[field] = amount
+        for name in (ATTEMPT, LATENCY, COMPACTION):
+            model = _model(name, apps)
+            model.objects.bulk_create(
+                [
+                    model(**dict(zip(KEYS[name], key, strict=True)), **sums)
+                    for (table, key), sums in rows.items()
+                    if table == name
+                ],
+                batch_size=2000,
+            )
+    return counted

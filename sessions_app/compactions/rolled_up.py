@@ -1,0 +1,162 @@
+"""The analytics page's all-time figures read from the roll-up kept as the records are written (issue 34;
+compaction_app.rollup keeps it): the same answers as sessions_app.compactions.analytics and .retention compute from
+the records, in O(days x groups) rows however many attempts and compactions a year holds.
+
+The latency percentiles are exact: the histogram (LatencyRollup) finds the bucket that holds each nearest rank, and
+one index range read of that bucket's timed attempts (attempt_timed_duration) picks the value at its offset in it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Sum
+
+from compaction_app.engine.percentiles import nearest_rank
+from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
+from compaction_app.models import (
+    AttemptRollup,
+    CompactionAttempt,
+    CompactionPolicy,
+    CompactionRollup,
+    LatencyRollup,
+)
+from compaction_app.rollup import bucket_end
+
+DIMENSIONS = ("trigger", "reason", "implementation", "phase", "method", "strategy", "status")
+PERCENTILES = (50, 90, 99)
+_RUNNING, _FAILED = CompactionAttempt.Status.RUNNING, CompactionAttempt.Status.FAILED
+
+
+def _scoped(rows, *, policy_id: int | None, provider_id: int | None):
+    if policy_id is not None:
+        rows = rows.filter(policy_id=policy_id)
+    if provider_id is not None:
+        rows = rows.filter(provider_id=provider_id)
+    return rows
+
+
+def _latency(*, policy_id: int | None, provider_id: int | None) -> dict[str, Any]:
+    histogram = list(
+        _scoped(LatencyRollup.objects.filter(attempts__gt=0), policy_id=policy_id, provider_id=provider_id)
+        .values_list("bucket")
+        .annotate(n=Sum("attempts"))
+        .values_list("bucket", "n")
+        .order_by("bucket")
+    )
+    count = sum(n for _, n in histogram)
+    timed = _scoped(
+        CompactionAttempt.objects.filter(duration_ms__isnull=False).exclude(status=_RUNNING),
+        policy_id=policy_id,
+        provider_id=provider_id,
+    )
+    latency: dict[str, Any] = {}
+    for q in PERCENTILES:
+        rank, value, below = nearest_rank(count, q), None, 0
+        for bucket, n in histogram if rank else ():
+            if below + n >= rank:
+                offset = rank - below - 1
+                picked = list(
+                    timed.filter(duration_ms__gte=bucket, duration_ms__lte=bucket_end(bucket))
+                    .order_by("duration_ms")
+                    .values_list("duration_ms", flat=True)[offset : offset + 1]
+                )
+                value = (
+                    float(picked[0]) if picked else None
+                )  # (a roll-up out of step: rebuild_analytics_rollup)
+                break
+            below += n
+        latency[f"p{q}"] = value
+    latency["count"] = count
+    return latency
+
+
+def compaction_analytics(*, policy_id: int | None = None, provider_id: int | None = None) -> dict[str, Any]:
+    """sessions_app.compactions.analytics.compaction_analytics over all time, from the roll-up."""
+    rows = _scoped(AttemptRollup.objects.filter(attempts__gt=0), policy_id=policy_id, provider_id=provider_id)
+    totals: dict[str, dict[str, int]] = {d: {} for d in DIMENSIONS}
+    per_day: dict[str, dict[str, dict[str, int]]] = {}
+    total = finished = failed = installed = freed = 0
+    for day, trigger, reason, implementation, phase, method, status, n, installs, frees in rows.values_list(
+        "day",
+        "trigger",
+        "reason",
+        "implementation",
+        "phase",
+        "strategy",
+        "status",
+        "attempts",
+        "installed",
+        "freed",
+    ).order_by():
+        values = {
+            "trigger": trigger,
+            "reason": reason,
+            "implementation": implementation,
+            "phase": phase,
+            "method": method,
+            "strategy": STRATEGY_MEMENTO,
+            "status": status,
+        }
+        of_day = per_day.setdefault(day.isoformat(), {d: {} for d in DIMENSIONS})
+        for dimension, value in values.items():
+            totals[dimension][value] = totals[dimension].get(value, 0) + n
+            of_day[dimension][value] = of_day[dimension].get(value, 0) + n
+        total += n
+        finished += 0 if status == _RUNNING else n
+        failed += n if status == _FAILED else 0
+        installed += installs
+        freed += frees
+    return {
+        "attempts": total,
+        "totals": totals,
+        "per_day": dict(sorted(per_day.items())),
+        "tokens_freed": freed,
+        "tokens_freed_mean": (freed / installed) if installed else None,
+        "failure_rate": (failed / finished) if finished else None,
+        "latency_ms": _latency(policy_id=policy_id, provider_id=provider_id),
+    }
+
+
+def retention_rollup(*, by: str) -> list[dict[str, Any]]:
+    """sessions_app.compactions.retention.retention_rollup over all time, from the roll-up."""
+    rows = list(
+        CompactionRollup.objects.filter(compactions__gt=0).values_list(
+            "day",
+            "strategy",
+            "policy_id",
+            "model",
+            "compactions",
+            "scored",
+            "retention_sum",
+            "freed",
+            "spent",
+            "probes",
+            "reread",
+            "flagged",
+        )
+    )
+    names = {}
+    if by == "policy":
+        names = dict(CompactionPolicy.objects.filter(pk__in={r[2] for r in rows}).values_list("pk", "name"))
+    groups: dict[Any, list] = {}
+    for day, strategy, policy, model, *sums in rows:
+        key = {"strategy": strategy, "policy": names.get(policy), "model": model, "day": day}[by]
+        group = groups.setdefault(key, [0] * len(sums))
+        for i, amount in enumerate(sums):
+            group[i] += amount
+    return [
+        {
+            "key": key,
+            "compactions": n,
+            "retention": (score_sum / scored) if scored else None,
+            "freed": freed,
+            "spent": spent,
+            "probes": probes,
+            "reread": reread,
+            "flagged": flagged,
+        }
+        for key, (n, scored, score_sum, freed, spent, probes, reread, flagged) in sorted(
+            groups.items(), key=lambda kv: (kv[0] is None, kv[0] if kv[0] is not None else "")
+        )
+    ]
