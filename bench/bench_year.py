@@ -63,6 +63,9 @@ def run(args) -> None:
     long, middle = year.long_session, year.session_ids[len(year.session_ids) // 2]
     compaction = year.compaction_ids[len(year.compaction_ids) // 2]
     half = args.long // 2
+    from compaction_app.models import CompactionPolicy, Provider
+
+    policy, provider = CompactionPolicy.objects.get(name="year").pk, Provider.objects.get(name="year").pk
     paths = {
         "session list API, newest page (100, the default)": "/api/v1/sessions",
         "session list API, a keyset page half a year back (100)": f"/api/v1/sessions?before={middle}&limit=100",
@@ -76,6 +79,8 @@ def run(args) -> None:
         "a session's attempts API": f"/api/v1/sessions/{middle}/attempts",
         "analytics, last 30 days (default)": "/analytics/",
         "analytics, all time": "/analytics/?period=",
+        "analytics, all time, one policy and provider": f"/analytics/?period=&policy={policy}&provider={provider}",
+        "analytics API, all time": "/api/v1/analytics?period=",
         f"fleet board, newest first ({args.sessions:,} sessions)": "/?sort=newest",
         "fleet board, nearest the limit first": "/",
     }
@@ -89,26 +94,42 @@ def run(args) -> None:
         fn()
         return (time.perf_counter() - start) * 1000
 
+    from sessions_app.compactions import retention
+    from sessions_app.compactions.analytics import compaction_analytics
+
+    def all_time(exact: bool) -> None:
+        compaction_analytics(exact=exact)
+        for by in ("strategy", "policy", "model", "day"):
+            retention.retention_rollup(by=by, exact=exact)
+
+    # The all-time figures themselves (no page around them), from the roll-up and recomputed from the records (the
+    # computation the page ran before the roll-up, issue 34): before and after in the same run.
+    computations = {"all-time figures from the roll-up": lambda: all_time(False),
+                    "all-time figures recomputed from the records (before the roll-up)": lambda: all_time(True)}
     for path in paths.values():  # warm the templates and the connection
         get(path)
-    times: dict[str, list[float]] = {name: [] for name in [*paths, "floor"]}
+    times: dict[str, list[float]] = {name: [] for name in [*paths, *computations, "floor"]}
     for _ in range(args.rounds):
         times["floor"].append(timed(lambda: Session.objects.filter(pk=middle).values("id", "last_seq").first()))
         for name, path in paths.items():
             times[name].append(timed(lambda path=path: get(path)))
+        for name, compute in computations.items():
+            times[name].append(timed(compute))
     med = {name: statistics.median(values) for name, values in times.items()}
     floor = med["floor"]
     out = [
         SECTION, "",
         f"`bench/bench_year.py`: {args.sessions:,} sessions over a year, {lines:,} rollout lines (one session of "
         f"{args.long:,} lines and live items), {args.compactions:,} compactions and attempts; database "
-        f"{size_mb:,.0f} MB, written in {seeded_s:.0f} s. Server time through Django's test client, median of "
-        f"{args.rounds} interleaved rounds. Goal: {GOAL_MS} ms each. Floor: a bare primary-key read, "
+        f"{size_mb:,.0f} MB, written in {seeded_s:.0f} s (of which the analytics roll-up's backfill from the "
+        f"records, `rebuild_analytics_rollup`, {year.rollup_rebuilt_s:.1f} s). Server time through Django's test "
+        f"client, median of {args.rounds} interleaved rounds. Goal: {GOAL_MS} ms each. Floor: a bare primary-key read, "
         f"{floor:.2f} ms.", "",
         "| page / API | ms | × floor | goal |",
         "|---|---:|---:|---|",
         *(f"| {name} | {med[name]:.1f} | {med[name] / floor:.0f}× | {'met' if med[name] < GOAL_MS else 'MISSED'} |"
           for name in paths),
+        *(f"| {name} | {med[name]:.1f} | {med[name] / floor:.0f}× | |" for name in computations),
     ]
     print("\n".join(out))
     if args.write:

@@ -8,6 +8,7 @@ rows are shaped like real ones where the hot queries look (kinds, seqs, position
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ class Year:
     session_ids: list[int]
     long_session: int  # the session with the long history
     compaction_ids: list[int]
+    rollup_rebuilt_s: float = 0.0  # the roll-up's backfill from the seeded records
 
 
 COMPACT_EVERY = 10  # every tenth line of a session is a `compacted` line (a compaction's, when one is seeded there)
@@ -33,7 +35,16 @@ def seed_year(*, sessions: int, lines_per_session: int, long_lines: int, compact
     from django.db import connection
     from django.utils import timezone
 
-    from compaction_app.models import Compaction, CompactionAttempt, CompactionPolicy, Provider
+    from compaction_app.models import (
+        AttemptRollup,
+        Compaction,
+        CompactionAttempt,
+        CompactionPolicy,
+        CompactionRollup,
+        LatencyRollup,
+        Provider,
+    )
+    from compaction_app.rollup import rebuild
     from sessions_app.models import LiveItem, RolloutLine, Session
 
     assert connection.vendor == "postgresql", "the year is written by PostgreSQL's generate_series"
@@ -88,13 +99,14 @@ def seed_year(*, sessions: int, lines_per_session: int, long_lines: int, compact
         Compaction(session_id=short[n % len(short)], rollout_seq=COMPACT_EVERY * (1 + n // len(short)),
                    trigger="auto", reason="threshold", phase="pre_turn", implementation="responses",
                    strategy="remote", tokens_before=90_000, tokens_after=12_000, window_number=2 + n // len(short),
-                   window_id=f"w{n}", first_window_id="w0", item_id=f"c{n}")
+                   window_id=f"w{n}", first_window_id="w0", item_id=f"c{n}", policy=policy, model="sim-1")
         for n in range(compactions)
     ], batch_size=2000)
     attempts = CompactionAttempt.objects.bulk_create([
         CompactionAttempt(session_id=c.session_id, compaction=c, trigger="auto", reason="threshold",
                           implementation="responses", phase="pre_turn", strategy="remote", status="completed",
-                          started_at=now, tokens_before=90_000, tokens_after=12_000, duration_ms=rng.randrange(200, 4000))
+                          started_at=now, tokens_before=90_000, tokens_after=12_000, duration_ms=rng.randrange(200, 4000),
+                          policy=policy, provider=provider)
         for c in made
     ], batch_size=2000)
     with connection.cursor() as cursor:
@@ -109,4 +121,13 @@ def seed_year(*, sessions: int, lines_per_session: int, long_lines: int, compact
             )
         for model in (Session, RolloutLine, LiveItem, Compaction, CompactionAttempt):
             cursor.execute(f"ANALYZE {model._meta.db_table}")
-    return Year(session_ids=ids, long_session=long_session, compaction_ids=[c.pk for c in made])
+    # The rows were bulk-inserted past the records writer: the analytics roll-up is recounted from them, as the
+    # backfill of an existing database is (manage.py rebuild_analytics_rollup).
+    started = time.perf_counter()
+    rebuild()
+    rebuilt_s = time.perf_counter() - started
+    with connection.cursor() as cursor:
+        for model in (AttemptRollup, LatencyRollup, CompactionRollup):
+            cursor.execute(f"ANALYZE {model._meta.db_table}")
+    return Year(session_ids=ids, long_session=long_session, compaction_ids=[c.pk for c in made],
+                rollup_rebuilt_s=rebuilt_s)
