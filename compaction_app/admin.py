@@ -23,6 +23,7 @@ from compaction_app.models import (
     HookRun,
     Prompt,
     Provider,
+    RetentionSettings,
 )
 from compactweb.read_only_admin import ReadOnlyAdmin
 
@@ -288,3 +289,26 @@ class AlertSettingsAdmin(admin.ModelAdmin):
 class AlertAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "kind", "session", "message", "count", "paused", "acknowledged_by")
     list_filter = ("kind", "paused")
+
+
+@admin.register(RetentionSettings)
+class RetentionSettingsAdmin(AuditedAdminMixin, admin.ModelAdmin):
+    """The one row of the data-retention policy (issue 34, docs/retention-policy.md): whether ended sessions are
+    archived to files and removed, after how many idle days, how many per run and how often. Admin role only
+    (compaction_app is the admin role's configuration); each change is in the audit log."""
+
+    list_display = ("__str__", "enabled", "archive_after_days", "max_sessions_per_run", "run_every_hours",
+                    "last_run_at")
+    readonly_fields = ("last_run_at",)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def changelist_view(self, request, extra_context=None):
+        """There is one row: open it."""
+        from django.shortcuts import redirect
+
+        return redirect("admin:compaction_app_retentionsettings_change", RetentionSettings.current().pk)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import models
 
-from compaction_app.models import AuditEntry, CompactionPolicy, Provider
+from compaction_app.models import AuditEntry, CompactionPolicy, Provider, RetentionSettings
 
 # Values that must never reach the log (a provider row holds only the *name* of its key's variable, but keep the
 # rule in one place should a secret-bearing field ever appear).
@@ -39,6 +39,15 @@ def record_audit(
     )
 
 
+def detach_session(*, session_id: int) -> int:
+    """Keep a removed session's audit entries (who did what stays on record) without their link to it: retention
+    (sessions_app.archive) removes the session and its compactions, and the entries name it in the archive's own
+    entry instead. Returns how many entries were detached."""
+    return AuditEntry.objects.filter(
+        models.Q(session_id=session_id) | models.Q(compaction__session_id=session_id)
+    ).update(session=None, compaction=None)
+
+
 def plain_value(value: Any) -> Any:
     """A JSON-safe form of a field value: rows become their ids, many-to-many values lists of ids."""
     if isinstance(value, models.Model):
@@ -57,13 +66,15 @@ def plain_value(value: Any) -> Any:
 def record_config_change(*, actor, instance: models.Model, changed_fields: Iterable[str], created: bool,
                          previous: dict[str, Any] | None = None, new_values: dict[str, Any] | None = None,
                          via: str = "admin") -> AuditEntry | None:
-    """Record a change of a policy or provider (from the Django admin or the API) with the fields that changed and
+    """Record a change of a policy, provider or the retention settings (from the Django admin or the API) with the fields that changed and
     their new values (from `new_values`, else read from the row; old values too when `previous` is given). Other
     models are not audited here."""
     if isinstance(instance, CompactionPolicy):
         action = AuditEntry.Action.POLICY_CHANGE
     elif isinstance(instance, Provider):
         action = AuditEntry.Action.PROVIDER_CHANGE
+    elif isinstance(instance, RetentionSettings):
+        action = AuditEntry.Action.RETENTION_CHANGE
     else:
         return None
     changes = {}

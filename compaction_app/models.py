@@ -575,6 +575,8 @@ class AuditEntry(models.Model):
         POLICY_CHANGE = "policy_change", "policy change"
         PROVIDER_CHANGE = "provider_change", "provider change"
         FAULT_INJECTION = "fault_injection", "fault injection"
+        ARCHIVE = "archive", "session archived and removed (retention)"
+        RETENTION_CHANGE = "retention_change", "retention settings change"
         GATEWAY_PAUSE = "gateway_pause", "gateway session paused"
         GATEWAY_RESUME = "gateway_resume", "gateway session resumed"
         GATEWAY_COMPACT_REQUEST = "gateway_compact_request", "gateway compaction requested"
@@ -714,3 +716,35 @@ class SessionWatch(models.Model):
 
     def __str__(self) -> str:
         return f"watch of session {self.session_id}"
+
+
+class RetentionSettings(models.Model):
+    """The data-retention policy (one row, edited in the admin by the admin role; issue 34,
+    docs/retention-policy.md): sessions that ended more than `archive_after_days` ago are written to a compressed
+    JSON Lines file equal to their export and then removed from the database. Where the files go is the
+    deployment's choice (COMPACTWEB_ARCHIVE_DIR), not a web admin's: a page must not choose where the server
+    writes."""
+
+    enabled = models.BooleanField(
+        default=False, help_text="Archive and remove ended sessions on the scheduler's schedule.")
+    archive_after_days = models.PositiveIntegerField(
+        default=30, validators=[MinValueValidator(1)],
+        help_text="A session is archived once it has had no activity (no rollout line, no change) for this many days.")
+    max_sessions_per_run = models.PositiveIntegerField(
+        default=500, validators=[MinValueValidator(1)],
+        help_text="At most this many sessions per run (the rest wait for the next run), so a run stays short.")
+    run_every_hours = models.PositiveSmallIntegerField(
+        default=24, validators=[MinValueValidator(1)], help_text="How often the scheduler runs the archiver.")
+    last_run_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="When the scheduler last started a run (its claim).")
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "retention settings"
+
+    def __str__(self) -> str:
+        return "retention settings"
+
+    @classmethod
+    def current(cls) -> RetentionSettings:
+        return cls.objects.get_or_create(pk=1)[0]

@@ -191,3 +191,19 @@ def add_reread_tokens(*, compaction_id: int, tokens: int) -> None:
     """Add to the re-read tax measured after a compaction (the alert rules' cost of what it dropped)."""
     with _rolled_up(rollup.compaction_shares, [compaction_id]):
         Compaction.objects.filter(pk=compaction_id).update(reread_tokens=F("reread_tokens") + tokens)
+
+
+def delete_session_records(*, session_id: int) -> int:
+    """Remove every compaction record of a session that retention archived (sessions_app.archive): its hook runs,
+    attempts and compactions, in that order (each protects the next), and their shares of the analytics roll-up
+    (so it stays what `rollup.rebuild` computes from the records; a restore's import adds them back). Only the
+    archiver calls this, in the transaction that removes the session; the archive file holds the `compacted` lines
+    they were built from. Returns how many rows went."""
+    attempt_ids = list(CompactionAttempt.objects.filter(session_id=session_id).values_list("pk", flat=True))
+    compaction_ids = list(Compaction.objects.filter(session_id=session_id).values_list("pk", flat=True))
+    with _rolled_up(rollup.attempt_shares, attempt_ids), _rolled_up(rollup.compaction_shares, compaction_ids):
+        removed, _ = HookRun.objects.filter(attempt__session_id=session_id).delete()
+        more, _ = CompactionAttempt.objects.filter(session_id=session_id).delete()
+        removed += more
+        more, _ = Compaction.objects.filter(session_id=session_id).delete()
+    return removed + more

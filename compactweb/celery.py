@@ -61,7 +61,7 @@ def keep_worker_connections(databases: dict | None = None, **signal_kwargs) -> N
 
 app = Celery("compactweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["sessions_app.compactions", "sessions_app.fleet", "sessions_app.jobs"])
+app.autodiscover_tasks(["sessions_app.compactions", "sessions_app.fleet", "sessions_app.jobs", "sessions_app.archive"])
 
 
 def close_stale_connections(task=None, **signal_kwargs) -> None:

@@ -183,6 +183,15 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # each task. Only workers run the fixup: web processes keep CONN_MAX_AGE 0, their request threads excepted
 # (compactweb.request_threads).
 CELERY_DB_REUSE_MAX = int(os.environ.get("COMPACTWEB_WORKER_DB_REUSE_MAX", "1000"))
+# Celery beat, for deployments that run it: the retention archiver's task every hour; it runs the policy only when
+# it is enabled and due (docs/retention-policy.md). The simulator scheduler's housekeeping sends the same task, and
+# one conditional UPDATE makes sure a period's run happens once.
+CELERY_BEAT_SCHEDULE = {
+    "archive-ended-sessions": {"task": "sessions_app.archive.tasks.run_scheduled_archiver", "schedule": 3600.0},
+}
+
+# Where retention writes its archive files (docs/retention-policy.md): the deployment's choice, never a page's.
+COMPACTWEB_ARCHIVE_DIR = Path(os.environ.get("COMPACTWEB_ARCHIVE_DIR", str(VAR_DIR / "archive")))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

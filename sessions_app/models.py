@@ -454,3 +454,60 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} job #{self.pk} ({self.status})"
+
+
+class ArchiveRun(models.Model):
+    """One run of the retention archiver (sessions_app.archive): what it was asked, what it did and what failed,
+    so every removal can be traced to a run (issue 34, docs/retention-policy.md)."""
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    trigger = models.CharField(max_length=32, help_text="scheduler, command, or who ran it.")
+    dry_run = models.BooleanField(default=False)
+    cutoff = models.DateTimeField(help_text="Sessions with no activity since this time were due.")
+    due = models.PositiveIntegerField(default=0, help_text="Sessions due in this run (at most the run's limit).")
+    archived = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    detail = models.JSONField(default=dict, blank=True,
+                              help_text="The sessions archived (or due, in a dry run) and each failure's reason.")
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"archive run #{self.pk} ({self.trigger}{', dry run' if self.dry_run else ''})"
+
+
+class SessionArchive(models.Model):
+    """The record of one archived session: its gzip-compressed JSON Lines file, equal to the session's export
+    once decompressed, checked (written, synced, read back and hashed) before the session's rows were removed.
+    Kept for good, so the file can be found and restored (sessions_app.archive.services.do_restore_archive).
+    `session_id` is a plain number, not a foreign key: the session row is gone. On PostgreSQL the application's
+    role may only SELECT and INSERT these rows (manage.py create_app_role), and the rollout's triggers let a
+    session's lines be deleted only when its record is here (sessions_app.rollout_guard)."""
+
+    session_id = models.PositiveBigIntegerField(unique=True, help_text="The archived (removed) session's id.")
+    thread_id = models.UUIDField(db_index=True)
+    title = models.CharField(max_length=200)
+    source = models.CharField(max_length=16)
+    provider_id = models.PositiveBigIntegerField(null=True, blank=True)
+    policy_id = models.PositiveBigIntegerField(null=True, blank=True)
+    session_created_at = models.DateTimeField()
+    last_activity_at = models.DateTimeField(help_text="The session's last change before it was archived.")
+    file_name = models.CharField(max_length=300, help_text="Path of the .jsonl.gz file under the archive folder.")
+    export_name = models.CharField(max_length=255, help_text="The export's file name (a restore imports it as this).")
+    sha256 = models.CharField(max_length=64, help_text="SHA-256 of the decompressed file (the export's bytes).")
+    file_lines = models.PositiveIntegerField(help_text="Lines in the decompressed file.")
+    export_bytes = models.PositiveBigIntegerField(help_text="Size of the decompressed file.")
+    compressed_bytes = models.PositiveBigIntegerField()
+    rollout_lines = models.PositiveBigIntegerField(help_text="Rollout rows the session had (all of them removed).")
+    last_seq = models.PositiveBigIntegerField()
+    archived_at = models.DateTimeField()
+    archived_by = models.CharField(max_length=150, help_text="scheduler, command, or the user who ran it.")
+    run = models.ForeignKey(ArchiveRun, null=True, blank=True, on_delete=models.PROTECT, related_name="archives")
+
+    class Meta:
+        ordering = ["-archived_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.title} (#{self.session_id}, archived)"

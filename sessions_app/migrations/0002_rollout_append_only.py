@@ -6,10 +6,10 @@ sessions_app_rolloutline must run rollout_guard.install_triggers again.
 
 from django.db import migrations
 
-from sessions_app.rollout_guard import install_triggers, remove_triggers
+from sessions_app.rollout_guard import install_first_triggers, remove_triggers
 
 
 class Migration(migrations.Migration):
     dependencies = [("sessions_app", "0001_initial")]
 
-    operations = [migrations.RunPython(install_triggers, remove_triggers)]
+    operations = [migrations.RunPython(install_first_triggers, remove_triggers)]

@@ -120,3 +120,58 @@ def test_the_statements_grant_only_select_and_insert_on_the_rollout():
         'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "public" TO "app"')
     assert app_database_url("postgres://owner:secret@db:5432/cw?sslmode=require", role="app", password="p@ss") == (
         "postgres://app:p%40ss@db:5432/cw?sslmode=require")
+
+
+MAKE_OLD_SESSION = """
+from datetime import timedelta
+from django.utils import timezone
+from compaction_app.models import CompactionPolicy, Provider
+from sessions_app.models import Session
+from sessions_app.rollout.services import do_append_items, do_create_session
+provider, _ = Provider.objects.get_or_create(name="retention-test", defaults={"base_url": Provider.EMBEDDED, "model": "sim-1"})
+policy, _ = CompactionPolicy.objects.get_or_create(name="retention-test")
+session = do_create_session(title="retention under the app role", provider=provider, policy=policy)
+do_append_items(session=session, items=[{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}])
+Session.objects.filter(pk=session.pk).update(updated_at=timezone.now() - timedelta(days=40), state="stopped")
+print(session.pk)
+"""
+
+
+@pytest.mark.services
+def test_the_app_role_archives_and_restores_but_deletes_nothing_else(scratch, tmp_path):
+    """Retention (issue 34) under the least-privilege role: the archiver removes an archived session's rollout
+    through the SECURITY DEFINER function; the role still cannot DELETE rollout lines itself, cannot delete or
+    change an archive record, and the function refuses a session without a record."""
+    owner_url, app_url, role = scratch
+    session_id = int(_manage("shell", "-c", MAKE_OLD_SESSION, database_url=app_url, tmp_path=tmp_path).split()[-1])
+
+    out = _manage("archive_sessions", "--days", "30", database_url=app_url, tmp_path=tmp_path)
+
+    assert f"archived session {session_id} to " in out
+    archive = "sessions_app_sessionarchive"
+    with psycopg.connect(app_url, autocommit=True) as app:
+        assert app.execute(f"SELECT count(*) FROM {ROLLOUT} WHERE session_id = %s", (session_id,)).fetchone()[0] == 0
+        assert app.execute(f"SELECT count(*) FROM {archive} WHERE session_id = %s", (session_id,)).fetchone()[0] == 1
+        privileges = {p: app.execute("SELECT has_table_privilege(current_user, %s, %s)", (archive, p)).fetchone()[0]
+                      for p in ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE")}
+        assert privileges == {"SELECT": True, "INSERT": True, "UPDATE": False, "DELETE": False, "TRUNCATE": False}
+        other = app.execute(f"SELECT session_id FROM {ROLLOUT} LIMIT 1").fetchone()
+        for statement in (f"DELETE FROM {ROLLOUT}", f"DELETE FROM {archive}", f"UPDATE {archive} SET title = ''"):
+            with pytest.raises(errors.InsufficientPrivilege):
+                app.execute(statement)
+        if other is not None:  # a session with lines and no archive record keeps them
+            with pytest.raises(errors.RestrictViolation):
+                app.execute("SELECT compactweb_delete_archived_rollout(%s)", (other[0],))
+        # the trigger's scope setting alone does not let the role delete either
+        app.execute(f"SET compactweb.rollout_archive_delete = '{session_id}'")
+        with pytest.raises(errors.InsufficientPrivilege):
+            app.execute(f"DELETE FROM {ROLLOUT} WHERE session_id = %s", (session_id,))
+
+    out = _manage("restore_archive", "--session", str(session_id), database_url=app_url, tmp_path=tmp_path)
+
+    assert "restored archive" in out
+    with psycopg.connect(app_url, autocommit=True) as app:
+        restored = app.execute("SELECT id FROM sessions_app_session WHERE title = %s",
+                               ("retention under the app role",)).fetchone()
+        assert restored is not None
+        assert app.execute(f"SELECT count(*) FROM {ROLLOUT} WHERE session_id = %s", restored).fetchone()[0] == 2

@@ -6,8 +6,10 @@ Run it as the database owner, after `migrate` (and again after every later migra
         --password-file var/app-role.password --print-url
 
 The role may log in and read and write every table the application uses, except the rollout table
-(`sessions_app_rolloutline`), where it may only SELECT and INSERT: no UPDATE, DELETE or TRUNCATE, and, not being
-the owner, it cannot drop the table, disable its append-only triggers or create tables. Migrations keep running as
+(`sessions_app_rolloutline`) and the archive records (`sessions_app_sessionarchive`), where it may only SELECT and
+INSERT: no UPDATE, DELETE or TRUNCATE, and, not being the owner, it cannot drop the table, disable its append-only
+triggers or create tables. It may EXECUTE `compactweb_delete_archived_rollout`, which removes the rollout of one
+session whose archive record counts all its lines (retention, docs/retention-policy.md), and nothing else. Migrations keep running as
 the owner. `--print-sql` shows the statements without running them.
 """
 
@@ -23,9 +25,12 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from psycopg import sql
 
+from sessions_app.rollout_guard import ARCHIVE_TABLE, DELETE_FUNCTION
 from sessions_app.rollout_guard import TABLE as ROLLOUT_TABLE
 
-APPEND_ONLY_TABLES = (ROLLOUT_TABLE,)
+# The rollout, and the records of archived sessions (issue 34): what retention removed stays on record, and the
+# role cannot delete a record to hide a removal or forge one away.
+APPEND_ONLY_TABLES = (ROLLOUT_TABLE, ARCHIVE_TABLE)
 
 
 def app_role_statements(*, role: str, password: str | None, database: str, schema: str = "public") -> list:
@@ -48,6 +53,9 @@ def app_role_statements(*, role: str, password: str | None, database: str, schem
     for table in APPEND_ONLY_TABLES:
         statements.append(sql.SQL("REVOKE ALL ON TABLE {}.{} FROM {}").format(s, sql.Identifier(table), r))
         statements.append(sql.SQL("GRANT SELECT, INSERT ON TABLE {}.{} TO {}").format(s, sql.Identifier(table), r))
+    # The one way the role removes rollout lines: all of one archived session's (sessions_app.rollout_guard).
+    statements.append(sql.SQL("GRANT EXECUTE ON FUNCTION {}.{}(bigint) TO {}").format(
+        s, sql.Identifier(DELETE_FUNCTION), r))
     if password is not None:
         statements.append(sql.SQL("ALTER ROLE {} PASSWORD {}").format(r, sql.Literal(password)))
     return statements

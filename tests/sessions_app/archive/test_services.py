@@ -1,0 +1,294 @@
+"""Retention (issue 34): an ended session is archived to a gzip file equal to its export, then removed; any
+failure on the way deletes nothing; active and recent sessions stay; the file imports back to the same export."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+
+import pytest
+from django.db import connection
+
+from compaction_app.models import AuditEntry, Compaction, CompactionAttempt, RetentionSettings
+from sessions_app import rollout_guard
+from sessions_app.archive import files, services
+from sessions_app.models import (
+    ArchiveRun,
+    ContextWindow,
+    LiveItem,
+    RolloutLine,
+    Session,
+    SessionArchive,
+)
+from sessions_app.rollout import selectors
+
+
+def _rows(session_id: int) -> dict:
+    return {
+        "session": Session.objects.filter(pk=session_id).count(),
+        "rollout": RolloutLine.objects.filter(session_id=session_id).count(),
+        "live": LiveItem.objects.filter(session_id=session_id).count(),
+        "windows": ContextWindow.objects.filter(session_id=session_id).count(),
+        "compactions": Compaction.objects.filter(session_id=session_id).count(),
+        "attempts": CompactionAttempt.objects.filter(session_id=session_id).count(),
+    }
+
+
+def _files(archive_dir) -> list:
+    return sorted(p for p in archive_dir.rglob("*") if p.is_file()) if archive_dir.exists() else []
+
+
+def test_an_ended_session_is_archived_byte_for_byte_equal_to_its_export_and_removed(
+    ended_session, export_bytes, archive_dir
+):
+    expected = export_bytes(ended_session)
+    before = _rows(ended_session.pk)
+    assert before["rollout"] > 5 and before["compactions"] == 1
+
+    run = services.do_run_archiver(trigger="test")
+
+    assert (run.due, run.archived, run.failed) == (1, 1, 0)
+    record = SessionArchive.objects.get(session_id=ended_session.pk)
+    path = archive_dir / record.file_name
+    assert gzip.decompress(path.read_bytes()) == expected
+    assert record.sha256 == hashlib.sha256(expected).hexdigest()
+    assert record.file_lines == expected.count(b"\n") and record.export_bytes == len(expected)
+    assert (record.rollout_lines, record.last_seq) == (before["rollout"], ended_session.last_seq)
+    assert (record.thread_id, record.title, record.run_id) == (ended_session.thread_id, "old work", run.pk)
+    assert record.file_name.startswith(f"{ended_session.created_at:%Y/%m/%d}/rollout-")
+    assert record.export_name.endswith(f"{ended_session.thread_id}.jsonl")
+    assert _rows(ended_session.pk) == dict.fromkeys(before, 0)
+    assert _files(archive_dir) == [path]  # no partial file left
+    entry = AuditEntry.objects.get(action=AuditEntry.Action.ARCHIVE)
+    assert entry.detail["sha256"] == record.sha256 and entry.detail["session_id"] == ended_session.pk
+    # the session's earlier audit entries stay, detached from the removed rows
+    assert AuditEntry.objects.filter(action=AuditEntry.Action.COMPACTION, session__isnull=True).exists()
+
+
+def test_restoring_an_archive_gives_back_the_same_export_and_live_history(ended_session, export_bytes):
+    expected = export_bytes(ended_session)
+    history = json.dumps(selectors.live_items(session=ended_session))
+    services.do_run_archiver(trigger="test")
+    record = SessionArchive.objects.get(session_id=ended_session.pk)
+
+    result = services.do_restore_archive(archive_id=record.pk)
+
+    restored = Session.objects.get(pk=result.session.pk)
+    assert (restored.thread_id, restored.title) == (ended_session.thread_id, "old work")
+    assert (restored.provider_id, restored.policy_id) == (ended_session.provider_id, ended_session.policy_id)
+    assert export_bytes(restored) == expected
+    assert json.dumps(selectors.live_items(session=restored)) == history
+    assert Compaction.objects.filter(session=restored).count() == 1
+    # restoring twice is refused: the thread is there again
+    with pytest.raises(services.Conflict):
+        services.do_restore_archive(archive_id=record.pk)
+
+
+def test_a_restored_session_can_be_archived_again(ended_session, export_bytes, age):
+    expected = export_bytes(ended_session)
+    services.do_run_archiver(trigger="test")
+    restored = services.do_restore_archive(archive_id=SessionArchive.objects.get().pk).session
+    age(restored, state=Session.State.IDLE)
+
+    run = services.do_run_archiver(trigger="test")
+
+    assert run.archived == 1
+    second = SessionArchive.objects.get(session_id=restored.pk)
+    assert second.sha256 == hashlib.sha256(expected).hexdigest()
+
+
+def test_active_recent_paused_and_leased_sessions_are_never_archived(make_session, add_turn, age, settings):
+    from django.utils import timezone
+
+    recent = make_session(title="recent")
+    add_turn(recent, 1)
+    age(recent, days=3)
+    age(make_session(title="running"), state=Session.State.RUNNING)
+    age(make_session(title="paused"), state=Session.State.PAUSED)
+    leased = age(make_session(title="leased"), state=Session.State.IDLE)
+    Session.objects.filter(pk=leased.pk).update(
+        lease_holder="worker-1",
+        lease_purpose="turn",
+        lease_expires_at=timezone.now() + timezone.timedelta(seconds=30),
+    )
+    imported_in_progress = age(make_session(title="importing"))
+    Session.objects.filter(pk=imported_in_progress.pk).update(source="importing")
+    age(make_session(title="due"), state=Session.State.IDLE)
+
+    run = services.do_run_archiver(trigger="test", days=30)
+
+    assert list(SessionArchive.objects.values_list("title", flat=True)) == ["due"]
+    assert run.due == 1
+    assert set(Session.objects.values_list("title", flat=True)) == {
+        "recent",
+        "running",
+        "paused",
+        "leased",
+        "importing",
+    }
+
+
+def test_the_origin_of_a_replay_stays_while_the_replay_exists(make_session, age):
+    origin = age(make_session(title="origin"))
+    age(_replay_of(origin, make_session), days=40)
+    services.do_run_archiver(trigger="test", days=30)
+    assert list(SessionArchive.objects.values_list("title", flat=True)) == ["replay"]
+    services.do_run_archiver(trigger="test", days=30)
+    assert set(SessionArchive.objects.values_list("title", flat=True)) == {"replay", "origin"}
+
+
+def _replay_of(origin, make_session):
+    replay = make_session(title="replay")
+    Session.objects.filter(pk=replay.pk).update(origin=origin, source="replay")
+    replay.refresh_from_db()
+    return replay
+
+
+def test_an_unwritable_archive_folder_deletes_nothing(ended_session, archive_dir):
+    before = _rows(ended_session.pk)
+    archive_dir.parent.mkdir(parents=True, exist_ok=True)
+    archive_dir.write_text("not a folder")  # nothing can be written under it (whoever the tests run as)
+    run = services.do_run_archiver(trigger="test")
+    assert (run.archived, run.failed) == (0, 1)
+    assert "ArchiveWriteFailed" in run.detail["failed"][0]["error"]
+    assert _rows(ended_session.pk) == before
+    assert not SessionArchive.objects.exists()
+    assert archive_dir.read_text() == "not a folder"
+
+
+def test_a_file_that_does_not_read_back_as_written_deletes_nothing(ended_session, archive_dir, monkeypatch):
+    before = _rows(ended_session.pk)
+    monkeypatch.setattr(files, "read_back", lambda path: ("0" * 64, 1, 1))  # as a corrupted write would read
+    run = services.do_run_archiver(trigger="test")
+    assert (run.archived, run.failed) == (0, 1)
+    assert "did not read back as written" in run.detail["failed"][0]["error"]
+    assert _rows(ended_session.pk) == before
+    assert _files(archive_dir) == []
+
+
+def test_a_failure_after_the_file_is_written_deletes_nothing_and_removes_the_file(
+    ended_session, archive_dir, monkeypatch
+):
+    before = _rows(ended_session.pk)
+
+    def fail(**kwargs):
+        raise RuntimeError("database step failed")
+
+    monkeypatch.setattr(services.records, "delete_session_records", fail)
+    run = services.do_run_archiver(trigger="test")
+    assert (run.archived, run.failed) == (0, 1)
+    assert _rows(ended_session.pk) == before
+    assert not SessionArchive.objects.exists()
+    assert _files(archive_dir) == []
+
+
+def test_a_session_written_to_while_it_is_archived_stays(ended_session, archive_dir, monkeypatch, add_turn):
+    before_export = services.export_rollout
+
+    def export_then_append(*, session):
+        lines = list(before_export(session=session))
+        add_turn(Session.objects.get(pk=session.pk), 99)  # a turn lands after the export was read
+        return iter(lines)
+
+    monkeypatch.setattr(services, "export_rollout", export_then_append)
+    run = services.do_run_archiver(trigger="test")
+    assert (run.archived, run.failed) == (0, 1)
+    assert "SessionChanged" in run.detail["failed"][0]["error"]
+    assert Session.objects.filter(pk=ended_session.pk).exists()
+    assert _files(archive_dir) == []
+
+
+def test_a_dry_run_lists_what_would_go_and_changes_nothing(ended_session, archive_dir):
+    before = _rows(ended_session.pk)
+    run = services.do_run_archiver(trigger="test", dry_run=True)
+    assert run.dry_run and run.due == 1 and run.archived == 0
+    assert [d["session"] for d in run.detail["due"]] == [ended_session.pk]
+    assert _rows(ended_session.pk) == before and _files(archive_dir) == []
+
+
+def test_the_admin_settings_choose_the_days_and_the_limit(make_session, age):
+    for days in (10, 20, 40, 50):
+        age(make_session(title=f"{days} days"), days=days)
+    RetentionSettings.objects.update_or_create(
+        pk=1, defaults={"archive_after_days": 15, "max_sessions_per_run": 2}
+    )
+    run = services.do_run_archiver(trigger="test")
+    # the longest idle first, at most the limit
+    assert sorted(SessionArchive.objects.values_list("title", flat=True)) == ["40 days", "50 days"]
+    assert (run.due, run.archived) == (2, 2)
+    services.do_run_archiver(trigger="test")
+    assert SessionArchive.objects.count() == 3
+    assert ArchiveRun.objects.count() == 2
+
+
+def test_the_rollout_still_refuses_raw_delete_outside_the_archiver(ended_session):
+    """Even with an archive record present, a plain DELETE (not scoped by the archiver) is refused by the
+    trigger; and the scoped delete refuses a record that does not count every line."""
+    from django.db import DatabaseError, transaction
+
+    other_session_lines = RolloutLine.objects.filter(session_id=ended_session.pk).count()
+    with transaction.atomic():
+        SessionArchive.objects.create(
+            session_id=ended_session.pk,
+            thread_id=ended_session.thread_id,
+            title="forged",
+            source="native",
+            session_created_at=ended_session.created_at,
+            last_activity_at=ended_session.updated_at,
+            file_name="x",
+            export_name="x",
+            sha256="0" * 64,
+            file_lines=1,
+            export_bytes=1,
+            compressed_bytes=1,
+            rollout_lines=other_session_lines - 1,
+            last_seq=ended_session.last_seq,
+            archived_at=ended_session.updated_at,
+            archived_by="test",
+        )
+        with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {rollout_guard.TABLE} WHERE session_id = %s", [ended_session.pk])
+        with pytest.raises((DatabaseError, rollout_guard.ArchiveIncomplete)), transaction.atomic():
+            rollout_guard.delete_archived_rollout(connection=connection, session_id=ended_session.pk)
+        transaction.set_rollback(True)
+    assert RolloutLine.objects.filter(session_id=ended_session.pk).count() == other_session_lines
+
+
+def _rollup_rows() -> dict:
+    from compaction_app import rollup
+    from compaction_app.models import AttemptRollup, CompactionRollup, LatencyRollup
+
+    rows = {}
+    for model, key in (
+        (AttemptRollup, rollup.ATTEMPT),
+        (LatencyRollup, rollup.LATENCY),
+        (CompactionRollup, rollup.COMPACTION),
+    ):
+        for values in model.objects.values(*rollup.KEYS[key], *rollup.SUMS[key]):
+            sums = tuple(round(values[s], 9) for s in rollup.SUMS[key])
+            if any(sums):
+                rows[(key, tuple(values[k] for k in rollup.KEYS[key]))] = sums
+    return rows
+
+
+def test_the_analytics_rollup_stays_equal_to_its_records_through_archive_and_restore(
+    ended_session, make_session, add_turn, compact
+):
+    from compaction_app import rollup
+
+    kept = make_session(title="kept")
+    add_turn(kept, 1)
+    compact(kept)
+    with_both = _rollup_rows()
+
+    services.do_run_archiver(trigger="test")
+
+    archived = _rollup_rows()
+    assert archived != with_both  # the archived session's compactions no longer count
+    rollup.rebuild()
+    assert _rollup_rows() == archived
+    services.do_restore_archive(archive_id=SessionArchive.objects.get().pk)
+    restored = _rollup_rows()
+    rollup.rebuild()
+    assert _rollup_rows() == restored
