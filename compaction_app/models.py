@@ -111,6 +111,9 @@ class Provider(models.Model):
         max_length=200, blank=True,
         help_text="The model's compatibility hash; a change between turns triggers comp_hash_changed (§2.4).",
     )
+    price_per_million_tokens = models.DecimalField(
+        max_digits=10, decimal_places=4, null=True, blank=True,
+        help_text="Price per 1M tokens, to show a compaction's net saving in money (blank: tokens only).")
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -119,10 +122,6 @@ class Provider(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-    price_per_million_tokens = models.DecimalField(
-        max_digits=10, decimal_places=4, null=True, blank=True,
-        help_text="Price per 1M tokens, to show a compaction's net saving in money (blank: tokens only).")
 
     @property
     def is_embedded(self) -> bool:

@@ -12,8 +12,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from compactweb.asgi import application
-from compactweb.roles import ROLES
 from compactweb.origins import normalise_origin, origin_allowed
+from compactweb.roles import ROLES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

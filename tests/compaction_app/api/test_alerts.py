@@ -39,15 +39,6 @@ def read_call(call_id: str, path: str) -> dict:
     return {"type": "function_call", "call_id": call_id, "name": "read_file", "arguments": json.dumps({"path": path})}
 
 
-@pytest.fixture
-def reader(make_session):
-    return make_session(items=[
-        user_message("look at src/ledger.py"), read_call("c1", "src/ledger.py"),
-        {"type": "function_call_output", "call_id": "c1", "output": "def ledger():\n    pass\n" * 50},
-        user_message("now fix it"),
-    ])
-
-
 def compact(api, session, strategy="local"):
     response = api.post(f"/api/v1/sessions/{session.pk}/compact", {"strategy": strategy}, format="json")
     assert response.status_code in (201, 502), response.content

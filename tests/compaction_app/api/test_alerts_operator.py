@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from compaction_app.models import Alert, AlertSilence
 from sessions_app.compactions import alerts
-from tests.compaction_app.api.test_alerts import compact, reader, settings  # noqa: F401 (fixture)
+from tests.compaction_app.api.test_alerts import compact, settings
 
 pytestmark = pytest.mark.django_db
 
@@ -98,8 +98,8 @@ def test_the_fleet_storm_threshold_grows_with_the_active_sessions():
 
 def test_a_fleet_of_sessions_each_compacting_once_is_no_storm(operator_api, make_session):
     settings(fleet_storm_count=3, fleet_storm_per_session=1.5, storm_count=3)
-    from tests.compaction_app.api.test_alerts import read_call
     from compaction_app.engine.items import user_message
+    from tests.compaction_app.api.test_alerts import read_call
 
     fleet = [make_session(title=f"s{n}", items=[
         user_message("look"), read_call(f"c{n}", "src/a.py"),

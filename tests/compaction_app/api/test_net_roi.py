@@ -10,7 +10,7 @@ from django.test import Client
 from compaction_app.models import Compaction, Provider
 from sessions_app.models import RolloutLine
 from sessions_app.turns.services import run_turn
-from tests.compaction_app.api.test_alerts import compact, reader  # noqa: F401 (fixture)
+from tests.compaction_app.api.test_alerts import compact
 from tests.compaction_app.engine.fakes import FakeClient, assistant, completed, done
 
 pytestmark = pytest.mark.django_db

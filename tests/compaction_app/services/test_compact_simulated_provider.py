@@ -9,8 +9,8 @@ import pytest
 
 from compaction_app.engine.items import SUMMARY_PREFIX, user_message
 from compaction_app.engine.prompts import SUMMARIZATION_PROMPT
-from compaction_app.engine.tokens import counter
 from compaction_app.engine.thresholds import ModelLimits
+from compaction_app.engine.tokens import counter
 from compaction_app.models import CompactionAttempt, CompactionPolicy
 from sessions_app.compactions.services import CompactionFailed, do_compact_session
 from sessions_app.compactions.settings_builder import fault_headers
