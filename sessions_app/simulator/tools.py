@@ -82,24 +82,22 @@ def _charge(budget: rt.Budget, text: str) -> str:
 
 # --- shell ------------------------------------------------------------------------------------------------------------
 
+# What a command's words say about the output it prints, the first match winning.
+_FLAVOR_PATTERNS = (
+    (re.compile(r"\bpytest\b|\btox\b|manage\.py test"), "pytest"),
+    (re.compile(r"\bcargo\b"), "cargo"),
+    (re.compile(r"\b(npm|npx|yarn|pnpm|jest|vitest)\b"), "jest"),
+    (re.compile(r"\.log\b|\bjournalctl\b|\blogs\b"), "log"),
+    (re.compile(r"\bgit (diff|show)\b|\bgit log -p\b"), "diff"),
+    (re.compile(r"^(ls|find|tree|fd)\b|\bgit (ls-files|status)\b"), "listing"),
+    (re.compile(r"\b(make|gcc|clang|cmake|ninja|go build|mvn|gradle)\b"), "build"),
+)
+
+
 def shell_flavor(command: str, default: str = "build") -> str:
     """Which kind of output a command prints, guessed from its words."""
     words = command.lower()
-    if re.search(r"\bpytest\b|\btox\b|manage\.py test", words):
-        return "pytest"
-    if re.search(r"\bcargo\b", words):
-        return "cargo"
-    if re.search(r"\b(npm|npx|yarn|pnpm|jest|vitest)\b", words):
-        return "jest"
-    if re.search(r"\.log\b|\bjournalctl\b|\blogs\b", words):
-        return "log"
-    if re.search(r"\bgit (diff|show)\b|\bgit log -p\b", words):
-        return "diff"
-    if re.search(r"^(ls|find|tree|fd)\b|\bgit (ls-files|status)\b", words):
-        return "listing"
-    if re.search(r"\b(make|gcc|clang|cmake|ninja|go build|mvn|gradle)\b", words):
-        return "build"
-    return default
+    return next((flavor for pattern, flavor in _FLAVOR_PATTERNS if pattern.search(words)), default)
 
 
 def _pytest(budget: rt.Budget, rng: random.Random, cwd: str, failing: bool) -> tuple[int, str]:
