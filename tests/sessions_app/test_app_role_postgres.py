@@ -175,3 +175,12 @@ def test_the_app_role_archives_and_restores_but_deletes_nothing_else(scratch, tm
                                ("retention under the app role",)).fetchone()
         assert restored is not None
         assert app.execute(f"SELECT count(*) FROM {ROLLOUT} WHERE session_id = %s", restored).fetchone()[0] == 2
+
+
+def test_the_statements_keep_archive_records_append_only_and_grant_only_the_delete_function():
+    from sessions_app.management.commands.create_app_role import app_role_statements
+
+    text = [s.as_string(None) for s in app_role_statements(role="app", password=None, database="db")]
+    assert 'GRANT SELECT, INSERT ON TABLE "public"."sessions_app_sessionarchive" TO "app"' in text
+    assert 'GRANT EXECUTE ON FUNCTION "public"."compactweb_delete_archived_rollout"(bigint) TO "app"' in text
+    assert not [s for s in text if "DELETE ON TABLE" in s and "rolloutline" in s]
