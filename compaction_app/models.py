@@ -560,6 +560,43 @@ class CompactionRollup(models.Model):
         return f"{self.day} {self.strategy}: {self.compactions}"
 
 
+class ArchivedShare(models.Model):
+    """What one session retention archived contributed to the all-time analytics (issue 34's roll-up), kept when
+    its records were removed so "all time" still counts it (docs/retention-policy.md, "Analytics"). `attempts`
+    holds its AttemptRollup and LatencyRollup amounts, `compactions` each of its compactions' COMPACTION_FIELDS
+    (compaction_app.rollup), and ArchivedDuration its timed attempts' durations (the exact percentiles).
+    `rollup.rebuild` counts these with the live records. A restore moves the compactions back to the re-imported
+    rows (`restored_at`); the attempts stay here, since the archive file does not carry them."""
+
+    archive = models.OneToOneField(
+        "sessions_app.SessionArchive", on_delete=models.PROTECT, related_name="analytics_share"
+    )
+    session_id = models.PositiveBigIntegerField(help_text="The archived (removed) session's id.")
+    attempts = models.JSONField(default=list, help_text="[table, key, {field: amount}] of its attempts.")
+    compactions = models.JSONField(default=list, help_text="Each compaction's rollout seq and figures.")
+    restored_at = models.DateTimeField(null=True, blank=True, help_text="When its compactions moved back.")
+
+    def __str__(self) -> str:
+        return f"analytics share of archived session #{self.session_id}"
+
+
+class ArchivedDuration(models.Model):
+    """How many timed attempts of an archived session had this duration (under this policy and provider): the
+    latency percentiles over all time pick their exact value among these and the live attempts."""
+
+    share = models.ForeignKey(ArchivedShare, on_delete=models.CASCADE, related_name="durations")
+    policy_id = models.PositiveBigIntegerField(default=0)
+    provider_id = models.PositiveBigIntegerField(default=0)
+    duration_ms = models.PositiveBigIntegerField()
+    attempts = models.BigIntegerField(default=1)
+
+    class Meta:
+        indexes = [models.Index(fields=["duration_ms"], name="archived_duration_ms")]
+
+    def __str__(self) -> str:
+        return f"{self.duration_ms} ms: {self.attempts}"
+
+
 class AuditEntry(models.Model):
     """Who did what, when and why: compactions, rollbacks, redos, imports and configuration changes."""
 

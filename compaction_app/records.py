@@ -34,7 +34,14 @@ from django.utils import timezone
 from compaction_app import rollup
 from compaction_app.engine.analytics import AttemptRecord
 from compaction_app.engine.hooks import HookRunRecord
-from compaction_app.models import Compaction, CompactionAttempt, HookRun
+from compaction_app.models import (
+    ArchivedDuration,
+    ArchivedShare,
+    Compaction,
+    CompactionAttempt,
+    CompactionPolicy,
+    HookRun,
+)
 
 STALE_ATTEMPT_MESSAGE = "the worker running this compaction stopped before it finished"
 CANCELLED_MESSAGE = "the compaction was cancelled before it finished"
@@ -193,17 +200,65 @@ def add_reread_tokens(*, compaction_id: int, tokens: int) -> None:
         Compaction.objects.filter(pk=compaction_id).update(reread_tokens=F("reread_tokens") + tokens)
 
 
-def delete_session_records(*, session_id: int) -> int:
+def delete_session_records(*, session_id: int, archive) -> int:
     """Remove every compaction record of a session that retention archived (sessions_app.archive): its hook runs,
-    attempts and compactions, in that order (each protects the next), and their shares of the analytics roll-up
-    (so it stays what `rollup.rebuild` computes from the records; a restore's import adds them back). Only the
-    archiver calls this, in the transaction that removes the session; the archive file holds the `compacted` lines
-    they were built from. Returns how many rows went."""
-    attempt_ids = list(CompactionAttempt.objects.filter(session_id=session_id).values_list("pk", flat=True))
-    compaction_ids = list(Compaction.objects.filter(session_id=session_id).values_list("pk", flat=True))
-    with _rolled_up(rollup.attempt_shares, attempt_ids), _rolled_up(rollup.compaction_shares, compaction_ids):
-        removed, _ = HookRun.objects.filter(attempt__session_id=session_id).delete()
-        more, _ = CompactionAttempt.objects.filter(session_id=session_id).delete()
-        removed += more
-        more, _ = Compaction.objects.filter(session_id=session_id).delete()
+    attempts and compactions, in that order (each protects the next). Their share of the analytics roll-up is
+    NOT subtracted: it is kept with the archive record (ArchivedShare, ArchivedDuration), so all-time analytics
+    still count the session and `rollup.rebuild` (records plus archived shares) gives the same rows. Only the
+    archiver calls this, in the transaction that removes the session and writes `archive`. Returns how many
+    rows went."""
+    share = rollup.session_share(session_id=session_id)
+    stored = ArchivedShare.objects.create(
+        archive=archive, session_id=session_id, attempts=share.attempts, compactions=share.compactions
+    )
+    ArchivedDuration.objects.bulk_create(
+        ArchivedDuration(share=stored, policy_id=policy, provider_id=provider, duration_ms=duration, attempts=n)
+        for (policy, provider, duration), n in sorted(share.durations.items())
+    )
+    removed, _ = HookRun.objects.filter(attempt__session_id=session_id).delete()
+    more, _ = CompactionAttempt.objects.filter(session_id=session_id).delete()
+    removed += more
+    more, _ = Compaction.objects.filter(session_id=session_id).delete()
     return removed + more
+
+
+def restore_archived_compactions(*, archive_id: int, session_id: int) -> int:
+    """Move an archived session's compactions back from its ArchivedShare to the restored session's re-imported
+    rows, without counting them twice: each re-imported compaction (matched by rollout seq) gets the figures the
+    original had (its day, policy, model, tokens, cost, re-read tax, score, flag: the import alone cannot know
+    them), their roll-up change is applied, the stored compactions' share subtracted, and the share marked
+    restored. The attempts' share stays stored (the file does not carry attempts). Call it in one transaction
+    after the restore's import; returns how many compactions were matched. Does nothing for an archive without
+    a share, or one restored already."""
+    share = ArchivedShare.objects.select_for_update().filter(archive_id=archive_id, restored_at=None).first()
+    if share is None:
+        return 0
+    figures = dict(rollup.stored_figures(share.compactions))
+    rows = dict(
+        Compaction.objects.filter(session_id=session_id, rollout_seq__in=list(figures)).values_list(
+            "rollout_seq", "pk"
+        )
+    )
+    policies = set(
+        CompactionPolicy.objects.filter(pk__in={f["policy_id"] for f in figures.values()}).values_list("pk", flat=True)
+    )
+    with _rolled_up(rollup.compaction_shares, list(rows.values())):
+        for seq, pk in rows.items():
+            # A policy deleted since keeps no row to point at: the import's (the session's) stays.
+            policy = {"policy_id": figures[seq]["policy_id"]} if figures[seq]["policy_id"] in policies else {}
+            Compaction.objects.filter(pk=pk).update(
+                **policy,
+                created_at=figures[seq]["created_at"],
+                model=figures[seq]["model"],
+                retention_score=figures[seq]["retention_score"],
+                tokens_before=figures[seq]["tokens_before"],
+                tokens_after=figures[seq]["tokens_after"],
+                call_tokens=figures[seq]["call_tokens"],
+                probe_tokens=figures[seq]["probe_tokens"],
+                reread_tokens=figures[seq]["reread_tokens"],
+                flagged=figures[seq]["flagged"],
+            )
+    stored = rollup.compactions_part(share.compactions)
+    rollup.apply(rollup.change(before=stored, after=rollup.Shares()))
+    ArchivedShare.objects.filter(pk=share.pk).update(restored_at=timezone.now())
+    return len(rows)

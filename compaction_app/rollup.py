@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from django.apps import apps as django_apps
@@ -229,26 +230,123 @@ def apply(diff: Shares, *, apps=django_apps) -> None:
             )
 
 
+# --- archived sessions' shares (docs/retention-policy.md, "Analytics") -------------------------------------------
+
+
+def _json_key(key: tuple) -> list:
+    return [k.isoformat() if isinstance(k, date) else k for k in key]
+
+
+def _table_key(name: str, key: list) -> tuple:
+    return (date.fromisoformat(key[0]), *key[1:]) if name == ATTEMPT else tuple(key)
+
+
+def _compaction_row(row: tuple) -> list:
+    return [row[0].isoformat(), *row[1:]]
+
+
+def _compaction_figures(row: list) -> tuple:
+    return (datetime.fromisoformat(row[0]), *row[1:])
+
+
+@dataclass(frozen=True)
+class SessionShare:
+    """A session's share of the roll-up, in the form an ArchivedShare keeps it: its attempts' roll-up amounts
+    (JSON), each compaction's rollout seq and COMPACTION_FIELDS (JSON), and its timed attempts' durations as
+    (policy, provider, duration) -> how many."""
+
+    attempts: list
+    compactions: list
+    durations: Counter
+
+
+def session_share(*, session_id: int, apps=django_apps) -> SessionShare:
+    """What the records of one session contribute to the roll-up now (before retention removes them)."""
+    attempts = Shares()
+    durations: Counter = Counter()
+    for row in (
+        _model("CompactionAttempt", apps).objects.filter(session_id=session_id).values_list(*ATTEMPT_FIELDS)
+    ):
+        attempts.update(attempt_share(row))
+        status, duration = row[8], row[9]
+        if status != RUNNING and duration is not None:
+            durations[(row[1] or 0, row[2] or 0, duration)] += 1
+    grouped: dict[tuple[str, tuple], dict[str, float]] = {}
+    for (name, key, field), amount in attempts.items():
+        if amount:
+            grouped.setdefault((name, key), {})[field] = amount
+    compactions = [
+        [row[0], *_compaction_row(row[1:])]
+        for row in _model("Compaction", apps)
+        .objects.filter(session_id=session_id)
+        .order_by("rollout_seq")
+        .values_list("rollout_seq", *COMPACTION_FIELDS)
+    ]
+    return SessionShare(
+        attempts=[[name, _json_key(key), sums] for (name, key), sums in sorted(grouped.items(), key=str)],
+        compactions=compactions,
+        durations=durations,
+    )
+
+
+def attempts_part(stored: list) -> Shares:
+    """An ArchivedShare's `attempts` as roll-up amounts."""
+    total = Shares()
+    for name, key, sums in stored:
+        for field, amount in sums.items():
+            total[(name, _table_key(name, key), field)] += amount
+    return total
+
+
+def compactions_part(stored: list) -> Shares:
+    """An ArchivedShare's `compactions` as roll-up amounts."""
+    total = Shares()
+    for _seq, *figures in stored:
+        total.update(compaction_share(_compaction_figures(figures)))
+    return total
+
+
+def stored_figures(stored: list) -> list[tuple[int, dict]]:
+    """(rollout seq, {Compaction field: value}) of an ArchivedShare's compactions, the fields a restore writes
+    back onto the re-imported rows (the related `compaction__` fields are the attempts')."""
+    names = [f for f in COMPACTION_FIELDS]
+    return [(seq, dict(zip(names, _compaction_figures(figures), strict=True))) for seq, *figures in stored]
+
+
 def rebuild(*, apps=django_apps) -> dict[str, int]:
-    """Recompute every roll-up row from the records (the backfill; `manage.py rebuild_analytics_rollup`). On
+    """Recompute every roll-up row from the records and the archived sessions' shares (ArchivedShare: the
+    backfill; `manage.py rebuild_analytics_rollup`). On
     PostgreSQL the records are locked against writes meanwhile (SHARE: reads go on), so no write falls between the
     recount and the new rows. Returns how many records were counted."""
     attempts, compactions = _model("CompactionAttempt", apps), _model("Compaction", apps)
+    try:
+        archived = _model("ArchivedShare", apps)
+    except LookupError:  # migration 0022's backfill, before the table existed
+        archived = None
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
-                cursor.execute(
-                    f"LOCK TABLE {attempts._meta.db_table}, {compactions._meta.db_table} IN SHARE MODE"
-                )
+                tables = [m._meta.db_table for m in (attempts, compactions, archived) if m is not None]
+                cursor.execute(f"LOCK TABLE {', '.join(tables)} IN SHARE MODE")
         for name in (ATTEMPT, LATENCY, COMPACTION):
             _model(name, apps).objects.all().delete()
-        total, counted = Shares(), {"attempts": 0, "compactions": 0}
+        total, counted = Shares(), {"attempts": 0, "compactions": 0, "archived": 0}
         for row in attempts.objects.order_by().values_list(*ATTEMPT_FIELDS).iterator(chunk_size=5000):
             total.update(attempt_share(row))
             counted["attempts"] += 1
         for row in compactions.objects.order_by().values_list(*COMPACTION_FIELDS).iterator(chunk_size=5000):
             total.update(compaction_share(row))
             counted["compactions"] += 1
+        # Archived sessions' shares: their records are gone, "all time" still counts them (retention).
+        for stored, stored_compactions, restored in (
+            archived.objects.order_by().values_list("attempts", "compactions", "restored_at")
+            if archived is not None
+            else ()
+        ):
+            total.update(attempts_part(stored))
+            if restored is None:
+                total.update(compactions_part(stored_compactions))
+            counted["archived"] += 1
         rows: dict[tuple[str, tuple], dict[str, float]] = {}
         for (name, key, field), amount in total.items():
             rows.setdefault((name, key), {})[field] = amount

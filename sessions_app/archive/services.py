@@ -58,14 +58,15 @@ class ArchiveNotRestorable(Conflict):
     code = "archive_not_restorable"
 
 
-def _remove_session_rows(*, session_id: int) -> int:
+def _remove_session_rows(*, session_id: int, record: SessionArchive) -> int:
     """Everything of one session, inside the archiving transaction, the rollout first (its guard checks the
-    record just written). Audit entries are kept, detached (compaction_app.audit.detach_session). Returns the
-    number of rollout lines removed."""
+    record just written). Audit entries are kept, detached (compaction_app.audit.detach_session); the session's
+    share of the all-time analytics is kept with the record (compaction_app.records.delete_session_records).
+    Returns the number of rollout lines removed."""
     removed = rollout_guard.delete_archived_rollout(connection=connection, session_id=session_id)
     audit.detach_session(session_id=session_id)
     Alert.objects.filter(session_id=session_id).delete()
-    records.delete_session_records(session_id=session_id)
+    records.delete_session_records(session_id=session_id, archive=record)
     CodexSourceLine.objects.filter(source__session_id=session_id).delete()
     CodexSource.objects.filter(session_id=session_id).delete()
     ContextWindow.objects.filter(session_id=session_id).delete()
@@ -125,7 +126,7 @@ def archive_session(
                 archived_by=archived_by[:150],
                 run=run,
             )
-            _remove_session_rows(session_id=session_id)
+            _remove_session_rows(session_id=session_id, record=record)
             audit.record_audit(
                 action=AuditEntry.Action.ARCHIVE,
                 reason=f"archived session #{session_id} ({session.title})",
@@ -225,7 +226,9 @@ def do_run_archiver(
 def do_restore_archive(*, archive_id: int, actor=None) -> ImportResult:
     """Import an archive file back as a session (the importer keeps its lines, so the restored session exports
     the same bytes). Its original thread id is kept, so a session restored already is refused (AlreadyImported);
-    its title, provider and policy are the original ones (when they still exist). The record stays: it describes the file."""
+    its title, provider and policy are the original ones (when they still exist). The record stays: it describes
+    the file. The session's compactions then move from the archive's analytics share back to the re-imported
+    rows (compaction_app.records.restore_archived_compactions), so all-time analytics count them once."""
     record = SessionArchive.objects.filter(pk=archive_id).first()
     if record is None:
         raise NoSuchArchive(f"no archive {archive_id}")
@@ -236,7 +239,7 @@ def do_restore_archive(*, archive_id: int, actor=None) -> ImportResult:
         lines = iter_lines(
             chunks, max_line_bytes=settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES, source_name=record.export_name
         )
-        return do_import_rollout(
+        result = do_import_rollout(
             lines=lines,
             source_name=record.export_name,
             title=record.title,
@@ -246,3 +249,6 @@ def do_restore_archive(*, archive_id: int, actor=None) -> ImportResult:
         )
     except files.ArchiveFileBad as exc:
         raise ArchiveNotRestorable(str(exc)) from None
+    with transaction.atomic():
+        records.restore_archived_compactions(archive_id=record.pk, session_id=result.session.pk)
+    return result

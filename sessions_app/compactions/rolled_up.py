@@ -8,13 +8,16 @@ one index range read of that bucket's timed attempts (attempt_timed_duration) pi
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
-from django.db.models import Sum
+from django.db.models import Count, Sum
 
 from compaction_app.engine.percentiles import nearest_rank
 from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
 from compaction_app.models import (
+    ArchivedDuration,
+    ArchivedShare,
     AttemptRollup,
     CompactionAttempt,
     CompactionPolicy,
@@ -36,6 +39,48 @@ def _scoped(rows, *, policy_id: int | None, provider_id: int | None):
     return rows
 
 
+def _pick(timed, archived, *, low: int, high: int, offset: int) -> float | None:
+    """The duration at `offset` (0-based, in order) among the live timed attempts and the archived sessions'
+    (ArchivedDuration) in one bucket. Without archived durations in it: one index range read at the offset; with
+    them: the bucket's live durations counted per value and merged with the archived counts."""
+    in_bucket = {"duration_ms__gte": low, "duration_ms__lte": high}
+    stored = dict(
+        archived.filter(**in_bucket)
+        .values_list("duration_ms")
+        .annotate(n=Sum("attempts"))
+        .values_list("duration_ms", "n")
+        .order_by()
+    )
+    if not stored:
+        picked = list(
+            timed.filter(**in_bucket)
+            .order_by("duration_ms")
+            .values_list("duration_ms", flat=True)[offset : offset + 1]
+        )
+        return float(picked[0]) if picked else None  # (a roll-up out of step: rebuild_analytics_rollup)
+    counts = Counter(stored)
+    counts.update(
+        dict(
+            timed.filter(**in_bucket)
+            .values_list("duration_ms")
+            .annotate(n=Count("pk"))
+            .values_list("duration_ms", "n")
+            .order_by()
+        )
+    )
+    for duration in sorted(counts):
+        if offset < counts[duration]:
+            return float(duration)
+        offset -= counts[duration]
+    return None  # (a roll-up out of step: rebuild_analytics_rollup)
+
+
+def archived_sessions() -> int:
+    """How many archived sessions' shares the all-time figures include (ArchivedShare: the attempts of every
+    archived session, the compactions of those not restored)."""
+    return ArchivedShare.objects.count()
+
+
 def _latency(*, policy_id: int | None, provider_id: int | None) -> dict[str, Any]:
     histogram = list(
         _scoped(LatencyRollup.objects.filter(attempts__gt=0), policy_id=policy_id, provider_id=provider_id)
@@ -50,20 +95,13 @@ def _latency(*, policy_id: int | None, provider_id: int | None) -> dict[str, Any
         policy_id=policy_id,
         provider_id=provider_id,
     )
+    archived = _scoped(ArchivedDuration.objects.all(), policy_id=policy_id, provider_id=provider_id)
     latency: dict[str, Any] = {}
     for q in PERCENTILES:
         rank, value, below = nearest_rank(count, q), None, 0
         for bucket, n in histogram if rank else ():
             if below + n >= rank:
-                offset = rank - below - 1
-                picked = list(
-                    timed.filter(duration_ms__gte=bucket, duration_ms__lte=bucket_end(bucket))
-                    .order_by("duration_ms")
-                    .values_list("duration_ms", flat=True)[offset : offset + 1]
-                )
-                value = (
-                    float(picked[0]) if picked else None
-                )  # (a roll-up out of step: rebuild_analytics_rollup)
+                value = _pick(timed, archived, low=bucket, high=bucket_end(bucket), offset=rank - below - 1)
                 break
             below += n
         latency[f"p{q}"] = value

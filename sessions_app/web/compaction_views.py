@@ -13,9 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from compaction_app.models import Compaction, CompactionPolicy, Provider
+from compaction_app.models import Compaction, CompactionPolicy, Provider, RetentionSettings
 from compactweb.roles import OPERATOR, SUPPORT, has_role, role_required
-from sessions_app.compactions import presentation, retention
+from sessions_app.compactions import presentation, retention, rolled_up
 from sessions_app.compactions.analytics import compaction_analytics
 from sessions_app.web.api.compaction_serializers import CompactionDetailSerializer
 from sessions_app.web.forms import DIMENSIONS, PERIODS, AnalyticsFilterForm
@@ -135,6 +135,8 @@ def analytics(request):
         "policy_id": policy_id,
         "provider_id": provider_id,
         "failure_pct": None if data["failure_rate"] is None else round(100 * data["failure_rate"], 1),
+        "archived_sessions": None if period else rolled_up.archived_sessions(),
+        "archive_after_days": RetentionSettings.current().archive_after_days,
     }
     context["retention_tables"] = [
         (label, retention.retention_rollup(by=by, since=since)) for by, label in RETENTION_DIMENSIONS

@@ -19,7 +19,8 @@ from compaction_app.rollup import rebuild
 
 class Command(BaseCommand):
     help = (
-        "Recount the analytics roll-up (per day, dimension, policy and provider) from the compaction records."
+        "Recount the analytics roll-up (per day, dimension, policy and provider) from the compaction records "
+        "and the shares of the sessions retention archived."
     )
 
     def handle(self, *args, **options):
@@ -27,5 +28,6 @@ class Command(BaseCommand):
         counted = rebuild()
         self.stdout.write(
             f"counted {counted['attempts']} attempts and {counted['compactions']} compactions "
+            f"and {counted['archived']} archived sessions' shares "
             f"in {time.perf_counter() - started:.1f} s"
         )

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from compactweb.roles import IsOperator
-from sessions_app.compactions import retention
+from sessions_app.compactions import retention, rolled_up
 from sessions_app.compactions.analytics import compaction_analytics
 from sessions_app.web.forms import DEFAULT_PERIOD, PERIODS
 
@@ -58,6 +58,11 @@ class AnalyticsSerializer(serializers.Serializer):
         child=serializers.ListField(child=serializers.DictField()),
         help_text="Retention and cost of the compactions not rolled back, by strategy, policy, model and day.",
     )
+    archived_sessions = serializers.IntegerField(
+        allow_null=True,
+        help_text="All time: how many sessions retention archived (their rows removed) the figures still include "
+        "(docs/retention-policy.md). Null for a period: periods count the sessions in the database.",
+    )
 
 
 class Analytics(APIView):
@@ -75,4 +80,5 @@ class Analytics(APIView):
         since = timezone.now() - timedelta(days=int(period)) if period else None
         data = compaction_analytics(policy_id=f.get("policy"), provider_id=f.get("provider"), since=since)
         data["retention"] = {by: retention.retention_rollup(by=by, since=since) for by in RETENTION_TABLES}
+        data["archived_sessions"] = None if period else rolled_up.archived_sessions()
         return Response(AnalyticsSerializer({"period": period, **data}).data)

@@ -1,0 +1,131 @@
+"""All-time analytics keep what archived sessions did (docs/retention-policy.md, "Analytics"): archiving a session
+leaves GET /api/v1/analytics as it was, a rebuild of the roll-up gives the same answer, and a restore moves the
+compactions back to the re-imported rows without counting them twice. Periods read the rows in the database."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from compaction_app import records
+from compaction_app.models import ArchivedShare, Compaction, CompactionAttempt
+from sessions_app.archive import services
+from sessions_app.models import Session, SessionArchive
+
+pytestmark = pytest.mark.django_db
+
+FILTERS = ({}, {"policy": "policy"}, {"provider": "provider"})
+
+
+def _analytics(api, *, policy, provider) -> list[dict]:
+    """The all-time answer, unfiltered and by the session's policy and provider."""
+    answers = []
+    for chosen in FILTERS:
+        query = {
+            "period": "",
+            **{k: {"policy": policy, "provider": provider}[v].pk for k, v in chosen.items()},
+        }
+        response = api.get("/api/v1/analytics", query)
+        assert response.status_code == 200, response.content
+        answer = response.json()
+        answer.pop("archived_sessions")
+        answers.append(answer)
+    return answers
+
+
+def _rebuild() -> str:
+    out = StringIO()
+    call_command("rebuild_analytics_rollup", stdout=out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def two_sessions(ended_session, make_session, add_turn, compact):
+    """The ended session with failed attempts of known durations besides its compaction (the percentiles pick
+    among its and a kept session's durations), and a kept recent session."""
+    for duration in (1003, 1001, 1050, 20, 5000):
+        attempt = records.start_attempt(
+            session=ended_session,
+            item_id="i",
+            turn_id="t",
+            trigger="manual",
+            reason="user_requested",
+            implementation="responses",
+            phase="standalone_turn",
+            strategy="local",
+            tokens_before=100,
+        )
+        records.fail_attempt(attempt_id=attempt.pk, kind="k", message="m")
+        CompactionAttempt.objects.filter(pk=attempt.pk).update(
+            duration_ms=duration
+        )  # (a test's own duration)
+    kept = make_session(title="kept")
+    add_turn(kept, 1)
+    compact(kept)
+    attempt = records.start_attempt(
+        session=kept,
+        item_id="i",
+        turn_id="t",
+        trigger="manual",
+        reason="user_requested",
+        implementation="responses",
+        phase="standalone_turn",
+        strategy="local",
+        tokens_before=100,
+    )
+    records.fail_attempt(attempt_id=attempt.pk, kind="k", message="m")
+    CompactionAttempt.objects.filter(pk=attempt.pk).update(duration_ms=1002)
+    _rebuild()  # the durations were written past the records writer
+    return ended_session, kept
+
+
+def test_archiving_a_session_leaves_the_all_time_analytics_as_they_were(
+    two_sessions, operator_api, policy, provider
+):
+    ended, _ = two_sessions
+    before = _analytics(operator_api, policy=policy, provider=provider)
+    assert before[0]["attempts"] >= 7 and before[0]["latency_ms"]["count"] >= 7
+
+    run = services.do_run_archiver(trigger="test")
+
+    assert run.archived == 1 and not Session.objects.filter(pk=ended.pk).exists()
+    assert not CompactionAttempt.objects.filter(session_id=ended.pk).exists()
+    assert _analytics(operator_api, policy=policy, provider=provider) == before
+    assert operator_api.get("/api/v1/analytics", {"period": ""}).json()["archived_sessions"] == 1
+
+
+def test_a_rebuild_after_archiving_gives_the_same_answer(two_sessions, operator_api, policy, provider):
+    before = _analytics(operator_api, policy=policy, provider=provider)
+    services.do_run_archiver(trigger="test")
+
+    assert "and 1 archived sessions' shares" in _rebuild()
+
+    assert _analytics(operator_api, policy=policy, provider=provider) == before
+
+
+def test_a_restore_counts_the_session_once(two_sessions, operator_api, policy, provider):
+    ended, _ = two_sessions
+    before = _analytics(operator_api, policy=policy, provider=provider)
+    services.do_run_archiver(trigger="test")
+    archive = SessionArchive.objects.get(session_id=ended.pk)
+
+    result = services.do_restore_archive(archive_id=archive.pk)
+
+    assert Compaction.objects.filter(session=result.session).exists()
+    assert ArchivedShare.objects.get(archive=archive).restored_at is not None
+    assert _analytics(operator_api, policy=policy, provider=provider) == before
+    _rebuild()
+    assert _analytics(operator_api, policy=policy, provider=provider) == before
+    # The attempts are not in the file: they stay counted from the archive's share.
+    assert operator_api.get("/api/v1/analytics", {"period": ""}).json()["archived_sessions"] == 1
+
+
+def test_a_period_counts_the_sessions_in_the_database(two_sessions, operator_api):
+    services.do_run_archiver(trigger="test")
+
+    answer = operator_api.get("/api/v1/analytics", {"period": "30"}).json()
+
+    assert answer["archived_sessions"] is None
+    assert answer["attempts"] == CompactionAttempt.objects.count()
