@@ -508,6 +508,8 @@ class SessionArchive(models.Model):
 
     class Meta:
         ordering = ["-archived_at", "-pk"]
+        # GET /api/v1/archives: a keyset page newest first, one index range read however many archives.
+        indexes = [models.Index(fields=["archived_at", "id"], name="session_archive_archived_at")]
 
     def __str__(self) -> str:
         return f"{self.title} (#{self.session_id}, archived)"

@@ -8,7 +8,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db.models import Q
 
-from sessions_app.models import Job, Session, SimulatorRun
+from sessions_app.models import Job, Session, SessionArchive, SimulatorRun
 from sessions_app.transfer.importer import FOLLOWED, IMPORTING
 
 # A session that ended: nothing runs it. Paused sessions (a person means to resume them) and running ones stay.
@@ -54,3 +54,22 @@ def due_session_ids(*, cutoff: datetime, now: datetime, limit: int) -> list[int]
 
 def is_due(*, session_id: int, cutoff: datetime, now: datetime) -> bool:
     return Session.objects.filter(due_filter(cutoff=cutoff, now=now), pk=session_id).exists()
+
+
+def list_archives(
+    *, before: int | None = None, since: datetime | None = None, until: datetime | None = None, limit: int
+) -> list:
+    """Archive records newest first (archived_at, id): a keyset page of `limit` records older than record
+    `before` (absent: the newest), archived at or after `since` and before `until`. A `before` that names no
+    record gives an empty page."""
+    rows = SessionArchive.objects.all()
+    if since is not None:
+        rows = rows.filter(archived_at__gte=since)
+    if until is not None:
+        rows = rows.filter(archived_at__lt=until)
+    if before is not None:
+        anchor = SessionArchive.objects.filter(pk=before).values_list("archived_at", flat=True).first()
+        if anchor is None:
+            return []
+        rows = rows.filter(Q(archived_at__lt=anchor) | Q(archived_at=anchor, pk__lt=before))
+    return list(rows.order_by("-archived_at", "-pk")[:limit])

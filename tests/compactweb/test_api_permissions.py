@@ -28,10 +28,11 @@ def _endpoints(provider, policy, session):
         ("get", f"/api/v1/sessions/{session.pk}/history", OPERATOR, None),
         ("post", f"/api/v1/sessions/{session.pk}/items", OPERATOR, {"items": [item]}),
         ("get", f"/api/v1/sessions/{session.pk}/rollout", OPERATOR, None),
+        ("get", "/api/v1/archives", ADMIN, None),
     ]
 
 
-ENDPOINT_COUNT = 15
+ENDPOINT_COUNT = 16
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ from django.urls import path
 from compactweb import converters  # noqa: F401  (registers the <id:...> path converter)
 from sessions_app.web.api import alerts as api_alerts
 from sessions_app.web.api import analytics as api_analytics
+from sessions_app.web.api import archives as api_archives
 from sessions_app.web.api import compactions as api_compactions
 from sessions_app.web.api import fleet as api_fleet
 from sessions_app.web.api import jobs as api_jobs
@@ -75,3 +76,10 @@ urlpatterns += [
 
 # Analytics: the analytics page's figures, all time from the roll-up (issue 34).
 urlpatterns += [path("analytics", api_analytics.Analytics.as_view(), name="api-analytics")]
+
+# Retention's archives: list, read, restore (admin role, issue 34; docs/retention-policy.md).
+urlpatterns += [
+    path("archives", api_archives.ArchiveList.as_view(), name="api-archives"),
+    path("archives/<id:pk>", api_archives.ArchiveDetail.as_view(), name="api-archive"),
+    path("archives/<id:pk>/restore", api_archives.ArchiveRestore.as_view(), name="api-archive-restore"),
+]
