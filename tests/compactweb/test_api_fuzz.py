@@ -122,3 +122,33 @@ def test_every_json_answer_on_real_rows_matches_the_schema(api_schema, scripted_
     answer("GET", "/api/v1/sessions/{id}/comparison", status=200, id=replay["replay"])
     for path in ("/api/v1/sessions", "/api/v1/providers", "/api/v1/policies", "/api/v1/scenarios", "/api/v1/fleet"):
         assert answer("GET", path, status=200) is not None
+
+
+def test_the_archive_answers_on_real_rows_match_the_schema(api_schema, make_session, make_user, settings, tmp_path):
+    """The archives' list, detail, restore and a second restore's 409, on a real archive (the fuzzing meets none)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from compaction_app.engine.items import user_message
+    from sessions_app.archive import services
+
+    settings.COMPACTWEB_ARCHIVE_DIR = tmp_path / "archive"
+    session = make_session(items=[user_message("rename the package")])
+    Session.objects.filter(pk=session.pk).update(state="stopped", updated_at=timezone.now() - timedelta(days=40))
+    assert services.do_run_archiver(trigger="test").archived == 1
+    headers = {"Authorization": f"Token {issue_token(user=make_user('admin', username='archive-admin'))}"}
+
+    def answer(method: str, path: str, *, status: int, query=None, **path_parameters):
+        case = api_schema[path][method].Case(path_parameters=path_parameters, query=query, headers=headers)
+        response = case.call()
+        assert response.status_code == status, f"{method} {path} -> {response.status_code}: {response.text[:300]}"
+        case.validate_response(response, checks=CONFORMANCE_CHECKS)
+        return response.json()
+
+    [listed] = answer("GET", "/api/v1/archives", status=200, query={"limit": 5})
+    answer("GET", "/api/v1/archives/{id}", status=200, id=listed["id"])
+    restored = answer("POST", "/api/v1/archives/{id}/restore", status=201, id=listed["id"])
+    assert Session.objects.filter(pk=restored["session"]).exists()
+    again = answer("POST", "/api/v1/archives/{id}/restore", status=409, id=listed["id"])
+    assert again["error"]["code"] == "already_imported"
