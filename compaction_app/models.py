@@ -580,6 +580,17 @@ class ArchivedShare(models.Model):
         return f"analytics share of archived session #{self.session_id}"
 
 
+class ArchivedRollup(models.Model):
+    """How many sessions retention archived on one UTC day (of archived_at): the all-time analytics' "includes N
+    archived sessions" in O(days) rows, kept in the archiving transaction (compaction_app.rollup)."""
+
+    day = models.DateField(unique=True)
+    sessions = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.day}: {self.sessions} archived"
+
+
 class ArchivedDuration(models.Model):
     """How many timed attempts of an archived session had this duration (under this policy and provider): the
     latency percentiles over all time pick their exact value among these and the live attempts."""

@@ -208,6 +208,7 @@ def delete_session_records(*, session_id: int, archive) -> int:
     archiver calls this, in the transaction that removes the session and writes `archive`. Returns how many
     rows went."""
     share = rollup.session_share(session_id=session_id)
+    rollup.apply(rollup.archived_session(archived_at=archive.archived_at))
     stored = ArchivedShare.objects.create(
         archive=archive, session_id=session_id, attempts=share.attempts, compactions=share.compactions
     )

@@ -22,6 +22,7 @@ from django.apps import apps as django_apps
 from django.db import connection, transaction
 
 ATTEMPT, LATENCY, COMPACTION = "AttemptRollup", "LatencyRollup", "CompactionRollup"
+ARCHIVED = "ArchivedRollup"  # archived sessions per day (docs/retention-policy.md, "Analytics")
 RUNNING, COMPLETED = "running", "completed"
 
 # The fields of a record its share is computed from (the attempt's installed compaction's tokens for `freed`).
@@ -71,11 +72,13 @@ KEYS = {
     ),
     LATENCY: ("policy_id", "provider_id", "bucket"),
     COMPACTION: ("day", "strategy", "policy_id", "model"),
+    ARCHIVED: ("day",),
 }
 SUMS = {
     ATTEMPT: ("attempts", "installed", "freed", "timed"),
     LATENCY: ("attempts",),
     COMPACTION: ("compactions", "scored", "retention_sum", "freed", "spent", "probes", "reread", "flagged"),
+    ARCHIVED: ("sessions",),
 }
 
 # A change to the roll-up: (roll-up model name, key, summed field) -> amount.
@@ -289,6 +292,11 @@ def session_share(*, session_id: int, apps=django_apps) -> SessionShare:
     )
 
 
+def archived_session(*, archived_at: datetime) -> Shares:
+    """One more archived session, on its archive's day."""
+    return Shares({(ARCHIVED, (_day(archived_at),), "sessions"): 1})
+
+
 def attempts_part(stored: list) -> Shares:
     """An ArchivedShare's `attempts` as roll-up amounts."""
     total = Shares()
@@ -328,7 +336,8 @@ def rebuild(*, apps=django_apps) -> dict[str, int]:
             with connection.cursor() as cursor:
                 tables = [m._meta.db_table for m in (attempts, compactions, archived) if m is not None]
                 cursor.execute(f"LOCK TABLE {', '.join(tables)} IN SHARE MODE")
-        for name in (ATTEMPT, LATENCY, COMPACTION):
+        tables = (ATTEMPT, LATENCY, COMPACTION, *((ARCHIVED,) if archived is not None else ()))
+        for name in tables:
             _model(name, apps).objects.all().delete()
         total, counted = Shares(), {"attempts": 0, "compactions": 0, "archived": 0}
         for row in attempts.objects.order_by().values_list(*ATTEMPT_FIELDS).iterator(chunk_size=5000):
@@ -338,19 +347,22 @@ def rebuild(*, apps=django_apps) -> dict[str, int]:
             total.update(compaction_share(row))
             counted["compactions"] += 1
         # Archived sessions' shares: their records are gone, "all time" still counts them (retention).
-        for stored, stored_compactions, restored in (
-            archived.objects.order_by().values_list("attempts", "compactions", "restored_at")
+        for stored, stored_compactions, restored, archived_at in (
+            archived.objects.order_by().values_list(
+                "attempts", "compactions", "restored_at", "archive__archived_at"
+            )
             if archived is not None
             else ()
         ):
             total.update(attempts_part(stored))
+            total.update(archived_session(archived_at=archived_at))
             if restored is None:
                 total.update(compactions_part(stored_compactions))
             counted["archived"] += 1
         rows: dict[tuple[str, tuple], dict[str, float]] = {}
         for (name, key, field), amount in total.items():
             rows.setdefault((name, key), {})[field] = amount
-        for name in (ATTEMPT, LATENCY, COMPACTION):
+        for name in tables:
             model = _model(name, apps)
             model.objects.bulk_create(
                 [

@@ -17,7 +17,7 @@ from compaction_app.engine.percentiles import nearest_rank
 from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
 from compaction_app.models import (
     ArchivedDuration,
-    ArchivedShare,
+    ArchivedRollup,
     AttemptRollup,
     CompactionAttempt,
     CompactionPolicy,
@@ -77,8 +77,8 @@ def _pick(timed, archived, *, low: int, high: int, offset: int) -> float | None:
 
 def archived_sessions() -> int:
     """How many archived sessions' shares the all-time figures include (ArchivedShare: the attempts of every
-    archived session, the compactions of those not restored)."""
-    return ArchivedShare.objects.count()
+    archived session, the compactions of those not restored), from their per-day counts (ArchivedRollup)."""
+    return ArchivedRollup.objects.aggregate(n=Sum("sessions"))["n"] or 0
 
 
 def _latency(*, policy_id: int | None, provider_id: int | None) -> dict[str, Any]:

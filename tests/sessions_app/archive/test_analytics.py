@@ -186,3 +186,14 @@ def test_archive_rebuild_restore_rebuild_leave_all_time_analytics_as_they_were_a
     assert _analytics(operator_api, **filters) == before
     _rebuild()
     assert _analytics(operator_api, **filters) == before
+
+
+def test_the_analytics_page_says_all_time_includes_the_archived_sessions(two_sessions, client, operator_user):
+    client.force_login(operator_user)
+    services.do_run_archiver(trigger="test")
+
+    all_time = client.get("/analytics/", {"period": ""}).content.decode()
+    last_week = client.get("/analytics/", {"period": "7"}).content.decode()
+
+    assert "includes 1 archived session" in all_time and 'id="analytics-archived"' in all_time
+    assert "archived session" not in last_week
