@@ -62,7 +62,7 @@ def list_archives(
     """Archive records newest first (archived_at, id): a keyset page of `limit` records older than record
     `before` (absent: the newest), archived at or after `since` and before `until`. A `before` that names no
     record gives an empty page."""
-    rows = SessionArchive.objects.all()
+    rows = SessionArchive.objects.select_related("analytics_share")  # its restored_at, in the same query
     if since is not None:
         rows = rows.filter(archived_at__gte=since)
     if until is not None:
@@ -71,5 +71,9 @@ def list_archives(
         anchor = SessionArchive.objects.filter(pk=before).values_list("archived_at", flat=True).first()
         if anchor is None:
             return []
-        rows = rows.filter(Q(archived_at__lt=anchor) | Q(archived_at=anchor, pk__lt=before))
+        # The plain `archived_at <= anchor` is what the index range starts from (PostgreSQL does not use the OR
+        # as an index condition: without it a page half a year back filtered every newer row).
+        rows = rows.filter(
+            Q(archived_at__lte=anchor), Q(archived_at__lt=anchor) | Q(archived_at=anchor, pk__lt=before)
+        )
     return list(rows.order_by("-archived_at", "-pk")[:limit])

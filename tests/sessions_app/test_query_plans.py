@@ -107,3 +107,52 @@ def test_every_list_of_sessions_pages_through_an_index(year, clients):
     ]
     found = {path: scans(path, operator, (SESSIONS_TABLE, *HISTORY_TABLES)) for path in lists}
     assert {path: tables for path, tables in found.items() if tables} == {}
+
+
+def test_every_page_of_archives_reads_through_an_index(db, admin_user_role):
+    """GET /api/v1/archives over a year of archive records (retention keeps one per archived session, for good):
+    the newest page and a keyset page half a year back read the (archived_at, id) index."""
+    if connection.vendor != "postgresql":
+        pytest.skip(
+            "query plans are PostgreSQL's: checked in the PostgreSQL pass (DATABASE_URL=postgres://...)"
+        )
+    import uuid
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app.models import SessionArchive
+
+    start = timezone.now() - timedelta(days=365)
+    SessionArchive.objects.bulk_create(
+        (
+            SessionArchive(
+                session_id=n,
+                thread_id=uuid.uuid4(),
+                title=f"s{n}",
+                source="api",
+                session_created_at=start,
+                last_activity_at=start,
+                file_name=f"f/{n}.jsonl.gz",
+                export_name=f"{n}.jsonl",
+                sha256="0" * 64,
+                file_lines=1,
+                export_bytes=1,
+                compressed_bytes=1,
+                rollout_lines=1,
+                last_seq=1,
+                archived_at=start + timedelta(minutes=20 * n),
+                archived_by="test",
+            )
+            for n in range(1, 25_001)
+        ),
+        batch_size=5000,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {SessionArchive._meta.db_table}")
+    middle = SessionArchive.objects.order_by("pk").values_list("pk", flat=True)[12_500]
+    admin = APIClient()
+    admin.force_login(admin_user_role)
+    lists = ["/api/v1/archives", f"/api/v1/archives?before={middle}&limit=100"]
+    found = {path: scans(path, admin, (SessionArchive._meta.db_table,)) for path in lists}
+    assert {path: tables for path, tables in found.items() if tables} == {}

@@ -78,10 +78,10 @@ class ArchiveSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_restored_at(self, archive) -> datetime | None:
-        share = (
-            ArchivedShare.objects.filter(archive_id=archive.pk).values_list("restored_at", flat=True).first()
-        )
-        return share
+        try:
+            return archive.analytics_share.restored_at
+        except ArchivedShare.DoesNotExist:  # archived before analytics kept archived shares
+            return None
 
 
 class ArchiveRestoreSerializer(serializers.Serializer):
@@ -119,7 +119,9 @@ class ArchiveDetail(APIView):
 
     @extend_schema(responses={200: ArchiveSerializer, **ERRORS})
     def get(self, request, pk: int):
-        archive = found("archive", pk, lambda: SessionArchive.objects.get(pk=pk))
+        archive = found(
+            "archive", pk, lambda: SessionArchive.objects.select_related("analytics_share").get(pk=pk)
+        )
         return Response(ArchiveSerializer(archive).data)
 
 

@@ -88,3 +88,11 @@ def test_a_missing_or_changed_file_is_refused_with_a_409(admin_api, archives, ar
         assert response.status_code == 409, response.content
         assert response.json()["error"]["code"] == "archive_not_restorable"
     assert Session.objects.count() == 0
+
+
+def test_a_page_of_archives_is_read_in_a_fixed_number_of_queries(
+    admin_api, archives, django_assert_max_num_queries
+):
+    # Authentication, the role, the page: however many archives it holds (restored_at comes with each row).
+    with django_assert_max_num_queries(4):
+        assert len(admin_api.get("/api/v1/archives", {"limit": 3}).json()) == 3
