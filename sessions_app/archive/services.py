@@ -36,6 +36,7 @@ from sessions_app.models import (
 )
 from sessions_app.transfer.exporter import export_filename, export_rollout
 from sessions_app.transfer.importer import ImportResult, do_import_rollout
+from sessions_app.transfer.refusals import AlreadyImported
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +229,9 @@ def do_restore_archive(*, archive_id: int, actor=None) -> ImportResult:
     the same bytes). Its original thread id is kept, so a session restored already is refused (AlreadyImported);
     its title, provider and policy are the original ones (when they still exist). The record stays: it describes
     the file. The session's compactions then move from the archive's analytics share back to the re-imported
-    rows (compaction_app.records.restore_archived_compactions), so all-time analytics count them once."""
+    rows (compaction_app.records.restore_archived_compactions), so all-time analytics count them once; when the
+    thread is in the database already (restored before, or the file imported by hand) the share moves to that
+    session if it has not yet, and the restore is refused."""
     record = SessionArchive.objects.filter(pk=archive_id).first()
     if record is None:
         raise NoSuchArchive(f"no archive {archive_id}")
@@ -249,6 +252,13 @@ def do_restore_archive(*, archive_id: int, actor=None) -> ImportResult:
         )
     except files.ArchiveFileBad as exc:
         raise ArchiveNotRestorable(str(exc)) from None
+    except AlreadyImported as exc:
+        # The session with this thread id holds the file's compactions: a restore that died before moving the
+        # share, or the file imported by hand. Move the share now (once: a moved share is left alone), so they
+        # count once, and still refuse.
+        with transaction.atomic():
+            records.restore_archived_compactions(archive_id=record.pk, session_id=exc.session_id)
+        raise
     with transaction.atomic():
         records.restore_archived_compactions(archive_id=record.pk, session_id=result.session.pk)
     return result

@@ -4,6 +4,7 @@ compactions back to the re-imported rows without counting them twice. Periods re
 
 from __future__ import annotations
 
+import gzip
 from datetime import timedelta
 from io import StringIO
 
@@ -197,3 +198,30 @@ def test_the_analytics_page_says_all_time_includes_the_archived_sessions(two_ses
 
     assert "includes 1 archived session" in all_time and 'id="analytics-archived"' in all_time
     assert "archived session" not in last_week
+
+
+def test_the_file_imported_by_hand_counts_once_after_a_refused_restore(
+    two_sessions, operator_api, policy, provider, archive_dir
+):
+    """Someone imports the archive file through the Import page: its compactions count twice (the import adds them,
+    the archive's share still holds them) until a restore, refused as already imported, moves the share."""
+    from sessions_app.transfer.importer import do_import_rollout
+    from sessions_app.transfer.refusals import AlreadyImported
+
+    ended, _ = two_sessions
+    before = _analytics(operator_api, policy=policy, provider=provider)
+    services.do_run_archiver(trigger="test")
+    archive = SessionArchive.objects.get(session_id=ended.pk)
+    with gzip.open(archive_dir / archive.file_name, "rt", encoding="utf-8") as handle:
+        do_import_rollout(
+            lines=list(handle), source_name=archive.export_name, policy=policy, provider=provider
+        )
+    assert _analytics(operator_api, policy=policy, provider=provider) != before
+
+    with pytest.raises(AlreadyImported):
+        services.do_restore_archive(archive_id=archive.pk)
+
+    assert _analytics(operator_api, policy=policy, provider=provider) == before
+    with pytest.raises(AlreadyImported):  # once: the moved share is left alone
+        services.do_restore_archive(archive_id=archive.pk)
+    assert _analytics(operator_api, policy=policy, provider=provider) == before
