@@ -35,24 +35,23 @@ def test_a_killed_web_process_leaves_no_subscriber_beyond_the_group_expiry(
            "CHANNEL_GROUP_EXPIRY": str(GROUP_EXPIRY)}
     web = start_daphne(port=port, env=env, log=tmp_path / "daphne.log")
     try:
-        ws = connect(f"ws://127.0.0.1:{port}/ws/sessions/{session.pk}/", origin=f"http://127.0.0.1:{port}",
-                     additional_headers={"Cookie": session_cookie(operator_user)}, open_timeout=30)
-        assert MARKER.search(ws.recv(timeout=30)).group(1) == "hello"
-        assert client.zcard(group) == 1
+        with connect(f"ws://127.0.0.1:{port}/ws/sessions/{session.pk}/", origin=f"http://127.0.0.1:{port}",
+                     additional_headers={"Cookie": session_cookie(operator_user)}, open_timeout=30) as ws:
+            assert MARKER.search(ws.recv(timeout=30)).group(1) == "hello"
+            assert client.zcard(group) == 1
 
-        time.sleep(2 * GROUP_EXPIRY)  # idle for longer than the expiry: the live page refreshed its membership
-        assert client.zcount(group, time.time() - GROUP_EXPIRY, "+inf") == 1
+            time.sleep(2 * GROUP_EXPIRY)  # idle for longer than the expiry: the live page refreshed its membership
+            assert client.zcount(group, time.time() - GROUP_EXPIRY, "+inf") == 1
 
-        web.send_signal(signal.SIGKILL)
-        web.wait(timeout=10)
-        killed_at = time.monotonic()
-        assert client.exists(group)  # no disconnect ran: the dead channel is still a member ...
-        assert 0 < client.ttl(group) <= GROUP_EXPIRY  # ... for at most the expiry, which nothing refreshes now
-        while client.exists(group):
-            # ... until its last refresh expires: the group's key lapses with it
-            assert time.monotonic() - killed_at < DEADLINE_SECONDS, client.zrange(group, 0, -1, withscores=True)
-            time.sleep(0.2)
-        ws.close()
+            web.send_signal(signal.SIGKILL)
+            web.wait(timeout=10)
+            killed_at = time.monotonic()
+            assert client.exists(group)  # no disconnect ran: the dead channel is still a member ...
+            assert 0 < client.ttl(group) <= GROUP_EXPIRY  # ... for at most the expiry, which nothing refreshes now
+            while client.exists(group):
+                # ... until its last refresh expires: the group's key lapses with it
+                assert time.monotonic() - killed_at < DEADLINE_SECONDS, client.zrange(group, 0, -1, withscores=True)
+                time.sleep(0.2)
     finally:
         stop(web, sig=signal.SIGKILL)
         client.delete(group)
