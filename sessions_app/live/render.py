@@ -9,10 +9,12 @@ compares them with the page's own marker and re-syncs over HTTP on a gap or a re
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import orjson
 from django.template.loader import render_to_string
 
 from compaction_app.engine.lru import Lru
@@ -33,6 +35,8 @@ SESSION_PAGE = "sessions_app/session_detail.html"
 FLEET_PAGE = "sessions_app/fleet.html"
 MAX_BATCH_LINES = 400  # a client further behind than this re-syncs over HTTP instead of replaying lines
 BATCH_CACHE_SIZE = 512
+ROW_CACHE_SIZE = 2048  # fleet rows a process keeps rendered (a row is about 3 KB)
+ROW_CACHE_SECONDS = 1.0  # how long a rendered row serves: its "ago" texts and stuck timers move with the clock
 CHART_CACHE_SIZE = 128  # watched sessions whose chart a process keeps (a full one: 600 readings and points, ~175 KB)
 
 
@@ -392,9 +396,34 @@ def fleet_updates(
     parts = []
     for summary in summaries:
         if fleet_filter.matches(summary):
-            parts.append(_partial(FLEET_PAGE, "fleet_row", {
-                "s": summary, "attempt": attempts.get(summary["id"]), "names": names_by_id, "oob": True,
-            }))
+            parts.append(live_fleet_row(summary=summary, attempt=attempts.get(summary["id"]), names_by_id=names_by_id))
         else:
             parts.append(f'<tr id="session-{int(summary["id"])}" hx-swap-oob="delete" data-live-delete="1"></tr>')
     return "".join(parts)
+
+
+# Rendered fleet rows by their content. A live row is the same for every viewer (it names no user and carries no
+# CSRF token: htmx sends the page's), and every board showing a session re-renders its row on each of its changes,
+# so the boards of one process share each rendering instead of making one per board (bench_load --board-watchers:
+# 50 boards on 2 pages rendered about 630 rows a second, most of the web processes' CPU). An entry serves for
+# ROW_CACHE_SECONDS only, because relative times and stuck timers in a row move with the clock.
+row_cache: Lru[bytes, tuple[float, str]] = Lru(ROW_CACHE_SIZE)
+
+
+def live_fleet_row(
+    *,
+    summary: Mapping[str, Any],
+    attempt: Mapping[str, Any] | None,
+    names_by_id: Mapping[str, Mapping[int, str]],
+    now: float | None = None,
+) -> str:
+    """The fleet row partial of `summary` with `attempt` as its last compaction, rendered as an out-of-band swap."""
+    now = time.monotonic() if now is None else now
+    names = (names_by_id["providers"].get(summary.get("provider")), names_by_id["policies"].get(summary.get("policy")))
+    key = orjson.dumps((summary, attempt, names), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    cached = row_cache.get(key)
+    if cached is not None and now - cached[0] < ROW_CACHE_SECONDS:
+        return cached[1]
+    html = _partial(FLEET_PAGE, "fleet_row", {"s": summary, "attempt": attempt, "names": names_by_id, "oob": True})
+    row_cache.put(key, (now, html))
+    return html
