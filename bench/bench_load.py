@@ -355,9 +355,11 @@ def main() -> None:
                 cwd=ROOT, env=env, stdout=logs, stderr=subprocess.STDOUT))
         for port, process in zip(ports, children, strict=False):
             _wait_port(port, process)
-        runs = fleet.do_start_fleet(scenario=args.scenario, count=args.sessions, provider=provider, policy=policy,
-                                    loop=True, seed=7, context_window=args.context_window,
-                                    turns_per_minute=args.turns_per_minute)
+        runs = []
+        for first in range(0, args.sessions, fleet.MAX_FLEET_SIZE):  # a fleet start takes at most that many
+            runs += fleet.do_start_fleet(scenario=args.scenario, count=min(fleet.MAX_FLEET_SIZE, args.sessions - first),
+                                         provider=provider, policy=policy, loop=True, seed=7 + first,
+                                         context_window=args.context_window, turns_per_minute=args.turns_per_minute)
         run_ids = [r.pk for r in runs]
         session_ids = [r.session_id for r in runs]
         if args.model_latency:

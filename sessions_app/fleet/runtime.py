@@ -149,7 +149,10 @@ def do_start_fleet(
     actor=None,
     now: float | None = None,
 ) -> list[SimulatorRun]:
-    """Create `count` sessions running `scenario` on `provider` / `policy` and their SimulatorRuns, due at once.
+    """Create `count` sessions running `scenario` on `provider` / `policy` and their SimulatorRuns. Unpaced runs
+    are due at once; paced ones spread their first steps over one interval (session i at i/count of it), and pacing
+    being start to start keeps them spread, so a fleet does not step all together on every interval (1,000
+    sessions at a pace made the whole fleet's steps one burst: bench_load --turns-per-minute).
 
     Sessions start on `provider` with the window `context_window`, else the scenario's suggested window, else the
     provider's (a differing window or model is a derived Provider row, see `derived_provider`). Session i is titled
@@ -182,7 +185,7 @@ def do_start_fleet(
             runs.append(SimulatorRun.objects.create(
                 session=session, scenario=loaded.name, seed=base_seed + i, loop=loop,
                 turns_per_minute=turns_per_minute, status=Status.RUNNING, state=state,
-                next_step_at=_dt(script.next_step_at(now)), created_by=actor if getattr(actor, "pk", None) else None,
+                next_step_at=_dt(script.next_step_at(now + i * script.pacing.interval / count)), created_by=actor if getattr(actor, "pk", None) else None,
             ))
     return runs
 

@@ -80,6 +80,12 @@ def test_claims_hand_out_each_due_step_once_oldest_first(provider, policy):
                                                                                     second.session_id])
 
 
+def test_a_paced_fleet_spreads_its_first_steps_over_one_interval(provider, policy):
+    runs = start(provider, policy, count=4, turns_per_minute=6, now=1_000.0)  # an interval of 10 s
+    assert [r.next_step_at.timestamp() for r in runs] == [1_000.0, 1_002.5, 1_005.0, 1_007.5]
+    assert fleet.claim_due_runs(now=1_004.0) == [r.session_id for r in runs[:2]]
+
+
 def test_pacing_makes_the_next_step_due_one_interval_after_the_last_start(provider, policy):
     run = start(provider, policy, turns_per_minute=6, now=1_000.0)[0]
     clock = iter([1_000.0, 1_003.0])
