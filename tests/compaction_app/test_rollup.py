@@ -85,6 +85,33 @@ def _running_attempt(session) -> CompactionAttempt:
     )
 
 
+def run_steps(steps, *, make_session, operator_api, policy, provider):
+    """A new session with `steps` applied, switching between `policy` / `provider` and a second of each; answers
+    (session, the other policy, the other provider)."""
+    other_policy, _ = CompactionPolicy.objects.get_or_create(name="other-policy")
+    other_provider, _ = Provider.objects.get_or_create(
+        name="other-provider",
+        defaults={
+            "base_url": Provider.EMBEDDED,
+            "model": "sim-1",
+            "context_window": 32000,
+            "remote_compaction": Provider.RemoteCompaction.V2,
+        },
+    )
+    session = make_session(items=[user_message(f"task {n}: rename the package") for n in range(6)])
+    compactions: list[Compaction] = []
+    for step in steps:
+        _apply(
+            step,
+            session=session,
+            operator_api=operator_api,
+            policies=[policy, other_policy],
+            providers=[provider, other_provider],
+            compactions=compactions,
+        )
+    return session, other_policy, other_provider
+
+
 def _apply(step, *, session, operator_api, policies, providers, compactions):
     kind, arg = step
     if kind == "compact":
@@ -156,27 +183,9 @@ def test_the_rollup_equals_the_recomputed_analytics_after_any_sequence_of_writes
     make_session, operator_api, provider, policy, no_engine_sleeps, steps
 ):
     rollup.rebuild()  # hypothesis runs every example in the one test transaction: start from its records
-    other_policy, _ = CompactionPolicy.objects.get_or_create(name="other-policy")
-    other_provider, _ = Provider.objects.get_or_create(
-        name="other-provider",
-        defaults={
-            "base_url": Provider.EMBEDDED,
-            "model": "sim-1",
-            "context_window": 32000,
-            "remote_compaction": Provider.RemoteCompaction.V2,
-        },
+    session, other_policy, other_provider = run_steps(
+        steps, make_session=make_session, operator_api=operator_api, policy=policy, provider=provider
     )
-    session = make_session(items=[user_message(f"task {n}: rename the package") for n in range(6)])
-    compactions: list[Compaction] = []
-    for step in steps:
-        _apply(
-            step,
-            session=session,
-            operator_api=operator_api,
-            policies=[policy, other_policy],
-            providers=[provider, other_provider],
-            compactions=compactions,
-        )
     filters = [
         {},
         {"policy": policy.pk},

@@ -15,11 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction_app import records
-from compaction_app.engine.items import user_message
-from compaction_app.models import ArchivedShare, Compaction, CompactionAttempt, CompactionPolicy, Provider
+from compaction_app.models import ArchivedShare, Compaction, CompactionAttempt
 from sessions_app.archive import services
 from sessions_app.models import Session, SessionArchive
-from tests.compaction_app.test_rollup import STEP, _apply  # the roll-up's property test's writes
+from tests.compaction_app.test_rollup import STEP, run_steps  # the roll-up's property test's writes
 
 pytestmark = pytest.mark.django_db
 
@@ -48,31 +47,9 @@ def _rebuild() -> str:
     return out.getvalue()
 
 
-@pytest.fixture
-def two_sessions(ended_session, make_session, add_turn, compact):
-    """The ended session with failed attempts of known durations besides its compaction (the percentiles pick
-    among its and a kept session's durations), and a kept recent session."""
-    for duration in (1003, 1001, 1050, 20, 5000):
-        attempt = records.start_attempt(
-            session=ended_session,
-            item_id="i",
-            turn_id="t",
-            trigger="manual",
-            reason="user_requested",
-            implementation="responses",
-            phase="standalone_turn",
-            strategy="local",
-            tokens_before=100,
-        )
-        records.fail_attempt(attempt_id=attempt.pk, kind="k", message="m")
-        CompactionAttempt.objects.filter(pk=attempt.pk).update(
-            duration_ms=duration
-        )  # (a test's own duration)
-    kept = make_session(title="kept")
-    add_turn(kept, 1)
-    compact(kept)
+def _failed_attempt(session, *, duration_ms: int) -> None:
     attempt = records.start_attempt(
-        session=kept,
+        session=session,
         item_id="i",
         turn_id="t",
         trigger="manual",
@@ -83,7 +60,19 @@ def two_sessions(ended_session, make_session, add_turn, compact):
         tokens_before=100,
     )
     records.fail_attempt(attempt_id=attempt.pk, kind="k", message="m")
-    CompactionAttempt.objects.filter(pk=attempt.pk).update(duration_ms=1002)
+    CompactionAttempt.objects.filter(pk=attempt.pk).update(duration_ms=duration_ms)  # (a test's own duration)
+
+
+@pytest.fixture
+def two_sessions(ended_session, make_session, add_turn, compact):
+    """The ended session with failed attempts of known durations besides its compaction (the percentiles pick
+    among its and a kept session's durations), and a kept recent session."""
+    for duration in (1003, 1001, 1050, 20, 5000):
+        _failed_attempt(ended_session, duration_ms=duration)
+    kept = make_session(title="kept")
+    add_turn(kept, 1)
+    compact(kept)
+    _failed_attempt(kept, duration_ms=1002)
     _rebuild()  # the durations were written past the records writer
     return ended_session, kept
 
@@ -152,27 +141,8 @@ ARCHIVABLE_STEP = STEP.filter(lambda step: step[0] != "import")
 def test_archive_rebuild_restore_rebuild_leave_all_time_analytics_as_they_were_after_any_writes(
     make_session, operator_api, provider, policy, steps
 ):
-    other_policy, _ = CompactionPolicy.objects.get_or_create(name="other-policy")
-    other_provider, _ = Provider.objects.get_or_create(
-        name="other-provider",
-        defaults={
-            "base_url": Provider.EMBEDDED,
-            "model": "sim-1",
-            "context_window": 32000,
-            "remote_compaction": Provider.RemoteCompaction.V2,
-        },
-    )
-    session = make_session(items=[user_message(f"task {n}: rename the package") for n in range(6)])
-    compactions: list[Compaction] = []
-    for step in steps:
-        _apply(
-            step,
-            session=session,
-            operator_api=operator_api,
-            policies=[policy, other_policy],
-            providers=[provider, other_provider],
-            compactions=compactions,
-        )
+    session, _, _ = run_steps(steps, make_session=make_session, operator_api=operator_api, policy=policy,
+                              provider=provider)
     Session.objects.filter(pk=session.pk).update(
         state=Session.State.STOPPED, updated_at=timezone.now() - timedelta(days=40)
     )
