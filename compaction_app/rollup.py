@@ -206,13 +206,21 @@ def change(*, before: Shares, after: Shares) -> Shares:
     return diff
 
 
+def _rows(shares: Shares, *, drop_zero: bool) -> dict[tuple[str, tuple], dict[str, float]]:
+    """Shares grouped by roll-up row: (table, key) -> {summed field: amount}."""
+    rows: dict[tuple[str, tuple], dict[str, float]] = {}
+    for (name, key, field), amount in shares.items():
+        if amount or not drop_zero:
+            rows.setdefault((name, key), {})[field] = amount
+    return rows
+
+
 def apply(diff: Shares, *, apps=django_apps) -> None:
     """Add a change to the roll-up rows: one INSERT ... ON CONFLICT DO UPDATE per table (PostgreSQL and SQLite),
     its rows in key order so two transactions lock the rows they share in the same order."""
     tables: dict[str, dict[tuple, dict[str, float]]] = {}
-    for (name, key, field), amount in diff.items():
-        if amount:
-            tables.setdefault(name, {}).setdefault(key, {})[field] = amount
+    for (name, key), sums in _rows(diff, drop_zero=True).items():
+        tables.setdefault(name, {})[key] = sums
     for name in sorted(tables):
         model = _model(name, apps)
         rows = tables[name]
@@ -274,10 +282,7 @@ def session_share(*, session_id: int, apps=django_apps) -> SessionShare:
         status, duration = row[8], row[9]
         if status != RUNNING and duration is not None:
             durations[(row[1] or 0, row[2] or 0, duration)] += 1
-    grouped: dict[tuple[str, tuple], dict[str, float]] = {}
-    for (name, key, field), amount in attempts.items():
-        if amount:
-            grouped.setdefault((name, key), {})[field] = amount
+    grouped = _rows(attempts, drop_zero=True)
     compactions = [
         [row[0], *_compaction_row(row[1:])]
         for row in _model("Compaction", apps)
@@ -317,8 +322,7 @@ def compactions_part(stored: list) -> Shares:
 def stored_figures(stored: list) -> list[tuple[int, dict]]:
     """(rollout seq, {Compaction field: value}) of an ArchivedShare's compactions, the fields a restore writes
     back onto the re-imported rows (the related `compaction__` fields are the attempts')."""
-    names = [f for f in COMPACTION_FIELDS]
-    return [(seq, dict(zip(names, _compaction_figures(figures), strict=True))) for seq, *figures in stored]
+    return [(seq, dict(zip(COMPACTION_FIELDS, _compaction_figures(figures), strict=True))) for seq, *figures in stored]
 
 
 def rebuild(*, apps=django_apps) -> dict[str, int]:
@@ -359,9 +363,7 @@ def rebuild(*, apps=django_apps) -> dict[str, int]:
             if restored is None:
                 total.update(compactions_part(stored_compactions))
             counted["archived"] += 1
-        rows: dict[tuple[str, tuple], dict[str, float]] = {}
-        for (name, key, field), amount in total.items():
-            rows.setdefault((name, key), {})[field] = amount
+        rows = _rows(total, drop_zero=False)
         for name in tables:
             model = _model(name, apps)
             model.objects.bulk_create(

@@ -30,10 +30,14 @@ SESSIONS_TABLE = "sessions_app_session"
 SEQ_SCAN = re.compile(r"Seq Scan on (\w+)")
 
 
-@pytest.fixture
-def year(db):
+def _postgresql_only() -> None:
     if connection.vendor != "postgresql":
         pytest.skip("query plans are PostgreSQL's: checked in the PostgreSQL pass (DATABASE_URL=postgres://...)")
+
+
+@pytest.fixture
+def year(db):
+    _postgresql_only()
     return seed_year(sessions=8_000, lines_per_session=10, long_lines=20_000, compactions=6_000)
 
 
@@ -112,10 +116,7 @@ def test_every_list_of_sessions_pages_through_an_index(year, clients):
 def test_every_page_of_archives_reads_through_an_index(db, admin_user_role):
     """GET /api/v1/archives over a year of archive records (retention keeps one per archived session, for good):
     the newest page and a keyset page half a year back read the (archived_at, id) index."""
-    if connection.vendor != "postgresql":
-        pytest.skip(
-            "query plans are PostgreSQL's: checked in the PostgreSQL pass (DATABASE_URL=postgres://...)"
-        )
+    _postgresql_only()
     import uuid
     from datetime import timedelta
 
