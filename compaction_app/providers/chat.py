@@ -13,22 +13,13 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
-
-from compaction_app.engine.port import (
-    CompactRequest,
-    CompactResponse,
-    ResponsesRequest,
-    StreamEvent,
-    Usage,
-)
+from compaction_app.engine.port import CompactRequest, CompactResponse, ResponsesRequest, StreamEvent, Usage
 from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.engine.tokens import approx_token_count
 from compaction_app.providers.chat_format import assistant_message, items_to_messages, tools_to_chat
 from compaction_app.providers.classify import error_from_event
 from compaction_app.providers.client import STREAM_CLOSED_MESSAGE
-from compaction_app.providers.config import ProviderConfig
-from compaction_app.providers.connection import Connection
+from compaction_app.providers.connection import ConnectedClient
 from compaction_app.providers.sse import aiter_sse
 
 logger = logging.getLogger(__name__)
@@ -62,25 +53,8 @@ def _chat_usage(data: dict[str, Any]) -> Usage:
     )
 
 
-class ChatClient:
+class ChatClient(ConnectedClient):
     """Chat-completions adapter with the ModelClient interface; it has no remote compaction."""
-
-    def __init__(self, config: ProviderConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.config = config
-        self.model = config.model
-        self._conn = Connection(config, transport=transport)
-
-    def __repr__(self) -> str:
-        return f"ChatClient(provider={self.config.name!r}, model={self.model!r}, base_url={self._conn.base_url!r})"
-
-    async def aclose(self) -> None:
-        await self._conn.aclose()
-
-    async def __aenter__(self) -> ChatClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def _no_remote_compaction(self) -> ProviderError:
         return ProviderError(

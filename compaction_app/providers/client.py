@@ -16,18 +16,12 @@ from typing import Any
 
 import httpx
 
-from compaction_app.engine.port import (
-    CompactRequest,
-    CompactResponse,
-    ResponsesRequest,
-    StreamEvent,
-    Usage,
-)
+from compaction_app.engine.port import CompactRequest, CompactResponse, ResponsesRequest, StreamEvent, Usage
 from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.engine.strategies.remote_common import serde_type
 from compaction_app.providers.classify import error_from_event
 from compaction_app.providers.config import ProviderConfig
-from compaction_app.providers.connection import Connection
+from compaction_app.providers.connection import ConnectedClient
 from compaction_app.providers.retry import Sleep, is_request_retryable, with_retries
 from compaction_app.providers.sse import aiter_sse
 
@@ -58,7 +52,7 @@ def _bad_response(detail: str) -> ProviderError:
     return ProviderError(kind=ErrorKind.BAD_RESPONSE, message=f"failed to parse /responses/compact body: {detail}")
 
 
-class ResponsesClient:
+class ResponsesClient(ConnectedClient):
     """A ModelClient for providers that speak the OpenAI Responses API (base.ModelClient)."""
 
     def __init__(
@@ -69,23 +63,9 @@ class ResponsesClient:
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        self.config = config
-        self.model = config.model
-        self._conn = Connection(config, transport=transport)
+        super().__init__(config, transport=transport)
         self._sleep = sleep
         self._rng = rng
-
-    def __repr__(self) -> str:
-        return f"ResponsesClient(provider={self.config.name!r}, model={self.model!r}, base_url={self._conn.base_url!r})"
-
-    async def aclose(self) -> None:
-        await self._conn.aclose()
-
-    async def __aenter__(self) -> ResponsesClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     async def stream_response(self, request: ResponsesRequest) -> AsyncIterator[StreamEvent]:
         """Stream one `POST {base}/responses`; end after `response.completed` or raise ProviderError (spec §4.1 step 4).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -103,18 +103,21 @@ class Connection:
         """Strip the key from an error before it leaves the connection."""
         return redact(error, self._key.reveal())
 
+    async def _post(self, path: str, body: dict[str, Any], *, accept: str, stream: bool) -> httpx.Response:
+        url = self.url(path)
+        logger.debug("POST %s%s (provider %s)", url, " stream" if stream else "", self.config.name)
+        response = await self._send(
+            url, headers={**self.headers(accept=accept), "Content-Type": "application/json"}, body=body, stream=stream
+        )
+        logger.debug("POST %s -> %s", url, response.status_code)
+        return response
+
     async def post_json(self, path: str, body: dict[str, Any]) -> httpx.Response:
         """POST and return a 2xx response (body read); raise a classified ProviderError otherwise."""
-        url = self.url(path)
-        logger.debug("POST %s (provider %s)", url, self.config.name)
         try:
-            response = await self._send(
-                url, headers={**self.headers(accept="application/json"), "Content-Type": "application/json"},
-                body=body, stream=False,
-            )
+            response = await self._post(path, body, accept="application/json", stream=False)
         except httpx.TransportError as exc:
             raise self.fail(error_from_transport(exc)) from None
-        logger.debug("POST %s -> %s", url, response.status_code)
         if not response.is_success:
             raise self.fail(error_from_status(response.status_code, response.content, response.headers))
         return response
@@ -122,15 +125,9 @@ class Connection:
     @asynccontextmanager
     async def stream_post(self, path: str, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
         """POST with a streamed answer; yields a 2xx response whose body is still to be read."""
-        url = self.url(path)
-        logger.debug("POST %s stream (provider %s)", url, self.config.name)
         try:
-            response = await self._send(
-                url, headers={**self.headers(accept="text/event-stream"), "Content-Type": "application/json"},
-                body=body, stream=True,
-            )
+            response = await self._post(path, body, accept="text/event-stream", stream=True)
             try:
-                logger.debug("POST %s -> %s", url, response.status_code)
                 if not response.is_success:
                     content = await response.aread()
                     raise self.fail(error_from_status(response.status_code, content, response.headers))
@@ -142,3 +139,26 @@ class Connection:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+class ConnectedClient:
+    """What every HTTP ModelClient does around its Connection: a repr that names the provider (never the key),
+    closing, and `async with`."""
+
+    def __init__(self, config: ProviderConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = config
+        self.model = config.model
+        self._conn = Connection(config, transport=transport)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(provider={self.config.name!r}, model={self.model!r}, "
+                f"base_url={self._conn.base_url!r})")
+
+    async def aclose(self) -> None:
+        await self._conn.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
