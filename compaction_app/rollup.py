@@ -25,17 +25,15 @@ ATTEMPT, LATENCY, COMPACTION = "AttemptRollup", "LatencyRollup", "CompactionRoll
 ARCHIVED = "ArchivedRollup"  # archived sessions per day (docs/retention-policy.md, "Analytics")
 RUNNING, COMPLETED = "running", "completed"
 
+# What an attempt is counted by in its roll-up row, after its day, policy and provider: its row's key is these.
+ATTEMPT_LABELS = ("trigger", "reason", "implementation", "phase", "strategy", "status")
+
 # The fields of a record its share is computed from (the attempt's installed compaction's tokens for `freed`).
 ATTEMPT_FIELDS = (
     "started_at",
     "policy_id",
     "provider_id",
-    "trigger",
-    "reason",
-    "implementation",
-    "phase",
-    "strategy",
-    "status",
+    *ATTEMPT_LABELS,
     "duration_ms",
     "compaction_id",
     "compaction__tokens_before",
@@ -59,17 +57,7 @@ COMPACTION_FIELDS = (
 # Each roll-up table's key and summed columns (module constants: a migration's historical models carry no class
 # attributes).
 KEYS = {
-    ATTEMPT: (
-        "day",
-        "policy_id",
-        "provider_id",
-        "trigger",
-        "reason",
-        "implementation",
-        "phase",
-        "strategy",
-        "status",
-    ),
+    ATTEMPT: ("day", "policy_id", "provider_id", *ATTEMPT_LABELS),
     LATENCY: ("policy_id", "provider_id", "bucket"),
     COMPACTION: ("day", "strategy", "policy_id", "model"),
     ARCHIVED: ("day",),
@@ -108,32 +96,10 @@ def _day(moment: datetime) -> date:
 
 def attempt_share(row: tuple) -> Shares:
     """One attempt's share of the roll-up, from its ATTEMPT_FIELDS."""
-    (
-        started_at,
-        policy,
-        provider,
-        trigger,
-        reason,
-        implementation,
-        phase,
-        strategy,
-        status,
-        duration,
-        compaction,
-        before,
-        after,
-    ) = row
-    key = (
-        _day(started_at),
-        policy or 0,
-        provider or 0,
-        trigger,
-        reason,
-        implementation,
-        phase,
-        strategy,
-        status,
-    )
+    # Unpacked by name, not `*labels`: the starred form costs a list per attempt, and a rebuild reads them all.
+    (started_at, policy, provider, trigger, reason, implementation, phase, strategy, status,
+     duration, compaction, before, after) = row
+    key = (_day(started_at), policy or 0, provider or 0, trigger, reason, implementation, phase, strategy, status)
     share = Shares({(ATTEMPT, key, "attempts"): 1})
     if status == COMPLETED and compaction is not None:
         share[(ATTEMPT, key, "installed")] = 1

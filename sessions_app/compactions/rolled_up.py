@@ -24,7 +24,7 @@ from compaction_app.models import (
     CompactionRollup,
     LatencyRollup,
 )
-from compaction_app.rollup import bucket_end
+from compaction_app.rollup import ATTEMPT_LABELS, bucket_end
 
 DIMENSIONS = ("trigger", "reason", "implementation", "phase", "method", "strategy", "status")
 PERCENTILES = (50, 90, 99)
@@ -116,16 +116,7 @@ def compaction_analytics(*, policy_id: int | None = None, provider_id: int | Non
     per_day: dict[str, dict[str, dict[str, int]]] = {}
     total = finished = failed = installed = freed = 0
     for day, trigger, reason, implementation, phase, method, status, n, installs, frees in rows.values_list(
-        "day",
-        "trigger",
-        "reason",
-        "implementation",
-        "phase",
-        "strategy",
-        "status",
-        "attempts",
-        "installed",
-        "freed",
+        "day", *ATTEMPT_LABELS, "attempts", "installed", "freed",
     ).order_by():
         values = {
             "trigger": trigger,
