@@ -25,7 +25,7 @@ from compaction_app.models import (
     Provider,
     RetentionSettings,
 )
-from compactweb.read_only_admin import ReadOnlyAdmin
+from compactweb.read_only_admin import ReadOnlyAdmin, SingleRowAdmin
 
 
 @admin.register(Provider)
@@ -266,23 +266,11 @@ class HookRunAdmin(ReadOnlyAdmin):
 
 
 @admin.register(AlertSettings)
-class AlertSettingsAdmin(admin.ModelAdmin):
+class AlertSettingsAdmin(SingleRowAdmin):
     """The one row of alert thresholds (issue 18): storms, loops, re-reads, failure streaks, which kinds pause."""
 
     list_display = ("__str__", "storm_count", "storm_minutes", "loop_turns", "reread_turns", "failure_streak",
                     "pause_on")
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def changelist_view(self, request, extra_context=None):
-        """There is one row: open it."""
-        from django.shortcuts import redirect
-
-        return redirect("admin:compaction_app_alertsettings_change", AlertSettings.current().pk)
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(Alert)
@@ -292,7 +280,7 @@ class AlertAdmin(ReadOnlyAdmin):
 
 
 @admin.register(RetentionSettings)
-class RetentionSettingsAdmin(AuditedAdminMixin, admin.ModelAdmin):
+class RetentionSettingsAdmin(AuditedAdminMixin, SingleRowAdmin):
     """The one row of the data-retention policy (issue 34, docs/retention-policy.md): whether ended sessions are
     archived to files and removed, after how many idle days, how many per run and how often. Admin role only
     (compaction_app is the admin role's configuration); each change is in the audit log."""
@@ -300,15 +288,3 @@ class RetentionSettingsAdmin(AuditedAdminMixin, admin.ModelAdmin):
     list_display = ("__str__", "enabled", "archive_after_days", "max_sessions_per_run", "run_every_hours",
                     "last_run_at")
     readonly_fields = ("last_run_at",)
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def changelist_view(self, request, extra_context=None):
-        """There is one row: open it."""
-        from django.shortcuts import redirect
-
-        return redirect("admin:compaction_app_retentionsettings_change", RetentionSettings.current().pk)
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

@@ -23,9 +23,10 @@ from compaction_app.validators import (
     validate_provider_base_url,
     validate_secret_env_name,
 )
+from compactweb.model_bases import NamedConfig, SingleRowSettings
 
 
-class Provider(models.Model):
+class Provider(NamedConfig):
     class WireApi(models.TextChoices):
         RESPONSES = "responses", "Responses API"
         CHAT = "chat", "Chat Completions"
@@ -114,14 +115,6 @@ class Provider(models.Model):
     price_per_million_tokens = models.DecimalField(
         max_digits=10, decimal_places=4, null=True, blank=True,
         help_text="Price per 1M tokens, to show a compaction's net saving in money (blank: tokens only).")
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
     @property
     def is_embedded(self) -> bool:
@@ -140,22 +133,14 @@ class Provider(models.Model):
         return self.context_window * self.effective_context_window_percent // 100
 
 
-class Prompt(models.Model):
+class Prompt(NamedConfig):
     name = models.CharField(max_length=100, unique=True, help_text="A unique name for this prompt.")
     text = models.TextField(
         help_text="Summarisation prompt for local compaction (Codex: experimental_compact_prompt_file contents)."
     )
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
 
-class Hook(models.Model):
+class Hook(NamedConfig):
     Event = text_choices(v.HookEvent)
 
     Kind = text_choices(v.HookKind)
@@ -177,11 +162,6 @@ class Hook(models.Model):
         help_text=f"The hook is failed after this many seconds (at most {MAX_HOOK_TIMEOUT:g}).",
     )
     enabled = models.BooleanField(default=True, help_text="Disabled hooks never run.")
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.event})"
@@ -200,7 +180,7 @@ class Hook(models.Model):
                                        " (COMPACTWEB_HOOK_CALLABLE_PREFIXES)"})
 
 
-class CompactionPolicy(models.Model):
+class CompactionPolicy(NamedConfig):
     Scope = text_choices(v.Scope)
 
     class TokenCounterChoice(models.TextChoices):
@@ -300,15 +280,9 @@ class CompactionPolicy(models.Model):
     hooks = models.ManyToManyField(
         Hook, blank=True, related_name="policies", help_text="PreCompact / PostCompact hooks run by this policy (§7)."
     )
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
 
-    class Meta:
-        ordering = ["name"]
+    class Meta(NamedConfig.Meta):
         verbose_name_plural = "compaction policies"
-
-    def __str__(self) -> str:
-        return self.name
 
     def clean(self) -> None:
         # spec §12: both prompt sources set is a configuration error (precedence unknown upstream).
@@ -650,7 +624,7 @@ class AuditEntry(models.Model):
         return f"{self.action} by {self.actor or 'system'} at {self.created_at:%Y-%m-%d %H:%M:%S}"
 
 
-class AlertSettings(models.Model):
+class AlertSettings(SingleRowSettings):
     """The fleet's alert thresholds (one row, edited in the admin; issue 18, docs/alerts.md)."""
 
     storm_count = models.PositiveSmallIntegerField(
@@ -682,7 +656,6 @@ class AlertSettings(models.Model):
         default=list, blank=True,
         help_text='Alert kinds that pause the simulated session, e.g. ["loop", "storm"] (storm, fleet_storm, loop, '
         'reread, failure_streak).')
-    updated = models.DateTimeField(auto_now=True)
 
     class Meta:
         verbose_name = verbose_name_plural = "alert settings"
@@ -694,10 +667,6 @@ class AlertSettings(models.Model):
         known = {k.value for k in AlertKind}
         if not isinstance(self.pause_on, list) or not set(self.pause_on) <= known:
             raise ValidationError({"pause_on": f"a list of alert kinds: {', '.join(sorted(known))}"})
-
-    @classmethod
-    def current(cls) -> AlertSettings:
-        return cls.objects.get_or_create(pk=1)[0]
 
 
 class Alert(models.Model):
@@ -765,7 +734,7 @@ class SessionWatch(models.Model):
         return f"watch of session {self.session_id}"
 
 
-class RetentionSettings(models.Model):
+class RetentionSettings(SingleRowSettings):
     """The data-retention policy (one row, edited in the admin by the admin role; issue 34,
     docs/retention-policy.md): sessions that ended more than `archive_after_days` ago are written to a compressed
     JSON Lines file equal to their export and then removed from the database. Where the files go is the
@@ -784,14 +753,9 @@ class RetentionSettings(models.Model):
         default=24, validators=[MinValueValidator(1)], help_text="How often the scheduler runs the archiver.")
     last_run_at = models.DateTimeField(
         null=True, blank=True, editable=False, help_text="When the scheduler last started a run (its claim).")
-    updated = models.DateTimeField(auto_now=True)
 
     class Meta:
         verbose_name = verbose_name_plural = "retention settings"
 
     def __str__(self) -> str:
         return "retention settings"
-
-    @classmethod
-    def current(cls) -> RetentionSettings:
-        return cls.objects.get_or_create(pk=1)[0]

@@ -12,8 +12,10 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from compactweb.model_bases import NamedConfig
 
-class GatewayRoute(models.Model):
+
+class GatewayRoute(NamedConfig):
     class Mode(models.TextChoices):
         UPSTREAM = "upstream", "upstream: forward compaction requests and record what came back"
         COMPACTWEB = "compactweb", "compactweb: compute the replacement with the route's policy"
@@ -37,14 +39,6 @@ class GatewayRoute(models.Model):
         default=False, help_text="Users' own gateway keys work on this route too, at /gateway/r/<name>/v1 "
                                  "(a route's keys work there and at /gateway/v1).")
     enabled = models.BooleanField(default=True)
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class GatewayKey(models.Model):
