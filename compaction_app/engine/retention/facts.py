@@ -201,15 +201,19 @@ def left_items(before: list[Item], after: list[Item]) -> list[Item]:
     return gone
 
 
-def arguments(item: Item) -> dict[str, Any]:
+def arguments(item: Item, *, keep_unparsed: bool = False) -> dict[str, Any]:
+    """A function call's arguments as an object (sent as one, or as its JSON text). What is not one is {}, or with
+    `keep_unparsed` kept for a reader that scans the text: under "raw" (not JSON) or "value" (JSON, not an object)."""
     raw = item.get("arguments")
     if isinstance(raw, dict):
         return raw
     try:
         parsed = json.loads(raw or "{}")
     except (TypeError, ValueError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
+        return {"raw": str(raw)} if keep_unparsed else {}
+    if isinstance(parsed, dict):
+        return parsed
+    return {"value": parsed} if keep_unparsed else {}
 
 
 def command_of(item: Item) -> str | None:

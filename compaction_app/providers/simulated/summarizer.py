@@ -21,7 +21,7 @@ from compaction_app.engine.items import (
     is_summary_message,
     message_text,
 )
-from compaction_app.engine.retention.facts import command_of
+from compaction_app.engine.retention.facts import arguments, command_of
 from compaction_app.providers.simulated import codec
 
 FILE_PATTERN = re.compile(
@@ -87,17 +87,6 @@ def is_summarization_request(body: dict[str, Any]) -> bool:
     return last_user is not None and is_summarization_prompt(message_text(last_user))
 
 
-def _arguments(item: dict[str, Any]) -> dict[str, Any]:
-    raw = item.get("arguments")
-    if isinstance(raw, dict):
-        return raw
-    try:
-        parsed = json.loads(raw or "{}")
-    except (TypeError, ValueError):
-        return {"raw": str(raw)}
-    return parsed if isinstance(parsed, dict) else {"value": parsed}
-
-
 def _command_of(item: dict[str, Any]) -> str | None:
     """A shell call's command line as the summary quotes it: what the retention checks call a command, clipped."""
     command = command_of(item)
@@ -155,7 +144,7 @@ def digest(items: list[dict[str, Any]], *, drop_prompt: bool = True) -> Digest:
             command = _command_of(item)
             if command:
                 _add(d.commands, command)
-            _scan_text(d, json.dumps(_arguments(item)) if kind == "function_call" else json.dumps(item), errors=False)
+            _scan_text(d, json.dumps(arguments(item, keep_unparsed=True)) if kind == "function_call" else json.dumps(item), errors=False)
         elif kind in ("function_call_output", "custom_tool_call_output"):
             if _scan_text(d, _output_text(item), errors=True):
                 last_error_index = index
