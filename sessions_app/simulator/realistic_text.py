@@ -205,35 +205,38 @@ def _python_block(rng: random.Random) -> str:
     return "\n".join(body) + "\n\n"
 
 
-def _rust_block(rng: random.Random) -> str:
-    fn, arg = _name(rng), rng.choice(NOUNS)
-    lines = [f"pub fn {fn}({arg}: &{rng.choice(('str', 'Record', 'Header', '[u8]'))}) -> Result<usize, Error> {{"]
+def _braced_function(rng: random.Random, head: str, tail: str, *, assign, guard, loop) -> str:
+    """A brace language's function: 2 to 6 statements drawn from the same mix (an assignment, a guard, a loop);
+    the language's templates (functions of nothing, drawing from `rng` as they write) say how each is spelled."""
+    lines = [head]
     for _ in range(rng.randint(2, 6)):
         r = rng.random()
-        if r < 0.4:
-            lines.append(f"    let {rng.choice(NOUNS)} = {_name(rng)}({arg})?;")
-        elif r < 0.7:
-            lines.append(f"    if {arg}.is_empty() {{\n        return Err(Error::Empty(\"{arg}\"));\n    }}")
-        else:
-            lines.append(f"    for item in {arg}.iter() {{\n        total += item.{rng.choice(NOUNS)}();\n    }}")
-    lines.append("    Ok(total)\n}\n")
+        lines.append(assign() if r < 0.4 else guard() if r < 0.7 else loop())
+    lines.append(tail)
     return "\n".join(lines)
+
+
+def _rust_block(rng: random.Random) -> str:
+    fn, arg = _name(rng), rng.choice(NOUNS)
+    return _braced_function(
+        rng, f"pub fn {fn}({arg}: &{rng.choice(('str', 'Record', 'Header', '[u8]'))}) -> Result<usize, Error> {{",
+        "    Ok(total)\n}\n",
+        assign=lambda: f"    let {rng.choice(NOUNS)} = {_name(rng)}({arg})?;",
+        guard=lambda: f"    if {arg}.is_empty() {{\n        return Err(Error::Empty(\"{arg}\"));\n    }}",
+        loop=lambda: f"    for item in {arg}.iter() {{\n        total += item.{rng.choice(NOUNS)}();\n    }}",
+    )
 
 
 def _typescript_block(rng: random.Random) -> str:
     fn, arg = _camel(rng), rng.choice(NOUNS)
-    lines = [f"export function {fn}({arg}: {rng.choice(('string', 'number', 'Row[]', 'Payload'))}): "
-             f"{rng.choice(('boolean', 'number', 'string', 'void'))} {{"]
-    for _ in range(rng.randint(2, 6)):
-        r = rng.random()
-        if r < 0.4:
-            lines.append(f"  const {rng.choice(NOUNS)} = {_camel(rng)}({arg});")
-        elif r < 0.7:
-            lines.append(f"  if (!{arg}) {{\n    throw new Error(`missing {arg}`);\n  }}")
-        else:
-            lines.append(f"  for (const item of {arg}) {{\n    total += item.{rng.choice(NOUNS)};\n  }}")
-    lines.append("  return total;\n}\n")
-    return "\n".join(lines)
+    return _braced_function(
+        rng, f"export function {fn}({arg}: {rng.choice(('string', 'number', 'Row[]', 'Payload'))}): "
+             f"{rng.choice(('boolean', 'number', 'string', 'void'))} {{",
+        "  return total;\n}\n",
+        assign=lambda: f"  const {rng.choice(NOUNS)} = {_camel(rng)}({arg});",
+        guard=lambda: f"  if (!{arg}) {{\n    throw new Error(`missing {arg}`);\n  }}",
+        loop=lambda: f"  for (const item of {arg}) {{\n    total += item.{rng.choice(NOUNS)};\n  }}",
+    )
 
 
 def _text_entry(rng: random.Random) -> str:
