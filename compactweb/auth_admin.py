@@ -45,7 +45,21 @@ def _joinable_groups(request, queryset, *, member=None):
     return joinable.distinct()
 
 
-class RoleSafeUserAdmin(UserAdmin):
+class _GrantsOnlyHeldPermissions:
+    """The permissions picker (`permissions_field`) offers only what the editing user holds."""
+
+    permissions_field: str
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)
+        if db_field.name == self.permissions_field and field is not None:
+            field.queryset = _grantable(request, field.queryset)
+        return field
+
+
+class RoleSafeUserAdmin(_GrantsOnlyHeldPermissions, UserAdmin):
+    permissions_field = "user_permissions"
+
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
         if not request.user.is_superuser:
@@ -54,8 +68,6 @@ class RoleSafeUserAdmin(UserAdmin):
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
         field = super().formfield_for_manytomany(db_field, request, **kwargs)
-        if db_field.name == "user_permissions" and field is not None:
-            field.queryset = _grantable(request, field.queryset)
         if db_field.name == "groups" and field is not None:
             field.queryset = _joinable_groups(request, field.queryset)
         return field
@@ -78,7 +90,9 @@ class RoleSafeUserAdmin(UserAdmin):
         return not self._touches_superuser(request, obj) and super().has_delete_permission(request, obj)
 
 
-class RoleSafeGroupAdmin(GroupAdmin):
+class RoleSafeGroupAdmin(_GrantsOnlyHeldPermissions, GroupAdmin):
+    permissions_field = "permissions"
+
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
         if obj is not None and obj.name in ROLES:
@@ -86,12 +100,6 @@ class RoleSafeGroupAdmin(GroupAdmin):
             if not request.user.is_superuser:
                 fields.append("permissions")
         return fields
-
-    def formfield_for_manytomany(self, db_field, request, **kwargs):
-        field = super().formfield_for_manytomany(db_field, request, **kwargs)
-        if db_field.name == "permissions" and field is not None:
-            field.queryset = _grantable(request, field.queryset)
-        return field
 
     def has_delete_permission(self, request, obj=None):
         return not (obj is not None and obj.name in ROLES) and super().has_delete_permission(request, obj)
