@@ -14,7 +14,7 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from compaction_app.engine.items import Item, output_call_id
 
@@ -62,6 +62,20 @@ def _function_spec(name: str, description: str, properties: dict[str, Any], requ
             "additionalProperties": False,
         },
     }
+
+
+class _FunctionTool:
+    """A tool the model calls as a function: its spec is its name, the class's `description` and `parameters`
+    (JSON Schema properties, those in `required` to be given)."""
+
+    description: ClassVar[str]
+    parameters: ClassVar[dict[str, Any]] = {}
+    required: ClassVar[tuple[str, ...]] = ()
+
+    def spec(self) -> dict[str, Any]:
+        # The property schemas are the class's, shared by every spec (a deep copy per turn would cost more than the
+        # rest of it): nothing changes a spec once it is made.
+        return _function_spec(self.name, self.description, dict(self.parameters), list(self.required))
 
 
 def _require_str(arguments: Mapping[str, Any], key: str) -> str:
@@ -254,8 +268,18 @@ FAILING_FLAVORS = frozenset({"pytest", "cargo", "jest", "build"})
 
 
 @dataclass(frozen=True)
-class ShellTool:
+class ShellTool(_FunctionTool):
     """`shell`: runs a command and returns build/test/log output (spec of the output: Codex's exec summary)."""
+
+    description = (
+        "Runs a shell command and returns its output. Use it to build, run tests, read logs and inspect files."
+    )
+    parameters = {
+        "command": {"type": "array", "items": {"type": "string"}, "description": "The command to execute"},
+        "workdir": {"type": "string", "description": "The working directory to execute the command in"},
+        "timeout_ms": {"type": "number", "description": "The timeout for the command in milliseconds"},
+    }
+    required = ("command",)
 
     cwd: str
     output: SizeDistribution
@@ -263,18 +287,6 @@ class ShellTool:
     default_flavor: str = "build"
     counter_name: str = "o200k_base"
     name: str = field(default="shell", init=False)
-
-    def spec(self) -> dict[str, Any]:
-        return _function_spec(
-            self.name,
-            "Runs a shell command and returns its output. Use it to build, run tests, read logs and inspect files.",
-            {
-                "command": {"type": "array", "items": {"type": "string"}, "description": "The command to execute"},
-                "workdir": {"type": "string", "description": "The working directory to execute the command in"},
-                "timeout_ms": {"type": "number", "description": "The timeout for the command in milliseconds"},
-            },
-            ["command"],
-        )
 
     def run(self, arguments: Mapping[str, Any], *, rng: random.Random) -> ToolResult:
         command = arguments.get("command")
@@ -311,21 +323,17 @@ CODE_HEADERS = {
 
 
 @dataclass(frozen=True)
-class ReadFileTool:
+class ReadFileTool(_FunctionTool):
     """`read_file`: the (plausible) contents of a path; the same path always reads the same for one tool seed."""
+
+    description = "Reads a file from the workspace and returns its contents."
+    parameters = {"path": {"type": "string", "description": "Path of the file, relative to the working directory"}}
+    required = ("path",)
 
     seed: int | str
     output: SizeDistribution
     counter_name: str = "o200k_base"
     name: str = field(default="read_file", init=False)
-
-    def spec(self) -> dict[str, Any]:
-        return _function_spec(
-            self.name,
-            "Reads a file from the workspace and returns its contents.",
-            {"path": {"type": "string", "description": "Path of the file, relative to the working directory"}},
-            ["path"],
-        )
 
     def run(self, arguments: Mapping[str, Any], *, rng: random.Random) -> ToolResult:
         path = _require_str(arguments, "path").strip()
@@ -344,23 +352,19 @@ def _query_word(pattern: str) -> str:
 
 
 @dataclass(frozen=True)
-class SearchTool:
+class SearchTool(_FunctionTool):
     """`search`: grep-style `path:line:text` hits for a pattern."""
+
+    description = "Searches the workspace for a regular expression and returns matching lines as path:line:text."
+    parameters = {
+        "pattern": {"type": "string", "description": "Regular expression to search for"},
+        "path": {"type": "string", "description": "Directory or file to search in (default: the workspace)"},
+    }
+    required = ("pattern",)
 
     output: SizeDistribution
     counter_name: str = "o200k_base"
     name: str = field(default="search", init=False)
-
-    def spec(self) -> dict[str, Any]:
-        return _function_spec(
-            self.name,
-            "Searches the workspace for a regular expression and returns matching lines as path:line:text.",
-            {
-                "pattern": {"type": "string", "description": "Regular expression to search for"},
-                "path": {"type": "string", "description": "Directory or file to search in (default: the workspace)"},
-            },
-            ["pattern"],
-        )
 
     def run(self, arguments: Mapping[str, Any], *, rng: random.Random) -> ToolResult:
         word = _query_word(_require_str(arguments, "pattern"))
@@ -376,20 +380,18 @@ PATCH_OPS = {"*** Add File: ": "A", "*** Update File: ": "M", "*** Delete File: 
 
 
 @dataclass(frozen=True)
-class ApplyPatchTool:
+class ApplyPatchTool(_FunctionTool):
     """`apply_patch`: checks the patch envelope and reports the files it touched, as Codex's tool does."""
+
+    description = (
+        "Applies a patch to files in the workspace. The patch starts with '*** Begin Patch', ends with "
+        "'*** End Patch', and has '*** Add File: ', '*** Update File: ' or '*** Delete File: ' sections."
+    )
+    parameters = {"input": {"type": "string", "description": "The entire contents of the patch"}}
+    required = ("input",)
 
     failure_rate: float = 0.1
     name: str = field(default="apply_patch", init=False)
-
-    def spec(self) -> dict[str, Any]:
-        return _function_spec(
-            self.name,
-            "Applies a patch to files in the workspace. The patch starts with '*** Begin Patch', ends with "
-            "'*** End Patch', and has '*** Add File: ', '*** Update File: ' or '*** Delete File: ' sections.",
-            {"input": {"type": "string", "description": "The entire contents of the patch"}},
-            ["input"],
-        )
 
     def run(self, arguments: Mapping[str, Any], *, rng: random.Random) -> ToolResult:
         patch = _require_str(arguments, "input")
@@ -421,19 +423,15 @@ NEW_CONTEXT_ACK = (
 
 
 @dataclass(frozen=True)
-class NewContextTool:
+class NewContextTool(_FunctionTool):
     """`new_context` (token-budget mode, spec §4.4): the call requests a new context window."""
 
-    name: str = field(default="new_context", init=False)
+    description = (
+        "Starts a new context window. Call it when the current window is nearly full and your progress is "
+        "saved; the next request begins from the initial context only."
+    )
 
-    def spec(self) -> dict[str, Any]:
-        return _function_spec(
-            self.name,
-            "Starts a new context window. Call it when the current window is nearly full and your progress is "
-            "saved; the next request begins from the initial context only.",
-            {},
-            [],
-        )
+    name: str = field(default="new_context", init=False)
 
     def run(self, arguments: Mapping[str, Any], *, rng: random.Random) -> ToolResult:
         return ToolResult(NEW_CONTEXT_ACK, new_window_requested=True)
