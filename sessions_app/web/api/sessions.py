@@ -6,10 +6,7 @@ import json
 from collections.abc import AsyncIterator, Iterator
 
 from asgiref.sync import sync_to_async
-from django.core.handlers.asgi import ASGIRequest
-from django.http import StreamingHttpResponse
 from django.utils.http import urlencode
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
@@ -23,6 +20,7 @@ from sessions_app.rollout import selectors, services
 from sessions_app.rollout.lease import SessionReadOnly
 from sessions_app.rollout.validation import ItemValidationError, privileged_item_paths
 from sessions_app.transfer import codex_sources
+from sessions_app.web.api.json_lines import JSON_LINES_RESPONSES, json_lines_response
 from sessions_app.web.api.lookups import session_or_404
 from sessions_app.web.api.serializers import (
     AppendItemsSerializer,
@@ -151,9 +149,7 @@ class SessionRollout(APIView):
 
     permission_classes = [IsOperator]
 
-    @extend_schema(
-        responses={(200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="JSON Lines")}
-    )
+    @extend_schema(responses=JSON_LINES_RESPONSES)
     def get(self, request, pk: int):
         session = session_or_404(pk)
         try:
@@ -162,10 +158,9 @@ class SessionRollout(APIView):
             after = None
         if after is None or abs(after) > MAX_ID:  # past 64 bits SQLite would overflow mid-stream
             raise ApiError(status_code=400, code="invalid", message="after: must be an integer seq")
-        # Under ASGI (Daphne) stream with an async iterator so Django does not buffer the whole rollout.
-        lines = _async_lines(session.pk, after) if isinstance(request._request, ASGIRequest) else _sync_lines(
-            session.pk, after
+        return json_lines_response(
+            request,
+            sync_body=lambda: _sync_lines(session.pk, after),
+            async_body=lambda: _async_lines(session.pk, after),
+            disposition=f'inline; filename="rollout-{session.thread_id}.jsonl"',
         )
-        response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
-        response["Content-Disposition"] = f'inline; filename="rollout-{session.thread_id}.jsonl"'
-        return response

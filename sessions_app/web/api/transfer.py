@@ -9,10 +9,8 @@ from collections.abc import AsyncIterator, Iterator
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.handlers.asgi import ASGIRequest
-from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
 from rest_framework.response import Response
@@ -31,6 +29,7 @@ from sessions_app.transfer import exporter, shipped
 from sessions_app.transfer.refusals import InvalidRollout
 from sessions_app.transfer.replay import replay_comparison
 from sessions_app.web.api.jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, answer_job, wants_wait
+from sessions_app.web.api.json_lines import JSON_LINES_RESPONSES, json_lines_response
 from sessions_app.web.api.lookups import session_or_404
 
 EXPORT_LINES_PER_CHUNK = 200
@@ -231,9 +230,7 @@ class SessionExport(APIView):
 
     permission_classes = [IsOperator]
 
-    @extend_schema(
-        responses={(200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="JSON Lines")}
-    )
+    @extend_schema(responses=JSON_LINES_RESPONSES)
     def get(self, request, pk: int):
         session = session_or_404(pk)
         lines = exporter.export_rollout(session=session)
@@ -251,10 +248,10 @@ class SessionExport(APIView):
             async for chunk in _async_chunks(lines):
                 yield chunk
 
-        body = async_body() if isinstance(request._request, ASGIRequest) else sync_body()
-        response = StreamingHttpResponse(body, content_type="application/x-ndjson")
-        response["Content-Disposition"] = f'attachment; filename="{exporter.export_filename(session)}"'
-        return response
+        return json_lines_response(
+            request, sync_body=sync_body, async_body=async_body,
+            disposition=f'attachment; filename="{exporter.export_filename(session)}"',
+        )
 
 
 class SessionReplay(APIView):
