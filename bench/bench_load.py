@@ -8,6 +8,7 @@ processes, all on PostgreSQL + Redis (issue 8). Run by hand, not in CI:
         [--board-watchers N] [--turns-per-minute N]
 
 Use a database and Redis numbers of their own: the benchmark migrates the database and leaves its sessions there.
+The web processes listen on ports the kernel picks, or on the first free ones of COMPACTWEB_TEST_PORTS=FIRST-LAST.
 It starts the web processes (Daphne), the workers (`celery worker --pool prefork --concurrency 2`, at niceness
 10 as scripts/scale-out runs them; `--worker-nice 0` for none) and one scheduler as subprocesses, starts the
 fleet (looping scenarios, as fast as possible), connects the watchers (watcher i watches session i mod N through
@@ -58,7 +59,26 @@ BOARD_ROW = re.compile(r'<tr id="session-(\d+)"[^>]*? data-seq="(\d+)"')
 SETTLE_SECONDS = 3.0
 
 
+_ports_given: set[int] = set()
+
+
 def _free_port() -> int:
+    """A free port: the kernel's choice, or with COMPACTWEB_TEST_PORTS=FIRST-LAST (runs that share a machine each
+    keep to their own range) the first port of that range not handed out yet that binds."""
+    ports = os.environ.get("COMPACTWEB_TEST_PORTS", "")
+    if ports:
+        first, last = (int(x) for x in ports.split("-"))
+        for port in range(first, last + 1):
+            if port in _ports_given:
+                continue
+            try:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            _ports_given.add(port)
+            return port
+        raise SystemExit(f"no free port left in COMPACTWEB_TEST_PORTS={ports}")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
