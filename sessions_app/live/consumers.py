@@ -7,7 +7,8 @@ backoff) when the channel layer (Redis) does not answer, at the handshake or lat
 answer at the handshake (a failed handshake leaves its groups at once). Rendering lives in sessions_app.live.render; the
 consumers only decide what to render and when.
 
-Bounded work per connection: a connect is one group join and then one read on the connect pool
+Bounded work per connection: a connect is one group join (a fleet board's: its process's fleet hub joins the
+fleet group for the first board only, sessions_app.live.fleet_hub) and then one read on the connect pool
 (CONNECT_THREADS) that loads the user from the session, checks the role and reads what the first message needs
 (the session's thread id and newest seq; the fleet's provider and policy names), whatever the session's length:
 one thread hop and one database connection (compactweb.ws_auth explains why the user lookup moved here). A page
@@ -21,6 +22,7 @@ group within the expiry (compactweb/settings.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -36,10 +38,12 @@ from sessions_app.fleet.filter import FleetFilter
 from sessions_app.fleet.paging import PAGE_SIZE, FleetPage
 from sessions_app.live import render as live_render
 from sessions_app.live import selectors as live_selectors
+from sessions_app.live.cancelling import cancel_until_done
+from sessions_app.live.fleet_hub import FleetHub, hub_for
 from sessions_app.live.pools import DatabaseThreads
 from sessions_app.models import Session
 from sessions_app.rollout import projection, selectors
-from sessions_app.rollout.events import ALERT_KIND, FLEET_GROUP, session_group
+from sessions_app.rollout.events import ALERT_KIND, TURN_PROGRESS_KINDS, session_group
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +55,6 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_TRY_AGAIN = 4013
 RENDER_THREADS = 4
 CONNECT_THREADS = 2
-# The turn loop's own progress, as an earlier release published it: no part of either page shows it (a turn's
-# rollout lines follow as batches), and rendering the status box for each cost three reads per page and event. The
-# loop no longer publishes these; a worker of the earlier release still may during a rolling upgrade, so both
-# consumers let them pass.
-TURN_PROGRESS_KINDS = frozenset({"turn_started", "turn_step", "turn_finished"})
 
 
 # Renders and connects each have a pool of their own (sessions_app.live.pools: connections kept while busy): a
@@ -98,20 +97,6 @@ async def shared_batch(*, session_id: int, thread_id: str, after_seq: int) -> tu
 
 
 LAYER_UNAVAILABLE = "layer.unavailable"
-CANCEL_ATTEMPTS = 30
-CANCEL_INTERVAL_SECONDS = 0.1
-
-
-async def cancel_until_done(task: asyncio.Future) -> None:
-    """Cancel `task` again and again (3 s at most) until it ends: one cancellation can be lost inside redis-py."""
-    for _ in range(CANCEL_ATTEMPTS):
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=CANCEL_INTERVAL_SECONDS)
-        if done:
-            if not task.cancelled():
-                task.exception()  # retrieved: a receive that failed while being cancelled is not an error to log
-            return
-    logger.warning("a channel-layer receive did not end after %s cancellations", CANCEL_ATTEMPTS)
 
 
 class RoleCheckedConsumer(AsyncWebsocketConsumer):
@@ -201,8 +186,7 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
         # Join before the read: an event published in between is either covered by what the read sees or arrives
         # later with a higher seq; none falls in a gap. Nothing is sent before the role check below, and a refused
         # connection leaves the groups at once (`serving` keeps its handlers quiet meanwhile).
-        for group in self.groups_to_join():
-            await self.join(group)
+        await self.subscribe()
         refused, first = await in_connect_pool(self._admit_and_read)()
         if refused is None and first is None:
             refused = CLOSE_NOT_FOUND
@@ -260,6 +244,11 @@ class RoleCheckedConsumer(AsyncWebsocketConsumer):
                 await self.recheck()
             except Exception:  # the database is away: the next round (or the disconnect) settles it
                 logger.warning("could not re-check the user of a websocket", exc_info=True)
+
+    async def subscribe(self) -> None:
+        """Before the first read: join the page's groups."""
+        for group in self.groups_to_join():
+            await self.join(group)
 
     def groups_to_join(self) -> list[str]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -383,14 +372,44 @@ class FleetConsumer(RoleCheckedConsumer):
     """Streams one page of the fleet board: the rows it holds (the `rows` of its query, else its page ranked at
     connect), coalescing updates per session: each row is re-rendered at most once per `flush_seconds` from its
     session's newest summary. A row is a snapshot carrying its session's seq, so coalescing loses nothing: the newest
-    row contains every change before it. Events of sessions not on the page render nothing (but a new session joins
-    the fleet's last page while it has room); a change of state anywhere (or a new session) refreshes the header's
-    counts, at most once per COUNTS_SECONDS."""
+    row contains every change before it. A quiet board renders an event's row at once; the events that follow within
+    `flush_seconds` of that render wait for the next one.
+
+    A board joins no fleet group of its own: the process's fleet hub (sessions_app.live.fleet_hub) receives each event
+    once and hands it only to the boards holding its row (and to a board with room at the end of the fleet, which a
+    new session joins). A change of state anywhere (or a new session) refreshes the header's counts, at most once per
+    COUNTS_SECONDS; an alert re-renders the alerts card."""
 
     flush_seconds = 0.1
 
-    def groups_to_join(self) -> list[str]:
-        return [FLEET_GROUP]
+    async def __call__(self, scope, receive, send):
+        self.hub: FleetHub | None = None
+        self.holds_hub = False
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._drop_from_hub()  # a consumer ended without its disconnect (a server's shutdown) leaves no board
+
+    async def subscribe(self) -> None:
+        self.hub = hub_for(self.channel_layer)
+        await self.hub.hold()
+        self.holds_hub = True
+
+    async def leave_all(self) -> None:
+        await super().leave_all()
+        if self.hub is not None:
+            self.hub.unregister(self)
+            if self.holds_hub:
+                self.holds_hub = False
+                await self.hub.release()
+
+    def _drop_from_hub(self) -> None:
+        if self.hub is None:
+            return
+        self.hub.unregister(self)
+        if self.holds_hub:
+            self.holds_hub = False
+            asyncio.ensure_future(self.hub.release())
 
     def _query(self) -> dict[str, str]:
         return {k: v[-1] for k, v in parse_qs(self.scope.get("query_string", b"").decode()).items()}
@@ -412,15 +431,18 @@ class FleetConsumer(RoleCheckedConsumer):
         self.newest_id: int | None = first["newest"] if len(self.page_rows) < PAGE_SIZE else None
         self.summaries: dict[int, dict[str, Any]] = {}
         self.attempts: dict[int, dict[str, Any] | None] = {}
-        self.states: dict[int, str] = {}  # the last state seen of each session, to notice a change in the counts
         self.pending: set[int] = set()
         self.stale_attempts: set[int] = set()
+        self.left_rows: set[int] = set()  # rows a render found out of the filter: no longer followed
         self.counts_due = False
         self.counts_at = 0.0
         self.counts_sent: dict[str, Any] | None = None
+        self.flushed_at = 0.0
         self.flusher: asyncio.Task | None = None
+        self.rows_waiting = asyncio.Event()
         self.names = first["names"]
         await self.accept()
+        self.hub.register(self, open_ended=self.newest_id is not None)
 
     async def disconnect(self, code: int) -> None:
         flusher = getattr(self, "flusher", None)
@@ -428,33 +450,16 @@ class FleetConsumer(RoleCheckedConsumer):
             flusher.cancel()
         await self.leave_all()
 
-    async def session_event(self, event: dict[str, Any]) -> None:
+    # --- what the hub hands over (on the event loop; quick: rendering waits for the flush) --------------------------
+
+    def joins_the_page(self, session_id: int, summary: dict[str, Any] | None) -> bool:
+        return (self.serving and self.newest_id is not None and session_id > self.newest_id
+                and len(self.page_rows) < PAGE_SIZE and summary is not None and self.fleet_filter.matches(summary))
+
+    def row_event(self, session_id: int, event: dict[str, Any], summary: dict[str, Any] | None) -> None:
+        """An event of a row this page holds."""
         if not self.serving:
             return
-        if event.get("seq") is None and event.get("kind") in TURN_PROGRESS_KINDS:
-            return  # no summary, no change to the row or its last compaction
-        if event.get("kind") == ALERT_KIND:
-            await self.send(text_data=await in_render_pool(live_render.alerts_update)())
-            return
-        session_id = int(event["session_id"])
-        summary = event.get("summary")
-        state = summary.get("state") if summary is not None else None
-        if state is None or self.states.get(session_id) != state:
-            self.counts_due = True  # a new session, a change of state, or one an event does not tell
-            if state is not None:
-                self.states[session_id] = state
-        if session_id not in self.page_rows and self._joins_the_page(session_id, summary):
-            self.page_rows.add(session_id)
-        if session_id in self.page_rows:
-            self._row_event(session_id, event, summary)
-        if self.flusher is None or self.flusher.done():
-            self.flusher = asyncio.ensure_future(self._flush_soon())
-
-    def _joins_the_page(self, session_id: int, summary: dict[str, Any] | None) -> bool:
-        return (self.newest_id is not None and session_id > self.newest_id and len(self.page_rows) < PAGE_SIZE
-                and summary is not None and self.fleet_filter.matches(summary))
-
-    def _row_event(self, session_id: int, event: dict[str, Any], summary: dict[str, Any] | None) -> None:
         if summary is not None:
             previous = self.summaries.get(session_id)
             if previous is None or summary.get("last_seq", 0) >= previous.get("last_seq", 0):
@@ -468,10 +473,51 @@ class FleetConsumer(RoleCheckedConsumer):
         ):
             self.stale_attempts.add(session_id)
         self.pending.add(session_id)
+        self._flush_later()
+
+    def counts_changed(self) -> None:
+        if self.serving:
+            self.counts_due = True
+            self._flush_later()
+
+    def alerts_changed(self) -> None:
+        if self.serving:
+            asyncio.ensure_future(self._send_alerts())
+
+    def layer_failed(self) -> None:
+        asyncio.ensure_future(self.layer_unavailable({"type": LAYER_UNAVAILABLE}))
+
+    async def _send_alerts(self) -> None:
+        try:
+            html = await in_render_pool(live_render.alerts_update)()
+            if self.serving:
+                await self.send(text_data=html)
+        except Exception:  # the page re-syncs on its next reconnect; keep the connection serving
+            logger.exception("fleet alerts update failed")
+
+    # --- rendering ------------------------------------------------------------------------------------------------
+
+    def _flush_later(self) -> None:
+        if self.flusher is None or self.flusher.done():
+            self.flusher = asyncio.ensure_future(self._flush_soon())
+        elif self.pending:
+            self.rows_waiting.set()  # a flusher waiting for the counts alone: rows do not wait that long
 
     async def _flush_soon(self) -> None:
         while self.pending or self.counts_due:
-            await asyncio.sleep(self.flush_seconds)
+            # Rows: at most one render per flush_seconds, the first at once (once the events that arrived in this
+            # turn of the loop are in). Counts alone: when they are due, unless a row comes first.
+            now = time.monotonic()
+            rows_due = self.flushed_at + self.flush_seconds
+            if self.pending:
+                await asyncio.sleep(max(0.0, rows_due - now))
+            else:
+                self.rows_waiting.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.rows_waiting.wait(),
+                                           max(0.0, rows_due - now, self.counts_at + COUNTS_SECONDS - now))
+                if self.pending:
+                    continue
             try:
                 await self.flush()
             except Exception:  # the page re-syncs on its next reconnect; keep the connection serving
@@ -482,11 +528,17 @@ class FleetConsumer(RoleCheckedConsumer):
         counts = self.counts_due and now - self.counts_at >= COUNTS_SECONDS
         if not self.pending and not counts:
             return  # only counts, not due yet: no thread hop
+        self.flushed_at = now
         if counts:
             self.counts_due, self.counts_at = False, now
         ids, self.pending = sorted(self.pending), set()
         stale, self.stale_attempts = self.stale_attempts, set()
         html = await in_render_pool(self._render)(ids, stale, counts)
+        if self.left_rows:
+            left, self.left_rows = self.left_rows, set()
+            if self.hub is not None:
+                self.hub.remove_rows(self, left)
+            self.page_rows -= left
         if html:
             await self.send(text_data=html)
 
@@ -514,8 +566,9 @@ class FleetConsumer(RoleCheckedConsumer):
         if any(s["provider"] not in self.names["providers"] or s["policy"] not in self.names["policies"]
                for s in summaries):
             self.names = live_render.names()
-        # a row that leaves the filter is removed from the page, and no longer followed
-        self.page_rows -= {s["id"] for s in summaries if not self.fleet_filter.matches(s)}
+        # a row that leaves the filter is removed from the page, and no longer followed (the flush tells the hub,
+        # on the event loop)
+        self.left_rows |= {s["id"] for s in summaries if not self.fleet_filter.matches(s)}
         return live_render.fleet_updates(
             summaries=summaries, attempts=self.attempts, names_by_id=self.names, fleet_filter=self.fleet_filter
         )

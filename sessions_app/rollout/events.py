@@ -29,6 +29,10 @@ logger = logging.getLogger(__name__)
 FLEET_GROUP = "fleet"
 MESSAGE_TYPE = "session.event"
 LINES_KIND = "rollout.lines"
+# The turn loop's own progress, as an earlier release published it: no live page shows it (a turn's rollout lines
+# follow as batches), and rendering the status box for each cost three reads per page and event. The loop no longer
+# publishes these; a worker of the earlier release still may during a rolling upgrade, so the pages let them pass.
+TURN_PROGRESS_KINDS = frozenset({"turn_started", "turn_step", "turn_finished"})
 
 # One event to send: the groups it goes to and the message.
 Publication = tuple[list[str], dict[str, Any]]

@@ -111,3 +111,96 @@ async def test_an_event_of_a_session_off_the_page_sends_no_row(ws_for, operator_
     assert ROW.findall(html) == [str(on_page.pk)]
     assert await comm.receive_nothing(0.5)
     await comm.disconnect()
+
+
+@pytest.fixture
+def row_events(monkeypatch):
+    """[(the board's rows when it connected, session id)] for every row event the hub hands to a board."""
+    from sessions_app.live.consumers import FleetConsumer
+
+    seen, handle = [], FleetConsumer.row_event
+
+    def spy(self, session_id, event, summary):
+        seen.append((self.scope["query_string"].decode(), session_id))
+        return handle(self, session_id, event, summary)
+
+    monkeypatch.setattr(FleetConsumer, "row_event", spy)
+    return seen
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_the_boards_of_a_process_share_one_fleet_member_and_each_receives_only_its_rows_events(
+    ws_for, operator_user, make_session, items_factory, row_events, monkeypatch
+):
+    from channels.layers import get_channel_layer
+
+    from sessions_app.rollout.events import FLEET_GROUP
+
+    make = database_sync_to_async(make_session)
+    one, two = await make(title="one"), await make(title="two")
+    layer, joins = get_channel_layer(), []
+    group_add = layer.group_add
+    monkeypatch.setattr(layer, "group_add", lambda group, channel: joins.append(group) or group_add(group, channel))
+    boards = {}
+    for session in (one, two):
+        boards[session.pk] = await ws_for(operator_user, f"/ws/fleet/?rows={session.pk}")
+        await connected(boards[session.pk])
+
+    await append(one, items_factory.user("a change"))
+    assert ROW.findall(await text_of(boards[one.pk])) == [str(one.pk)]
+    html = await text_of(boards[two.pk])
+    assert not ROW.search(html) and 'id="fleet-counts"' in html  # the counts only (a state not seen before)
+    await append(two, items_factory.user("a change"))
+    assert ROW.findall(await text_of(boards[two.pk])) == [str(two.pk)]
+
+    assert joins.count(FLEET_GROUP) == 1  # one member for both boards, not one each
+    assert sorted(row_events) == [(f"rows={one.pk}", one.pk), (f"rows={two.pk}", two.pk)]
+    for board in boards.values():
+        await board.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_a_session_created_after_the_connect_enters_the_last_page_only(
+    ws_for, operator_user, make_session, items_factory, row_events
+):
+    make = database_sync_to_async(make_session)
+    old = await make(title="old")
+    last = await ws_for(operator_user, "/ws/fleet/")  # the fleet's one page, with room
+    await connected(last)
+    full_rows = ",".join(str(i) for i in [old.pk, *range(old.pk + 10_000, old.pk + 10_000 + PAGE_SIZE - 1)])
+    full = await ws_for(operator_user, f"/ws/fleet/?rows={full_rows}")  # a page without room
+    await connected(full)
+    other_filter = await ws_for(operator_user, "/ws/fleet/?q=nothing-like-it")
+    await connected(other_filter)
+
+    new = await make(title="new")
+    await append(new, items_factory.user("first step"))
+    assert ROW.findall(await text_of(last)) == [str(new.pk)]
+    await append(new, items_factory.user("second step"))  # followed from now on
+    assert ROW.findall(await text_of(last)) == [str(new.pk)]
+
+    assert {board for board, session_id in row_events if session_id == new.pk} == {""}  # the last page's only
+    for board in (full, other_filter):
+        html = await text_of(board)  # the header counts (a new session), never its row
+        assert not ROW.search(html) and 'id="fleet-counts"' in html
+    for board in (last, full, other_filter):
+        await board.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_a_row_that_left_the_filter_no_longer_reaches_the_board(
+    ws_for, operator_user, session, items_factory, row_events
+):
+    board = await ws_for(operator_user, f"/ws/fleet/?state=running&rows={session.pk}")  # the page showed it running
+    await connected(board)
+    await append(session, items_factory.user("an idle session changes"))
+    assert f'<tr id="session-{session.pk}" hx-swap-oob="delete"' in await text_of(board)
+
+    await append(session, items_factory.user("and changes again"))
+
+    assert await board.receive_nothing(0.5)
+    assert len(row_events) == 1
+    await board.disconnect()

@@ -179,13 +179,16 @@ async def test_the_fleet_streams_each_sessions_row_with_its_newest_seq(ws_for, o
     await comm.disconnect()
 
 
-async def test_the_fleet_coalesces_a_burst_into_one_row_with_the_last_seq(
+async def test_the_fleet_renders_a_quiet_rows_event_at_once_and_coalesces_what_follows_into_one_row(
     ws_for, operator_user, session, items_factory, monkeypatch
 ):
     monkeypatch.setattr(FleetConsumer, "flush_seconds", 2.0)  # longer than five appends take on any backend
     comm = await ws_for(operator_user, "/ws/fleet/")
     await connected(comm)
-    for i in range(5):
+    first = await append(session, items_factory.user("burst 0"))
+    html = await text_of(comm, timeout=1.5)  # before flush_seconds: the board was quiet
+    assert f'<tr id="session-{session.pk}" class="row row--idle" data-seq="{first.lines[-1].seq}"' in html
+    for i in range(1, 5):
         await append(session, items_factory.user(f"burst {i}"))
     html = await text_of(comm)
     assert html.count(f'<tr id="session-{session.pk}"') == 1
@@ -219,10 +222,11 @@ async def test_the_fleet_rereads_the_last_compaction_when_any_line_of_an_event_i
     consumer = FleetConsumer()
     consumer.serving = True  # admitted: connected with the operator role
     consumer.summaries, consumer.pending, consumer.stale_attempts, consumer.flusher = {}, set(), set(), None
-    consumer.page_rows, consumer.states = {3}, {}  # the page shows session 3
+    consumer.page_rows = {3}  # the page shows session 3
     consumer._flush_soon = lambda: _noop()  # the flush is not under test here
 
-    await consumer.session_event(lines_event(session_id=3, summary={"last_seq": lines[-1][0]}, lines=lines))
+    event = lines_event(session_id=3, summary={"last_seq": lines[-1][0]}, lines=lines)
+    consumer.row_event(3, event, event["summary"])
 
     assert consumer.pending == {3}
     assert (3 in consumer.stale_attempts) is stale
