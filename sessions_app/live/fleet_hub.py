@@ -22,6 +22,7 @@ event loop, so the index needs no lock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
 from collections.abc import Iterable, Mapping
@@ -123,6 +124,10 @@ class FleetHub:
                 for board in list(self.boards):
                     board.layer_failed()
                 await asyncio.sleep(RETRY_SECONDS)
+                # A restarted Redis forgot the group: join again at once rather than at the next refresh (a board
+                # that reconnects meanwhile finds the hub held and joins nothing itself).
+                with contextlib.suppress(Exception):
+                    await self.layer.group_add(FLEET_GROUP, channel)
                 continue
             try:
                 self.dispatch(message)

@@ -209,3 +209,38 @@ async def test_a_failing_receive_tells_every_board_and_the_hub_still_ends(monkey
     assert [b.failures for b in boards] == [1, 1]
     await asyncio.wait_for(hub.release(), 5)
     assert hub.channel is None
+
+
+@pytest.mark.asyncio
+async def test_after_a_failed_receive_the_hub_joins_the_fleet_group_again(monkeypatch):
+    # A restarted Redis has forgotten every group; boards reconnecting meanwhile find the hub held and join nothing.
+    from sessions_app.live import fleet_hub
+
+    monkeypatch.setattr(fleet_hub, "RETRY_SECONDS", 0.01)
+    layer = InMemoryChannelLayer()
+    hub, board = hub_for(layer), FakeBoard({1})
+    receive, failed = layer.receive, []
+
+    async def fail_once_then_receive(channel):
+        if not failed:
+            failed.append(channel)
+            layer.groups.clear()  # the restart
+            raise RedisConnectionError("Connection closed by server.")
+        return await receive(channel)
+
+    monkeypatch.setattr(layer, "receive", fail_once_then_receive)
+    await hub.hold()
+    hub.register(board, open_ended=False)
+    for _ in range(100):
+        if failed and layer.groups.get(FLEET_GROUP):
+            break
+        await asyncio.sleep(0.01)
+
+    assert list(layer.groups.get(FLEET_GROUP, {})) == [hub.channel]
+    await layer.group_send(FLEET_GROUP, event(1))
+    for _ in range(100):
+        if board.rows:
+            break
+        await asyncio.sleep(0.01)
+    assert board.rows == [1]
+    await hub.release()
