@@ -15,6 +15,9 @@ Header grammar::
     X-Sim-Context-Window: <tokens>     the window the input is checked against (default: the app's, else 272000)
                                        (at most MAX_CONTEXT_WINDOW)
     X-Sim-Reasoning-Included: true     the response carries `X-Reasoning-Included: true` (spec §3.2)
+    X-Sim-Stream: events               a streamed /responses answer goes out one HTTP chunk per SSE event, as from a
+                                       server that flushes each event as it makes it (by default the whole answer,
+                                       made at once, goes out in one write)
 
 Where each fault applies (a fault only counts a `times` use on a request it applies to):
 overloaded, server_error, context_window_exceeded, slow — every POST endpoint; stream_closed — streamed
@@ -39,6 +42,8 @@ from dataclasses import dataclass, field
 FAULT_HEADER = "x-sim-fault"
 CONTEXT_WINDOW_HEADER = "x-sim-context-window"
 REASONING_INCLUDED_HEADER = "x-sim-reasoning-included"
+STREAM_HEADER = "x-sim-stream"
+STREAM_EVENTS = "events"
 
 FAULTS = frozenset(
     {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -236,3 +238,32 @@ async def test_the_recorder_writes_down_every_request_it_received(tmp_path):
     assert [r["endpoint"] for r in recorded] == ["/v1/responses", "/v1/responses/compact"]
     assert recorded[0]["body"]["input"] == [_user("hello")]
     assert recorded[0]["headers"] == {"session-id": "s1"}  # never the authorization header
+
+
+async def _body_sends(app, headers: dict[str, str]) -> list[bytes]:
+    """The bodies of the app's http.response.body messages for one streamed /responses request, as a server
+    would get them (each is one write, one HTTP chunk)."""
+    raw = json.dumps({"model": "m", "stream": True, "input": [_user("tell me a longer story " * 20)]}).encode()
+    sent, received = [], [{"type": "http.request", "body": raw, "more_body": False}]
+
+    async def receive():
+        return received.pop(0)
+
+    async def send(message):
+        if message["type"] == "http.response.body":
+            sent.append(message["body"])
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/responses",
+             "headers": [(k.encode(), v.encode()) for k, v in {"content-type": "application/json", **headers}.items()]}
+    await app(scope, receive, send)
+    return sent
+
+
+@pytest.mark.asyncio
+async def test_a_streamed_answer_goes_out_in_one_write_or_one_write_per_event_when_asked():
+    whole = await _body_sends(create_app(), {})
+    per_event = await _body_sends(create_app(), {"x-sim-stream": "events"})
+    assert len(whole) == 1 and whole[0].count(b"\n\n") > 10  # every event of the answer in the one write
+    events = [chunk for chunk in per_event if chunk]
+    assert len(events) == whole[0].count(b"\n\n") and all(chunk.endswith(b"\n\n") for chunk in events)
+    assert [e.split(b"\n", 1)[0] for e in events] == [e.split(b"\n", 1)[0] for e in whole[0].split(b"\n\n")[:-1]]
