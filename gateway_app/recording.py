@@ -150,16 +150,18 @@ def _create(exchange: Exchange, route: GatewayRoute, group: str) -> GatewaySessi
 def gateway_session_for(exchange: Exchange) -> GatewaySession:
     """The session of this exchange's Codex session, created on its first request. Runs in a transaction; the row
     is locked, so two processes recording one session write in turn."""
-    route = GatewayRoute.objects.select_related("provider", "policy").get(pk=exchange.route_id)
+    route_id = exchange.route_id
     group = exchange.group
     if not group:
         digest = wire.prefix_digest(exchange.history)
-        found = (GatewaySession.objects.filter(route=route, prefix_digest=digest)
+        found = (GatewaySession.objects.filter(route_id=route_id, prefix_digest=digest)
                  .order_by("-updated").values_list("group_key", flat=True).first())
         group = found or f"prefix:{digest}"
-    existing = GatewaySession.objects.select_for_update().filter(route=route, group_key=group).first()
+    existing = GatewaySession.objects.select_for_update().filter(route_id=route_id, group_key=group).first()
     if existing is not None:
         return existing
+    # The route with its provider and policy (a wide read) only for a new session: every later request has its row.
+    route = GatewayRoute.objects.select_related("provider", "policy").get(pk=route_id)
     try:
         with transaction.atomic():
             return _create(exchange, route, group)
@@ -220,8 +222,8 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
             _record_failure(exchange, None)
             return None
         gs = gateway_session_for(exchange)
-        GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + 1)
         if not exchange.ok:
+            GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + 1)
             _record_failure(exchange, gs)
             return gs
         session = Session.objects.select_related("provider", "policy").get(pk=gs.session_id)
@@ -237,7 +239,8 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
         if exchange.usage:
             lines.append(usage_line(usage=_codex_usage(exchange.usage),
                                     model_context_window=session.provider.usable_context_window))
-        GatewaySession.objects.filter(pk=gs.pk).update(pending_compaction=pending)
+        # One UPDATE for the request count and what stays pending (the row is locked since gateway_session_for).
+        GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + 1, pending_compaction=pending)
         if lines:
             rows = append_rollout_lines(session=session, lines=lines)
             compacted = [r for r in rows if r.kind == p.COMPACTED]
