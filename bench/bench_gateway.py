@@ -10,13 +10,21 @@ Each request is a Codex-shaped body (base instructions first, a history of 40 it
 the turn metadata header); each of the concurrent streams is one session whose next request carries the last
 one's history, the answer's output items and a new user message, as a Codex session's does (so the gateway
 records a few new items per request, plus one new session per stream in the warm-up round). Reported: time to first byte and total time, p50 and p99, per path, and
-the difference (gateway minus direct).
+the difference (gateway minus direct); and the server processes' CPU per request of each path (utime + stime from
+/proc, Linux only). After each round the script waits until the server processes are idle (untimed), so a round
+never pays for the previous round's leftover work (the gateway's records are written after its streams end) and
+each path's CPU is its own.
 
 With `--upstream-process` the upstream is a second Daphne process (the same code and database), as a remote
 upstream would be: the direct path then never touches the gateway's process, and the difference is the hop's own
-work (the gateway's HTTP server and client for the same stream, and the recording).
+work (the gateway's HTTP server and client for the same stream, and the recording); the gateway process's CPU per
+request is then the hop's CPU per request, the upstream process's the floor's.
 
-    .venv/bin/python bench/bench_gateway.py [--streams 20] [--rounds 10] [--upstream-process]
+With `--per-event` the simulated model sends each SSE event as its own HTTP chunk (`X-Sim-Stream: events`, as a
+server that flushes every event as it makes it) instead of the whole answer in one write: the hop's per-event cost
+(the HTTP client reading each chunk) is then in the figures.
+
+    .venv/bin/python bench/bench_gateway.py [--streams 20] [--rounds 10] [--upstream-process] [--per-event]
 """
 
 from __future__ import annotations
@@ -70,6 +78,9 @@ SESSIONS: dict[tuple[str, int], str] = {}
 HISTORIES: dict[tuple[str, int], list[dict]] = {}
 
 
+PER_EVENT: dict[str, str] = {}  # the header that makes the simulated model send one HTTP chunk per event
+
+
 def _body(path: str, stream: int, round_: int) -> tuple[dict, dict]:
     """Stream `stream`'s request of round `round_`: one session per stream and path whose history is, as a Codex
     session's, the previous request's history, the answer's output items and a new user message (the first
@@ -82,7 +93,8 @@ def _body(path: str, stream: int, round_: int) -> tuple[dict, dict]:
     body = {"model": "compactweb-sim", "stream": True, "prompt_cache_key": thread,
             "input": [_text("developer", "You are a coding agent. " * 50), *history]}
     headers = {"x-codex-turn-metadata": json.dumps({"session_id": thread, "thread_id": thread,
-                                                     "turn_id": str(uuid.uuid4()), "request_kind": "turn"})}
+                                                     "turn_id": str(uuid.uuid4()), "request_kind": "turn"}),
+               **PER_EVENT}
     return body, headers
 
 
@@ -113,23 +125,57 @@ async def _one(client: httpx.AsyncClient, name: str, url: str, token: str, strea
     return (first or end) - start, end - start
 
 
+def _cpu_seconds(pids: list[int], stat: str = "stat") -> float:
+    """utime + stime of these processes (every thread; `task/<pid>/stat`: the main thread alone), in seconds; 0
+    where /proc is not there."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/{stat.replace('<pid>', str(pid))}").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+MAIN_THREAD = "task/<pid>/stat"  # the event loop's thread: the stream's path (the others record and look up)
+
+
+async def _settle(pids: list[int], quiet: float = 0.1, limit: float = 5.0) -> None:
+    """Wait (at most `limit` s) until these processes used no CPU for `quiet` s: the round's leftover work is done."""
+    deadline = time.monotonic() + limit
+    before = _cpu_seconds(pids)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(quiet)
+        now = _cpu_seconds(pids)
+        if now == before:
+            return
+        before = now
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, int(round(q / 100 * len(ordered) + 0.5)) - 1))] * 1000
 
 
-async def _run(base: str, upstream: str, key: str, sim_token: str, streams: int, rounds: int
+async def _run(base: str, upstream: str, key: str, sim_token: str, streams: int, rounds: int, pids: list[int]
                ) -> dict[str, dict[str, list[float]]]:
     paths = {"direct": (f"{upstream}/sim/v1/responses", sim_token), "gateway": (f"{base}/gateway/v1/responses", key)}
-    results = {name: {"ttfb": [], "total": []} for name in paths}
+    results = {name: {"ttfb": [], "total": [], "cpu": [0.0] * len(pids), "main": 0.0} for name in paths}
     limits = httpx.Limits(max_connections=streams * 2, max_keepalive_connections=streams * 2)
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
         for name, (url, token) in paths.items():  # warm-up: connections, token caches, the key cache
             await asyncio.gather(*(_one(client, name, url, token, i, 0) for i in range(streams)))
+            await _settle(pids)
         for r in range(rounds):
             for name in (["direct", "gateway"] if r % 2 == 0 else ["gateway", "direct"]):
                 url, token = paths[name]
+                cpu, main = [_cpu_seconds([pid]) for pid in pids], _cpu_seconds(pids[:1], MAIN_THREAD)
                 got = await asyncio.gather(*(_one(client, name, url, token, i, r + 1) for i in range(streams)))
+                await _settle(pids)
+                for n, pid in enumerate(pids):
+                    results[name]["cpu"][n] += _cpu_seconds([pid]) - cpu[n]
+                results[name]["main"] += _cpu_seconds(pids[:1], MAIN_THREAD) - main
                 results[name]["ttfb"] += [t for t, _ in got]
                 results[name]["total"] += [t for _, t in got]
     return results
@@ -158,7 +204,12 @@ def main() -> None:
     parser.add_argument("--upstream-process", action="store_true",
                         help="serve the upstream (/sim) from a second Daphne process, as a remote upstream would be: "
                              "the gateway's process then does the hop's work only")
+    parser.add_argument("--per-event", action="store_true",
+                        help="the simulated model sends one HTTP chunk per SSE event (X-Sim-Stream: events) instead "
+                             "of the whole answer in one write")
     args = parser.parse_args()
+    if args.per_event:
+        PER_EVENT["X-Sim-Stream"] = "events"
     with tempfile.TemporaryDirectory(prefix="bench-gateway-") as var:
         port, sim_token = _free_port(), secrets.token_hex(16)
         up_port = _free_port() if args.upstream_process else port
@@ -176,15 +227,16 @@ def main() -> None:
             if up_port != port:
                 servers.append(_serve(up_port, env))
             results = asyncio.run(_run(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{up_port}", key, sim_token,
-                                       args.streams, args.rounds))
+                                       args.streams, args.rounds, [s.pid for s in servers]))
         finally:
             for server in servers:
                 server.terminate()
                 server.wait(timeout=10)
-    n = len(results["direct"]["total"])
+    n = n_req = len(results["direct"]["total"])
     where = "a second process" if args.upstream_process else "the gateway's process"
-    print(f"{args.streams} concurrent streams, {args.rounds} rounds ({n} requests per path), upstream in {where}, "
-          "times in ms")
+    chunks = "one HTTP chunk per SSE event" if args.per_event else "the answer in one write"
+    print(f"{args.streams} concurrent streams, {args.rounds} rounds ({n} requests per path), upstream in {where} "
+          f"({chunks}), times in ms")
     print(f"{'':10} {'TTFB p50':>9} {'TTFB p99':>9} {'total p50':>10} {'total p99':>10}")
     for name in ("direct", "gateway"):
         r = results[name]
@@ -193,6 +245,14 @@ def main() -> None:
     d, g = results["direct"], results["gateway"]
     print(f"{'added':10} {_pct(g['ttfb'], 50) - _pct(d['ttfb'], 50):9.1f} {_pct(g['ttfb'], 99) - _pct(d['ttfb'], 99):9.1f} "
           f"{_pct(g['total'], 50) - _pct(d['total'], 50):10.1f} {_pct(g['total'], 99) - _pct(d['total'], 99):10.1f}")
+    names = ["gateway process", "upstream process"] if args.upstream_process else ["server process"]
+    print("server CPU per request, ms (utime + stime):")
+    for n, process in enumerate(names):
+        print(f"  {process:17} direct {d['cpu'][n] / n_req * 1000:7.2f}   gateway {g['cpu'][n] / n_req * 1000:7.2f}")
+    print(f"  {names[0]:17} its event loop's thread: direct {d['main'] / n_req * 1000:7.2f}   "
+          f"gateway {g['main'] / n_req * 1000:7.2f}")
+    hop = sum(g["cpu"]) - sum(d["cpu"])
+    print(f"  the hop (gateway minus direct, all server processes): {hop / n_req * 1000:.2f} ms per request")
 
 
 if __name__ == "__main__":
