@@ -75,23 +75,26 @@ def control_of(*, route_id: int, group: str) -> Control:
     """The session's control, read from the database (sync; cached)."""
     if not group:
         return NONE
-    gs = (GatewaySession.objects.select_related("session__policy")
-          .filter(route_id=route_id, group_key=group).first())
+    # The few columns the control needs, not the session's and policy's whole rows: this runs for most requests.
+    row = (GatewaySession.objects.filter(route_id=route_id, group_key=group)
+           .values_list("session_id", "paused", "paused_by", "compact_requested_by_id", "substitutions",
+                        "session__policy__pin_mode").first())
     control = NONE
-    if gs is not None:
+    if row is not None:
+        session_id, paused, paused_by, compact_requested_by, substitutions, pin_mode = row
         block, placed = None, []
-        if gs.session.policy.pin_mode == PinMode.REINJECT:
-            pins = session_pins(session_id=gs.session_id)
+        if pin_mode == PinMode.REINJECT:
+            pins = session_pins(session_id=session_id)
             block = pinned_block(pins) if pins else None
             placed = [(position, item) for position, item in LiveItem.objects.filter(
-                session_id=gs.session_id, item__role="developer").order_by("position").values_list("position", "item")
+                session_id=session_id, item__role="developer").order_by("position").values_list("position", "item")
                 if is_pinned_block(item)]
         control = Control(
-            session_id=gs.session_id,
-            paused_message=(f"compactweb: an operator ({gs.paused_by or 'unknown'}) paused this session "
-                            f"(#{gs.session_id}); ask them to resume it, or start a new session")
-            if gs.paused else None,
-            compact_requested=gs.compact_requested_by_id is not None, substitutions=list(gs.substitutions or []),
+            session_id=session_id,
+            paused_message=(f"compactweb: an operator ({paused_by or 'unknown'}) paused this session "
+                            f"(#{session_id}); ask them to resume it, or start a new session")
+            if paused else None,
+            compact_requested=compact_requested_by is not None, substitutions=list(substitutions or []),
             pins_block=block, pins_placed=placed)
     if len(_controls) > 10_000:
         _controls.clear()
