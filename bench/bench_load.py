@@ -5,7 +5,12 @@ processes, all on PostgreSQL + Redis (issue 8). Run by hand, not in CI:
     CELERY_BROKER_URL=redis://HOST:6379/5 .venv/bin/python bench/bench_load.py \
         [--sessions 100] [--watchers 50] [--web 2] [--workers 2] [--seconds 60] [--scenario many-short-turns] [--context-window N]
         [--connect-late] [--kill-web-after SECONDS] [--worker-nice N] [--model-latency SECONDS]
-        [--board-watchers N] [--turns-per-minute N]
+        [--board-watchers N] [--turns-per-minute N] [--no-affinity] [--profile-workers DIR]
+
+A session's steps go to the worker that holds its caches (session affinity, compactweb.worker_affinity);
+`--no-affinity` runs the same set with every step on the shared queue, as before. `--profile-workers DIR` runs every
+prefork child under cProfile (bench/profiled_worker.py) and leaves one `worker-<pid>.prof` per child in DIR (its
+CPU figures are then the profiler's, not the code's).
 
 Use a database and Redis numbers of their own: the benchmark migrates the database and leaves its sessions there.
 The web processes listen on ports the kernel picks, or on the first free ones of COMPACTWEB_TEST_PORTS=FIRST-LAST.
@@ -321,6 +326,10 @@ def main() -> None:
                         help="the simulated model's window (smaller: more compactions)")
     parser.add_argument("--connect-late", action="store_true",
                         help="connect the watchers all at once after the scheduler started the fleet")
+    parser.add_argument("--no-affinity", action="store_true",
+                        help="every step on the shared queue (COMPACTWEB_STEP_AFFINITY=0), as before issue 34")
+    parser.add_argument("--profile-workers", default=None, metavar="DIR",
+                        help="profile every worker child with cProfile; one worker-<pid>.prof per child in DIR")
     parser.add_argument("--kill-web-after", type=float, default=None,
                         help="SIGKILL the first web process this many seconds into the run (failover figures)")
     args = parser.parse_args()
@@ -331,7 +340,8 @@ def main() -> None:
     var = Path(tempfile.mkdtemp(prefix="compactweb-load-"))
     os.environ.update(COMPACTWEB_VAR_DIR=str(var), DJANGO_SETTINGS_MODULE="compactweb.settings",
                       DJANGO_SECRET_KEY=os.environ.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(48),
-                      COMPACTWEB_RUN_SIMULATOR="0", PYTHONPATH=str(ROOT))
+                      COMPACTWEB_RUN_SIMULATOR="0", PYTHONPATH=str(ROOT),
+                      COMPACTWEB_STEP_AFFINITY="0" if args.no_affinity else "1")
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -367,9 +377,13 @@ def main() -> None:
             children.append(subprocess.Popen(
                 [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "compactweb.asgi:application"],
                 cwd=ROOT, env=env, stdout=logs, stderr=subprocess.STDOUT))
+        celery = ["-m", "celery"]
+        if args.profile_workers:
+            Path(args.profile_workers).mkdir(parents=True, exist_ok=True)
+            celery = [str(ROOT / "bench" / "profiled_worker.py"), str(Path(args.profile_workers).resolve())]
         for i in range(args.workers):
             children.append(subprocess.Popen(
-                ["nice", "-n", str(args.worker_nice), sys.executable, "-m", "celery", "-A", "compactweb", "worker",
+                ["nice", "-n", str(args.worker_nice), sys.executable, *celery, "-A", "compactweb", "worker",
                  "--pool", "prefork", "--concurrency", str(args.concurrency), "-n", f"load-{tag}-{i}@%h",
                  "-l", "warning"],
                 cwd=ROOT, env=env, stdout=logs, stderr=subprocess.STDOUT))
@@ -484,7 +498,9 @@ def main() -> None:
     pace = f", {args.turns_per_minute:g} turns a minute each" if args.turns_per_minute else ""
     print(f"setup: {args.sessions} sessions ({args.scenario}{pace}), {args.workers} workers x {args.concurrency} "
           f"(nice {args.worker_nice}), {args.watchers} watchers on {args.web} Daphne processes, "
-          f"{figures['elapsed']:.0f} s" + (f", model latency {args.model_latency} s a request" if args.model_latency else ""))
+          f"{figures['elapsed']:.0f} s" + (f", model latency {args.model_latency} s a request" if args.model_latency else "")
+          + (", affinity off (shared queue)" if args.no_affinity else ", session affinity")
+          + (", workers profiled" if args.profile_workers else ""))
     print(f"turns: {turns}  ({turns / figures['elapsed']:.1f} turns/s)")
     print(f"compactions: {figures['compactions']}  ({figures['compactions'] / figures['elapsed'] * 60:.1f} /min)")
     print(f"events received by watchers: {received}; latency p50 {q[49]:.0f} ms, p99 {q[98]:.0f} ms")

@@ -77,14 +77,25 @@ def close_stale_connections(task=None, **signal_kwargs) -> None:
 
 
 def _connect_worker_signals() -> None:
-    from celery.signals import task_prerun, worker_init, worker_process_init
+    from celery.signals import (
+        task_prerun,
+        worker_init,
+        worker_process_init,
+        worker_ready,
+        worker_shutting_down,
+    )
 
+    from compactweb import worker_affinity
     from compactweb.startup_gc import freeze_startup_objects
 
     worker_init.connect(keep_worker_connections, weak=False, dispatch_uid="compactweb-keep-worker-connections")
     # In each worker process (a prefork child after its fork, or a solo/threads worker), before its first task.
     worker_process_init.connect(freeze_startup_objects, weak=False, dispatch_uid="compactweb-freeze-startup-objects")
     task_prerun.connect(close_stale_connections, weak=False, dispatch_uid="compactweb-close-stale-connections")
+    # In the main worker process: its heartbeat, so the dispatcher sends it its sessions' steps (issue 34).
+    worker_ready.connect(worker_affinity.start_heartbeat, weak=False, dispatch_uid="compactweb-worker-heartbeat")
+    worker_shutting_down.connect(worker_affinity.stop_heartbeat, weak=False,
+                                 dispatch_uid="compactweb-worker-heartbeat-stop")
 
 
 _connect_worker_signals()

@@ -177,6 +177,11 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Session affinity (issue 34; compactweb.worker_affinity): each worker consumes a queue of its own and announces
+# itself in the broker's Redis; a session's simulator steps go to the live worker rendezvous hashing picks, which
+# keeps that session's caches warm. 0 sends every step to the shared queue, as before (the benchmark's "off").
+COMPACTWEB_STEP_AFFINITY = os.environ.get("COMPACTWEB_STEP_AFFINITY", "1") != "0"
+CELERY_WORKER_DIRECT = COMPACTWEB_STEP_AFFINITY
 # Celery's Django fixup closes a worker's database connections around every task unless this is set; a worker then
 # reopens one per task (a PostgreSQL backend with cold caches each time). With it, the fixup closes them every this
 # many tasks, and compactweb.celery closes one that is broken or older than COMPACTWEB_WORKER_CONN_MAX_AGE before

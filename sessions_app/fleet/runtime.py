@@ -374,12 +374,19 @@ def _sampling_faults(session: Session, state: dict[str, Any]) -> dict[str, Any]:
     return faults
 
 
-def _prepare_step(session_id: int, now: float) -> tuple[SimulatorRun, Session, ScenarioRun, TurnStep | None, dict]:
+def claim_lapses_at(claimed_at: float) -> datetime:
+    """The `next_step_at` a claim made at `claimed_at` wrote (`claim_due_runs`): a step sent with that claim
+    runs only while the run still holds it."""
+    return _dt(claimed_at + CLAIM_SECONDS)  # type: ignore[return-value]
+
+
+def _prepare_step(session_id: int, now: float, claimed_at: float | None = None
+                  ) -> tuple[SimulatorRun, Session, ScenarioRun, TurnStep | None, dict]:
     # Two plain reads: the session through the hand-written selector every turn uses, the run by its unique key.
     # One four-table select_related cost the ORM several times both queries to build (every step runs it).
     run = _RUN_OF_SESSION.get(where=(session_id,))
     run.session = selectors.get_session(session_id=session_id)
-    if run.status != Status.RUNNING:
+    if run.status != Status.RUNNING or not _holds_claim(run, claimed_at):
         return run, run.session, None, None, {}  # type: ignore[return-value]
     script = ScenarioRun.from_state(run.state)
     step = script.peek()
@@ -397,6 +404,13 @@ def _prepare_step(session_id: int, now: float) -> tuple[SimulatorRun, Session, S
     session, state = _apply_events(run, run.session, step)
     script.advance(now=now)
     return run, session, script, step, state
+
+
+def _holds_claim(run: SimulatorRun, claimed_at: float | None) -> bool:
+    """Whether a step sent with the claim made at `claimed_at` (None: sent without one) may run. A claim that was
+    offered again (its worker died, the broker went away) and claimed anew, or whose step already ran, no longer
+    stands: its message, found late in a queue or delivered twice, runs nothing, and the step runs once."""
+    return claimed_at is None or run.next_step_at == claim_lapses_at(claimed_at)
 
 
 def _nothing_written_since_saved(run: SimulatorRun) -> bool:
@@ -432,10 +446,11 @@ def _save_step(run: SimulatorRun, script: ScenarioRun, state: dict[str, Any], *,
         _finish(run, script, now)
 
 
-def _busy(session_id: int, now: float) -> None:
-    SimulatorRun.objects.filter(session_id=session_id, status=Status.RUNNING).update(
-        next_step_at=_dt(now + BUSY_RETRY_SECONDS)
-    )
+def _busy(session_id: int, now: float, claimed_at: float | None = None) -> None:
+    runs = SimulatorRun.objects.filter(session_id=session_id, status=Status.RUNNING)
+    if claimed_at is not None:  # a stale message that found the session busy leaves the current claim alone
+        runs = runs.filter(next_step_at=claim_lapses_at(claimed_at))
+    runs.update(next_step_at=_dt(now + BUSY_RETRY_SECONDS))
 
 
 def _failed(session_id: int, message: str) -> None:
@@ -443,16 +458,19 @@ def _failed(session_id: int, message: str) -> None:
     Session.objects.filter(pk=session_id).update(state=Session.State.FAILED)
 
 
-async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None) -> StepResult:
+async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None,
+                    claimed_at: float | None = None) -> StepResult:
     """Run the next turn of the session's scenario (under the session's lease) and save the run's progress.
 
     A turn that fails (provider down, a compaction failing) is recorded in the rollout and in `last_error`, and the
-    script moves on; an unexpected error marks the run failed. `client` replaces the provider client (tests)."""
+    script moves on; an unexpected error marks the run failed. `client` replaces the provider client (tests).
+    `claimed_at`: the claim the step was sent with (`claim_due_runs(now=claimed_at)`); a claim that no longer
+    stands runs nothing ("skipped", `_holds_claim`)."""
     try:
         # One trip to the database thread takes the lease and reads the step (run, session, provider, policy).
-        lease, prepared = await sync_to_async(_acquire_and_prepare)(session_id, clock())
+        lease, prepared = await sync_to_async(_acquire_and_prepare)(session_id, clock(), claimed_at)
     except locks.SessionBusy:
-        await sync_to_async(_busy)(session_id, clock())
+        await sync_to_async(_busy)(session_id, clock(), claimed_at)
         return StepResult(session_id, "busy")
     except _OutageAfterLease as exc:
         return await _interrupted(session_id, exc.lease, exc.__cause__)
@@ -524,12 +542,13 @@ def _resume_after_outage(session_id: int, lease: locks.Lease | None) -> bool:
     return False
 
 
-def _acquire_and_prepare(session_id: int, now: float) -> tuple[locks.Lease, tuple | None]:
+def _acquire_and_prepare(session_id: int, now: float, claimed_at: float | None = None
+                         ) -> tuple[locks.Lease, tuple | None]:
     if has_queued(session_id=session_id):  # an operator's compaction waits for the session: it goes first
         raise locks.SessionBusy(session_id=session_id, purpose="queued compaction")
     lease = locks.acquire(session_id=session_id, purpose=STEP_LEASE_PURPOSE)
     try:
-        return lease, _prepare_step(session_id, now)
+        return lease, _prepare_step(session_id, now, claimed_at)
     except SimulatorRun.DoesNotExist:
         return lease, None
     except db_outage.UNAVAILABLE as exc:  # the lease cannot be given back now: after the outage
@@ -596,9 +615,9 @@ class _StepLoop:
 _step_loop = _StepLoop()
 
 
-def do_run_step(*, session_id: int) -> StepResult:
+def do_run_step(*, session_id: int, claimed_at: float | None = None) -> StepResult:
     """`arun_step` for synchronous callers (the Celery task), on this process's step loop (`_StepLoop`)."""
-    return _step_loop.run(arun_step, session_id=session_id)
+    return _step_loop.run(arun_step, session_id=session_id, claimed_at=claimed_at)
 
 
 # --- reads --------------------------------------------------------------------------------------------------------

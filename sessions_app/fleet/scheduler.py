@@ -14,6 +14,8 @@ finishes their dead holders' compaction attempts as interrupted (`locks.reap_exp
 (`housekeeping_done`: API jobs whose worker died end as interrupted), and, with a broker, it
 watches the broker: when the broker comes back after an outage, the steps it sent that have not run yet are offered
 again at once (they may have been lost with the broker) instead of waiting out their claim (fleet.CLAIM_SECONDS).
+With a broker it also sends each session's steps to the worker that holds its caches (`affinity.StepRouter`), and
+offers again the steps it sent to a worker whose heartbeat expired, so a dead worker's queue loses no step.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from django.dispatch import Signal
 
 from compactweb import background, db_outage, health
 from sessions_app.fleet import runtime as fleet
+from sessions_app.fleet.affinity import StepRouter
 from sessions_app.fleet.tasks import ENQUEUE_BATCH, SentClaims, enqueue_due_steps
 from sessions_app.rollout import lease as locks
 from sessions_app.rollout.events import publish_transient
@@ -75,6 +78,7 @@ class Scheduler:
         clock: Callable[[], float] = time.time,
         step: Callable | None = None,
         heartbeat_path: str | os.PathLike | None = None,
+        router: StepRouter | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -92,6 +96,7 @@ class Scheduler:
         self.database_down = False
         self._housekept_at = float("-inf")
         self.heartbeat_path = heartbeat_path
+        self.router = None if self.inline else (router or StepRouter())
 
     @property
     def in_flight(self) -> int:
@@ -107,7 +112,7 @@ class Scheduler:
         if not self.inline:
             try:
                 sent = await sync_to_async(enqueue_due_steps)(
-                    now=self.clock(), limit=limit or ENQUEUE_BATCH, sent_claims=self.sent_claims
+                    now=self.clock(), limit=limit or ENQUEUE_BATCH, sent_claims=self.sent_claims, router=self.router
                 )
             except Exception as exc:
                 if not db_outage.is_unavailable(exc):
@@ -135,7 +140,8 @@ class Scheduler:
             logger.info("the broker is back: offered %d unsent or lost step(s) again", offered)
 
     async def housekeeping(self) -> None:
-        """Reap expired leases; with a broker, notice an outage and re-offer the steps it may have lost."""
+        """Reap expired leases; with a broker, notice an outage and re-offer the steps it may have lost, and those
+        sent to a worker that stopped beating."""
         now = self.clock()
         if now - self._housekept_at < HOUSEKEEPING_SECONDS:
             return
@@ -153,6 +159,7 @@ class Scheduler:
             self.broker_down = True
             return
         await self._broker_answered()
+        await sync_to_async(self.router.reoffer_dead)(now=now)
 
     def _send_housekeeping_done(self) -> None:
         housekeeping_done.send_robust(sender=Scheduler)  # a failing receiver is logged and the others still run

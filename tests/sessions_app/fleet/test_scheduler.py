@@ -66,7 +66,7 @@ def test_with_a_broker_the_scheduler_enqueues_one_task_per_due_step(provider, po
     sent = []
     from sessions_app.fleet import tasks
 
-    monkeypatch.setattr(tasks.run_simulator_step, "apply_async", lambda kwargs: sent.append(kwargs))
+    monkeypatch.setattr(tasks.run_simulator_step, "apply_async", lambda kwargs, **options: sent.append(kwargs))
     sched = Scheduler(inline=False)
 
     assert async_to_sync(sched.tick)() == 3
@@ -84,7 +84,7 @@ def test_steps_the_broker_refused_are_due_again_at_the_next_tick(provider, polic
     now = time.time()
     sent = []
 
-    def refuse_after_one(kwargs):
+    def refuse_after_one(kwargs, **options):
         if sent:
             raise OperationalError("Error 111 connecting to the broker. Connection refused.")
         sent.append(kwargs)
@@ -92,7 +92,7 @@ def test_steps_the_broker_refused_are_due_again_at_the_next_tick(provider, polic
     monkeypatch.setattr(tasks.run_simulator_step, "apply_async", refuse_after_one)
     with pytest.raises(OperationalError):
         scheduler.enqueue_due_steps(now=now)
-    monkeypatch.setattr(tasks.run_simulator_step, "apply_async", lambda kwargs: sent.append(kwargs))
+    monkeypatch.setattr(tasks.run_simulator_step, "apply_async", lambda kwargs, **options: sent.append(kwargs))
 
     retried = scheduler.enqueue_due_steps(now=now + 0.5)
 
@@ -110,7 +110,7 @@ def test_steps_sent_before_a_broker_outage_are_offered_again_when_it_returns(pro
 
     lost, ran = start(provider, policy, count=2)
     sent = []
-    monkeypatch.setattr(tasks.run_simulator_step, "apply_async", lambda kwargs: sent.append(kwargs))
+    monkeypatch.setattr(tasks.run_simulator_step, "apply_async", lambda kwargs, **options: sent.append(kwargs))
     clock = [time.time()]
     sched = Scheduler(inline=False, clock=lambda: clock[0])
     assert async_to_sync(sched.tick)() == 2
@@ -132,7 +132,7 @@ def test_steps_sent_before_a_broker_outage_are_offered_again_when_it_returns(pro
 
     assert not sched.broker_down
     assert async_to_sync(sched.tick)() == 1
-    assert sent[-1] == {"session_id": lost.session_id}
+    assert sent[-1] == {"session_id": lost.session_id, "claimed_at": clock[0]}  # a claim of its own
     ran.refresh_from_db()
     assert ran.next_step_at == fleet._dt(clock[0] - 2 * scheduler.HOUSEKEEPING_SECONDS + 30)  # left alone
 

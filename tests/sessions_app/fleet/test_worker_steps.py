@@ -18,9 +18,9 @@ def test_steps_run_on_one_event_loop_with_their_database_calls_on_the_calling_th
     threads: list[threading.Thread] = []
     prepare = fleet._acquire_and_prepare
 
-    def spy(session_id, now):
+    def spy(session_id, now, claimed_at=None):
         threads.append(threading.current_thread())
-        return prepare(session_id, now)
+        return prepare(session_id, now, claimed_at)
 
     loops = []
     real_step = fleet.arun_step
