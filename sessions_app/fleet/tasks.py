@@ -13,7 +13,10 @@ import logging
 import time
 
 from celery import shared_task
+from celery.signals import worker_init
 
+from compaction_app.engine import tokens
+from compaction_app.engine.settings import CompactionSettings
 from compactweb import worker_affinity
 from sessions_app.fleet import runtime as fleet
 from sessions_app.models import Session, SimulatorRun
@@ -21,6 +24,15 @@ from sessions_app.models import Session, SimulatorRun
 logger = logging.getLogger(__name__)
 
 ENQUEUE_BATCH = 100
+
+
+@worker_init.connect(weak=False, dispatch_uid="compactweb-warm-token-counter")
+def warm_token_counter(**signal_kwargs) -> None:
+    """Build the default token counter in the worker's main process, before the pool forks its children.
+
+    Otherwise each child decodes the tokenizer's rank file at its first step: a profile of four workers found that
+    one-time load to be most of what a turn's CPU gained over one worker (docs/benchmarks.md, worker affinity)."""
+    tokens.counter(CompactionSettings.token_counter)
 
 
 @shared_task(name="sessions_app.fleet.tasks.run_simulator_step", ignore_result=True)
