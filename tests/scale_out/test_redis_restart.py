@@ -336,7 +336,7 @@ def tails(logs: dict[str, Path]) -> str:
 @pytest.mark.timeout(900)
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_busy_with_a_task_when_redis_restarts_reconnects_instead_of_exiting(
-    on_postgresql, make_session, tmp_path
+    on_postgresql, make_session, tmp_path, monkeypatch
 ):
     """The deterministic case behind the fleet test's worker: one task running (acks_late, so unacknowledged) and
     a free pool slot (so a BRPOP pending) when Redis goes away. kombu 5.7 then crashed the worker with
@@ -347,6 +347,9 @@ def test_a_worker_busy_with_a_task_when_redis_restarts_reconnects_instead_of_exi
     slow, quick = (make_session(items=[user_message(text), user_message("and then?")]) for text in ("one", "two"))
     Session.objects.filter(pk=slow.pk).update(fault_injection={"fault": f"slow={SLOW_SECONDS}"})
     log = tmp_path / "worker.log"
+    # Celery prefers CELERY_BROKER_URL from the environment to the broker it is given: a run with it set would send
+    # the jobs to that broker, which this worker never reads.
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
     broker = Celery("compactweb-test", broker=own_redis, set_as_current=False)
     redis_server = start_redis(redis_port, tmp_path)
     worker = None
