@@ -49,6 +49,14 @@ def hub_with(*boards: FakeBoard) -> FleetHub:
     return hub
 
 
+async def until(condition, *, tries: int = 100) -> None:
+    """Let the hub's reader run until `condition()` holds (or the tries run out: the asserts after it then say what is missing)."""
+    for _ in range(tries):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+
+
 def test_an_event_reaches_only_the_boards_holding_its_row():
     first, second, elsewhere = FakeBoard({1, 2}), FakeBoard({2, 3}), FakeBoard({40})
     hub = hub_with(first, second, elsewhere)
@@ -148,10 +156,7 @@ async def test_the_hub_hands_on_what_the_fleet_group_receives():
     hub.register(board, open_ended=False)
 
     await layer.group_send(FLEET_GROUP, event(1))
-    for _ in range(100):
-        if board.rows:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: board.rows)
 
     assert board.rows == [1]
     await hub.release()
@@ -201,10 +206,7 @@ async def test_a_failing_receive_tells_every_board_and_the_hub_still_ends(monkey
     await hub.hold()
     for board in boards:
         hub.register(board, open_ended=False)
-    for _ in range(100):
-        if all(b.failures for b in boards):
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: all(b.failures for b in boards))
 
     assert [b.failures for b in boards] == [1, 1]
     await asyncio.wait_for(hub.release(), 5)
@@ -231,16 +233,10 @@ async def test_after_a_failed_receive_the_hub_joins_the_fleet_group_again(monkey
     monkeypatch.setattr(layer, "receive", fail_once_then_receive)
     await hub.hold()
     hub.register(board, open_ended=False)
-    for _ in range(100):
-        if failed and layer.groups.get(FLEET_GROUP):
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: failed and layer.groups.get(FLEET_GROUP))
 
     assert list(layer.groups.get(FLEET_GROUP, {})) == [hub.channel]
     await layer.group_send(FLEET_GROUP, event(1))
-    for _ in range(100):
-        if board.rows:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: board.rows)
     assert board.rows == [1]
     await hub.release()
