@@ -1,9 +1,9 @@
 """Token counting: exact tiktoken counts loaded with no network, and Codex's byte estimator (spec §3.1).
 
-tiktoken downloads its BPE ranks on first use, which fails offline. We build the Encoding from the ranks that the
-`bpe-openai` package ships (located with importlib, never imported: importing it costs seconds and memory), and take
-the pattern string and special tokens from tiktoken's own `openai_public` constructors so they never drift from the
-installed tiktoken. The data is checked against the sha256 that tiktoken itself expects.
+tiktoken downloads its BPE ranks on first use, which fails offline. We build the Encoding from the rank files that
+ship with compactweb (`tokenizer_data/`, package data), and take the pattern string and special tokens from
+tiktoken's own `openai_public` constructors so they never drift from the installed tiktoken. The data is checked
+against the sha256 that tiktoken itself expects.
 """
 
 from __future__ import annotations
