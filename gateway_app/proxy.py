@@ -211,44 +211,17 @@ async def app(scope, receive, send) -> None:
     if scope["type"] != "http":
         return
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-    path = scope.get("path", "")
-    route_name = ""
-    if path.startswith(ROUTE_PREFIX):  # /r/<route>/v1/...: the route named (needed by a user's own key)
-        route_name, _, rest = path[len(ROUTE_PREFIX):].partition("/")
-        path = "/" + rest
-    route = ENDPOINTS.get(path.rstrip("/") or "/")
-    if route is None:
-        await _send_error(send, 404, "not_found", f"no gateway route for {path}")
+    admitted = await _admit(scope, headers, send)
+    if admitted is None:
         return
-    method, endpoint = route
-    if scope.get("method") != method:
-        await _send_error(send, 405, "method_not_allowed", f"use {method}", headers={"Allow": method})
-        return
-    caller = await authenticate(headers, route_name)
-    if caller is None:
-        await _send_error(send, 401, "invalid_api_key", "the gateway needs a gateway key (a route's, or your own at "
-                          "/gateway/r/<route>/v1) as the bearer token (docs/gateway.md)", headers={"WWW-Authenticate": 'Bearer realm="compactweb-gateway"'})
-        return
-    if not await limits.allow(route_id=caller.route_id, per_minute=caller.requests_per_minute):
-        await _send_error(send, 429, "rate_limit_exceeded",
-                          f"route {caller.route_name} allows {caller.requests_per_minute} requests per minute",
-                          kind="requests", headers={"Retry-After": str(limits.retry_after())})
-        return
+    caller, endpoint = admitted
     if endpoint == "models":
         await _forward_models(caller, headers, send)
         return
-    try:
-        raw = await _read_body(receive, headers, caller.max_body_bytes)
-        body = wire.parse_body(raw)
-    except _TooLarge:
-        await _send_error(send, 413, "request_too_large",
-                          f"the request body is larger than route {caller.route_name}'s {caller.max_body_bytes} bytes")
+    received = await _receive_body(receive, headers, caller, send)
+    if received is None:
         return
-    except _Gone:
-        return
-    except wire.BadRequest as exc:
-        await _send_error(send, 400, "invalid_request_error", str(exc))
-        return
+    raw, body = received
     meta = wire.turn_metadata(headers, body)
     kind = wire.request_kind(endpoint=endpoint, body=body, meta=meta)
     group = wire.group_key(meta=meta, body=body)
@@ -262,12 +235,73 @@ async def app(scope, receive, send) -> None:
                     group=group, endpoint=endpoint, kind=kind, meta=meta,
                     model=str(body.get("model") or ""), client_provider=wire.client_provider(headers))
     try:
-        expanded = await compaction.expanded_input(items=body["input"], route_id=caller.route_id)
+        changed = await _rewrite_input(body, kind=kind, control=control, exchange=exchange)
     except compaction.UnknownHandle as exc:
         schedule_record(recording.Exchange(**exchange, base_instructions="", history=[], status=400,
                                            error=str(exc)))
         await _send_error(send, 400, "unknown_compaction_handle", str(exc))
         return
+    if changed:
+        raw = json.dumps(body).encode("utf-8")
+    if caller.mode == GatewayRoute.Mode.COMPACTWEB and kind in (wire.COMPACTION_V2, wire.COMPACTION_V1):
+        await _compactweb_compaction(caller, exchange, body, send)
+        return
+    await _forward(caller, endpoint, headers, raw, exchange, send)
+
+
+async def _admit(scope, headers: dict[str, str], send) -> tuple[Caller, str] | None:
+    """The caller and the endpoint of an HTTP request, or None once it is refused: no such endpoint (404), the
+    wrong method (405), no live gateway key (401), the route's requests per minute spent (429)."""
+    path = scope.get("path", "")
+    route_name = ""
+    if path.startswith(ROUTE_PREFIX):  # /r/<route>/v1/...: the route named (needed by a user's own key)
+        route_name, _, rest = path[len(ROUTE_PREFIX):].partition("/")
+        path = "/" + rest
+    route = ENDPOINTS.get(path.rstrip("/") or "/")
+    if route is None:
+        await _send_error(send, 404, "not_found", f"no gateway route for {path}")
+        return None
+    method, endpoint = route
+    if scope.get("method") != method:
+        await _send_error(send, 405, "method_not_allowed", f"use {method}", headers={"Allow": method})
+        return None
+    caller = await authenticate(headers, route_name)
+    if caller is None:
+        await _send_error(send, 401, "invalid_api_key", "the gateway needs a gateway key (a route's, or your own at "
+                          "/gateway/r/<route>/v1) as the bearer token (docs/gateway.md)", headers={"WWW-Authenticate": 'Bearer realm="compactweb-gateway"'})
+        return None
+    if not await limits.allow(route_id=caller.route_id, per_minute=caller.requests_per_minute):
+        await _send_error(send, 429, "rate_limit_exceeded",
+                          f"route {caller.route_name} allows {caller.requests_per_minute} requests per minute",
+                          kind="requests", headers={"Retry-After": str(limits.retry_after())})
+        return None
+    return caller, endpoint
+
+
+async def _receive_body(receive, headers: dict[str, str], caller: Caller,
+                        send) -> tuple[bytes, dict[str, Any]] | None:
+    """The request body as sent and parsed, or None once it is refused (413 over the route's limit, 400 not a JSON
+    object with an item list) or the client went away."""
+    try:
+        raw = await _read_body(receive, headers, caller.max_body_bytes)
+        return raw, wire.parse_body(raw)
+    except _TooLarge:
+        await _send_error(send, 413, "request_too_large",
+                          f"the request body is larger than route {caller.route_name}'s {caller.max_body_bytes} bytes")
+    except _Gone:
+        pass
+    except wire.BadRequest as exc:
+        await _send_error(send, 400, "invalid_request_error", str(exc))
+    return None
+
+
+async def _rewrite_input(body: dict[str, Any], *, kind: str, control: operator.Control,
+                         exchange: dict[str, Any]) -> bool:
+    """The request's input as it goes on, in place in `body`: compaction handles expanded (UnknownHandle for one
+    that is not known), the operator's substitutions and pins applied, and the history compacted first when an
+    operator asked for it; the exchange gets the base instructions and the history to record. Whether the body
+    changed (it must then be encoded again)."""
+    expanded = await compaction.expanded_input(items=body["input"], route_id=exchange["route_id"])
     changed = expanded is not None
     if changed:
         body["input"] = expanded
@@ -283,12 +317,7 @@ async def app(scope, receive, send) -> None:
         base_items, _ = steering.split_input(body["input"], has_instructions=has_instructions)
         body["input"], changed = [*base_items, *history], True
         exchange["history"] = history
-    if changed:
-        raw = json.dumps(body).encode("utf-8")
-    if caller.mode == GatewayRoute.Mode.COMPACTWEB and kind in (wire.COMPACTION_V2, wire.COMPACTION_V1):
-        await _compactweb_compaction(caller, exchange, body, send)
-        return
-    await _forward(caller, endpoint, headers, raw, exchange, send)
+    return changed
 
 
 async def _forward_models(caller: Caller, headers: dict[str, str], send) -> None:
