@@ -51,14 +51,6 @@ class SessionChanged(Conflict):
     code = "session_changed"
 
 
-class NoSuchArchive(NotFound):
-    code = "no_such_archive"
-
-
-class ArchiveNotRestorable(Conflict):
-    code = "archive_not_restorable"
-
-
 def _remove_session_rows(*, session_id: int, record: SessionArchive) -> int:
     """Everything of one session, inside the archiving transaction, the rollout first (its guard checks the
     record just written). Audit entries are kept, detached (compaction_app.audit.detach_session); the session's
@@ -234,7 +226,7 @@ def do_restore_archive(*, archive_id: int, actor=None) -> ImportResult:
     session if it has not yet, and the restore is refused."""
     record = SessionArchive.objects.filter(pk=archive_id).first()
     if record is None:
-        raise NoSuchArchive(f"no archive {archive_id}")
+        raise NotFound(f"no archive {archive_id}", code="no_such_archive")
     chunks = files.verified_chunks(
         directory=selectors.archive_dir(), relative=record.file_name, sha256=record.sha256
     )
@@ -251,7 +243,7 @@ def do_restore_archive(*, archive_id: int, actor=None) -> ImportResult:
             policy=CompactionPolicy.objects.filter(pk=record.policy_id).first(),
         )
     except files.ArchiveFileBad as exc:
-        raise ArchiveNotRestorable(str(exc)) from None
+        raise Conflict(str(exc), code="archive_not_restorable") from None
     except AlreadyImported as exc:
         # The session with this thread id holds the file's compactions: a restore that died before moving the
         # share, or the file imported by hand. Move the share now (once: a moved share is left alone), so they
