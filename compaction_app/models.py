@@ -12,7 +12,7 @@ from django.db import models
 
 from compaction_app.choices import text_choices
 from compaction_app.engine import vocabulary as v
-from compaction_app.engine.alerts import AlertKind
+from compaction_app.engine.alerts import AlertKind, Thresholds
 from compaction_app.engine.history import COMPACT_USER_MESSAGE_MAX_TOKENS, RETAINED_MESSAGE_TOKEN_BUDGET
 from compaction_app.engine.hooks import MAX_HOOK_TIMEOUT, callable_allowed
 from compaction_app.engine.thresholds import DEFAULT_CONTEXT_WINDOW, DEFAULT_EFFECTIVE_PERCENT
@@ -57,11 +57,13 @@ class Provider(NamedConfig):
     )
     context_window = models.PositiveIntegerField(
         default=DEFAULT_CONTEXT_WINDOW, validators=[MinValueValidator(1)],
-        help_text="The model's context window in tokens (Codex: model_context_window; unknown models 272000, §2.2).",
+        help_text=f"The model's context window in tokens (Codex: model_context_window; unknown models "
+        f"{DEFAULT_CONTEXT_WINDOW}, §2.2).",
     )
     effective_context_window_percent = models.PositiveSmallIntegerField(
         default=DEFAULT_EFFECTIVE_PERCENT, validators=[MinValueValidator(1), MaxValueValidator(100)],
-        help_text="Usable window = context window × this percent / 100 (Codex model metadata, default 95, §2.2).",
+        help_text="Usable window = context window × this percent / 100 (Codex model metadata, default "
+        f"{DEFAULT_EFFECTIVE_PERCENT}, §2.2).",
     )
     remote_compaction = models.CharField(
         max_length=8, choices=RemoteCompaction.choices, default=RemoteCompaction.NONE,
@@ -625,37 +627,43 @@ class AuditEntry(models.Model):
 
 
 class AlertSettings(SingleRowSettings):
-    """The fleet's alert thresholds (one row, edited in the admin; issue 18, docs/alerts.md)."""
+    """The fleet's alert thresholds (one row, edited in the admin; issue 18, docs/alerts.md). The defaults are the
+    engine's (compaction_app.engine.alerts.Thresholds), which this row is turned into."""
 
     storm_count = models.PositiveSmallIntegerField(
-        default=3, validators=[MinValueValidator(1)], help_text="A session storm is MORE than this many compactions…")
+        default=Thresholds.storm_count, validators=[MinValueValidator(1)],
+        help_text="A session storm is MORE than this many compactions…")
     storm_minutes = models.PositiveSmallIntegerField(
-        default=10, validators=[MinValueValidator(1)], help_text="…within this many minutes.")
+        default=Thresholds.storm_minutes, validators=[MinValueValidator(1)],
+        help_text="…within this many minutes.")
     fleet_storm_count = models.PositiveIntegerField(
-        default=30, validators=[MinValueValidator(1)], help_text="A fleet storm: more than this many compactions…")
+        default=Thresholds.fleet_storm_count, validators=[MinValueValidator(1)],
+        help_text="A fleet storm: more than this many compactions…")
     fleet_storm_minutes = models.PositiveSmallIntegerField(
-        default=10, validators=[MinValueValidator(1)], help_text="…across all sessions within this many minutes.")
+        default=Thresholds.fleet_storm_minutes, validators=[MinValueValidator(1)],
+        help_text="…across all sessions within this many minutes.")
     fleet_storm_per_session = models.FloatField(
-        default=1.5, validators=[MinValueValidator(0.0)],
+        default=Thresholds.fleet_storm_per_session, validators=[MinValueValidator(0.0)],
         help_text="…or more than this many per active session (one written to in the window), whichever is higher: "
         "the fleet threshold grows with the fleet.")
     loop_turns = models.PositiveSmallIntegerField(
-        default=2, validators=[MinValueValidator(1)],
+        default=Thresholds.loop_turns, validators=[MinValueValidator(1)],
         help_text="A loop: usage back above the limit within this many turns of a compaction.")
     reread_turns = models.PositiveSmallIntegerField(
-        default=5, validators=[MinValueValidator(1)],
+        default=Thresholds.reread_turns, validators=[MinValueValidator(1)],
         help_text="Watch this many turns after a compaction for re-reads of what it dropped (and count their tax).")
     reread_min_calls = models.PositiveSmallIntegerField(
-        default=2, validators=[MinValueValidator(1)], help_text="Alert after this many re-fetches…")
+        default=Thresholds.reread_min_calls, validators=[MinValueValidator(1)],
+        help_text="Alert after this many re-fetches…")
     reread_min_share = models.FloatField(
-        default=0.25, validators=[MinValueValidator(0.0)],
+        default=Thresholds.reread_min_share, validators=[MinValueValidator(0.0)],
         help_text="…that cost at least this share of the tokens the compaction freed (0: any re-fetch counts).")
     failure_streak = models.PositiveSmallIntegerField(
-        default=3, validators=[MinValueValidator(1)], help_text="Alert after this many failed attempts in a row.")
+        default=Thresholds.failure_streak, validators=[MinValueValidator(1)],
+        help_text="Alert after this many failed attempts in a row.")
     pause_on = models.JSONField(
         default=list, blank=True,
-        help_text='Alert kinds that pause the simulated session, e.g. ["loop", "storm"] (storm, fleet_storm, loop, '
-        'reread, failure_streak).')
+        help_text=f'Alert kinds that pause the simulated session, e.g. ["loop", "storm"] ({", ".join(AlertKind)}).')
 
     class Meta:
         verbose_name = verbose_name_plural = "alert settings"
@@ -669,15 +677,20 @@ class AlertSettings(SingleRowSettings):
             raise ValidationError({"pause_on": f"a list of alert kinds: {', '.join(sorted(known))}"})
 
 
+# The words people read for each of the engine's alert kinds (the admin, the alerts page, the fleet board).
+ALERT_KIND_LABELS = {
+    AlertKind.STORM: "compaction storm (session)",
+    AlertKind.FLEET_STORM: "compaction storm (fleet)",
+    AlertKind.LOOP: "loop: back above the limit",
+    AlertKind.REREAD: "compact-forget-re-read",
+    AlertKind.FAILURE_STREAK: "failure streak",
+}
+
+
 class Alert(models.Model):
     """One raised alert, linked to the compactions (or attempts) that caused it."""
 
-    class Kind(models.TextChoices):
-        STORM = "storm", "compaction storm (session)"
-        FLEET_STORM = "fleet_storm", "compaction storm (fleet)"
-        LOOP = "loop", "loop: back above the limit"
-        REREAD = "reread", "compact-forget-re-read"
-        FAILURE_STREAK = "failure_streak", "failure streak"
+    Kind = models.TextChoices("Kind", [(kind.name, (kind.value, ALERT_KIND_LABELS[kind])) for kind in AlertKind])
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     session = models.ForeignKey("sessions_app.Session", null=True, blank=True, on_delete=models.PROTECT,
