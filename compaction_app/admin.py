@@ -100,14 +100,12 @@ class HookAdmin(admin.ModelAdmin):
     list_filter = ("event", "kind", "matcher", "enabled")
     list_editable = ("enabled",)
     search_fields = ("name", "target")
-    fieldsets = (
-        ("Hook", {
-            "description": "Codex PreCompact / PostCompact hooks (spec §7): a PreCompact hook can stop the "
-                           "compaction; the matcher selects manual or auto triggers. A callable is a dotted Python "
-                           "path; a webhook receives a JSON POST.",
-            "fields": ("name", "event", "matcher", "kind", "target", "timeout_seconds", "enabled"),
-        }),
-    )
+    fieldsets = ((None, {
+        "description": "Codex PreCompact / PostCompact hooks (spec §7): a PreCompact hook can stop the "
+                       "compaction; the matcher selects manual or auto triggers. A callable is a dotted Python "
+                       "path; a webhook receives a JSON POST.",
+        "fields": ("name", "event", "matcher", "kind", "target", "timeout_seconds", "enabled"),
+    }),)
 
 
 # Which compaction methods read each policy field: shown beside the field (its help text), so an admin can tell a
