@@ -38,7 +38,8 @@ class GatewayRoute(NamedConfig):
     allow_user_keys = models.BooleanField(
         default=False, help_text="Users' own gateway keys work on this route too, at /gateway/r/<name>/v1 "
                                  "(a route's keys work there and at /gateway/v1).")
-    enabled = models.BooleanField(default=True)
+    enabled = models.BooleanField(
+        default=True, help_text="Off: the route takes no requests; its keys are refused and users' keys do not reach it.")
 
 
 class GatewayKey(models.Model):
