@@ -14,8 +14,16 @@ from compaction_app.choices import text_choices
 from compaction_app.engine import vocabulary as v
 from compaction_app.engine.alerts import AlertKind, Thresholds
 from compaction_app.engine.history import COMPACT_USER_MESSAGE_MAX_TOKENS, RETAINED_MESSAGE_TOKEN_BUDGET
-from compaction_app.engine.hooks import MAX_HOOK_TIMEOUT, callable_allowed
+from compaction_app.engine.hooks import DEFAULT_HOOK_TIMEOUT, MAX_HOOK_TIMEOUT, callable_allowed
+from compaction_app.engine.settings import (
+    DEFAULT_REQUEST_MAX_RETRIES,
+    DEFAULT_STREAM_MAX_RETRIES,
+    MAX_RETRIES_CAP,
+    CompactionSettings,
+)
 from compaction_app.engine.thresholds import DEFAULT_CONTEXT_WINDOW, DEFAULT_EFFECTIVE_PERCENT
+from compaction_app.engine.tokens import CODEX_ESTIMATOR
+from compaction_app.providers.config import ProviderConfig
 from compaction_app.validators import (
     provider_key_problems,
     validate_header_envs,
@@ -87,19 +95,22 @@ class Provider(NamedConfig):
         help_text="tiktoken encoding used to count tokens exactly for this provider's models.",
     )
     connect_timeout = models.FloatField(
-        default=10.0, validators=[MinValueValidator(0.1)], help_text="Seconds to wait for a connection."
+        default=ProviderConfig.connect_timeout, validators=[MinValueValidator(0.1)],
+        help_text="Seconds to wait for a connection.",
     )
     read_timeout = models.FloatField(
-        default=300.0, validators=[MinValueValidator(0.1)],
+        default=ProviderConfig.read_timeout, validators=[MinValueValidator(0.1)],
         help_text="Seconds to wait for data on an open stream (Codex: stream_idle_timeout_ms).",
     )
     stream_max_retries = models.PositiveSmallIntegerField(
-        default=5, validators=[MaxValueValidator(100)],
-        help_text="Stream reconnection attempts (Codex: model_providers.<id>.stream_max_retries, default 5, cap 100).",
+        default=DEFAULT_STREAM_MAX_RETRIES, validators=[MaxValueValidator(MAX_RETRIES_CAP)],
+        help_text="Stream reconnection attempts (Codex: model_providers.<id>.stream_max_retries, default "
+        f"{DEFAULT_STREAM_MAX_RETRIES}, cap {MAX_RETRIES_CAP}).",
     )
     request_max_retries = models.PositiveSmallIntegerField(
-        default=4, validators=[MaxValueValidator(100)],
-        help_text="HTTP request retries (Codex: model_providers.<id>.request_max_retries, default 4, cap 100).",
+        default=DEFAULT_REQUEST_MAX_RETRIES, validators=[MaxValueValidator(MAX_RETRIES_CAP)],
+        help_text="HTTP request retries (Codex: model_providers.<id>.request_max_retries, default "
+        f"{DEFAULT_REQUEST_MAX_RETRIES}, cap {MAX_RETRIES_CAP}).",
     )
     supports_reasoning = models.BooleanField(
         default=False, help_text="Whether requests carry reasoning settings and ask for encrypted reasoning."
@@ -160,7 +171,7 @@ class Hook(NamedConfig):
         help_text="Which compaction triggers the hook matches (Codex hook matcher: manual / auto).",
     )
     timeout_seconds = models.FloatField(
-        default=10.0, validators=[MinValueValidator(0.1), MaxValueValidator(MAX_HOOK_TIMEOUT)],
+        default=DEFAULT_HOOK_TIMEOUT, validators=[MinValueValidator(0.1), MaxValueValidator(MAX_HOOK_TIMEOUT)],
         help_text=f"The hook is failed after this many seconds (at most {MAX_HOOK_TIMEOUT:g}).",
     )
     enabled = models.BooleanField(default=True, help_text="Disabled hooks never run.")
@@ -187,7 +198,7 @@ class CompactionPolicy(NamedConfig):
 
     class TokenCounterChoice(models.TextChoices):
         PROVIDER_ENCODING = "provider_encoding", "exact: the provider's tiktoken encoding"
-        CODEX_ESTIMATE = "codex_estimate", "Codex's estimator: ceil(bytes / 4)"
+        CODEX_ESTIMATE = CODEX_ESTIMATOR, "Codex's estimator: ceil(bytes / 4)"
 
     Strategy = text_choices(v.StrategyPreference)
 
@@ -235,18 +246,19 @@ class CompactionPolicy(NamedConfig):
         help_text="Tokens of messages retained by remote v2 (Codex: RETAINED_MESSAGE_TOKEN_BUDGET, §5.4).",
     )
     stream_max_retries = models.PositiveSmallIntegerField(
-        null=True, blank=True, validators=[MaxValueValidator(100)],
+        null=True, blank=True, validators=[MaxValueValidator(MAX_RETRIES_CAP)],
         help_text="Overrides the provider's stream_max_retries (blank = the provider's; §6.2).",
     )
     request_max_retries = models.PositiveSmallIntegerField(
-        null=True, blank=True, validators=[MaxValueValidator(100)],
+        null=True, blank=True, validators=[MaxValueValidator(MAX_RETRIES_CAP)],
         help_text="Overrides the provider's request_max_retries (blank = the provider's).",
     )
     fallback_model = models.CharField(
         max_length=200, blank=True, help_text="Overrides the provider's fallback model (blank = the provider's)."
     )
     masking_keep_turns = models.PositiveSmallIntegerField(
-        default=2, help_text="Observation masking: tool outputs of the last N user turns are kept (compactweb).",
+        default=CompactionSettings.masking_keep_turns,
+        help_text="Observation masking: tool outputs of the last N user turns are kept (compactweb).",
     )
     masking_keep_tokens = models.PositiveIntegerField(
         null=True, blank=True,
@@ -296,7 +308,7 @@ class CompactionPolicy(NamedConfig):
     def counter_name(self, provider: Provider) -> str:
         """The compaction_app.engine.tokens counter name this policy uses with `provider`."""
         if self.token_counter == self.TokenCounterChoice.CODEX_ESTIMATE:
-            return "codex_estimate"
+            return CODEX_ESTIMATOR
         return provider.encoding
 
 
