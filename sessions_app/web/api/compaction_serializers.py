@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
 from compaction_app.models import CompactionPolicy, Phase, Trigger
+from sessions_app.web.api.serializers import WindowLineageSerializer
 
 STRATEGY_CHOICES = [c for c in CompactionPolicy.Strategy.values if c != CompactionPolicy.Strategy.AUTO]
 REQUEST_PHASES = [Phase.PRE_TURN, Phase.MID_TURN, Phase.STANDALONE_TURN]
@@ -219,7 +220,7 @@ class PromptUsedSerializer(serializers.Serializer):
     version = serializers.CharField(help_text="The first 12 hex digits of the prompt text's SHA-256.")
 
 
-class CompactionSummarySerializer(serializers.Serializer):
+class CompactionSummarySerializer(WindowLineageSerializer):
     id = serializers.IntegerField()
     session = serializers.IntegerField()
     rollout_seq = serializers.IntegerField()
@@ -242,10 +243,6 @@ class CompactionSummarySerializer(serializers.Serializer):
                   "the installed history's estimate, items that arrived meanwhile included).")
     tokens_freed = serializers.IntegerField(help_text="tokens_before − tokens_after (negative: it did not reduce); "
                                                       "the one figure every page shows as freed.")
-    window_number = serializers.IntegerField()
-    window_id = serializers.CharField()
-    previous_window_id = serializers.CharField(allow_null=True)
-    first_window_id = serializers.CharField()
     rolled_back = serializers.BooleanField()
     created_at = serializers.DateTimeField()
     retention = RetentionSerializer(allow_null=True, help_text="Structural retention check (docs/retention.md).")

@@ -34,7 +34,17 @@ class AppendItemsSerializer(serializers.Serializer):
     reasoning_included = serializers.BooleanField(required=False, default=False)
 
 
-class SessionSummarySerializer(serializers.Serializer):
+# A context window's place in its session's chain of windows: its number, its id, the id of the window it replaced
+# (null for the first) and the first window's id; a session shows its current window, a compaction the window it
+# opened. (A comment, not a docstring: the schema would give it as the description of every serializer built on it.)
+class WindowLineageSerializer(serializers.Serializer):
+    window_number = serializers.IntegerField()
+    window_id = serializers.CharField()
+    previous_window_id = serializers.CharField(allow_null=True)
+    first_window_id = serializers.CharField()
+
+
+class SessionSummarySerializer(WindowLineageSerializer):
     id = serializers.IntegerField()
     title = serializers.CharField()
     state = serializers.CharField()
@@ -44,10 +54,6 @@ class SessionSummarySerializer(serializers.Serializer):
     provider = serializers.IntegerField()
     policy = serializers.IntegerField()
     model = serializers.CharField()
-    window_number = serializers.IntegerField()
-    window_id = serializers.CharField()
-    previous_window_id = serializers.CharField(allow_null=True)
-    first_window_id = serializers.CharField()
     tokens_in_window = serializers.IntegerField()
     context_window = serializers.IntegerField()
     usable_context_window = serializers.IntegerField()
