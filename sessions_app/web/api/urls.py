@@ -29,20 +29,15 @@ urlpatterns = [
         path("export", api_transfer.SessionExport.as_view(), name="api-session-export"),
         path("replay", api_transfer.SessionReplay.as_view(), name="api-session-replay"),
         path("comparison", api_transfer.SessionComparison.as_view(), name="api-session-comparison"),
-        path(
-            "thread-rollback", api_rollback.SessionThreadRollback.as_view(),
-            name="api-session-thread-rollback",
-        ),
+        path("thread-rollback", api_rollback.SessionThreadRollback.as_view(), name="api-session-thread-rollback"),
         path("turns", api_turns.SessionTurns.as_view(), name="api-session-turns"),
         path("pins", api_pins.SessionPins.as_view(), name="api-session-pins"),
         path("pins/<str:pin_id>", api_pins.SessionPin.as_view(), name="api-session-pin"),
     ])),
     path("compactions/<id:pk>", api_compactions.CompactionDetail.as_view(), name="api-compaction"),
     # A compaction's rollback and redo (issue 7).
-    path("compactions/<id:pk>/", include([
-        path("rollback", api_rollback.CompactionRollback.as_view(), name="api-compaction-rollback"),
-        path("redo", api_rollback.CompactionRedo.as_view(), name="api-compaction-redo"),
-    ])),
+    path("compactions/<id:pk>/rollback", api_rollback.CompactionRollback.as_view(), name="api-compaction-rollback"),
+    path("compactions/<id:pk>/redo", api_rollback.CompactionRedo.as_view(), name="api-compaction-redo"),
     path("attempts/<id:pk>", api_compactions.AttemptDetail.as_view(), name="api-attempt"),
     # A shipper's rollout files (follow_rollouts --to URL).
     path("shipped-files/lines", api_transfer.ShippedFileLines.as_view(), name="api-shipped-file-lines"),
