@@ -6,6 +6,8 @@ The rollout is the truth. Session's live fields and LiveItem rows are a cache of
 
 from __future__ import annotations
 
+import dataclasses
+
 from django.conf import settings
 from django.db import models
 
@@ -16,6 +18,11 @@ from sessions_app.rollout.projection import EVENT_MSG, LINE_KINDS, Header
 
 class AppendOnlyError(RuntimeError):
     """Rollout lines are never updated or deleted."""
+
+
+# The session row caches the meter as one meter_<field> column per MeterState field: Session.meter and set_header
+# copy them by name, so a new meter field needs only its column.
+METER_COLUMNS = {f"meter_{f.name}": f.name for f in dataclasses.fields(m.MeterState)}
 
 
 class Session(models.Model):
@@ -88,9 +95,7 @@ class Session(models.Model):
 
     HEADER_FIELDS = (
         "window_number", "window_id", "previous_window_id", "first_window_id", "last_seq", "compaction_count",
-        "reference_context_set", "live_item_count", "model", "meter_usage_total", "meter_since_model",
-        "meter_reasoning_before_user", "meter_reasoning_after_user", "meter_reasoning_included",
-        "meter_history_tokens", "meter_base_tokens", "meter_prefill", "meter_prefill_source",
+        "reference_context_set", "live_item_count", "model", *METER_COLUMNS,
     )
 
     class Meta:
@@ -107,17 +112,7 @@ class Session(models.Model):
 
     @property
     def meter(self) -> m.MeterState:
-        return m.MeterState(
-            usage_total=self.meter_usage_total,
-            since_model=self.meter_since_model,
-            reasoning_before_user=self.meter_reasoning_before_user,
-            reasoning_after_user=self.meter_reasoning_after_user,
-            reasoning_included=self.meter_reasoning_included,
-            history_tokens=self.meter_history_tokens,
-            base_tokens=self.meter_base_tokens,
-            prefill=self.meter_prefill,
-            prefill_source=self.meter_prefill_source,
-        )
+        return m.MeterState(**{name: getattr(self, column) for column, name in METER_COLUMNS.items()})
 
     @property
     def tokens_in_window(self) -> int:
@@ -150,16 +145,8 @@ class Session(models.Model):
         self.reference_context_set = header.reference_context_set
         self.live_item_count = header.item_count
         self.model = header.model
-        meter = header.meter
-        self.meter_usage_total = meter.usage_total
-        self.meter_since_model = meter.since_model
-        self.meter_reasoning_before_user = meter.reasoning_before_user
-        self.meter_reasoning_after_user = meter.reasoning_after_user
-        self.meter_reasoning_included = meter.reasoning_included
-        self.meter_history_tokens = meter.history_tokens
-        self.meter_base_tokens = meter.base_tokens
-        self.meter_prefill = meter.prefill
-        self.meter_prefill_source = meter.prefill_source
+        for column, name in METER_COLUMNS.items():
+            setattr(self, column, getattr(header.meter, name))
 
 
 class RolloutLineQuerySet(models.QuerySet):
