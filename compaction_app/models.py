@@ -23,7 +23,7 @@ from compaction_app.engine.settings import (
 )
 from compaction_app.engine.thresholds import DEFAULT_CONTEXT_WINDOW, DEFAULT_EFFECTIVE_PERCENT
 from compaction_app.engine.tokens import CODEX_ESTIMATOR
-from compaction_app.providers.config import ProviderConfig
+from compaction_app.providers import config as provider_config
 from compaction_app.validators import (
     provider_key_problems,
     validate_header_envs,
@@ -45,7 +45,7 @@ class Provider(NamedConfig):
         O200K = "o200k_base", "o200k_base"
         CL100K = "cl100k_base", "cl100k_base"
 
-    EMBEDDED = "embedded"
+    EMBEDDED = provider_config.EMBEDDED
 
     name = models.CharField(max_length=100, unique=True, help_text="A unique name (Codex: model_providers.<id>).")
     base_url = models.CharField(
@@ -95,11 +95,11 @@ class Provider(NamedConfig):
         help_text="tiktoken encoding used to count tokens exactly for this provider's models.",
     )
     connect_timeout = models.FloatField(
-        default=ProviderConfig.connect_timeout, validators=[MinValueValidator(0.1)],
+        default=provider_config.ProviderConfig.connect_timeout, validators=[MinValueValidator(0.1)],
         help_text="Seconds to wait for a connection.",
     )
     read_timeout = models.FloatField(
-        default=ProviderConfig.read_timeout, validators=[MinValueValidator(0.1)],
+        default=provider_config.ProviderConfig.read_timeout, validators=[MinValueValidator(0.1)],
         help_text="Seconds to wait for data on an open stream (Codex: stream_idle_timeout_ms).",
     )
     stream_max_retries = models.PositiveSmallIntegerField(
