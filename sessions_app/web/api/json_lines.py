@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 
+from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -13,15 +14,17 @@ JSON_LINES = "application/x-ndjson"
 JSON_LINES_RESPONSES = {(200, JSON_LINES): OpenApiResponse(OpenApiTypes.STR, description="JSON Lines")}
 
 
-def json_lines_response(
-    request,
-    *,
-    sync_body: Callable[[], Iterator[str]],
-    async_body: Callable[[], AsyncIterator[str]],
-    disposition: str,
-) -> StreamingHttpResponse:
+def json_lines_response(request, *, pieces: Iterator[str], disposition: str) -> StreamingHttpResponse:
+    """Stream `pieces`, each some whole lines, as they are read: `pieces` may read the database as it goes."""
     # Under ASGI (Daphne) the body must be an async iterator, or Django buffers the whole of it before answering.
-    body = async_body() if isinstance(request._request, ASGIRequest) else sync_body()
+    body = _stepped_in_sync_thread(pieces) if isinstance(request._request, ASGIRequest) else pieces
     response = StreamingHttpResponse(body, content_type=JSON_LINES)
     response["Content-Disposition"] = disposition
     return response
+
+
+async def _stepped_in_sync_thread(pieces: Iterator[str]) -> AsyncIterator[str]:
+    # Each step reads the database: it runs in the one thread Django's sync code uses.
+    step = sync_to_async(next, thread_sensitive=True)
+    while (piece := await step(pieces, None)) is not None:
+        yield piece

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
-from asgiref.sync import sync_to_async
 from django.utils.http import urlencode
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
@@ -122,26 +121,12 @@ class SessionItems(APIView):
         return Response(AppendResultSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
-def _chunk(session_id: int, after: int) -> tuple[str, int]:
-    lines = list(RolloutLine.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")[:ROLLOUT_CHUNK])
-    text = "".join(json.dumps(line.as_codex_line(), ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines)
-    return text, lines[-1].seq if lines else after
-
-
-def _sync_lines(session_id: int, after: int) -> Iterator[str]:
-    while True:
-        text, after = _chunk(session_id, after)
-        if not text:
-            return
-        yield text
-
-
-async def _async_lines(session_id: int, after: int) -> AsyncIterator[str]:
-    while True:
-        text, after = await sync_to_async(_chunk)(session_id, after)
-        if not text:
-            return
-        yield text
+def _rollout_pieces(session_id: int, after: int) -> Iterator[str]:
+    rollout = RolloutLine.objects.filter(session_id=session_id).order_by("seq")
+    while lines := list(rollout.filter(seq__gt=after)[:ROLLOUT_CHUNK]):
+        after = lines[-1].seq
+        yield "".join(json.dumps(line.as_codex_line(), ensure_ascii=False, separators=(",", ":")) + "\n"
+                      for line in lines)
 
 
 class SessionRollout(APIView):
@@ -159,8 +144,6 @@ class SessionRollout(APIView):
         if after is None or abs(after) > MAX_ID:  # past 64 bits SQLite would overflow mid-stream
             raise ApiError(status_code=400, code="invalid", message="after: must be an integer seq")
         return json_lines_response(
-            request,
-            sync_body=lambda: _sync_lines(session.pk, after),
-            async_body=lambda: _async_lines(session.pk, after),
+            request, pieces=_rollout_pieces(session.pk, after),
             disposition=f'inline; filename="rollout-{session.thread_id}.jsonl"',
         )
