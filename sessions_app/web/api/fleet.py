@@ -19,6 +19,13 @@ from sessions_app.web.api.lookups import not_found
 ACTIONS = {"pause": fleet.do_pause_run, "resume": fleet.do_resume_run, "stop": fleet.do_stop_run}
 
 
+def _action(name: str):
+    """The service behind a fleet action's name in the URL; an unknown name is a 404 in the API's shape."""
+    if name not in ACTIONS:
+        raise ApiError(status_code=404, code="not_found", message=f"no action {name!r}: pause, resume or stop")
+    return ACTIONS[name]
+
+
 class FleetStartSerializer(serializers.Serializer):
     scenario = serializers.CharField(help_text="A scenario name (GET /scenarios).")
     count = serializers.IntegerField(min_value=1, max_value=fleet.MAX_FLEET_SIZE, default=1)
@@ -109,11 +116,10 @@ class FleetRunAction(APIView):
 
     @extend_schema(operation_id="fleet_run_action", request=None, responses=RunSerializer)
     def post(self, request, run_id: int, action: str):
-        if action not in ACTIONS:
-            raise ApiError(status_code=404, code="not_found", message=f"no action {action!r}: pause, resume or stop")
+        do_action = _action(action)
         if not SimulatorRun.objects.filter(pk=run_id).exists():
             raise not_found("simulator run", run_id)
-        ACTIONS[action](run=run_id, actor=request.user)
+        do_action(run=run_id, actor=request.user)
         return Response(RunSerializer(fleet.run_summary(fleet.list_runs().get(pk=run_id))).data)
 
 
@@ -122,9 +128,7 @@ class FleetAction(APIView):
 
     @extend_schema(operation_id="fleet_action", request=None, responses=FleetChangedSerializer)
     def post(self, request, action: str):
-        if action not in ACTIONS:
-            raise ApiError(status_code=404, code="not_found", message=f"no action {action!r}: pause, resume or stop")
-        return Response(FleetChangedSerializer({"changed": ACTIONS[action](run=None, actor=request.user)}).data)
+        return Response(FleetChangedSerializer({"changed": _action(action)(run=None, actor=request.user)}).data)
 
 
 class ScenarioList(APIView):
