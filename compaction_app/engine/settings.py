@@ -13,7 +13,7 @@ from compaction_app.engine.thresholds import (
     auto_compact_limit,
     usable_window,
 )
-from compaction_app.engine.tokens import COUNTERS
+from compaction_app.engine.tokens import COUNTERS, DEFAULT_ENCODING
 from compaction_app.engine.vocabulary import RemoteSupport, Scope, StrategyPreference
 
 # spec §12: provider stream retries default 5, hard cap 100; HTTP request retries default 4.
@@ -33,7 +33,7 @@ class CompactionSettings:
     effective_percent: int = DEFAULT_EFFECTIVE_PERCENT
     auto_compact_token_limit: int | None = None
     scope: Scope = Scope.TOTAL
-    token_counter: str = "o200k_base"
+    token_counter: str = DEFAULT_ENCODING
     strategy: StrategyPreference = StrategyPreference.AUTO
     remote_compaction: RemoteSupport = RemoteSupport.NONE
     remote_compaction_v2: bool = False

@@ -24,7 +24,9 @@ import orjson
 import tiktoken
 from tiktoken_ext import openai_public
 
-ENCODINGS = ("o200k_base", "cl100k_base")
+# The encoding compactweb counts with unless a provider names another (Codex's models use o200k_base).
+DEFAULT_ENCODING = "o200k_base"
+ENCODINGS = (DEFAULT_ENCODING, "cl100k_base")
 CODEX_ESTIMATOR = "codex_estimate"
 COUNTERS = (*ENCODINGS, CODEX_ESTIMATOR)
 
@@ -318,7 +320,7 @@ REMEMBERED_TEXTS = 100_000
 class TokenCounter:
     """Counts an item's tokens with one named counter: an exact tiktoken encoding or Codex's estimator."""
 
-    def __init__(self, name: str = "o200k_base", *, remembered: int = REMEMBERED_TEXTS) -> None:
+    def __init__(self, name: str = DEFAULT_ENCODING, *, remembered: int = REMEMBERED_TEXTS) -> None:
         if name not in COUNTERS:
             raise ValueError(f"unknown token counter {name!r}; choose one of {', '.join(COUNTERS)}")
         self.name = name

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction_app.engine.settings import DEFAULT_REQUEST_MAX_RETRIES, DEFAULT_STREAM_MAX_RETRIES
 from compaction_app.engine.thresholds import DEFAULT_CONTEXT_WINDOW, DEFAULT_EFFECTIVE_PERCENT
 
 EMBEDDED = "embedded"
@@ -33,8 +34,8 @@ class ProviderConfig:
     api_key_env: str = ""
     connect_timeout: float = 10.0
     read_timeout: float = 300.0
-    stream_max_retries: int = 5
-    request_max_retries: int = 4
+    stream_max_retries: int = DEFAULT_STREAM_MAX_RETRIES
+    request_max_retries: int = DEFAULT_REQUEST_MAX_RETRIES
     extra_headers: dict[str, str] = field(default_factory=dict)
     # Headers whose values are read from environment variables when a client is built: {header: variable name}.
     header_envs: dict[str, str] = field(default_factory=dict)

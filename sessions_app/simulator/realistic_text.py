@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from compaction_app.engine.tokens import CODEX_ESTIMATOR, counter
+from compaction_app.engine.tokens import CODEX_ESTIMATOR, DEFAULT_ENCODING, counter
 
 from .distributions import Size
 
@@ -322,7 +322,7 @@ def pool(kind: str, unit: str, counter_name: str) -> Pool:
 class Budget:
     """How much text is left to produce, in the unit the tokenizer/bytes decide."""
 
-    def __init__(self, size: Size, counter_name: str = "o200k_base") -> None:
+    def __init__(self, size: Size, counter_name: str = DEFAULT_ENCODING) -> None:
         self.counter_name = counter_name
         estimator = counter_name == CODEX_ESTIMATOR and size.unit == "tokens"
         self.unit = "bytes" if estimator else size.unit

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from compaction_app.engine.items import Item
+from compaction_app.engine.tokens import DEFAULT_ENCODING
 
 from .distributions import SizeDistribution, parse_distribution
 from .errors import ScenarioError, SpecError
@@ -115,7 +116,7 @@ class Scenario:
             window_ids=window_ids,
         )
 
-    def build_tools(self, *, seed: int | str, counter_name: str = "o200k_base") -> dict[str, Any]:
+    def build_tools(self, *, seed: int | str, counter_name: str = DEFAULT_ENCODING) -> dict[str, Any]:
         """The simulated tools of this scenario, by name (see tools.py)."""
         return build_tools(self.tools, seed=seed, cwd=self.cwd, counter_name=counter_name)
 

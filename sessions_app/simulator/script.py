@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from compaction_app.engine.tokens import DEFAULT_ENCODING
+
 from . import realistic_text as rt
 from .scenarios import Event, ModelSwitch, Pause, Scenario, SetFaults, Turn, load_scenario
 from .tools import call_rng
@@ -94,7 +96,7 @@ class ScenarioRun:
         seed: int | str,
         loop: bool = False,
         pacing: Pacing | None = None,
-        counter_name: str = "o200k_base",
+        counter_name: str = DEFAULT_ENCODING,
         position: int = 0,
         created_at: float | None = None,
         last_started_at: float | None = None,
@@ -231,7 +233,7 @@ class ScenarioRun:
             seed=state["seed"],
             loop=state.get("loop", False),
             pacing=Pacing(state.get("turns_per_minute")),
-            counter_name=state.get("counter_name", "o200k_base"),
+            counter_name=state.get("counter_name", DEFAULT_ENCODING),
             position=state.get("position", 0),
             created_at=state.get("created_at"),
             last_started_at=state.get("last_started_at"),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from compaction_app.engine.items import Item, output_call_id
+from compaction_app.engine.tokens import DEFAULT_ENCODING
 
 from . import realistic_text as rt
 from .distributions import LogNormal, SizeDistribution, parse_distribution
@@ -285,7 +286,7 @@ class ShellTool(_FunctionTool):
     output: SizeDistribution
     failure_rate: float = 0.3
     default_flavor: str = "build"
-    counter_name: str = "o200k_base"
+    counter_name: str = DEFAULT_ENCODING
     name: str = field(default="shell", init=False)
 
     def run(self, arguments: Mapping[str, Any], *, rng: random.Random) -> ToolResult:
@@ -332,7 +333,7 @@ class ReadFileTool(_FunctionTool):
 
     seed: int | str
     output: SizeDistribution
-    counter_name: str = "o200k_base"
+    counter_name: str = DEFAULT_ENCODING
     name: str = field(default="read_file", init=False)
 
     def run(self, arguments: Mapping[str, Any], *, rng: random.Random) -> ToolResult:
@@ -363,7 +364,7 @@ class SearchTool(_FunctionTool):
     required = ("pattern",)
 
     output: SizeDistribution
-    counter_name: str = "o200k_base"
+    counter_name: str = DEFAULT_ENCODING
     name: str = field(default="search", init=False)
 
     def run(self, arguments: Mapping[str, Any], *, rng: random.Random) -> ToolResult:
@@ -473,7 +474,7 @@ def parse_tool_settings(name: str, data: Any, field_path: str) -> ToolSettings:
 
 
 def build_tools(
-    settings: Mapping[str, ToolSettings], *, seed: int | str, cwd: str, counter_name: str = "o200k_base"
+    settings: Mapping[str, ToolSettings], *, seed: int | str, cwd: str, counter_name: str = DEFAULT_ENCODING
 ) -> dict[str, Any]:
     """The tool objects a session offers, by name, in the scenario's order."""
     tools: dict[str, Any] = {}
