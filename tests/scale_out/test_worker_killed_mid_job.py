@@ -1,7 +1,7 @@
 """An API job whose worker is SIGKILLed mid-job ends (issue 15): while the worker lives the job beats; once it is
 killed, the scheduler's housekeeping (the real `manage.py simulate --scheduler`) finishes the job as failed, 503
 `interrupted` with its reason, within the lease TTL and a few seconds, and the dead worker's compaction attempt is
-interrupted and its lease freed at the same time, so the session compacts again. A worker, the scheduler and a
+interrupted and its lease freed within the same bound, so the session compacts again. A worker, the scheduler and a
 TTL of 4 s; about 20 s."""
 
 from __future__ import annotations
@@ -78,14 +78,26 @@ def test_a_job_whose_worker_was_killed_ends_interrupted_within_the_ttl(on_postgr
 
         stop(worker, sig=signal.SIGKILL)
         killed_at = time.monotonic()
-        while job.status == "running":
-            assert scheduler.poll() is None, f"the scheduler exited:\n{logs['scheduler'].read_text()[-3000:]}"
-            assert time.monotonic() - killed_at < ENDED_WITHIN, (
-                f"the dead worker's job was still running {ENDED_WITHIN}s after the kill:\n"
-                f"{logs['scheduler'].read_text()[-3000:]}")
-            time.sleep(0.1)
+
+        def ended_within_the_ttl(what: str, ended) -> float:
+            # The job's heartbeat and the session's lease lapse on clocks of their own (each renewed every third of
+            # the TTL), so the housekeeping round that ends one may come a round before the one that frees the other:
+            # the scheduler stays up until both are seen.
+            while not ended():
+                assert scheduler.poll() is None, f"the scheduler exited:\n{logs['scheduler'].read_text()[-3000:]}"
+                assert time.monotonic() - killed_at < ENDED_WITHIN, (
+                    f"the dead worker's {what} was still running {ENDED_WITHIN}s after the kill:\n"
+                    f"{logs['scheduler'].read_text()[-3000:]}")
+                time.sleep(0.1)
+            return time.monotonic() - killed_at
+
+        def job_ended() -> bool:
             job.refresh_from_db()
-        ended_after = time.monotonic() - killed_at
+            return job.status != "running"
+
+        ended_after = ended_within_the_ttl("job", job_ended)
+        ended_within_the_ttl(
+            "attempt", lambda: CompactionAttempt.objects.get(session=session).status != "running")
     finally:
         for process in (worker, scheduler):
             if process is not None:
@@ -97,10 +109,6 @@ def test_a_job_whose_worker_was_killed_ends_interrupted_within_the_ttl(on_postgr
     assert job.result == {"error": {"code": "interrupted", "message": JOB_LOST_MESSAGE}}
     assert job.finished_at is not None
     assert history(session.pk) == before  # nothing of the dead compaction reached the history
-    deadline = time.monotonic() + 2 * TTL_SECONDS  # the lease ran out with the heartbeat; its reap is the same round
-    while CompactionAttempt.objects.get(session=session).status == "running":
-        assert time.monotonic() < deadline, "the dead worker's attempt was never interrupted"
-        time.sleep(0.1)
     attempt = CompactionAttempt.objects.get(session=session)
     assert (attempt.status, attempt.error_message) == ("interrupted", STALE_ATTEMPT_MESSAGE)
     Session.objects.filter(pk=session.pk).update(fault_injection={})
