@@ -7,10 +7,16 @@ it called, one `compaction` item whose `encrypted_content` is a handle (`wire.ne
 with the replacement history, and when the item comes back in a later request the gateway puts the replacement
 in its place before forwarding (`expanded_input`), so the upstream sees a real history. A handle the gateway does
 not know is refused (`UnknownHandle`, 400), never forwarded.
+
+A handle belongs to the one gateway session it was issued in, and so to one caller (the route and the key, a
+route's or a user's): it is found only by the session the request itself belongs to (`Owner`: route, key and the
+Codex session's group). The same handle sent in any other Codex session, with another key, by another user or on
+another route is unknown there, so nothing of its session reaches anyone else's upstream request or record.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -26,26 +32,42 @@ from sessions_app.rollout.services import append_rollout_lines
 class UnknownHandle(Exception):
     def __init__(self, handle: str) -> None:
         super().__init__(f"the compaction item's encrypted_content {handle[:12]}… is not a handle this gateway "
-                         "issued for this route (or it was removed); start a new Codex session or compact again")
+                         "issued in this Codex session with this key (or it was removed); start a new Codex "
+                         "session or compact again")
 
 
-def _replacement_of(*, handle: str, route_id: int) -> list[dict[str, Any]]:
-    row = (CompactionHandle.objects.filter(handle=handle, gateway_session__route_id=route_id)
-           .values_list("replacement", flat=True).first())
+@dataclass(frozen=True)
+class Owner:
+    """Whose request it is: the route, the gateway key (a route's or a user's) and the Codex session's group
+    (wire.group_key; empty for a client that names no session, then matched by its history's prefix)."""
+
+    route_id: int
+    key_id: int
+    group: str
+
+
+def _replacement_of(*, handle: str, owner: Owner) -> list[dict[str, Any]]:
+    rows = CompactionHandle.objects.filter(handle=handle, gateway_session__route_id=owner.route_id,
+                                           gateway_session__key_id=owner.key_id)
+    if owner.group:
+        rows = rows.filter(gateway_session__group_key=owner.group)
+    else:  # a client that names no session: only a session grouped by history prefix can be its own
+        rows = rows.filter(gateway_session__group_key__startswith=wire.PREFIX_GROUP)
+    row = rows.values_list("replacement", flat=True).first()
     if row is None:
         raise UnknownHandle(handle)
     return row
 
 
-async def expanded_input(*, items: list[dict[str, Any]], route_id: int) -> list[dict[str, Any]] | None:
-    """The input with its newest handle expanded (None when it carries none); every handle must be known."""
+async def expanded_input(*, items: list[dict[str, Any]], owner: Owner) -> list[dict[str, Any]] | None:
+    """The input with its newest handle expanded (None when it carries none); every handle must be the owner's."""
     found = wire.handles_in(items)
     if not found:
         return None
     for _, handle in found[:-1]:
-        await lookups.run(_replacement_of, handle=handle, route_id=route_id)
+        await lookups.run(_replacement_of, handle=handle, owner=owner)
     position, handle = found[-1]
-    replacement = await lookups.run(_replacement_of, handle=handle, route_id=route_id)
+    replacement = await lookups.run(_replacement_of, handle=handle, owner=owner)
     return wire.expand(items, position, replacement)
 
 

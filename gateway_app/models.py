@@ -97,7 +97,9 @@ class GatewaySession(models.Model):
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["route", "group_key"], name="gateway_session_unique_group")]
+        # A session is its caller's: one key's thread id never finds another key's session (docs/gateway.md).
+        constraints = [models.UniqueConstraint(fields=["route", "key", "group_key"],
+                                               name="gateway_session_unique_caller_group")]
 
     def __str__(self) -> str:
         return f"{self.client_name} via {self.route_id}: session #{self.session_id}"

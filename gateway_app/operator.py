@@ -53,30 +53,30 @@ class Control:
 
 
 NONE = Control()
-_controls: dict[tuple[int, str], tuple[float, Control]] = {}
+_controls: dict[tuple[int, int, str], tuple[float, Control]] = {}
 
 
 def _forget() -> None:
     _controls.clear()  # this process sees a change at once
 
 
-def cached_control(*, route_id: int, group: str):
+def cached_control(*, route_id: int, key_id: int, group: str):
     """The control read within the last CONTROL_CACHE_SECONDS, or UNKNOWN (no database: the proxy reads this on
     the event loop and goes to the database only when it is UNKNOWN)."""
     if not group:
         return NONE
-    cached = _controls.get((route_id, group))
+    cached = _controls.get((route_id, key_id, group))
     if cached is not None and cached[0] > time.monotonic():
         return cached[1]
     return UNKNOWN
 
 
-def control_of(*, route_id: int, group: str) -> Control:
-    """The session's control, read from the database (sync; cached)."""
+def control_of(*, route_id: int, key_id: int, group: str) -> Control:
+    """The control of the caller's own session of that group (sync; cached)."""
     if not group:
         return NONE
     # The few columns the control needs, not the session's and policy's whole rows: this runs for most requests.
-    row = (GatewaySession.objects.filter(route_id=route_id, group_key=group)
+    row = (GatewaySession.objects.filter(route_id=route_id, key_id=key_id, group_key=group)
            .values_list("session_id", "paused", "paused_by", "compact_requested_by_id", "substitutions",
                         "session__policy__pin_mode").first())
     control = NONE
@@ -98,7 +98,7 @@ def control_of(*, route_id: int, group: str) -> Control:
             pins_block=block, pins_placed=placed)
     if len(_controls) > 10_000:
         _controls.clear()
-    _controls[(route_id, group)] = (time.monotonic() + CONTROL_CACHE_SECONDS, control)
+    _controls[(route_id, key_id, group)] = (time.monotonic() + CONTROL_CACHE_SECONDS, control)
     return control
 
 

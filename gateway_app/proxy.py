@@ -225,9 +225,9 @@ async def app(scope, receive, send) -> None:
     meta = wire.turn_metadata(headers, body)
     kind = wire.request_kind(endpoint=endpoint, body=body, meta=meta)
     group = wire.group_key(meta=meta, body=body)
-    control = operator.cached_control(route_id=caller.route_id, group=group)
+    control = operator.cached_control(route_id=caller.route_id, key_id=caller.key_id, group=group)
     if control is operator.UNKNOWN:
-        control = await lookups.run(operator.control_of, route_id=caller.route_id, group=group)
+        control = await lookups.run(operator.control_of, route_id=caller.route_id, key_id=caller.key_id, group=group)
     if control.paused_message:
         await _send_error(send, 403, "session_paused", control.paused_message)
         return
@@ -301,7 +301,8 @@ async def _rewrite_input(body: dict[str, Any], *, kind: str, control: operator.C
     that is not known), the operator's substitutions and pins applied, and the history compacted first when an
     operator asked for it; the exchange gets the base instructions and the history to record. Whether the body
     changed (it must then be encoded again)."""
-    expanded = await compaction.expanded_input(items=body["input"], route_id=exchange["route_id"])
+    expanded = await compaction.expanded_input(items=body["input"], owner=compaction.Owner(
+        route_id=exchange["route_id"], key_id=exchange["key_id"], group=exchange["group"]))
     changed = expanded is not None
     if changed:
         body["input"] = expanded

@@ -149,24 +149,26 @@ def _create(exchange: Exchange, route: GatewayRoute, group: str) -> GatewaySessi
 
 def gateway_session_for(exchange: Exchange) -> GatewaySession:
     """The session of this exchange's Codex session, created on its first request. Runs in a transaction; the row
-    is locked, so two processes recording one session write in turn."""
-    route_id = exchange.route_id
+    is locked, so two processes recording one session write in turn.
+
+    A session is its caller's (route and key): the same thread id, cache key or history prefix sent with another
+    key finds nothing of the other caller's and starts a session of its own."""
+    mine = GatewaySession.objects.filter(route_id=exchange.route_id, key_id=exchange.key_id)
     group = exchange.group
     if not group:
         digest = wire.prefix_digest(exchange.history)
-        found = (GatewaySession.objects.filter(route_id=route_id, prefix_digest=digest)
-                 .order_by("-updated").values_list("group_key", flat=True).first())
-        group = found or f"prefix:{digest}"
-    existing = GatewaySession.objects.select_for_update().filter(route_id=route_id, group_key=group).first()
+        found = (mine.filter(prefix_digest=digest).order_by("-updated").values_list("group_key", flat=True).first())
+        group = found or wire.prefix_group(exchange.history)
+    existing = mine.select_for_update().filter(group_key=group).first()
     if existing is not None:
         return existing
     # The route with its provider and policy (a wide read) only for a new session: every later request has its row.
-    route = GatewayRoute.objects.select_related("provider", "policy").get(pk=route_id)
+    route = GatewayRoute.objects.select_related("provider", "policy").get(pk=exchange.route_id)
     try:
         with transaction.atomic():
             return _create(exchange, route, group)
     except IntegrityError:  # another process created it first
-        return GatewaySession.objects.select_for_update().get(route=route, group_key=group)
+        return mine.select_for_update().get(group_key=group)
 
 
 def live_history(session_id: int) -> list[dict[str, Any]]:

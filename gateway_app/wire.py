@@ -150,6 +150,13 @@ def group_key(*, meta: dict[str, Any], body: dict[str, Any]) -> str:
     return ""
 
 
+PREFIX_GROUP = "prefix:"  # the group of a session that sends no metadata: its history prefix's digest
+
+
+def prefix_group(history: list[dict[str, Any]]) -> str:
+    return PREFIX_GROUP + prefix_digest(history)
+
+
 def _opens_conversation(item: dict[str, Any]) -> bool:
     """The user's first own message (not injected context such as `<environment_context>`)."""
     return item.get("role") == "user" and not _text_of(item).lstrip().startswith("<")
