@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from compactweb.converters import MAX_ID
+from sessions_app.fleet.triage import FINISHED, summary_finished
 
-STATES = ("idle", "running", "paused", "stopped", "failed")
+STATES = ("idle", "running", "paused", "stopped", "failed")  # a session's own states (the header counts them)
+FILTER_STATES = (*STATES, FINISHED)  # and the board's pseudo-state: nothing drives it any more (fleet.triage)
 
 
 def _positive_int(value: str | None) -> int | None:
@@ -38,7 +40,7 @@ class FleetFilter:
         """Unknown or malformed values are ignored (the board shows everything rather than an error)."""
         state = str(query.get("state") or "").strip()
         return cls(
-            state=state if state in STATES else "",
+            state=state if state in FILTER_STATES else "",
             provider=_positive_int(query.get("provider")),
             policy=_positive_int(query.get("policy")),
             text=str(query.get("q") or "").strip()[:200],
@@ -51,7 +53,10 @@ class FleetFilter:
 
     def matches(self, summary: Mapping[str, Any]) -> bool:
         """Whether a session summary (sessions_app.rollout.selectors.session_summary) passes the filter."""
-        if self.state and summary.get("state") != self.state:
+        if self.state == FINISHED:
+            if not summary_finished(summary):
+                return False
+        elif self.state and summary.get("state") != self.state:
             return False
         if self.provider and summary.get("provider") != self.provider:
             return False

@@ -15,6 +15,7 @@ from django.db.models import (
     ExpressionWrapper,
     F,
     FloatField,
+    IntegerField,
     OuterRef,
     Q,
     QuerySet,
@@ -28,16 +29,22 @@ from compaction_app.models import Compaction, CompactionAttempt, CompactionPolic
 from sessions_app.fleet.faults import fault_blamed, fault_lines
 from sessions_app.fleet.filter import STATES, FleetFilter
 from sessions_app.fleet.paging import NEWEST, OLDEST, PAGE_SIZE, FleetPage
+from sessions_app.fleet.triage import ENDED_STATES, FINISHED, UNDRIVEN_KINDS
 from sessions_app.live.token_chart import Point
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session, SimulatorRun
 from sessions_app.rollout import projection as p
+
+# sessions_app.fleet.triage.is_finished, in SQL
+FINISHED_Q = Q(state__in=ENDED_STATES) | Q(state=Session.State.IDLE, source__in=UNDRIVEN_KINDS)
 
 CHART_POINTS = 600  # readings kept on the chart: enough for hours of turns, bounded per render
 
 
 def _filtered(fleet_filter: FleetFilter) -> QuerySet[Session]:
     sessions = Session.objects.all()
-    if fleet_filter.state:
+    if fleet_filter.state == FINISHED:
+        sessions = sessions.filter(FINISHED_Q)
+    elif fleet_filter.state:
         sessions = sessions.filter(state=fleet_filter.state)
     if fleet_filter.source:
         sessions = sessions.filter(source=fleet_filter.source)
@@ -76,7 +83,10 @@ def _ordered(sessions: QuerySet[Session], sort: str) -> QuerySet[Session]:
         return sessions.order_by("created_at", "pk")
     if sort == NEWEST:
         return sessions.order_by("-created_at", "-pk")
-    return _with_fill(sessions).order_by(F("fill").desc(nulls_last=True), "-pk")
+    # the triage order (sessions_app.fleet.triage): sessions that can still compact first, nearest the limit first
+    finished = Case(When(FINISHED_Q, then=Value(1)), default=Value(0), output_field=IntegerField())
+    return _with_fill(sessions).annotate(finished=finished).order_by(
+        "finished", F("fill").desc(nulls_last=True), "-pk")
 
 
 def fleet_page(*, fleet_filter: FleetFilter, page: FleetPage) -> list[Session]:
@@ -141,6 +151,9 @@ def last_attempts(*, session_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     rows = list(Session.objects.filter(pk__in=ids).annotate(a=Subquery(newest)).values_list("pk", "a", "fault_injection"))
     attempts = CompactionAttempt.objects.filter(pk__in=[a for _, a, _ in rows if a]).select_related("compaction")
     views = {a.session_id: attempt_view(a) for a in attempts}
+    # A compaction Codex ran before the session came here (an import, a followed file) has no attempt of ours: it is
+    # still the session's last compaction, counted by the Compactions column like any other.
+    views.update(_recorded_compactions(session_ids=[pk for pk, a, _ in rows if not a]))
     for session_id, _, injection in rows:
         view = views.get(session_id)
         if view is not None and view["status"] == CompactionAttempt.Status.FAILED and (injection or {}).get("fault"):
@@ -148,6 +161,22 @@ def last_attempts(*, session_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
             view["fault_blame"] = fault_blamed(
                 lines=fault_lines(session_id=session_id, fault_injection=injection), attempt=view)
     return views
+
+
+def _recorded_compactions(*, session_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """The newest Compaction row of each session that has no attempt, in attempt_view's shape (one query)."""
+    if not session_ids:
+        return {}
+    newest = Compaction.objects.filter(session=OuterRef("session_id")).order_by("-rollout_seq").values("pk")[:1]
+    found = Compaction.objects.filter(session_id__in=session_ids, pk=Subquery(newest))
+    return {c.session_id: {
+        "id": None, "compaction_id": c.pk, "status": CompactionAttempt.Status.COMPLETED, "trigger": c.trigger,
+        "reason": c.reason, "phase": c.phase, "implementation": c.implementation, "strategy": c.strategy,
+        "tokens_before": c.tokens_before, "tokens_after": c.tokens_after, "error_kind": "", "error_message": "",
+        "error_http_status": None, "retries": 0, "duration_ms": None, "started_at": c.created_at,
+        "retention_score": c.retention_score, "retention_opaque": bool((c.retention or {}).get("opaque")),
+        "retention_visible": (c.retention or {}).get("visible_score"), "flagged": c.flagged, "recorded": True,
+    } for c in found}
 
 
 def latest_attempt(*, session_id: int) -> dict[str, Any] | None:

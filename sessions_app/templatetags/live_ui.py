@@ -17,6 +17,7 @@ from compaction_app.engine.stuck import RECOVERIES, Stuck, stuck_state
 from compaction_app.engine.vocabulary import method_label
 from sessions_app.compactions.token_definitions import DEFINITIONS
 from sessions_app.fleet.paging import fill
+from sessions_app.fleet.triage import summary_finished
 from sessions_app.live.token_chart import short_tokens
 
 register = template.Library()
@@ -142,6 +143,12 @@ def meter_view(summary: dict[str, Any]) -> MeterView:
 def fleet_fill(summary: dict[str, Any]) -> str:
     """The row's rank under the fleet's default sort (sessions_app.fleet.paging.fill), for the browser to parse."""
     return f"{fill(summary):.6f}"
+
+
+@register.filter
+def finished(summary: Any) -> bool:
+    """Whether nothing drives the session any more (sessions_app.fleet.triage): the board ranks it last."""
+    return isinstance(summary, dict) and summary_finished(summary)
 
 
 @register.filter

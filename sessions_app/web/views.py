@@ -20,7 +20,7 @@ from compactweb.roles import OPERATOR, role_required
 from sessions_app.compactions.alerts import recent_alerts
 from sessions_app.compactions.queue import CompactionRequestRefused, request_notice
 from sessions_app.fleet import runtime as fleet_runtime
-from sessions_app.fleet.filter import STATES, FleetFilter
+from sessions_app.fleet.filter import FILTER_STATES, FleetFilter
 from sessions_app.fleet.paging import NEAREST_LIMIT, SORTS, FleetPage
 from sessions_app.jobs.tasks import do_request_compaction
 from sessions_app.live import render as live_render
@@ -57,7 +57,7 @@ def _fleet_page(request, **extra):
 
     context.update(
         nav="fleet",
-        states=STATES,
+        states=FILTER_STATES,
         sorts=SORTS,
         sources=fleet_sources(),
         # the live connection follows exactly the rows this page shows (the re-sync asks for the rows it holds)

@@ -95,14 +95,31 @@
     }
   });
 
-  // A fleet page keeps its rows in its sort after live updates: nearest the auto-compact limit first (each row's
-  // meter's data-fill, as the server ranked the page), or by id (newest, oldest). Only the page's own rows are here.
+  // A fleet page keeps its rows in its sort after live updates: sessions that can still compact first, finished ones
+  // (data-finished) last, each group nearest the auto-compact limit first (each row's meter's data-fill, as the
+  // server ranked the page), or by id (newest, oldest). Only the page's own rows are here.
+  // While the pointer or the focus is in the table the order holds (a row and its Pause button must not move
+  // between aiming and clicking): the pending re-sort waits until they leave, or the "Re-sort" button asks for it.
   function fleetRowIds() {
     return Array.prototype.map.call(document.querySelectorAll("#fleet-rows tr[id^='session-']"), rowId);
   }
   function rowId(tr) { return parseInt(tr.id.replace("session-", ""), 10) || 0; }
   function rowFill(tr) { var c = tr.querySelector("[data-fill]"); return c ? parseFloat(c.dataset.fill) || 0 : 0; }
-  function sortFleetRows() {
+  function rowDone(tr) { return tr.hasAttribute("data-finished") ? 1 : 0; }
+  var fleetHeld = { pointer: false, focus: false };
+  function fleetOrderHeld() { return fleetHeld.pointer || fleetHeld.focus; }
+  function showOrderState(state) {
+    var box = document.getElementById("fleet-order");
+    if (!box) { return; }
+    box.dataset.order = state;
+    var text = box.querySelector("[data-order-text]");
+    if (text) {
+      text.textContent = state === "held" ? "Order held while you point at the table; new rankings wait"
+        : state === "pending" ? "Order held while you point at the table; rows have new rankings"
+        : "Order updates live";
+    }
+  }
+  function sortFleetRows(force) {
     var root = liveRoot();
     var body = document.getElementById("fleet-rows");
     if (!root || root.dataset.live !== "fleet" || !body) { return; }
@@ -111,15 +128,55 @@
     var sorted = rows.slice().sort(function (a, b) {
       if (sort === "oldest") { return rowId(a) - rowId(b); }
       if (sort === "limit") {
-        var d = rowFill(b) - rowFill(a);
+        var d = rowDone(a) - rowDone(b) || rowFill(b) - rowFill(a);
         if (d !== 0) { return d; }
       }
       return rowId(b) - rowId(a);
     });
     var moved = sorted.some(function (tr, i) { return tr !== rows[i]; });
+    if (moved && fleetOrderHeld() && force !== true) { showOrderState("pending"); return; }
     if (moved) { sorted.forEach(function (tr) { body.appendChild(tr); }); }
+    showOrderState(fleetOrderHeld() ? "held" : "live");
   }
-  document.addEventListener("htmx:wsAfterMessage", sortFleetRows);
+  document.addEventListener("htmx:wsAfterMessage", function () { sortFleetRows(false); });
+  function holdFleetOrder(kind, on) {
+    fleetHeld[kind] = on;
+    if (fleetOrderHeld()) {
+      var box = document.getElementById("fleet-order");
+      if (box && box.dataset.order !== "pending") { showOrderState("held"); }
+    } else {
+      sortFleetRows(true);
+    }
+  }
+  // A live row replaces the element that had the focus: the focus goes to the same control of the new row (a
+  // keyboard user keeps their place, and the order stays held).
+  var focusInSwap = null;
+  function focusables(el) { return el.querySelectorAll("a[href], button, input, select, textarea, [tabindex]"); }
+  document.addEventListener("htmx:oobBeforeSwap", function (evt) {
+    var target = evt.detail.target, active = document.activeElement;
+    if (target && target.id && active && active !== target && target.contains(active)) {
+      focusInSwap = { id: target.id, index: Array.prototype.indexOf.call(focusables(target), active) };
+    }
+  });
+  document.addEventListener("htmx:oobAfterSwap", function () {
+    if (!focusInSwap) { return; }
+    var swapped = document.getElementById(focusInSwap.id), index = focusInSwap.index;
+    focusInSwap = null;
+    var again = swapped && index >= 0 ? focusables(swapped)[index] : null;
+    if (again) { again.focus({ preventScroll: true }); }
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    var table = document.getElementById("fleet-table");
+    if (!table) { return; }
+    table.addEventListener("pointerenter", function () { holdFleetOrder("pointer", true); });
+    table.addEventListener("pointerleave", function () { holdFleetOrder("pointer", false); });
+    table.addEventListener("focusin", function () { holdFleetOrder("focus", true); });
+    table.addEventListener("focusout", function (evt) {
+      if (!focusInSwap && !table.contains(evt.relatedTarget)) { holdFleetOrder("focus", false); }
+    });
+    var resort = document.getElementById("fleet-resort");
+    if (resort) { resort.addEventListener("click", function () { sortFleetRows(true); }); }
+  });
 
   // A fleet row for a session the page does not show yet (a new session joining the page: the server sends only
   // the page's rows): add it, in its place.
@@ -133,7 +190,7 @@
       content.removeAttribute("hx-swap-oob");
       body.appendChild(content);
       htmx.process(content);
-      sortFleetRows();
+      sortFleetRows(false);
       return;
     }
     resync("unknown-target");
