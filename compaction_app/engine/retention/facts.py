@@ -21,6 +21,7 @@ import shlex
 from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from compaction_app.engine.items import (
@@ -29,9 +30,11 @@ from compaction_app.engine.items import (
     Item,
     is_message,
     is_real_user_message,
+    is_summary_message,
     message_text,
 )
 from compaction_app.engine.retention.match import anchors_of, normalise, words_of
+from compaction_app.engine.retention.statements import Statement, latest_values, restated, structured
 
 
 class Category(StrEnum):
@@ -95,8 +98,15 @@ ERROR_LINE = re.compile(
     r"Traceback|FAILED|\w*Error\b|\bERROR\b|\berror\b|Exception\b|panicked|\bfatal\b|\bfailed\b|"
     r"No such file or directory|command not found|[Pp]ermission denied|\bnot found\b|\bcannot\b|\bcan't\b|"
     r"\bunable to\b|\bdenied\b|\brefused\b|\btimed out\b|\bSegmentation fault\b|^E\s{2,}|\bexpected\b.*\bgot\b|"
-    r"\bmismatch\b|\binvalid\b|\bundefined\b|\bunresolved\b|\bconflict\b|\bassert\b",
+    r"\bmismatch\b|\binvalid\b|\bundefined\b|\bunresolved\b|\bconflict\b|\bassert\b|"
+    # Failures that never say "error": the kernel's and the orchestrator's words, signals, crashes.
+    r"\bkilled\b|\bOOM\w*|\bout of memory\b|\bsegfault\w*|\bcore dumped\b|\baborted\b|\bpanic\w*|"
+    r"\bSIG(?:KILL|SEGV|ABRT|BUS|TERM)\b|\bCrashLoopBackOff\b|\bEvicted\b|\bBackOff\b|\bdoes not exist\b|"
+    r"\bno space left\b|\bdeadlock\b|\bunhealthy\b|\bnon-zero\b|\bexit status [1-9]|\bterminated\b|\bCRITICAL\b",
     re.IGNORECASE)
+# A table's header row (`NAME  READY  STATUS  RESTARTS  AGE`) and a row's cells, two or more spaces apart.
+TABLE_HEADER = re.compile(r"^[A-Z][A-Z_-]*(?:\s{2,}[A-Z][A-Z_ -]*)+$")
+TABLE_CELLS = re.compile(r"\s{2,}")
 CONSTRAINT = re.compile(r"\b(?:must(?: not)?|never|always|do not|don't|only|without)\b", re.IGNORECASE)
 NEXT_STEP = re.compile(r"^\s*(?:next(?: step)?s?\s*[:\-]|todo\s*[:\-]|- \[ \])\s*(.+)$", re.IGNORECASE)
 DECISION = re.compile(
@@ -136,14 +146,18 @@ class ProbeFact:
     words: tuple[str, ...] = ()
     status: int | None = None
     subject: str = ""
+    # A named value (`statements.py`): the setting's name and its latest value; kept when a segment names the
+    # setting and states that value (a number with a unit in any unit that agrees).
+    setting: str = ""
+    value: str = ""
 
     @classmethod
     def of(cls, kind: FactKind, text: str, question: str, *, about: str | None = None, status: int | None = None,
-           subject: str = "") -> ProbeFact:
+           subject: str = "", setting: str = "", value: str = "") -> ProbeFact:
         """A fact whose anchors and words come from `about` (its text by default)."""
         about = text if about is None else about
         return cls(kind=kind, text=text, question=question, anchors=anchors_of(about), words=words_of(about),
-                   status=status, subject=normalise(subject))
+                   status=status, subject=normalise(subject), setting=setting, value=value)
 
     @property
     def category(self) -> Category:
@@ -155,12 +169,18 @@ class ProbeFact:
 
     @property
     def key(self) -> str:
+        """The fact's identity: a setting is one fact whatever its value (a later value supersedes it)."""
+        if self.setting:  # `subject` is where the setting was stated (a file, a command)
+            return f"{self.kind.value}:setting:{self.subject}:{self.setting}"
         return f"{self.kind.value}:{normalise(self.text)}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, "category": self.category.value, "text": self.text, "weight": self.weight,
+        data = {"kind": self.kind.value, "category": self.category.value, "text": self.text, "weight": self.weight,
                 "anchors": list(self.anchors), "words": list(self.words), "status": self.status,
                 "subject": self.subject, "question": self.question}
+        if self.setting:
+            data |= {"setting": self.setting, "value": self.value}
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProbeFact:
@@ -170,7 +190,8 @@ class ProbeFact:
             return cls.of(kind, data["text"], data.get("question", ""))
         return cls(kind=kind, text=data["text"], question=data.get("question", ""),
                    anchors=tuple(data.get("anchors") or ()), words=tuple(data.get("words") or ()),
-                   status=data.get("status"), subject=data.get("subject", ""))
+                   status=data.get("status"), subject=data.get("subject", ""), setting=data.get("setting", ""),
+                   value=data.get("value", ""))
 
 
 def item_key(item: Item) -> str:
@@ -263,6 +284,11 @@ def _looks_like_path(word: str) -> bool:
         and not word.startswith(("http:", "https:")) and "*" not in word
 
 
+@lru_cache(maxsize=4096)
+def _command_reads(command: str) -> tuple[str, ...]:
+    return tuple(command_reads(command))
+
+
 def command_reads(command: str) -> list[str]:
     """Files a shell command reads: the path arguments of `cat`, `head`, `sed -n`, `rg`... in each pipeline step."""
     paths: list[str] = []
@@ -321,15 +347,89 @@ def output_body(output: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not OUTPUT_HEADER.match(line.strip())]
 
 
+def _table_row(line: str, header: str | None) -> str:
+    """A failing row of a table (`kubectl get pods`) as what identifies it: its first cell and the cells that read
+    as a failure ("refund-api-7d9f OOMKilled"), not its ages and counters."""
+    if header is None:
+        return line
+    cells = TABLE_CELLS.split(line.strip())
+    if len(cells) < 3:
+        return line
+    failing = [cell for cell in cells[1:] if ERROR_LINE.search(cell)]
+    return " ".join([cells[0], *failing]) if failing else line
+
+
 def error_lines(output: str, code: int | None) -> list[str]:
     """The failure lines of an output: the first and the last line that reads as a failure; for a command that
-    exited non-zero with none of those, its last line (what a failure usually ends with)."""
+    exited non-zero with none of those, its last line (what a failure usually ends with). A table's row is
+    reduced to its name and failing cells."""
     body = output_body(output)
-    errors = [line for line in body if ERROR_LINE.search(line)]
+    header = next((line for line in body[:3] if TABLE_HEADER.match(line)), None)
+    errors = [_table_row(line, header) for line in body if ERROR_LINE.search(line) and line != header]
     if not errors and code not in (None, 0) and body:
         errors = [body[-1]]
     picked = errors[:1] + [e for e in errors[-1:] if e not in errors[:1]]
     return picked[:MAX_ERRORS_PER_OUTPUT]
+
+
+def source_of(call: Item | None) -> str:
+    """Where a tool output's settings live: the file its call read, else its command line, else the tool's name.
+    The same setting in two files is two settings; the same file read again states its current value."""
+    if call is None:
+        return "a tool"
+    reads = [path for path in _command_reads(command_of(call) or "") if not path.startswith(".")]
+    return read_path(call) or (reads[-1] if reads else None) or command_of(call) or str(call.get("name") or "a tool")
+
+
+Statements = tuple[dict[int, list[Statement]], dict[tuple[str, str], Statement]]
+
+
+def history_statements(context: list[Item]) -> Statements:
+    """The statements of each item of a history (by position) and the latest value of each setting (by source and
+    name). Settings are named by tool outputs; messages and calls restate them (a correction, which applies to the
+    setting of that name wherever it was read); summaries are not read."""
+    calls = {i.get("call_id"): i for i in context if i.get("type") in TOOL_CALL_KINDS}
+    by_item: dict[int, list[Statement]] = {}
+    for index, item in enumerate(context):
+        if item.get("type") in TOOL_OUTPUT_KINDS:
+            source = normalise(source_of(calls.get(item.get("call_id"))))
+            found = [Statement(s.key, s.value, source) for s in structured(output_body(output_text(item)))]
+            if found:
+                by_item[index] = found
+    names = {s.name for found in by_item.values() for s in found}
+    for index, item in enumerate(context):
+        if is_message(item) and not is_summary_message(item):
+            text = message_text(item)
+        elif item.get("type") in TOOL_CALL_KINDS:
+            text = call_text(item)
+        else:
+            continue
+        found = restated(text, names)
+        if found:
+            by_item[index] = found
+    return by_item, latest_values([s for index in sorted(by_item) for s in by_item[index]])
+
+
+def current_values(facts: list[ProbeFact], statements: Statements) -> list[ProbeFact]:
+    """Facts carried from an earlier compaction, their settings brought to the latest value the history states
+    (`history_statements`: a value corrected since is judged at its new value)."""
+    _, latest = statements
+    out = []
+    for fact in facts:
+        now = latest.get((fact.subject, fact.setting)) if fact.setting else None
+        if now is not None and now.value != fact.value:
+            fact = ProbeFact.of(fact.kind, f"{now.key} = {now.value} (in {now.source})", fact.question,
+                                about=now.value, subject=now.source, setting=now.name, value=now.value)
+        out.append(fact)
+    return out
+
+
+def _latest(statement: Statement, latest: dict[tuple[str, str], Statement]) -> list[Statement]:
+    """The latest value of each setting a statement names: its own source's, or, for a restatement (no source),
+    every source's setting of that name."""
+    if statement.source:
+        return [latest[(statement.source, statement.name)]]
+    return [s for (source, name), s in latest.items() if name == statement.name and source]
 
 
 class _Collector:
@@ -361,11 +461,13 @@ def _uses(context: list[Item]) -> dict[str, list[int]]:
     return found
 
 
-def used_values(output: str, position: int, uses: dict[str, list[int]], call: str) -> list[str]:
-    """Values of an output that the agent used after seeing it (and that its own call did not already hold)."""
+def used_values(output: str, position: int, uses: dict[str, list[int]], call: str,
+                stated: frozenset[str] = frozenset()) -> list[str]:
+    """Values of an output that the agent used after seeing it (and that its own call did not already hold). A
+    value the output states for a named setting (`stated`) is that setting's fact, whose value may be superseded."""
     values: list[str] = []
     for token in VALUE_TOKEN.findall("\n".join(output_body(output))):
-        if token in values or token in call or not any(i > position for i in uses.get(token, ())):
+        if token in values or token in call or token in stated or not any(i > position for i in uses.get(token, ())):
             continue
         if token.isalpha():
             continue
@@ -375,13 +477,16 @@ def used_values(output: str, position: int, uses: dict[str, list[int]], call: st
     return values
 
 
-def extract_facts(items: list[Item], context: list[Item] | None = None) -> list[ProbeFact]:
+def extract_facts(items: list[Item], context: list[Item] | None = None,
+                  statements: Statements | None = None) -> list[ProbeFact]:
     """The probe facts of `items` (normally what left the window), deduplicated, in order of appearance.
     `context` is the whole history they came from: a value in an output is a fact when the agent used it later
-    (in a message or a call), possibly in an item still in the window."""
+    (in a message or a call), possibly in an item still in the window. `statements` are the context's
+    (`history_statements`), when the caller has them already."""
     c = _Collector()
     context = items if context is None else context
     positions = {id(item): index for index, item in enumerate(context)}
+    stated, latest = statements if statements is not None else history_statements(context)
     uses = _uses(context)
     outputs = {i.get("call_id"): i for i in items if i.get("type") in TOOL_OUTPUT_KINDS}
     calls = {i.get("call_id"): i for i in context if i.get("type") in TOOL_CALL_KINDS}
@@ -427,6 +532,11 @@ def extract_facts(items: list[Item], context: list[Item] | None = None) -> list[
             if output is not None:
                 for line in error_lines(text, code):
                     c.add(FactKind.ERROR, line, "Which errors were seen?")
+        for statement in stated.get(positions.get(id(item), -1), ()):
+            for now in _latest(statement, latest):
+                c.add(FactKind.VALUE, f"{now.key} = {now.value} (in {now.source})", "Which settings and values "
+                      "did you see, with their latest values?", about=now.value, subject=now.source,
+                      setting=now.name, value=now.value)
         if kind in TOOL_OUTPUT_KINDS:
             call = calls.get(item.get("call_id"))
             if call is None or id(call) not in in_items:
@@ -436,7 +546,8 @@ def extract_facts(items: list[Item], context: list[Item] | None = None) -> list[
                     c.add(FactKind.ERROR, line, "Which errors were seen?")
             call_said = call_text(call) if call is not None else ""
             source = (command_of(call) if call is not None else None) or (call or {}).get("name") or "a tool"
-            for value in used_values(output_text(item), positions.get(id(item), -1), uses, call_said):
+            own = frozenset(s.value for s in stated.get(positions.get(id(item), -1), ()))
+            for value in used_values(output_text(item), positions.get(id(item), -1), uses, call_said, own):
                 c.add(FactKind.VALUE, f"{value} (from the output of `{source}`)", "Which values did you use?",
                       about=value)
     if last_goal is not None:

@@ -20,6 +20,8 @@ import math
 import re
 from functools import lru_cache
 
+from compaction_app.engine.retention.quantities import quantity_of, states_quantity
+
 # Share of a fact's content words a segment must hold (with every anchor) to state the fact.
 WORD_COVER = 0.5
 # A fact with no anchor at all is matched on its words alone, so it needs more of them.
@@ -62,6 +64,7 @@ def tokens(text: str) -> list[str]:
     return [t.strip("-.:") for t in _TOKEN.findall(text) if t.strip("-.:")]
 
 
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light suffix stemmer: fail, fails, failed, failing, failure all give `fail`; running gives `run`;
     file and files give `fil`, reconcile and reconciling `reconcil`."""
@@ -120,10 +123,11 @@ def words_of(text: str) -> tuple[str, ...]:
 class Segment:
     """One searchable text of a window: its normalised form, its token set and its stemmed word set."""
 
-    __slots__ = ("text", "tokens", "words", "joined")
+    __slots__ = ("text", "tokens", "words", "joined", "multi")
 
-    def __init__(self, text: str, *, joined: bool = False) -> None:
+    def __init__(self, text: str, *, joined: bool = False, multi: bool = False) -> None:
         self.joined = joined  # two adjacent summary lines read as one (not for an exit status: headers sit there)
+        self.multi = multi  # several sentences of free text, each also a segment (a value is read per sentence)
         self.text = normalise(text)
         toks = tokens(self.text)
         self.tokens = set(toks)
@@ -152,10 +156,28 @@ def status_pattern(code: int) -> re.Pattern[str]:
     return re.compile(rf"{number}\(?{code}\b|\b(?:{words})\b")
 
 
+def is_number(anchor: str) -> bool:
+    return _NUMBER.match(anchor) is not None
+
+
+def _anchors_held(segment: Segment, anchors: tuple[str, ...], loose_numbers: bool) -> bool:
+    """Every anchor; with `loose_numbers` (a failure line), every identifier and half its plain numbers (a
+    paraphrase keeps the pod and the account, not always the pid or the line number), all of them when the line
+    has no identifier."""
+    if not loose_numbers:
+        return all(segment.has_anchor(a) for a in anchors)
+    numbers = [a for a in anchors if is_number(a)]
+    names = [a for a in anchors if not is_number(a)]
+    if not names:
+        return all(segment.has_anchor(a) for a in numbers)
+    return all(segment.has_anchor(a) for a in names) and \
+        sum(1 for a in numbers if segment.has_anchor(a)) >= len(numbers) // 2
+
+
 def states(segment: Segment, *, anchors: tuple[str, ...], words: tuple[str, ...], status: int | None = None,
-           cover: float | None = None) -> bool:
+           cover: float | None = None, loose_numbers: bool = False) -> bool:
     """Whether a segment states a fact: every anchor, enough content words, and the exit status when there is one."""
-    if not all(segment.has_anchor(a) for a in anchors):
+    if not _anchors_held(segment, anchors, loose_numbers):
         return False
     if words:
         need = cover if cover is not None else (
@@ -170,3 +192,44 @@ def states(segment: Segment, *, anchors: tuple[str, ...], words: tuple[str, ...]
     elif not anchors:
         return False
     return status is None or bool(status_pattern(status).search(segment.text))
+
+
+@lru_cache(maxsize=4096)
+def setting_words(name: str) -> frozenset[str]:
+    """The stemmed words of a setting's name (`listen_port` gives listen and port; `suite wall time` three)."""
+    parts = re.split(r"[_.\-\s]+|(?<=[a-z])(?=[A-Z])", name)
+    return frozenset(stem(p.lower()) for p in parts if p.isalpha() and len(p) > 1 and p.lower() not in STOP_WORDS)
+
+
+_NUMBERED = re.compile(r"\b([a-z][a-z_]{2,})[\s=:#]+(\d+)\b")
+
+
+def _about_another(segment: Segment, source: str) -> bool:
+    """Whether a segment names a sibling of the setting's source and not the source itself: `checkout-10` where the
+    setting was read from `checkout-11` (an id of the same shape, another thing), "batch 110" for `--batch 111`."""
+    for anchor in anchors_of(source):
+        if not any(ch.isdigit() for ch in anchor) or not any(ch.isalpha() for ch in anchor):
+            continue
+        shape = re.sub(r"\d+", "#", anchor)
+        if anchor not in segment.tokens and any(re.sub(r"\d+", "#", t) == shape for t in segment.tokens):
+            return True
+    # A numbered thing: `--batch 111` in the source, "batch 110" (and no "batch 111") in the segment.
+    for word, number in _NUMBERED.findall(source):
+        said = {n for w, n in _NUMBERED.findall(segment.text) if w == word}
+        if said and number not in said:
+            return True
+    return False
+
+
+def states_setting(segment: Segment, *, setting: str, value: str, source: str = "") -> bool:
+    """Whether a segment states a setting's value: the setting named (its name, or one word of it) and the value
+    (a number with a unit in any unit that agrees, "1.8 GiB" for 1843 MiB; else the value's tokens), and not as
+    the value of another thing of the same kind (`_about_another`)."""
+    named = setting in segment.tokens or bool(setting_words(setting) & segment.words)
+    if not named or (source and _about_another(segment, source)):
+        return False
+    quantity = quantity_of(value)
+    if quantity is not None:
+        return states_quantity(segment.text, quantity)
+    wanted = tokens(normalise(value))
+    return bool(wanted) and all(t in segment.tokens for t in wanted)

@@ -6,9 +6,9 @@ two adjacent summary lines, a tool call read together with its output, or a reas
 fact by its kind (`facts.WEIGHTS`).
 
 Two more rules make the score track what the model can still use:
-- **cumulative**: a compaction is scored on the facts that left at it *plus* the facts an earlier compaction of the
-  session still held (`carried`), so a second compaction is judged on everything the first one's window kept, and a
-  fact lost once stays lost (it is not carried);
+- **cumulative**: a compaction is scored on the facts that left at it *plus* every fact an earlier compaction of
+  the session judged (`carried`, held or lost), so a second compaction is judged on everything the session has
+  seen leave: a fact lost at the first stays lost in every later score until a window states it again;
 - **opaque**: a window holding an encrypted compaction item (remote compaction) may remember what is not visible.
   Facts not visibly stated are then *not scored* rather than lost: the score is None with `opaque` set, and what is
   visible is reported separately (`visible_kept`).
@@ -16,6 +16,7 @@ Two more rules make the score track what the model can still use:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -31,18 +32,23 @@ from compaction_app.engine.items import (
 )
 from compaction_app.engine.retention.facts import (
     Category,
+    FactKind,
     ProbeFact,
     call_text,
+    current_values,
     extract_facts,
+    history_statements,
     left_items,
     output_text,
 )
-from compaction_app.engine.retention.match import Segment, states
+from compaction_app.engine.retention.match import Segment, states, states_setting
 
-# The cumulative score carries at most this many held facts from one compaction to the next (newest kept).
+# The cumulative score carries at most this many facts from one compaction to the next (newest kept).
 MAX_CARRIED = 400
 # How much of a tool output a segment reads: the status header and the lines a summary would quote.
 OUTPUT_CHARS = 8000
+# Where a sentence of prose ends: ". " before a capital letter or a digit (not "app.toml", not "e.g. x").
+SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-Z0-9`|(-])")
 
 
 class CheckMethod(StrEnum):
@@ -118,9 +124,15 @@ class RetentionScore:
 
 
 def _summary_segments(text: str) -> list[Segment]:
-    """A summary is many claims: each line stands alone, and so do two adjacent lines (a claim wrapped in two)."""
+    """A summary is many claims: each line stands alone, and so do two adjacent lines (a claim wrapped in two), and
+    each sentence of a line of prose (a setting's value is read in the sentence that names it)."""
     lines = [line for line in text.splitlines() if line.strip()]
-    found = [Segment(line) for line in lines]
+    found = []
+    for line in lines:
+        sentences = [s for s in SENTENCE_END.split(line) if s.strip()]
+        found.append(Segment(line, multi=len(sentences) > 1))
+        if len(sentences) > 1:
+            found += [Segment(sentence) for sentence in sentences]
     found += [Segment(f"{a} {b}", joined=True) for a, b in zip(lines, lines[1:], strict=False)]
     return found
 
@@ -136,7 +148,7 @@ def segments(items: list[Item]) -> list[Segment]:
         if is_message(item):
             text = message_text(item)
             if not is_summary_message(item):
-                found.append(Segment(text))
+                found.append(Segment(text, multi=True))
             found += _summary_segments(text)
         elif kind in TOOL_CALL_KINDS:
             output = outputs.get(item.get("call_id"))
@@ -154,9 +166,13 @@ def segments(items: list[Item]) -> list[Segment]:
 
 
 def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
+    if fact.setting:
+        return any(states_setting(segment, setting=fact.setting, value=fact.value, source=fact.subject)
+                   for segment in found if not segment.joined and not segment.multi)
+    loose = fact.kind is FactKind.ERROR
     return any(
         states(segment if not fact.subject else _without(segment, fact.subject), anchors=fact.anchors,
-               words=fact.words, status=fact.status)
+               words=fact.words, status=fact.status, loose_numbers=loose)
         for segment in found if not (segment.joined and fact.status is not None)
     )
 
@@ -206,10 +222,11 @@ def facts_that_left(before: list[Item], after: list[Item], pins: list[ProbeFact]
     gone_set = {id(i) for i in gone}
     calls = [i for i in before
              if i.get("type") in TOOL_CALL_KINDS and i.get("call_id") in gone_ids and id(i) not in gone_set]
-    facts = extract_facts([*calls, *gone], context=before)
+    statements = history_statements(before)
+    facts = extract_facts([*calls, *gone], context=before, statements=statements)
     keys = {f.key for f in facts}
     out = list(facts)
-    for extra in [*(carried or [])[-MAX_CARRIED:], *(pins or [])]:
+    for extra in [*current_values((carried or [])[-MAX_CARRIED:], statements), *(pins or [])]:
         if extra.key not in keys:
             keys.add(extra.key)
             out.append(extra)
@@ -223,9 +240,10 @@ def score_compaction(before: list[Item], after: list[Item], pins: list[ProbeFact
 
 
 def carried_facts(retention: dict[str, Any] | None) -> list[ProbeFact]:
-    """The facts a stored score held (what the next compaction of the session is scored on as well). Pins are not
-    carried: the pins in force are added on each compaction."""
+    """The facts a stored score judged, held or lost (the next compaction of the session is scored on them too: a
+    fact lost at any compaction stays lost until a window states it again). Pins are not carried: the pins in force
+    are added on each compaction."""
     if not retention or retention.get("opaque"):
         return []
-    held = [f for f in retention.get("facts") or [] if f.get("kept") and f.get("kind") != "pin"]
-    return [ProbeFact.from_dict(f) for f in held][-MAX_CARRIED:]
+    judged = [f for f in retention.get("facts") or [] if f.get("kind") != "pin"]
+    return [ProbeFact.from_dict(f) for f in judged][-MAX_CARRIED:]

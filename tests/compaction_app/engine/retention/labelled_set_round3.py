@@ -98,14 +98,17 @@ def _tune_facts(n: int, phase: int) -> list[Fact]:
     ])]
     version = f"7.{k}.3"
     c2 = _cid(n, phase, "ver")
-    ver_items = [fcall(c2, "shell", command=["bash", "-lc", "pip show stripe"]),
-                 fout(c2, shell_out(0, f"Name: stripe\nVersion: {version}\nSummary: Python bindings for the "
-                                       "Stripe API\nLocation: /usr/lib/python3/site-packages"))]
+    # Each phase asks about another package: the same command run again would state the current version, a
+    # correction of the first (that is the "corrected later" family).
+    package = ("stripe", "boto3", "celery")[phase]
+    ver_items = [fcall(c2, "shell", command=["bash", "-lc", f"pip show {package}"]),
+                 fout(c2, shell_out(0, f"Name: {package}\nVersion: {version}\nSummary: the {package} "
+                                       "package\nLocation: /usr/lib/python3/site-packages"))]
     facts.append(Fact("value", version, "tool-output value", ver_items, [
         ("verbatim", True, True, []),
-        ("sentence", True, False, [f"The installed stripe package is version {version}."]),
-        ("wrong version", False, False, [f"The installed stripe package is version 7.{k}.4."]),
-        ("unspecific", False, False, ["Checked which stripe version is installed."]),
+        ("sentence", True, False, [f"The installed {package} package is version {version}."]),
+        ("wrong version", False, False, [f"The installed {package} package is version 7.{k}.4."]),
+        ("unspecific", False, False, [f"Checked which {package} version is installed."]),
         ("dropped", False, False, []),
     ]))
     # Unnamed failures: an OOM kill (dmesg wording) or an OOMKilled pod in an exit-0 table.
@@ -142,11 +145,11 @@ def _tune_facts(n: int, phase: int) -> list[Fact]:
                  fout(c4, exec_out(0, f"rows exported: 120000\npeak memory: {mib} MiB\n"))]
     facts.append(Fact("value", f"{mib} MiB", "unit", mem_items, [
         ("verbatim", True, True, []),
-        ("same unit", True, False, [f"The export peaked at {mib} MiB of memory."]),
-        ("GiB", True, False, [f"The export peaked at about {mib / 1024:.1f} GiB of memory."]),
-        ("MB", True, False, [f"The export peaked at {mib * 1.048576:.0f} MB of memory."]),
-        ("wrong unit KiB", False, False, [f"The export peaked at {mib} KiB of memory."]),
-        ("wrong unit GB", False, False, [f"The export peaked at {mib} GB of memory."]),
+        ("same unit", True, False, [f"The export of batch {k} peaked at {mib} MiB of memory."]),
+        ("GiB", True, False, [f"The export of batch {k} peaked at about {mib / 1024:.1f} GiB of memory."]),
+        ("MB", True, False, [f"The export of batch {k} peaked at {mib * 1.048576:.0f} MB of memory."]),
+        ("wrong unit KiB", False, False, [f"The export of batch {k} peaked at {mib} KiB of memory."]),
+        ("wrong unit GB", False, False, [f"The export of batch {k} peaked at {mib} GB of memory."]),
         ("dropped", False, False, []),
     ]))
     # A value corrected later: read from a file, then corrected by the user.
@@ -174,19 +177,19 @@ def _held_out_facts(n: int, phase: int) -> list[Fact]:
     k = n * 10 + phase
     port, replicas = 24000 + k, 2 + k % 7
     c1 = _cid(n, phase, "cfg")
-    cfg_items = [fcall(c1, "shell", command=["bash", "-lc", "kubectl get svc checkout -o json | jq .spec"]),
+    cfg_items = [fcall(c1, "shell", command=["bash", "-lc", f"kubectl get svc checkout-{k} -o json | jq .spec"]),
                  fout(c1, shell_out(0, json.dumps({"type": "ClusterIP", "ports": [
                      {"name": "http", "port": port, "protocol": "TCP"}]}, indent=2)))]
     facts = [Fact("value", str(port), "tool-output value", cfg_items, [
         ("verbatim", True, True, []),
-        ("sentence", True, False, [f"The checkout service exposes http on port {port}."]),
-        ("wrong value", False, False, [f"The checkout service exposes http on port {port + 1}."]),
-        ("unspecific", False, False, ["Looked at the checkout service spec."]),
+        ("sentence", True, False, [f"The checkout-{k} service exposes http on port {port}."]),
+        ("wrong value", False, False, [f"The checkout-{k} service exposes http on port {port + 1}."]),
+        ("unspecific", False, False, [f"Looked at the checkout-{k} service spec."]),
         ("dropped", False, False, []),
     ])]
     vol = f"vol-0{k:04d}e9c"
     c2 = _cid(n, phase, "id")
-    id_items = [fcall(c2, "exec_command", cmd="./scripts/provision-volume --size 50"),
+    id_items = [fcall(c2, "exec_command", cmd=f"./scripts/provision-volume --size 50 --name data-{k}"),
                 fout(c2, exec_out(0, f"requesting 50 GiB gp3 in eu-west-1\nvolume ready: {vol}\n"
                                      f"attached replicas: {replicas}"))]
     facts.append(Fact("value", vol, "tool-output value", id_items, [
@@ -224,10 +227,10 @@ def _held_out_facts(n: int, phase: int) -> list[Fact]:
                fout(c4, exec_out(0, f"42 scenarios, 42 passed\nsuite wall time: {secs} s\n"))]
     facts.append(Fact("value", f"{secs} s", "unit", t_items, [
         ("verbatim", True, True, []),
-        ("same unit", True, False, [f"The checkout e2e suite takes {secs} seconds."]),
-        ("minutes", True, False, [f"The checkout e2e suite takes about {secs / 60:.1f} minutes."]),
-        ("wrong unit ms", False, False, [f"The checkout e2e suite takes {secs} ms."]),
-        ("wrong unit min", False, False, [f"The checkout e2e suite takes {secs} minutes."]),
+        ("same unit", True, False, [f"The checkout-{k} e2e suite takes {secs} seconds."]),
+        ("minutes", True, False, [f"The checkout-{k} e2e suite takes about {secs / 60:.1f} minutes."]),
+        ("wrong unit ms", False, False, [f"The checkout-{k} e2e suite takes {secs} ms."]),
+        ("wrong unit min", False, False, [f"The checkout-{k} e2e suite takes {secs} minutes."]),
         ("dropped", False, False, []),
     ]))
     old, new = 40 + k, 80 + k

@@ -41,8 +41,32 @@ def test_a_second_compaction_judges_what_the_first_window_held():
     verdicts = {v.fact.kind: v.kept for v in second.verdicts}
     assert verdicts[FactKind.GOAL] is True and verdicts[FactKind.COMMAND] is False
     assert 0 < second.score < 1
-    # What the second compaction lost is not carried to a third: it stays lost.
-    assert FactKind.COMMAND not in {f.kind for f in carried_facts(second.to_dict())}
+    # What the second compaction lost is carried to a third and stays lost there, though nothing left the window,
+    # until a window states it again.
+    carried2 = carried_facts(second.to_dict())
+    third = score_compaction(after2, after2, carried=carried2)
+    assert {v.fact.kind: v.kept for v in third.verdicts}[FactKind.COMMAND] is False and third.score < 1
+    after4 = [summary("- Goal: move the invoices job to queue billing-7, retries at 5.",
+                      "- `make deploy` exited 2 again: missing target region eu-west-9")]
+    fourth = score_compaction(after2, after4, carried=carried_facts(third.to_dict()))
+    assert {v.fact.kind: v.kept for v in fourth.verdicts}[FactKind.COMMAND] is True
+
+
+def test_a_setting_lost_at_the_first_compaction_is_lost_at_the_third_through_the_cumulative_path():
+    read = [{"type": "function_call", "call_id": "r1", "name": "exec_command",
+             "arguments": json.dumps({"cmd": "cat deploy/api.toml"})},
+            {"type": "function_call_output", "call_id": "r1",
+             "output": "Process exited with code 0\nOutput:\n[server]\nlisten_port = 18443\n"}]
+    carried: list = []
+    window = [GOAL, *read]
+    verdicts = []
+    for text in ("- Goal: invoices job to billing-7.", "- Goal: invoices job to billing-7, retries at 5.",
+                 "- Goal: invoices job to billing-7; retries 5."):
+        after = [summary(text)]
+        score = score_compaction(window, after, carried=carried)
+        verdicts.append({v.fact.text: v.kept for v in score.verdicts if v.fact.setting == "listen_port"})
+        carried, window = carried_facts(score.to_dict()), after
+    assert all(v == {"listen_port = 18443 (in deploy/api.toml)": False} for v in verdicts), verdicts
 
 
 def test_an_opaque_remote_window_is_not_scored_and_its_visible_part_is():

@@ -1,0 +1,113 @@
+"""Numbers with units, compared by what they measure: "1.8 GiB" states 1843 MiB, "1843 KiB" does not.
+
+A quantity is a number and a unit of one dimension (bytes, time). Two statements agree when their values in the
+dimension's base unit differ by no more than the rounding the writer's number allows (half a unit of its last
+digit: "1.8 GiB" covers 1.75-1.85 GiB), plus half a percent across units (a conversion rounded once more: 1843 MiB
+is 1932 MB).
+A hand-written table of the units tool outputs and summaries use; pint would know many more, at the cost of a
+registry loaded per process for two dimensions.
+
+Plain Python; the same texts always give the same verdict.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+BYTES, SECONDS = "bytes", "seconds"
+
+_UNITS: dict[str, tuple[str, float]] = {}
+for names, dimension, factor in (
+    (("b", "byte", "bytes"), BYTES, 1),
+    (("kb", "kilobyte", "kilobytes"), BYTES, 1e3),
+    (("mb", "megabyte", "megabytes"), BYTES, 1e6),
+    (("gb", "gigabyte", "gigabytes"), BYTES, 1e9),
+    (("tb", "terabyte", "terabytes"), BYTES, 1e12),
+    (("kib", "kibibyte", "kibibytes", "k"), BYTES, 2**10),
+    (("mib", "mebibyte", "mebibytes", "m"), BYTES, 2**20),
+    (("gib", "gibibyte", "gibibytes", "g"), BYTES, 2**30),
+    (("tib", "tebibyte", "tebibytes"), BYTES, 2**40),
+    (("ns", "nanosecond", "nanoseconds"), SECONDS, 1e-9),
+    (("us", "µs", "microsecond", "microseconds"), SECONDS, 1e-6),
+    (("ms", "millisecond", "milliseconds", "msec", "msecs"), SECONDS, 1e-3),
+    (("s", "sec", "secs", "second", "seconds"), SECONDS, 1),
+    (("min", "mins", "minute", "minutes"), SECONDS, 60),
+    (("h", "hr", "hrs", "hour", "hours"), SECONDS, 3600),
+    (("d", "day", "days"), SECONDS, 86400),
+):
+    for name in names:
+        _UNITS[name] = (dimension, factor)
+# Single letters (but "s") read as units only when glued to the number ("512M", "2h"): "5 m" may be anything.
+_GLUED_ONLY = frozenset({"k", "m", "g", "h", "d"})
+
+_QUANTITY = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(\s?)([a-zµ]+)\b", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?![\w.])")
+RELATIVE_SLACK = 0.005
+
+
+@dataclass(frozen=True)
+class Quantity:
+    number: float
+    dimension: str
+    base: float  # the value in the dimension's base unit (bytes, seconds)
+    half_step: float  # half a unit of the number's last digit, in the base unit
+    factor: float  # the unit's size in the base unit
+
+    def agrees(self, other: Quantity) -> bool:
+        if self.dimension != other.dimension:
+            return False
+        # In the same unit only the writer's rounding; across units a conversion may round once more.
+        converted = RELATIVE_SLACK * max(abs(self.base), abs(other.base)) if self.factor != other.factor else 0
+        slack = max(self.half_step, other.half_step) + converted
+        return abs(self.base - other.base) <= slack
+
+
+def _number(text: str) -> tuple[float, float] | None:
+    """The number and half a unit of its last digit ("1,843" is 1843; "1.8" is 1.8 with half step 0.05)."""
+    clean = text.replace(",", "") if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", text) else text.replace(",", ".")
+    try:
+        value = float(clean)
+    except ValueError:
+        return None
+    decimals = len(clean.split(".", 1)[1]) if "." in clean else 0
+    return value, 0.5 * 10 ** -decimals
+
+
+def quantities(text: str) -> list[Quantity]:
+    """Every number-with-unit of a text, in order."""
+    found = []
+    for match in _QUANTITY.finditer(text):
+        number, space, unit = match.groups()
+        unit = unit.lower()
+        if unit not in _UNITS or (space and unit in _GLUED_ONLY):
+            continue
+        parsed = _number(number)
+        if parsed is None:
+            continue
+        value, half = parsed
+        dimension, factor = _UNITS[unit]
+        found.append(Quantity(number=value, dimension=dimension, base=value * factor, half_step=half * factor,
+                              factor=factor))
+    return found
+
+
+def quantity_of(text: str) -> Quantity | None:
+    """The quantity a value states when it is one number with a unit ("1843 MiB", "90 s", "512M"), else None."""
+    found = quantities(text)
+    match = _QUANTITY.fullmatch(text.strip())
+    return found[0] if len(found) == 1 and match is not None else None
+
+
+def states_quantity(text: str, wanted: Quantity) -> bool:
+    """Whether a text states `wanted`: a quantity of the same dimension that agrees with it, or the bare number
+    with no unit after it (the unit left implicit, not a wrong one)."""
+    found = quantities(text)
+    if any(q.agrees(wanted) for q in found):
+        return True
+    with_unit = {m.start(1) for m in _QUANTITY.finditer(text) if m.group(3).lower() in _UNITS}
+    for match in _NUMBER.finditer(text):
+        parsed = _number(match.group())
+        if parsed is not None and parsed[0] == wanted.number and match.start() not in with_unit:
+            return True
+    return False

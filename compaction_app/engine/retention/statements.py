@@ -1,0 +1,142 @@
+"""Settings a history states, and which value of each is the latest (a later line supersedes an earlier one).
+
+A *statement* is a named value: a config line in a tool's output (`listen_port = 19000`, `worker_timeout: 50`,
+`14:RATE_LIMIT_PER_MIN=300`, `peak memory: 1843 MiB`, `Version: 7.1.3`), a leaf of a JSON output
+(`{"port": 24011}`), or a later sentence that names a setting already seen and gives it a value ("RATE_LIMIT_PER_MIN
+is now 620", "raised worker_timeout from 50 to 100"). Values hold a digit (ports, ids, versions, sizes, timeouts):
+what the agent may need again and a summary may get wrong. Summaries are not read for statements: a summary
+restating a stale value is not a correction.
+
+`latest_values` folds a history's statements in order, so the value a fact asks for is the last one stated.
+
+Plain Python; the same history always gives the same statements.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from compaction_app.engine.retention.quantities import quantity_of
+
+# A config or report line: an optional grep line-number prefix, a name of up to four words, `=` or `:`, a value.
+KV_LINE = re.compile(
+    r"""^\s*(?:\d+[:-])?\s*["']?(?P<key>[A-Za-z_][\w.\-]*(?: [A-Za-z_][\w.\-]*){0,3})["']?\s*(?:=|:)\s*"""
+    r"""["']?(?P<value>[^"'\s][^"']*?)["']?\s*[,;]?\s*$""")
+# A value a later sentence gives a setting: a number (with its unit) or a version.
+VALUE_WORD = re.compile(r"-?\d[\d.,]*(?:\s?[A-Za-zµ]{1,12}\b)?")
+# Words that introduce the new value in a sentence ("from 50 to 100", "is now 620", "50 -> 100").
+NEW_VALUE = re.compile(r"\b(?:to|now|becomes?|became|into)\b|->|→|=>")
+CLAUSE_END = re.compile(r"[.;!?](?:\s|$)|\n")
+MAX_VALUE_WORDS = 2
+MAX_STATEMENTS_PER_TEXT = 8
+
+
+@dataclass(frozen=True)
+class Statement:
+    key: str  # as written
+    value: str
+    source: str = ""  # where it was stated (a file, a command); "" for a sentence restating a known setting
+
+    @property
+    def name(self) -> str:
+        """The setting's identity: lower case, separators unified (`RATE_LIMIT_PER_MIN`, `rate-limit-per-min`)."""
+        return normalise_key(self.key)
+
+
+def normalise_key(key: str) -> str:
+    return re.sub(r"[\s\-]+", "_", key.strip().lower())
+
+
+def _plain_value(value: str) -> str | None:
+    value = re.sub(r"\s*\([^)]*\)\s*$", "", value.strip())  # a trailing note: "4 (12s ago)" states 4
+    if not value or not any(ch.isdigit() for ch in value) or value.startswith("//"):
+        return None
+    if len(value.split()) > MAX_VALUE_WORDS and quantity_of(value) is None:
+        return None
+    return value
+
+
+def _json_leaves(data: Any, key: str = "") -> list[Statement]:
+    found: list[Statement] = []
+    if isinstance(data, dict):
+        for name, value in data.items():
+            found += _json_leaves(value, str(name))
+    elif isinstance(data, list):
+        for value in data:
+            found += _json_leaves(value, key)
+    elif key and not isinstance(data, bool) and data is not None:
+        value = _plain_value(str(data))
+        if value is not None and re.match(r"^[A-Za-z_]", key):
+            found.append(Statement(key, value))
+    return found
+
+
+def structured(lines: list[str]) -> list[Statement]:
+    """The statements of a tool output's body lines: a JSON document's leaves, or its `name = value` lines."""
+    text = "\n".join(lines).strip()
+    if text[:1] in "{[":
+        try:
+            return _json_leaves(json.loads(text))[:MAX_STATEMENTS_PER_TEXT]
+        except ValueError:
+            pass
+    found = []
+    for line in lines:
+        match = KV_LINE.match(line)
+        if match is None:
+            continue
+        value = _plain_value(match.group("value"))
+        if value is not None:
+            found.append(Statement(match.group("key"), value))
+            if len(found) == MAX_STATEMENTS_PER_TEXT:
+                break
+    return found
+
+
+def restated(text: str, names: set[str]) -> list[Statement]:
+    """Statements of settings already known (`names`) in free text, in order: the value after the setting's name in
+    the same clause, the one after "to"/"now"/"->" when there is one ("from 50 to 100" states 100)."""
+    if not names:
+        return []
+    found: list[tuple[int, Statement]] = []
+    lowered = text.lower()
+    for name in names:
+        pattern = re.compile(rf"(?<![\w-]){re.escape(name).replace('_', '[_ -]')}(?![\w-])")
+        for match in pattern.finditer(lowered):
+            rest = text[match.end():]
+            end = CLAUSE_END.search(rest)
+            clause = rest[: end.start() if end else len(rest)]
+            values = list(VALUE_WORD.finditer(clause))
+            if not values:
+                continue
+            pivots = [m.end() for m in NEW_VALUE.finditer(clause)]
+            after = [v for v in values if pivots and v.start() >= pivots[-1]]
+            chosen = after[0] if after else values[0]
+            value = _plain_value(_unit_or_number(chosen.group()))
+            if value is not None:
+                found.append((match.start(), Statement(text[match.start():match.end()], value)))
+    return [s for _, s in sorted(found, key=lambda pair: pair[0])]
+
+
+def _unit_or_number(word: str) -> str:
+    """A value word with its unit only when the unit is one ("1843 MiB"; "620 per" is 620)."""
+    word = word.strip().rstrip(".,")
+    if quantity_of(word) is not None:
+        return word
+    return re.match(r"-?\d[\d.,]*", word).group().rstrip(".,")  # type: ignore[union-attr]
+
+
+def latest_values(statements: list[Statement]) -> dict[tuple[str, str], Statement]:
+    """The last statement of each setting (source, name), in the order given (the history's order). A restatement
+    without a source updates the setting of that name in every source it was read from."""
+    latest: dict[tuple[str, str], Statement] = {}
+    for statement in statements:
+        if statement.source:
+            latest[(statement.source, statement.name)] = statement
+            continue
+        for source, name in list(latest):
+            if name == statement.name:
+                latest[(source, name)] = Statement(latest[(source, name)].key, statement.value, source)
+    return latest
