@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, validate_email
 from django.db import models
 
 from compaction_app.choices import text_choices
 from compaction_app.engine import vocabulary as v
+from compaction_app.engine.alert_delivery import DeliveryEvent, Severity
 from compaction_app.engine.alerts import AlertKind, Thresholds
 from compaction_app.engine.history import COMPACT_USER_MESSAGE_MAX_TOKENS, RETAINED_MESSAGE_TOKEN_BUDGET
 from compaction_app.engine.hooks import DEFAULT_HOOK_TIMEOUT, MAX_HOOK_TIMEOUT, callable_allowed
@@ -784,3 +785,111 @@ class RetentionSettings(SingleRowSettings):
 
     def __str__(self) -> str:
         return "retention settings"
+
+
+class AlertDestination(models.Model):
+    """Where alerts are delivered (issue 45, docs/alerts.md "Delivery"): a Slack-compatible incoming webhook, a JSON
+    webhook signed with HMAC, or email through Django's email backend; for the alert kinds and severities chosen.
+    URLs pass the deployment's outbound rule on save and again before each send; the signing secret is named, never
+    stored (an environment variable, like a provider's key)."""
+
+    class Kind(models.TextChoices):
+        SLACK = "slack", "Slack-compatible incoming webhook"
+        WEBHOOK = "webhook", "JSON webhook (HMAC-signed)"
+        EMAIL = "email", "Email"
+
+    Severity = models.TextChoices("Severity", [(s.name, (s.value, s.value)) for s in Severity])
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    url = models.CharField(
+        max_length=500, blank=True, validators=[validate_outbound_url],
+        help_text="The webhook URL (Slack-compatible and JSON webhooks). Must pass the deployment's outbound rule: "
+                  "private and loopback hosts only when COMPACTWEB_OUTBOUND_ALLOW lists them.")
+    secret_env = models.CharField(
+        max_length=100, blank=True, validators=[validate_secret_env_name],
+        help_text="JSON webhook: the environment variable holding the HMAC signing secret (never stored here).")
+    recipients = models.TextField(
+        blank=True, help_text="Email: the addresses to send to, separated by commas or new lines.")
+    kinds = models.JSONField(
+        default=list, blank=True,
+        help_text=f'The alert kinds sent here, e.g. ["storm", "loop"] (empty: every kind; {", ".join(AlertKind)}).')
+    min_severity = models.CharField(
+        max_length=16, choices=Severity.choices, default=Severity.INFO,
+        help_text="Only alerts at least this severe (docs/alerts.md lists each kind's severity).")
+    timeout_seconds = models.FloatField(
+        default=5.0, validators=[MinValueValidator(0.1), MaxValueValidator(30.0)],
+        help_text="One send gives up after this long (then it is retried with back-off).")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def recipient_list(self) -> list[str]:
+        return [r.strip() for r in self.recipients.replace("\n", ",").split(",") if r.strip()]
+
+    def clean(self) -> None:
+        super().clean()
+        errors: dict[str, str] = {}
+        if self.kind in (self.Kind.SLACK, self.Kind.WEBHOOK) and not self.url:
+            errors["url"] = "a webhook destination needs its URL"
+        if self.kind == self.Kind.WEBHOOK and not self.secret_env:
+            errors["secret_env"] = "a JSON webhook is signed: name the variable that holds its secret"
+        if self.kind == self.Kind.EMAIL:
+            if not self.recipient_list():
+                errors["recipients"] = "an email destination needs at least one address"
+            for address in self.recipient_list():
+                try:
+                    validate_email(address)
+                except ValidationError:
+                    errors["recipients"] = f"{address!r} is not an email address"
+        known = {k.value for k in AlertKind}
+        if not isinstance(self.kinds, list) or any(k not in known for k in self.kinds):
+            errors["kinds"] = f"a list of alert kinds among {', '.join(sorted(known))}"
+        if errors:
+            raise ValidationError(errors)
+
+    def wants(self, *, kind: str, severity: Severity) -> bool:
+        """Whether an alert of this kind and severity is sent here."""
+        return (not self.kinds or kind in self.kinds) and severity.rank >= Severity(self.min_severity).rank
+
+
+class AlertDelivery(models.Model):
+    """One message to one destination about one alert (or an admin's test), with its attempts: pending until sent,
+    retried with back-off, and a dead letter an admin sees once the attempts are spent (docs/alerts.md)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SENT = "sent"
+        DEAD = "dead", "dead letter"
+
+    Event = models.TextChoices("Event", [(e.name, e.value) for e in DeliveryEvent])
+
+    destination = models.ForeignKey(AlertDestination, on_delete=models.CASCADE, related_name="deliveries")
+    alert = models.ForeignKey(Alert, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=16, choices=Event.choices)
+    count = models.PositiveIntegerField(default=0, help_text="The alert's count when the message was made.")
+    payload = models.JSONField(default=dict, help_text="The message, made once: every attempt sends the same.")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a pending message is (re)tried; while an attempt runs, when its "
+                                         "claim lapses and another sender may take it over.")
+    last_error = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name_plural = "alert deliveries"
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="alert_delivery_due")]
+        constraints = [models.UniqueConstraint(
+            fields=["destination", "alert", "event", "count"], condition=models.Q(alert__isnull=False),
+            name="one_alert_delivery_per_message")]
+
+    def __str__(self) -> str:
+        return f"{self.event} of alert {self.alert_id or '(test)'} to {self.destination_id}"

@@ -193,6 +193,10 @@ CELERY_DB_REUSE_MAX = int(os.environ.get("COMPACTWEB_WORKER_DB_REUSE_MAX", "1000
 # one conditional UPDATE makes sure a period's run happens once.
 CELERY_BEAT_SCHEDULE = {
     "archive-ended-sessions": {"task": "sessions_app.archive.tasks.run_scheduled_archiver", "schedule": 3600.0},
+    # Alert deliveries due again after a failed attempt, and the resolved message of a cause that stopped
+    # (docs/alerts.md "Delivery"); the scheduler's housekeeping sends the same task, a claim per attempt keeps
+    # one send per attempt.
+    "retry-alert-deliveries": {"task": "sessions_app.compactions.alert_delivery.retry_due_task", "schedule": 15.0},
 }
 
 # Where retention writes its archive files (docs/retention-policy.md): the deployment's choice, never a page's.
@@ -344,6 +348,25 @@ COMPACTWEB_SIM_TOKEN = os.environ.get("COMPACTWEB_SIM_TOKEN", "")
 # 0 skips the waits (the test suite does, so retried failures stay fast).
 COMPACTWEB_RETRY_BACKOFF_SCALE = float(os.environ.get("COMPACTWEB_RETRY_BACKOFF_SCALE", "1"))
 COMPACTWEB_SIM_MAX_BODY_BYTES = int(os.environ.get("COMPACTWEB_SIM_MAX_BODY_BYTES", str(4 * 1024 * 1024)))
+
+# Alert delivery (issue 45, docs/alerts.md "Delivery"): a failed send is retried after RETRY_SECONDS, doubling up to
+# RETRY_MAX_SECONDS, and is a dead letter after MAX_ATTEMPTS. PUBLIC_URL (the dashboard's address as people reach
+# it, e.g. https://compactweb.example.com) puts a link to the session in each message; empty: no link.
+COMPACTWEB_ALERT_RETRY_SECONDS = float(os.environ.get("COMPACTWEB_ALERT_RETRY_SECONDS", "30"))
+COMPACTWEB_ALERT_RETRY_MAX_SECONDS = float(os.environ.get("COMPACTWEB_ALERT_RETRY_MAX_SECONDS", "1800"))
+COMPACTWEB_ALERT_MAX_ATTEMPTS = int(os.environ.get("COMPACTWEB_ALERT_MAX_ATTEMPTS", "8"))
+COMPACTWEB_PUBLIC_URL = os.environ.get("COMPACTWEB_PUBLIC_URL", "").rstrip("/")
+# Email alert destinations go through Django's email backend: SMTP to EMAIL_HOST:EMAIL_PORT (the password from the
+# environment only), or EMAIL_BACKEND=django.core.mail.backends.console.EmailBackend to print them.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = _env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "10"))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "compactweb@localhost")
 
 # Tokenizer used when a provider names none.
 COMPACTWEB_DEFAULT_ENCODING = os.environ.get("COMPACTWEB_DEFAULT_ENCODING", "o200k_base")

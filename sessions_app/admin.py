@@ -1,12 +1,19 @@
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import path
 from django.utils.html import format_html
+from django.views.decorators.http import require_POST
 
+from compaction_app.engine.alert_delivery import KIND_SEVERITY
+from compaction_app.models import AlertDelivery, AlertDestination
 from compactweb import auth_admin
 from compactweb.domain_errors import DomainError
 from compactweb.read_only_admin import ReadOnlyAdmin
 from compactweb.roles import ADMIN, has_role
 from sessions_app.archive.services import do_restore_archive
 from sessions_app.codex_rollout import RolloutImportError
+from sessions_app.compactions import alert_delivery
 from sessions_app.models import ArchiveRun, ContextWindow, LiveItem, RolloutLine, Session, SessionArchive
 
 auth_admin.register()  # users and groups without a way up for the admin role (issue 14)
@@ -96,3 +103,76 @@ class SessionArchiveAdmin(ReadOnlyAdmin):
 class ArchiveRunAdmin(ReadOnlyAdmin):
     list_display = ("started_at", "trigger", "dry_run", "due", "archived", "failed", "finished_at")
     list_filter = ("trigger", "dry_run")
+
+
+@admin.register(AlertDestination)
+class AlertDestinationAdmin(admin.ModelAdmin):
+    """Where alerts are delivered (issue 45, docs/alerts.md "Delivery"); the admin role configures them and may
+    send a test message (the button on a destination's page, or the list's action)."""
+
+    list_display = ("name", "kind", "target", "kinds", "min_severity", "enabled")
+    list_filter = ("kind", "enabled", "min_severity")
+    list_editable = ("enabled",)
+    search_fields = ("name", "url", "recipients")
+    actions = ["send_test"]
+    fieldsets = ((None, {
+        "description": "A Slack-compatible incoming webhook gets a <code>text</code> message; a JSON webhook gets "
+                       "the alert as JSON signed with HMAC-SHA256 (header X-Compactweb-Signature over "
+                       "<code>timestamp.body</code>, the secret read from the environment variable named here); "
+                       "email goes through the server's email settings. Severities: " + ", ".join(
+                           f"{kind} {severity}" for kind, severity in KIND_SEVERITY.items()) + ".",
+        "fields": ("name", "kind", "url", "secret_env", "recipients", "kinds", "min_severity", "timeout_seconds",
+                   "enabled"),
+    }),)
+
+    @admin.display(description="sent to")
+    def target(self, obj: AlertDestination) -> str:
+        return obj.url if obj.kind != AlertDestination.Kind.EMAIL else ", ".join(obj.recipient_list())
+
+    def has_send_test_permission(self, request) -> bool:
+        return has_role(request.user, ADMIN)
+
+    def _report_test(self, request, destination: AlertDestination) -> None:
+        row = alert_delivery.do_send_test(destination)
+        if row.status == AlertDelivery.Status.SENT:
+            self.message_user(request, f"test message sent to {destination.name}")
+        else:
+            self.message_user(request, f"test message to {destination.name} failed: {row.last_error}",
+                              level=messages.ERROR)
+
+    @admin.action(description="Send a test message to the selected destinations", permissions=["send_test"])
+    def send_test(self, request, queryset):
+        for destination in queryset.order_by("pk"):
+            self._report_test(request, destination)
+
+    def get_urls(self):
+        view = self.admin_site.admin_view(require_POST(self.send_test_view))
+        return [path("<int:pk>/send-test/", view, name="compaction_app_alertdestination_send_test"),
+                *super().get_urls()]
+
+    def send_test_view(self, request, pk: int):
+        if not self.has_send_test_permission(request):
+            raise PermissionDenied
+        destination = get_object_or_404(AlertDestination, pk=pk)
+        self._report_test(request, destination)
+        return redirect("admin:compaction_app_alertdestination_change", destination.pk)
+
+
+@admin.register(AlertDelivery)
+class AlertDeliveryAdmin(ReadOnlyAdmin):
+    """Every message to a destination, its attempts and last error; filter by status "dead letter" for the ones
+    whose attempts are spent. The admin role may retry those."""
+
+    list_display = ("created_at", "destination", "event", "alert", "count", "status", "attempts", "next_attempt_at",
+                    "last_error", "sent_at")
+    list_filter = ("status", "event", "destination")
+    search_fields = ("last_error",)
+    actions = ["retry"]
+
+    def has_retry_permission(self, request) -> bool:
+        return has_role(request.user, ADMIN)
+
+    @admin.action(description="Retry the selected dead letters", permissions=["retry"])
+    def retry(self, request, queryset):
+        count = alert_delivery.do_retry_dead(queryset)
+        self.message_user(request, f"{count} dead letter(s) offered again")

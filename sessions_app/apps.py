@@ -12,7 +12,7 @@ class SessionsAppConfig(AppConfig):
         from compactweb.role_permissions import grant_admin_permissions
         from sessions_app import rollout_guard
         from sessions_app.archive import tasks as archive_tasks
-        from sessions_app.compactions import alerts
+        from sessions_app.compactions import alert_delivery, alerts
         from sessions_app.fleet import runtime as fleet_runtime
         from sessions_app.fleet import scheduler
         from sessions_app.jobs import liveness
@@ -22,5 +22,7 @@ class SessionsAppConfig(AppConfig):
         ws_revocation.connect_signals()
         post_migrate.connect(grant_admin_permissions, dispatch_uid="compactweb_admin_permissions")
         alerts.pause_requested.connect(fleet_runtime.pause_for_alert, dispatch_uid="compactweb_pause_on_alert")
+        alerts.alert_changed.connect(alert_delivery.on_alert_changed, dispatch_uid="compactweb_deliver_alerts")
         scheduler.housekeeping_done.connect(liveness.reap_dead_jobs, dispatch_uid="compactweb_reap_dead_jobs")
         scheduler.housekeeping_done.connect(archive_tasks.archive_if_due, dispatch_uid="compactweb_archive_if_due")
+        scheduler.housekeeping_done.connect(alert_delivery.retry_if_due, dispatch_uid="compactweb_alert_retries")

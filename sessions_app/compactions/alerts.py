@@ -286,10 +286,16 @@ def recent_alerts(*, limit: int = 10, session_id: int | None = None) -> list[Ale
                 .order_by("-last_at", "-pk")[:limit])
 
 
+# Sent (after commit) when an alert was raised, grew or was acknowledged: the boundary alert delivery listens on
+# (sessions_app.apps: compactions.alert_delivery.on_alert_changed), so the rules know nothing of destinations.
+alert_changed = Signal()
+
+
 def publish_alert(*, alert: Alert) -> None:
     """Tell the live pages (fleet board, the session's page) that this alert was raised, grew or was acknowledged;
-    their consumers re-render the alerts list (sessions_app.live)."""
+    their consumers re-render the alerts list (sessions_app.live); and tell alert delivery."""
     events.publish_alert_event(session_id=alert.session_id, alert_id=alert.pk)
+    alert_changed.send_robust(sender=Alert, alert=alert)  # a failing destination never fails the alert
 
 
 def do_acknowledge_alert(*, alert: Alert, actor) -> Alert:
