@@ -34,7 +34,13 @@ from compaction_app.engine.items import (
     message_text,
 )
 from compaction_app.engine.retention.match import anchors_of, normalise, words_of
-from compaction_app.engine.retention.statements import Statement, latest_values, restated, structured
+from compaction_app.engine.retention.statements import (
+    Statement,
+    corrected_sources,
+    latest_values,
+    restated,
+    structured,
+)
 
 
 class Category(StrEnum):
@@ -102,7 +108,8 @@ ERROR_LINE = re.compile(
     # Failures that never say "error": the kernel's and the orchestrator's words, signals, crashes.
     r"\bkilled\b|\bOOM\w*|\bout of memory\b|\bsegfault\w*|\bcore dumped\b|\baborted\b|\bpanic\w*|"
     r"\bSIG(?:KILL|SEGV|ABRT|BUS|TERM)\b|\bCrashLoopBackOff\b|\bEvicted\b|\bBackOff\b|\bdoes not exist\b|"
-    r"\bno space left\b|\bdeadlock\b|\bunhealthy\b|\bnon-zero\b|\bexit status [1-9]|\bterminated\b|\bCRITICAL\b",
+    r"\bno space left\b|\bdeadlock\b|\bunhealthy\b|\bnon-zero\b|\bexit status [1-9]|\bterminated\b|\bCRITICAL\b|"
+    r"\bexited (?:with )?(?:code |status )?\(?[1-9]\d*\b|\btime ?out\b",
     re.IGNORECASE)
 # A table's header row (`NAME  READY  STATUS  RESTARTS  AGE`) and a row's cells, two or more spaces apart.
 TABLE_HEADER = re.compile(r"^[A-Z][A-Z_-]*(?:\s{2,}[A-Z][A-Z_ -]*)+$")
@@ -117,6 +124,8 @@ DECISION = re.compile(
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 # A plain value the agent may go on to use: a number of 3+ digits, an id with letters and digits, a hex digest.
 VALUE_TOKEN = re.compile(r"(?<![\w./-])(?:\d{3,}|[A-Za-z]+[-_]?\d[\w-]*|[0-9a-f]{7,40})(?![\w/])")
+# An output that is one value: a digest, a version, an id with letters and digits, a number of 4+ digits.
+SOLE_VALUE = re.compile(r"[0-9a-f]{7,64}|v?\d+\.\d+(?:\.\d+)*[\w.+-]*|[A-Za-z][\w.-]*\d[\w.-]*|\d{4,}")
 MAX_ERRORS_PER_OUTPUT = 2
 MAX_VALUES_PER_OUTPUT = 3
 MAX_FACT_CHARS = 600
@@ -426,10 +435,20 @@ def current_values(facts: list[ProbeFact], statements: Statements) -> list[Probe
 
 def _latest(statement: Statement, latest: dict[tuple[str, str], Statement]) -> list[Statement]:
     """The latest value of each setting a statement names: its own source's, or, for a restatement (no source),
-    every source's setting of that name."""
+    the settings it corrects."""
     if statement.source:
         return [latest[(statement.source, statement.name)]]
-    return [s for (source, name), s in latest.items() if name == statement.name and source]
+    return [latest[(source, statement.name)] for source in corrected_sources(statement, latest)]
+
+
+def sole_value(output: str) -> str | None:
+    """The value an output is made of when it is one distinctive token (`git rev-parse` gives a digest, `node
+    --version` a version, a create command an id): a fact though the agent never repeats it."""
+    body = output_body(output)
+    if len(body) != 1 or len(body[0].split()) != 1:
+        return None
+    token = body[0].strip("'\"`")
+    return token if SOLE_VALUE.fullmatch(token) else None
 
 
 class _Collector:
@@ -546,6 +565,10 @@ def extract_facts(items: list[Item], context: list[Item] | None = None,
                     c.add(FactKind.ERROR, line, "Which errors were seen?")
             call_said = call_text(call) if call is not None else ""
             source = (command_of(call) if call is not None else None) or (call or {}).get("name") or "a tool"
+            sole = sole_value(output_text(item))
+            if sole is not None:
+                c.add(FactKind.VALUE, f"{sole} (from the output of `{source}`)", "Which values did you use?",
+                      about=sole)
             own = frozenset(s.value for s in stated.get(positions.get(id(item), -1), ()))
             for value in used_values(output_text(item), positions.get(id(item), -1), uses, call_said, own):
                 c.add(FactKind.VALUE, f"{value} (from the output of `{source}`)", "Which values did you use?",

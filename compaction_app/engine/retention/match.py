@@ -225,7 +225,8 @@ def states_setting(segment: Segment, *, setting: str, value: str, source: str = 
     """Whether a segment states a setting's value: the setting named (its name, or one word of it) and the value
     (a number with a unit in any unit that agrees, "1.8 GiB" for 1843 MiB; else the value's tokens), and not as
     the value of another thing of the same kind (`_about_another`)."""
-    named = setting in segment.tokens or bool(setting_words(setting) & segment.words)
+    named = setting in segment.tokens or setting.replace("_", "") in segment.tokens or \
+        bool(setting_words(setting) & segment.words)
     if not named or (source and _about_another(segment, source)):
         return False
     quantity = quantity_of(value)

@@ -26,7 +26,7 @@ KV_LINE = re.compile(
     r"""^\s*(?:\d+[:-])?\s*["']?(?P<key>[A-Za-z_][\w.\-]*(?: [A-Za-z_][\w.\-]*){0,3})["']?\s*(?:=|:)\s*"""
     r"""["']?(?P<value>[^"'\s][^"']*?)["']?\s*[,;]?\s*$""")
 # A value a later sentence gives a setting: a number (with its unit) or a version.
-VALUE_WORD = re.compile(r"-?\d[\d.,]*(?:\s?[A-Za-zµ]{1,12}\b)?")
+VALUE_WORD = re.compile(r"(?<![\w./-])-?\d[\d.,]*(?:\s?[A-Za-zµ]{1,12}\b)?(?![\w/-])")
 # Words that introduce the new value in a sentence ("from 50 to 100", "is now 620", "50 -> 100").
 NEW_VALUE = re.compile(r"\b(?:to|now|becomes?|became|into)\b|->|→|=>")
 CLAUSE_END = re.compile(r"[.;!?](?:\s|$)|\n")
@@ -39,6 +39,7 @@ class Statement:
     key: str  # as written
     value: str
     source: str = ""  # where it was stated (a file, a command); "" for a sentence restating a known setting
+    about: frozenset[str] = frozenset()  # a restatement's identifiers (which source it corrects)
 
     @property
     def name(self) -> str:
@@ -47,7 +48,14 @@ class Statement:
 
 
 def normalise_key(key: str) -> str:
-    return re.sub(r"[\s\-]+", "_", key.strip().lower())
+    """`HostPort` and `host-port` and `host port` are `host_port`."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key.strip())
+    return re.sub(r"[\s\-]+", "_", snake.lower())
+
+
+def identifiers(text: str) -> set[str]:
+    """The names with a digit in a text (`pg-11`, `web-3`, `checkout-41`): what tells one source from another."""
+    return set(re.findall(r"[a-z][a-z_-]*\d[\w-]*", text.lower()))
 
 
 def _plain_value(value: str) -> str | None:
@@ -116,7 +124,8 @@ def restated(text: str, names: set[str]) -> list[Statement]:
             chosen = after[0] if after else values[0]
             value = _plain_value(_unit_or_number(chosen.group()))
             if value is not None:
-                found.append((match.start(), Statement(text[match.start():match.end()], value)))
+                found.append((match.start(), Statement(text[match.start():match.end()], value,
+                                                       about=frozenset(identifiers(text)))))
     return [s for _, s in sorted(found, key=lambda pair: pair[0])]
 
 
@@ -128,15 +137,33 @@ def _unit_or_number(word: str) -> str:
     return re.match(r"-?\d[\d.,]*", word).group().rstrip(".,")  # type: ignore[union-attr]
 
 
+def corrected_sources(statement: Statement, latest: dict[tuple[str, str], Statement]) -> list[str]:
+    """Which sources a restatement corrects: those of its setting it names an identifier of ("ALTER SYSTEM SET
+    max_connections = 200" on `pg-11` corrects pg-11's postgresql.conf); none when it names only a sibling of
+    theirs (`pg-12`: another server, whose own output comes later); else the one stated last."""
+    sources = [source for source, name in latest if name == statement.name]
+    named = [source for source in sources if identifiers(source) & statement.about]
+    if named:
+        return named
+    known = {_shape(i) for source in sources for i in identifiers(source)}
+    if any(_shape(i) in known for i in statement.about):
+        return []
+    return sources[-1:]
+
+
+def _shape(identifier: str) -> str:
+    return re.sub(r"\d+", "#", identifier)
+
+
 def latest_values(statements: list[Statement]) -> dict[tuple[str, str], Statement]:
     """The last statement of each setting (source, name), in the order given (the history's order). A restatement
-    without a source updates the setting of that name in every source it was read from."""
+    without a source updates the setting of that name it corrects (`corrected_sources`)."""
     latest: dict[tuple[str, str], Statement] = {}
     for statement in statements:
         if statement.source:
+            latest.pop((statement.source, statement.name), None)  # re-inserted last: the newest source
             latest[(statement.source, statement.name)] = statement
             continue
-        for source, name in list(latest):
-            if name == statement.name:
-                latest[(source, name)] = Statement(latest[(source, name)].key, statement.value, source)
+        for source in corrected_sources(statement, latest):
+            latest[(source, statement.name)] = Statement(latest[(source, statement.name)].key, statement.value, source)
     return latest

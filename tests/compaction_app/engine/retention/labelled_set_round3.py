@@ -38,6 +38,10 @@ from tests.compaction_app.engine.retention.labelled_set import (
 
 TUNE = "tune"
 HELD_OUT = "held_out"
+# Written after the scorer of round three was done, run once, never debugged on: what the scorer does on templates
+# its author did not have in mind when building it.
+BLIND = "blind"
+PARTS = (TUNE, HELD_OUT, BLIND)
 
 
 @dataclass
@@ -251,10 +255,82 @@ def _held_out_facts(n: int, phase: int) -> list[Fact]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Blind templates: written after the round-three scorer, run once
+# ---------------------------------------------------------------------------------------------------------------
+
+def _blind_facts(n: int, phase: int) -> list[Fact]:
+    k = n * 10 + phase
+    host_port = 31000 + k
+    c1 = _cid(n, phase, "ports")
+    port_items = [fcall(c1, "exec_command", cmd=f"docker inspect --format '{{{{json .NetworkSettings.Ports}}}}' web-{k}"),
+                  fout(c1, exec_out(0, json.dumps({"8080/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(host_port)}]})))]
+    facts = [Fact("value", str(host_port), "tool-output value", port_items, [
+        ("verbatim", True, True, []),
+        ("sentence", True, False, [f"web-{k} publishes container port 8080 on host port {host_port}."]),
+        ("wrong port", False, False, [f"web-{k} publishes container port 8080 on host port {host_port + 2}."]),
+        ("unspecific", False, False, [f"Inspected the ports of web-{k}."]),
+        ("dropped", False, False, []),
+    ])]
+    sha = f"9f2c4e1{k:04d}ab"
+    c2 = _cid(n, phase, "sha")
+    sha_items = [fcall(c2, "shell", command=["bash", "-lc", f"git -C services/web-{k} rev-parse --short=13 HEAD"]),
+                 fout(c2, shell_out(0, sha))]
+    facts.append(Fact("value", sha, "tool-output value", sha_items, [
+        ("verbatim", True, True, []),
+        ("sentence", True, False, [f"services/web-{k} is at commit {sha}."]),
+        ("wrong sha", False, False, [f"services/web-{k} is at commit 9f2c4e1{k:04d}ac."]),
+        ("dropped", False, False, []),
+    ]))
+    c3 = _cid(n, phase, "fail")
+    if k % 2:
+        fail_items = [fcall(c3, "exec_command", cmd="docker compose up --abort-on-container-exit"),
+                      fout(c3, exec_out(0, f"web-{k}  | listening on 8080\nqueue-worker-{k} exited with code 137"))]
+        facts.append(Fact("error", f"queue-worker-{k}", "unnamed failure", fail_items, [
+            ("verbatim", True, True, []),
+            ("paraphrase", True, False, [f"queue-worker-{k} exited with code 137 under docker compose."]),
+            ("generic", False, False, ["docker compose came up; one container stopped."]),
+            ("dropped", False, False, []),
+        ]))
+    else:
+        fail_items = [fcall(c3, "exec_command", cmd=f"./bin/healthcheck db-{k}"),
+                      fout(c3, exec_out(3, f"probing db-{k}:5432\nTimeout: no response from db-{k}:5432 after 30s"))]
+        facts.append(Fact("error", f"db-{k}:5432", "unnamed failure", fail_items, [
+            ("verbatim", True, True, []),
+            ("paraphrase", True, False, [f"The healthcheck got no response from db-{k}:5432 within 30s (timeout)."]),
+            ("generic", False, False, [f"The healthcheck of db-{k} did not pass."]),
+            ("dropped", False, False, []),
+        ]))
+    ms = 200 + k
+    c4 = _cid(n, phase, "lat")
+    lat_items = [fcall(c4, "exec_command", cmd=f"./bench/latency --route /checkout-{k}"),
+                 fout(c4, exec_out(0, f"requests: 5000\nlatency p50: 41ms\nlatency p99: {ms}ms\n"))]
+    facts.append(Fact("value", f"{ms}ms", "unit", lat_items, [
+        ("verbatim", True, True, []),
+        ("seconds", True, False, [f"p99 latency of /checkout-{k} is {ms / 1000:.3f} s."]),
+        ("same unit", True, False, [f"p99 latency of /checkout-{k} is {ms} ms."]),
+        ("wrong unit", False, False, [f"p99 latency of /checkout-{k} is {ms} s."]),
+        ("dropped", False, False, []),
+    ]))
+    old, new = 100 + k, 250 + k
+    c5, c6 = _cid(n, phase, "pg1"), _cid(n, phase, "pg2")
+    pg_items = [fcall(c5, "exec_command", cmd=f"grep max_connections /etc/postgresql/pg-{k}/postgresql.conf"),
+                fout(c5, exec_out(0, f"max_connections = {old}")),
+                fcall(c6, "exec_command", cmd=f"psql -h pg-{k} -c 'ALTER SYSTEM SET max_connections = {new}'"),
+                fout(c6, exec_out(0, "ALTER SYSTEM"))]
+    facts.append(Fact("value", f"pg-{k}/postgresql.conf", "corrected later", pg_items, [
+        ("verbatim", True, True, []),
+        ("latest", True, False, [f"pg-{k}: max_connections raised to {new} (was {old})."]),
+        ("stale", False, False, [f"pg-{k} allows max_connections = {old}."]),
+        ("dropped", False, False, []),
+    ]))
+    return facts
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Summary styles and sessions
 # ---------------------------------------------------------------------------------------------------------------
 
-STYLES = {TUNE: ("bullets", "prose"), HELD_OUT: ("table", "numbered")}
+STYLES = {TUNE: ("bullets", "prose"), HELD_OUT: ("table", "numbered"), BLIND: ("sections", "semicolons")}
 
 
 def render(style: str, claims: list[str]) -> str:
@@ -264,6 +340,11 @@ def render(style: str, claims: list[str]) -> str:
         return "\n".join(f"- {c}" for c in claims)
     if style == "prose":
         return "So far: " + " ".join(claims)
+    if style == "sections":
+        half = (len(claims) + 1) // 2
+        return "## Where things stand\n" + " ".join(claims[:half]) + "\n\n## Also\n" + " ".join(claims[half:])
+    if style == "semicolons":
+        return "State: " + "; ".join(c.rstrip(".") for c in claims) + "."
     if style == "table":
         return "| # | state |\n|---|---|\n" + "\n".join(f"| {i} | {c} |" for i, c in enumerate(claims, 1))
     return "\n".join(f"{i}. {c}" for i, c in enumerate(claims, 1))
@@ -274,7 +355,7 @@ def _summary(style: str, claims: list[str]) -> dict:
 
 
 def _build(n: int, part: str, rng: random.Random) -> Session:
-    make = _tune_facts if part == TUNE else _held_out_facts
+    make = {TUNE: _tune_facts, HELD_OUT: _held_out_facts, BLIND: _blind_facts}[part]
     style = rng.choice(STYLES[part])
     session = Session(name=f"{part}-{n}", part=part, style=style)
     compactions = 1 + n % 3
