@@ -21,6 +21,13 @@ follows the file in order, line by line (so a follower can feed it what was appe
 - sidechain entries (subagents), attachments, other system entries and the bookkeeping lines → nothing: they stay
   in the file (kept verbatim by the importer) and are counted in `kind_counts`.
 
+A hostile file is read in linear time and memory (issue 44). A tree entry whose `uuid` was already read is skipped
+(a `LineProblem`): overwriting its parent could close a cycle. A parent is only ever an entry read before (an
+unknown one means the live leaf), so the parent links form no cycle whatever the file says. Rebuilding a branch's
+history (a rewind) and repeating a partial compaction's preserved messages cost the bytes of the lines they copy;
+their total is held to `REBUILD_BYTES_PER_BYTE_READ` times the bytes read plus `REBUILD_BYTES_FREE`, and a rewind
+or a preserved list past it is skipped and reported, not copied: a short file cannot make gigabytes of rollback.
+
 Plain Python, no Django.
 """
 
@@ -34,12 +41,23 @@ from compaction_app.providers.anthropic_format import MessagesFormatError, conte
 from sessions_app.claude_transcript.parse import ASSISTANT, MANUAL, USER, Entry, parse_line
 from sessions_app.codex_rollout.convert import ROLLBACK, ImportedLine
 from sessions_app.codex_rollout.labels import LOCAL, Labels
-from sessions_app.codex_rollout.parse import COMPACTED, EVENT_MSG, REPAIRED, RESPONSE_ITEM, LineProblem
+from sessions_app.codex_rollout.parse import (
+    COMPACTED,
+    EVENT_MSG,
+    REPAIRED,
+    RESPONSE_ITEM,
+    SKIPPED,
+    LineProblem,
+)
 
 BRANCH_SOURCE = "claude_code_branch"
 SERVER_USAGE = "server"
 FORMAT = "claude_code"
 EPOCH = "1970-01-01T00:00:00.000Z"
+# A rewind copies the history of the branch it goes back to: real sessions rewind a few times, each copy at most
+# the file so far; a file rewinding to a deep entry on every line would copy it quadratically.
+REBUILD_BYTES_PER_BYTE_READ = 16
+REBUILD_BYTES_FREE = 8 * 1024 * 1024
 
 
 @dataclass
@@ -135,6 +153,9 @@ class TranscriptReader:
         self.history: list[dict[str, Any]] = []
         self.leaf: str | None = None
         self._parent: dict[str, str | None] = {}
+        self._weight: dict[str, int] = {}  # the bytes of each main-chain entry's line: what copying its items costs
+        self._bytes_read = 0
+        self._bytes_rebuilt = 0
         self._items: dict[str, list[dict[str, Any]]] = {}
         self._replaces: set[str] = set()  # entries whose items replace the history (compact summaries)
         self._boundary: Entry | None = None  # a compact boundary waiting for its summary
@@ -152,6 +173,7 @@ class TranscriptReader:
     def feed(self, raw_lines, *, first_line_no: int) -> Chunk:
         chunk = Chunk()
         for line_no, raw in enumerate(raw_lines, start=first_line_no):
+            self._bytes_read += len(raw)
             parsed = parse_line(raw, line_no)
             if parsed is None:
                 continue
@@ -161,7 +183,7 @@ class TranscriptReader:
             chunk.kind_counts[parsed.type] += 1
             if parsed.repair:
                 chunk.problems.append(LineProblem(line_no, parsed.repair, REPAIRED))
-            self._entry(parsed, chunk)
+            self._entry(parsed, chunk, weight=len(raw))
         return chunk
 
     # -- one entry -----------------------------------------------------------------------------------------------
@@ -185,15 +207,34 @@ class TranscriptReader:
         if meta.model is None and entry.type == ASSISTANT and isinstance(entry.message.get("model"), str):
             meta.model = entry.message["model"]
 
-    def _entry(self, entry: Entry, chunk: Chunk) -> None:
+    def _budget(self) -> int:
+        return REBUILD_BYTES_PER_BYTE_READ * self._bytes_read + REBUILD_BYTES_FREE
+
+    def _budget_left(self) -> int:
+        return self._budget() - self._bytes_rebuilt
+
+    def _afford(self, cost: int) -> bool:
+        """Whether copying `cost` more bytes of history keeps the total linear in the bytes read; spent if so."""
+        if cost > self._budget_left():
+            return False
+        self._bytes_rebuilt += cost
+        return True
+
+    def _entry(self, entry: Entry, chunk: Chunk, *, weight: int) -> None:
         self._note_meta(entry)
         if not entry.in_tree:
             return
         if entry.sidechain:
             chunk.sidechain_entries += 1
             return
-        stamp = self._timestamp(entry)
         uuid, parent = entry.uuid, entry.parent
+        if uuid in self._parent:
+            chunk.problems.append(LineProblem(
+                entry.line_no, f"uuid {uuid[:60]!r} was already used by an earlier entry: an entry is written once",
+                SKIPPED))
+            return
+        stamp = self._timestamp(entry)
+        self._weight[uuid] = weight
         if entry.is_compact_boundary:
             self._boundary = entry
             self._parent[uuid] = None
@@ -202,6 +243,12 @@ class TranscriptReader:
             return
         if parent != self.leaf and not (parent is not None and parent not in self._parent):
             branch = self._history_at(parent)
+            if branch is None:
+                del self._weight[uuid]
+                chunk.problems.append(LineProblem(
+                    entry.line_no, f"this entry goes back to the branch at {parent[:60]!r}, and the transcript has "
+                    "rebuilt more history for its rewinds than its size allows: skipped", SKIPPED))
+                return
             if branch != self.history:
                 chunk.branch_switches += 1
                 chunk.lines.append(ImportedLine(ROLLBACK, {"replacement_history": list(branch),
@@ -213,7 +260,8 @@ class TranscriptReader:
         self._parent[uuid] = parent if parent in self._parent else self.leaf
         self.leaf = uuid
         if entry.is_compact_summary:
-            kept = [i for u in (self._boundary.preserved_uuids if self._boundary else []) for i in self._items.get(u, [])]
+            kept, cost = self._preserved(entry, chunk)
+            self._weight[uuid] += cost  # a rewind to here copies the preserved messages again
             self._compacted(entry, items + kept, stamp, chunk)
             return
         if self._boundary is not None and entry.type in (USER, ASSISTANT):
@@ -265,14 +313,35 @@ class TranscriptReader:
             self._replaces.add(summary.uuid)
         self.history = list(items)
 
-    def _history_at(self, uuid: str | None) -> list[dict[str, Any]]:
-        """The history of the main chain ending at `uuid` (empty for none), rebuilt from the remembered tree."""
+    def _preserved(self, summary: Entry, chunk: Chunk) -> tuple[list[dict[str, Any]], int]:
+        """The items of the messages the waiting boundary's partial compaction kept, each message once, and what
+        copying them cost; none (and a problem) when that would pass the rebuild limit."""
+        uuids = [u for u in dict.fromkeys(self._boundary.preserved_uuids if self._boundary else [])
+                 if u in self._items]
+        cost = sum(self._weight.get(u, 0) for u in uuids)
+        if not self._afford(cost):
+            chunk.problems.append(LineProblem(
+                summary.line_no, "the compaction's preserved messages would rebuild more history than the "
+                "transcript's size allows: the summary is kept without them", REPAIRED))
+            return [], 0
+        return [i for u in uuids for i in self._items[u]], cost
+
+    def _history_at(self, uuid: str | None) -> list[dict[str, Any]] | None:
+        """The history of the main chain ending at `uuid` (empty for none), rebuilt from the remembered tree; None
+        when rebuilding it would pass the rebuild limit (nothing is copied then)."""
         path: list[str] = []
+        left = self._budget_left()
         while uuid is not None:
             path.append(uuid)
+            # The walk is spent as it goes, refused or not: a refused rewind stops at once, never walks the tree.
+            left -= self._weight.get(uuid, 0)
+            if left < 0:
+                self._bytes_rebuilt = self._budget()
+                return None
             if uuid in self._replaces:
                 break
             uuid = self._parent.get(uuid)
+        self._bytes_rebuilt = self._budget() - left
         history: list[dict[str, Any]] = []
         for node in reversed(path):
             history.extend(self._items.get(node, []))

@@ -87,9 +87,31 @@ def is_followed_file(path: Path) -> bool:
     return is_rollout_file(path) or is_transcript_file(path)
 
 
+def scan_folder(root: Path, matches: Callable[[Path], bool] = is_followed_file) -> tuple[list[Path], list[Path]]:
+    """The followed files under a sessions folder (Codex's YYYY/MM/DD tree), oldest path first, and apart the
+    ones that lead out of it (`leads_outside`): those are never read."""
+    inside, outside = [], []
+    for path in sorted(f for f in root.rglob("*") if matches(f) and f.is_file()):
+        (outside if leads_outside(root, path) else inside).append(path)
+    return inside, outside
+
+
 def rollout_files(root: Path, matches: Callable[[Path], bool] = is_followed_file) -> list[Path]:
-    """The followed files under a sessions folder (Codex's YYYY/MM/DD tree), oldest path first."""
-    return sorted(f for f in root.rglob("*") if matches(f) and f.is_file())
+    """The followed files under a sessions folder, oldest path first (none that leads out of it)."""
+    return scan_folder(root, matches)[0]
+
+
+def leads_outside(root: Path, path: Path) -> bool:
+    """Whether a file in the followed folder is, once its symlinks are resolved, somewhere else: following it
+    would read (and an export give back) a file the folder's owner never put there (issue 44)."""
+    return not path.resolve().is_relative_to(root.resolve())
+
+
+def outside_refusal(root: Path, path: Path) -> SyncResult:
+    """What a follower says of a file that leads out of its folder: it is not read."""
+    target = path.resolve()
+    return SyncResult(str(path), "refused", detail=f"{path} leads to {target}, outside the followed folder "
+                      f"{root.resolve()}: not followed")
 
 
 def sync_file(*, path: Path, provider: Provider | None = None, policy: CompactionPolicy | None = None) -> SyncResult:
@@ -300,8 +322,12 @@ def _labels_with_context(source: CodexSource, parsed, first_number: int):
 
 
 def sync_folder(*, root: Path, provider=None, policy=None) -> list[SyncResult]:
-    """Sync every rollout file under `root`."""
-    return [sync_file(path=path, provider=provider, policy=policy) for path in rollout_files(root)]
+    """Sync every rollout file under `root`; a file that leads out of it is refused, unread."""
+    inside, outside = scan_folder(root)
+    refusals = [outside_refusal(root, path) for path in outside]
+    for refusal in refusals:
+        logger.warning("follow: %s", refusal.detail)
+    return [*refusals, *(sync_file(path=path, provider=provider, policy=policy) for path in inside)]
 
 
 # The watchdog events that mean a file's content may have changed. Opening, reading and closing a file unwritten
@@ -337,6 +363,7 @@ class Follower:
         self._stop = threading.Event()
         self._observer = None
         self._seen: dict[Path, tuple[int, int, int]] = {}
+        self._refused: set[Path] = set()  # files leading out of the folder, said once each
         self.syncs = 0  # sync calls made (the bench and tests read it)
 
     def notify(self, path: str | Path) -> None:
@@ -406,6 +433,15 @@ class Follower:
             self._sync(path, on_result)
 
     def _sync(self, path: Path, on_result) -> None:
+        if leads_outside(self.root, path):
+            if path not in self._refused:
+                self._refused.add(path)
+                refusal = outside_refusal(self.root, path)
+                logger.warning("follow: %s", refusal.detail)
+                if on_result is not None:
+                    on_result(refusal)
+            return
+        self._refused.discard(path)
         signature = _signature(path)
         if signature is None or self._seen.get(path) == signature:
             return  # gone, or not changed since its last sync

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.management.lookups import row_by_id_or_name
-from sessions_app.transfer.follow import Follower, rollout_files, sync_folder
+from sessions_app.transfer.follow import Follower, outside_refusal, scan_folder, sync_folder
 
 
 class Command(BaseCommand):
@@ -69,7 +69,10 @@ class Command(BaseCommand):
         try:
             shipper.check()
             if once:
-                for path in rollout_files(root):
+                inside, outside = scan_folder(root)
+                for path in outside:
+                    self._report(outside_refusal(root, path))
+                for path in inside:
                     self._report(shipper.sync(path=path))
                 return
             # Codex rollouts and Claude Code transcripts: the server's import tells the formats apart.
