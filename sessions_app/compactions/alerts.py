@@ -273,15 +273,8 @@ def recent_alerts(*, limit: int = 10, session_id: int | None = None) -> list[Ale
     rows = Alert.objects.filter(acknowledged_at__isnull=True)
     if session_id is not None:
         rows = rows.filter(Q(session_id=session_id) | Q(session__isnull=True))
-    # What an operator snoozed or silenced leaves the live card too (it stays on the alerts page).
-    silences = [(s.kind, s.session_id) for s in active_silences()]
-    for kind, silenced_session in silences:
-        if not kind:
-            rows = rows.exclude(session_id=silenced_session)
-        elif silenced_session is None:
-            rows = rows.exclude(kind=kind)
-        else:
-            rows = rows.exclude(kind=kind, session_id=silenced_session)
+    # What an operator snoozed or silenced leaves the live card (the alerts page lists it under "snoozed").
+    rows = rows.exclude(_silenced())
     return list(rows.select_related("session", "acknowledged_by").prefetch_related("compactions", "attempts")
                 .order_by("-last_at", "-pk")[:limit])
 
@@ -332,16 +325,34 @@ def active_silences() -> list[AlertSilence]:
                 .select_related("session", "created_by"))
 
 
+def _silenced() -> Q:
+    """The alerts an active snooze or silence covers (a rule fleet-wide, a rule in one session, or every rule of a
+    session); matches nothing when none is active."""
+    covered = Q(pk__in=[])
+    for silence in active_silences():
+        if not silence.kind:
+            covered |= Q(session_id=silence.session_id)
+        elif silence.session_id is None:
+            covered |= Q(kind=silence.kind)
+        else:
+            covered |= Q(kind=silence.kind, session_id=silence.session_id)
+    return covered
+
+
 def alerts_filtered(*, kind: str | None = None, session_id: int | None = None, state: str | None = None,
                     since=None, limit: int = 100) -> list[Alert]:
-    """Alerts for the alerts page and `GET /api/v1/alerts`: by rule, session, state (open / acknowledged), time."""
+    """Alerts for the alerts page and `GET /api/v1/alerts`: by rule, session, state (open, snoozed, acknowledged),
+    time. A snoozed or silenced alert is not open."""
     rows = Alert.objects.all()
     if kind:
         rows = rows.filter(kind=kind)
     if session_id is not None:
         rows = rows.filter(session_id=session_id)
+    # open and snoozed part the unacknowledged alerts: the live card's count equals the page's open rows
     if state == "open":
-        rows = rows.filter(acknowledged_at__isnull=True)
+        rows = rows.filter(acknowledged_at__isnull=True).exclude(_silenced())
+    elif state == "snoozed":
+        rows = rows.filter(_silenced(), acknowledged_at__isnull=True)
     elif state == "acknowledged":
         rows = rows.filter(acknowledged_at__isnull=False)
     if since is not None:

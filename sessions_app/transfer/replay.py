@@ -58,6 +58,8 @@ def replay_comparison(*, replay: Session) -> dict[str, Any]:
                    "provider": replay.provider.name, **ours},
         "difference": {k: ours[k] - theirs[k] for k in ("compactions", "peak_tokens", "tokens_saved",
                                                         "final_tokens")},
+        # a replay that stopped part way keeps what it wrote: its figures are a partial comparison, never a result
+        "failed": replay.state == Session.State.FAILED,
     }
 
 

@@ -23,7 +23,8 @@ KIND_CHOICES = [("", "any rule"), *Alert.Kind.choices]
 class AlertFilterForm(forms.Form):
     kind = forms.ChoiceField(choices=KIND_CHOICES, required=False)
     session = forms.IntegerField(required=False, min_value=1)
-    state = forms.ChoiceField(choices=[("open", "open"), ("acknowledged", "acknowledged"), ("all", "all")],
+    state = forms.ChoiceField(choices=[("open", "open"), ("snoozed", "snoozed or silenced"), ("acknowledged", "acknowledged"),
+                                       ("all", "all")],
                               required=False, initial="open")
 
 

@@ -21,7 +21,8 @@ KINDS = [k for k, _ in Alert.Kind.choices]
 class AlertFilterSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=KINDS, required=False)
     session = serializers.IntegerField(required=False, min_value=1)
-    state = serializers.ChoiceField(choices=["open", "acknowledged", "all"], default="all")
+    state = serializers.ChoiceField(choices=["open", "snoozed", "acknowledged", "all"], default="all",
+                                    help_text="open: not acknowledged nor covered by a snooze or silence")
     since = serializers.DateTimeField(required=False, help_text="Only alerts raised (last) at or after this time.")
     limit = serializers.IntegerField(default=100, min_value=1, max_value=1000)
 

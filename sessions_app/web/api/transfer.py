@@ -127,6 +127,7 @@ class ComparisonSerializer(serializers.Serializer):
     original = FiguresSerializer()
     replay = FiguresSerializer()
     difference = serializers.DictField(child=serializers.IntegerField())
+    failed = serializers.BooleanField(help_text="The replay stopped part way: its figures are partial.")
 
 
 class ReplayResultSerializer(serializers.Serializer):

@@ -57,12 +57,14 @@ def test_the_replay_page_runs_the_replay_as_a_job_then_shows_the_comparison(
         response = operator_client.post(f"/sessions/{original.pk}/replays/", {"policy": tight.pk})
 
     job = Job.objects.get(kind=Job.Kind.REPLAY)
-    assert response.status_code == 302 and response["Location"] == f"/sessions/{original.pk}/replays/"
+    assert response.status_code == 302 and response["Location"] == f"/sessions/{original.pk}/replays/?job={job.pk}"
     assert (job.status, job.http_status, job.session_id) == ("succeeded", 201, original.pk)
     replay = Session.objects.get(source="replay")
     assert job.result["replay"] == replay.pk
-    page = operator_client.get(f"/sessions/{original.pk}/replays/").content.decode()
+    page = operator_client.get(response["Location"]).content.decode()
     assert f'id="comparison-{replay.pk}"' in page and "Tokens freed (history estimates)" in page and "every 2s" not in page
+    assert f"Replay job #{job.pk} finished: its comparison is below." in page
+    assert 'data-outcome="complete"' in page and "failed part way" not in page
     assert operator_client.get(f"/sessions/{replay.pk}/replays/").status_code == 200
 
 
@@ -92,6 +94,37 @@ def test_a_failed_replay_job_says_why_on_the_page(operator_client, make_session,
     page = operator_client.get(f"/sessions/{original.pk}/replays/").content.decode()
     assert job.status == "failed" and 'data-job-status="failed"' in page
     assert f"Replay job #{job.pk}: failed: " in page and "every 2s" not in page
+
+
+def test_a_replay_that_fails_part_way_is_shown_failed_and_partial_beside_no_success_notice(
+    operator_client, make_session, add_turn, with_workers, django_capture_on_commit_callbacks, monkeypatch
+):
+    from django.db import OperationalError
+
+    from sessions_app.transfer import replay as replay_module
+
+    original = _original(make_session, add_turn)
+    feed, fed = replay_module._Replayer.feed, []
+
+    def locked_after_a_few_lines(self, line):
+        fed.append(line)
+        if len(fed) > 3:
+            raise OperationalError("database is locked")
+        return feed(self, line)
+
+    monkeypatch.setattr(replay_module._Replayer, "feed", locked_after_a_few_lines)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = operator_client.post(f"/sessions/{original.pk}/replays/",
+                                        {"policy": CompactionPolicy.objects.first().pk})
+
+    job = Job.objects.get(kind=Job.Kind.REPLAY)
+    replay = Session.objects.get(source="replay")
+    page = operator_client.get(response["Location"]).content.decode()  # where the form's answer leads
+    assert job.status == "failed" and replay.state == "failed"
+    assert f"Replay job #{job.pk}: failed: " in page
+    comparison = page[page.index(f'id="comparison-{replay.pk}"'):]
+    assert 'data-outcome="failed"' in page and "This replay failed part way" in comparison
+    assert "Replay started" not in page and "flash__item--success" not in page and "note--ok" not in page
 
 
 def test_an_import_refusal_is_shown_inside_the_form_with_or_without_htmx(operator_client, rollout_bytes, row_counts):
