@@ -11,7 +11,6 @@ from enum import StrEnum
 
 from compaction_app.engine.items import (
     COMPACTION_KINDS,
-    TOOL_CALL_KINDS,
     TOOL_OUTPUT_KINDS,
     Item,
     is_hook_prompt_message,
@@ -447,30 +446,40 @@ OUTPUT_PAIRS = {"function_call_output": "function", "custom_tool_call_output": "
 
 
 def _pairing(item: Item, pairs: dict[str, str]) -> tuple[str, str] | None:
+    """(family, call id) of a call or output. Codex keys by the id string, the empty string included: a call
+    whose id is "" still gets its "aborted" output, and an output whose id is "" answers it."""
     family = pairs.get(item.get("type"))
     call_id = item.get("call_id")
-    return (family, call_id) if family and isinstance(call_id, str) and call_id else None
+    return (family, call_id) if family and isinstance(call_id, str) else None
 
 
 def _server_output(item: Item) -> bool:
-    """A tool search the server ran has no call in the history (no call id): its output stays."""
-    return item.get("type") == "tool_search_output" and not item.get("call_id")
+    """A tool search output Codex keeps without a call: one the server ran (`execution: "server"`, whatever
+    its call id) or one with no call id at all."""
+    return item.get("type") == "tool_search_output" and (
+        item.get("execution") == "server" or item.get("call_id") is None)
+
+
+# The partner of the oldest item, by kind (Codex's remove_corresponding_for): a function output's call is a
+# function call, else a local shell call; every other kind has one partner kind.
+PARTNER_KINDS = {
+    "function_call": ("function_call_output",), "local_shell_call": ("function_call_output",),
+    "custom_tool_call": ("custom_tool_call_output",), "tool_search_call": ("tool_search_output",),
+    "function_call_output": ("function_call", "local_shell_call"),
+    "custom_tool_call_output": ("custom_tool_call",), "tool_search_output": ("tool_search_call",),
+}
 
 
 def remove_oldest_item(items: list[Item]) -> list[Item]:
-    """Drop the oldest item and its call/output partner (spec §6.1)."""
+    """Drop the oldest item and its call/output partner of the matching kind (spec §6.1)."""
     if not items:
         return []
     first, rest = items[0], items[1:]
     call_id = first.get("call_id")
-    kind = first.get("type")
-    if call_id and kind in TOOL_CALL_KINDS:
-        partner_kinds = TOOL_OUTPUT_KINDS
-    elif call_id and kind in TOOL_OUTPUT_KINDS:
-        partner_kinds = TOOL_CALL_KINDS
-    else:
+    if not isinstance(call_id, str):
         return list(rest)
-    for i, item in enumerate(rest):
-        if item.get("type") in partner_kinds and item.get("call_id") == call_id:
-            return rest[:i] + rest[i + 1 :]
+    for partner_kind in PARTNER_KINDS.get(first.get("type"), ()):
+        for i, item in enumerate(rest):
+            if item.get("type") == partner_kind and item.get("call_id") == call_id:
+                return rest[:i] + rest[i + 1 :]
     return list(rest)
