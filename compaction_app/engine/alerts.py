@@ -227,14 +227,16 @@ def on_attempt(watch: Watch, *, attempt_id: int, failed: bool, thresholds: Thres
     return watch, []
 
 
-def storm(*, compaction_ids: list[int], count: int, minutes: int, fleet: bool = False) -> Alert | None:
-    """An alert when more than `count` compactions (ids of those within the last `minutes`) happened."""
-    if len(compaction_ids) <= count:
+def storm(*, compaction_ids: list[int], count: int, minutes: int, fleet: bool = False,
+          total: int | None = None) -> Alert | None:
+    """An alert when more than `count` compactions (ids of those within the last `minutes`) happened. `total` is
+    how many there were when the caller linked only the first of them (the message states the full count)."""
+    total = len(compaction_ids) if total is None else max(total, len(compaction_ids))
+    if total <= count:
         return None
     where = "across the fleet" if fleet else "in this session"
     return Alert(
         kind=AlertKind.FLEET_STORM if fleet else AlertKind.STORM, compaction_ids=tuple(compaction_ids),
-        message=f"compaction storm: {len(compaction_ids)} compactions in {minutes} minutes {where} "
-                f"(threshold {count})",
-        detail={"count": len(compaction_ids), "minutes": minutes},
+        message=f"compaction storm: {total} compactions in {minutes} minutes {where} (threshold {count})",
+        detail={"count": total, "minutes": minutes},
     )

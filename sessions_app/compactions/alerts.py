@@ -95,24 +95,32 @@ def record_compaction(*, compaction: Compaction, before: list[Item], after: list
     # Relative to the fleet: a 200-session fleet compacts more than a 5-session one without a storm.
     active = Session.objects.filter(updated_at__gte=fleet_since).count()
     fleet_threshold = limits.fleet_storm_threshold(active)
-    fleet = list(Compaction.objects.filter(created_at__gte=fleet_since)
-                 .order_by("pk").values_list("pk", flat=True)[: fleet_threshold + 1])
+    fleet_recent = Compaction.objects.filter(created_at__gte=fleet_since)
+    # The alert links the first compactions past the threshold (a storm's evidence, bounded) and counts them all.
+    fleet = list(fleet_recent.order_by("pk").values_list("pk", flat=True)[: fleet_threshold + 1])
+    fleet_total = fleet_recent.count() if len(fleet) > fleet_threshold else len(fleet)
     fleet_alert = rules.storm(compaction_ids=fleet, count=fleet_threshold, minutes=limits.fleet_storm_minutes,
-                              fleet=True)
+                              fleet=True, total=fleet_total)
     if fleet_alert is not None:
         fleet_alert.detail.update(active_sessions=active, threshold=fleet_threshold)
     found = [a for a in (
         rules.storm(compaction_ids=recent, count=limits.storm_count, minutes=limits.storm_minutes), fleet_alert,
     ) if a is not None]
-    # One storm alert per storm: while the previous storm alert is younger than the window, do not repeat it.
-    found = [a for a in found if not _recent_alert(a.kind, None if a.kind is rules.AlertKind.FLEET_STORM
-                                                   else compaction.session_id, minutes=limits.storm_minutes)]
+    # One storm alert per storm: a storm still open is brought up to date at every raise (`_raise`: its count and
+    # message follow the compactions); one acknowledged within the window is not raised again.
+    found = [a for a in found if not _acknowledged_recently(
+        a.kind, None if a.kind is rules.AlertKind.FLEET_STORM else compaction.session_id, minutes=limits.storm_minutes)]
     return _raise(found, session_id=compaction.session_id, limits=limits)
 
 
-def _recent_alert(kind: rules.AlertKind, session_id: int | None, *, minutes: int) -> bool:
-    since = timezone.now() - timedelta(minutes=minutes)
-    return Alert.objects.filter(kind=kind.value, session_id=session_id, created_at__gte=since).exists()
+def _acknowledged_recently(kind: rules.AlertKind, session_id: int | None, *, minutes: int) -> bool:
+    """Whether the storm was alerted within the window and the operator acknowledged it (and no alert of it is
+    open, which `_raise` would update)."""
+    now = timezone.now()
+    recent = Alert.objects.filter(kind=kind.value, session_id=session_id, created_at__gte=now - timedelta(minutes=minutes))
+    open_ = Alert.objects.filter(kind=kind.value, session_id=session_id, acknowledged_at__isnull=True,
+                                 last_at__gte=now - timedelta(minutes=GROUP_MINUTES))
+    return recent.exists() and not open_.exists()
 
 
 def record_attempt_failed(*, session_id: int, attempt_id: int) -> list[Alert]:
