@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import json
 import logging
+import re
 import threading
 import time
 from collections import deque
@@ -246,7 +247,7 @@ async def app(scope, receive, send) -> None:
     if caller.mode == GatewayRoute.Mode.COMPACTWEB and kind in (wire.COMPACTION_V2, wire.COMPACTION_V1):
         await _compactweb_compaction(caller, exchange, body, send)
         return
-    await _forward(caller, endpoint, headers, raw, exchange, send)
+    await _forward(caller, endpoint, headers, raw, exchange, receive, send)
 
 
 async def _admit(scope, headers: dict[str, str], send) -> tuple[Caller, str] | None:
@@ -380,7 +381,7 @@ async def _coalesced(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
 
 
 async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: bytes, exchange: dict[str, Any],
-                   send) -> None:
+                   receive, send) -> None:
     client, request = upstream.request(caller.config, "POST", endpoint, headers, raw, bearer=caller.client_bearer)
     try:
         response = await client.send(request, stream=True)
@@ -397,28 +398,69 @@ async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: 
             else recording.JSON
     # The stream's path does nothing per chunk but keep it and pass it on: the recorder reads the answer later.
     kept: list[bytes] = []
-    error = ""
+    # Daphne never fails a send to a client that hung up; it says so on `receive` (http.disconnect). Listening
+    # for it while the stream runs is what stops the upstream at once (closing its stream) rather than reading,
+    # and billing, an answer nobody gets.
+    tasks: list[asyncio.Future] = []
     try:
         await _start(send, status, upstream.returned_headers(response.headers))
-        async for chunk in _coalesced(response.aiter_bytes()):
-            kept.append(chunk)
-            try:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except Exception:  # the client went away: stop reading the upstream too
-                error = CLIENT_GONE
-                break
-        else:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-    except httpx.HTTPError as exc:
-        error = f"the upstream stream failed: {upstream.describe(exc)}"
-        try:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except Exception:
-            pass
+        hang_up = asyncio.ensure_future(_client_gone(receive))
+        pump = asyncio.ensure_future(_pump(response, send, kept, sse=answer_format == recording.SSE))
+        tasks += [pump, hang_up]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        error = pump.result() if pump.done() else CLIENT_GONE
+    except Exception:  # the client went away before the status line could go
+        error = CLIENT_GONE
     finally:
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
         await response.aclose()
     schedule_record(recording.Exchange(**exchange, status=status, error=error, answer=tuple(kept),
                                        answer_format=answer_format))
+
+
+async def _client_gone(receive) -> None:
+    """Returns when the client hangs up (its request body was read whole before: the server's next message is
+    http.disconnect, ASGI spec). Any other message would be a server's mistake, and waiting on is all to do."""
+    if (await receive())["type"] != "http.disconnect":
+        await asyncio.get_running_loop().create_future()
+
+
+# The events that end a Responses stream, matched on the raw bytes (inside a JSON string a quote is escaped, so
+# a model's text that mentions one does not match).
+_STREAM_END = re.compile(rb'"type":\s*"(?:response\.(?:completed|failed|incomplete|done)|error)"')
+
+
+async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool) -> str:
+    """Pass the upstream's answer on, chunk by chunk; the error that cut it ("" when it ended whole). A stream
+    that broke, or closed before it ended (no `response.completed`, `response.failed`, ...), is ended for the
+    client with a `response.failed` event, as the Responses API fails a stream: never a clean end of a truncated
+    one."""
+    ended, tail = not sse, b""
+    try:
+        async for chunk in _coalesced(response.aiter_bytes()):
+            kept.append(chunk)
+            if not ended:
+                ended = _STREAM_END.search(tail + chunk) is not None
+                tail = chunk[-64:]
+            try:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except Exception:  # a server that does say so on send: stop reading the upstream too
+                return CLIENT_GONE
+    except httpx.HTTPError as exc:
+        error = f"the upstream stream failed: {upstream.describe(exc)}"
+    else:
+        if ended:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return ""
+        error = "the upstream stream closed before response.completed"
+    with contextlib.suppress(Exception):
+        await send({"type": "http.response.body", "body": wire.failed_event(error) if sse else b"",
+                    "more_body": False})
+    return error
 
 
 async def _compact_first(exchange: dict[str, Any], control: operator.Control) -> list[dict[str, Any]]:

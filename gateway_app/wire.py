@@ -277,3 +277,12 @@ def sse_response(*, model: str, output: list[dict[str, Any]], usage: dict[str, A
     chunks = [f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': n, **fields})}\n\n"
               for n, (kind, fields) in enumerate(events)]
     return response_id, "".join(chunks).encode("utf-8")
+
+
+def failed_event(message: str) -> bytes:
+    """A `response.failed` SSE event: how the gateway ends a stream the upstream cut (Codex reports the message
+    and retries, as for an upstream's own failure)."""
+    payload = {"type": "response.failed", "response": {
+        "id": f"resp_gateway_{secrets.token_hex(8)}", "object": "response", "created_at": int(time.time()),
+        "status": "failed", "output": [], "error": {"code": "server_error", "message": f"compactweb gateway: {message}"}}}
+    return b"event: response.failed\ndata: " + json.dumps(payload).encode() + b"\n\n"

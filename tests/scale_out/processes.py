@@ -69,10 +69,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_daphne(*, port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
+def start_daphne(*, port: int, env: dict[str, str], log: Path, options: tuple[str, ...] = ()) -> subprocess.Popen:
     with open(log, "w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "compactweb.asgi:application"],
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *options,
+             "compactweb.asgi:application"],
             env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
         )
     deadline = time.monotonic() + START_TIMEOUT

@@ -1,0 +1,140 @@
+"""Issue 41: the gateway under a real Daphne process, with a real client socket and a real upstream socket.
+
+- A client that hangs up mid-stream: the gateway notices (Daphne's `http.disconnect`), closes the upstream stream
+  at once rather than reading (and paying for) the rest of an answer nobody gets, and records a client-gone
+  attempt; the abandoned answer is never recorded, so the client's next request (its history without that answer)
+  is an extension, not a compaction.
+- An upstream that dies mid-stream: the client gets a `response.failed` event, not a clean end of a truncated
+  stream, and the exchange is recorded as failed."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+from compaction_app.models import Compaction, CompactionPolicy, Provider
+from gateway_app.keys import do_create_gateway_key
+from gateway_app.models import GatewayAttempt, GatewayRoute, GatewaySession
+from sessions_app.models import LiveItem
+from tests.scale_out.gateway_upstream import EVENT_SECONDS, SLOW_EVENTS, SlowUpstream
+from tests.scale_out.processes import child_env, free_port, start_daphne, stop
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+THREAD = "0190dddd-0000-7000-8000-000000000001"
+BASE = {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]}
+KEY_ENV = "COMPACTWEB_KEY_HANG_UP_TEST"
+
+
+def user(text: str) -> dict:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def request_bytes(port: int, key: str, items: list[dict], mode: str, turn: str) -> bytes:
+    body = json.dumps({"model": "slow-model", "stream": True, "input": [BASE, *items]}).encode()
+    meta = json.dumps({"session_id": THREAD, "thread_id": THREAD, "turn_id": turn, "request_kind": "turn"})
+    head = (f"POST /gateway/v1/responses HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {key}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nx-codex-turn-metadata: {meta}\r\n"
+            f"x-codex-test-stream: {mode}\r\nConnection: close\r\n\r\n")
+    return head.encode() + body
+
+
+def read_until(sock: socket.socket, marker: bytes) -> bytes:
+    got = b""
+    while marker not in got:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def read_all(sock: socket.socket) -> bytes:
+    got = b""
+    while chunk := sock.recv(65536):
+        got += chunk
+    return got
+
+
+def wait_for(predicate, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+@pytest.fixture
+def gateway(on_postgresql, redis_url, tmp_path):
+    """(Daphne's port, a route key, the upstream) with the route's upstream the slow server."""
+    up_port, web_port = free_port(), free_port()
+    base_url = f"http://127.0.0.1:{up_port}/v1"
+    provider = Provider.objects.create(name="slow-upstream", base_url=base_url, model="slow-model",
+                                       context_window=32000, api_key_env=KEY_ENV)
+    route = GatewayRoute.objects.create(name="hang-up", provider=provider,
+                                        policy=CompactionPolicy.objects.create(name="hang-up"))
+    key = do_create_gateway_key(route=route, client_name="laptop").key
+    env = child_env(redis_url=redis_url, broker_url=redis_url, var_dir=tmp_path)
+    env.update({KEY_ENV: "upstream-secret", "COMPACTWEB_PROVIDER_KEYS": f"{KEY_ENV}={base_url}",
+                "COMPACTWEB_OUTBOUND_ALLOW": f"127.0.0.1:{up_port}"})
+    with SlowUpstream(port=up_port) as upstream:
+        # Daphne cancels an application 10 s after its client left; far longer here, so that what stops the
+        # upstream is the gateway noticing the hang-up, not Daphne's clean-up.
+        web = start_daphne(port=web_port, env=env, log=tmp_path / "daphne.log",
+                           options=("--application-close-timeout", "600"))
+        try:
+            yield web_port, key, upstream
+        finally:
+            stop(web)
+    assert "Exception inside application" not in (tmp_path / "daphne.log").read_text()
+
+
+def test_a_client_that_hangs_up_mid_stream_stops_the_upstream_and_leaves_no_answer_in_the_record(gateway):
+    port, key, upstream = gateway
+    first = [user("write a long essay")]
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as client:
+        client.sendall(request_bytes(port, key, first, "slow", "turn-1"))
+        assert b"word1 " in read_until(client, b"word1 ")  # the answer is streaming to the client
+    # The client hung up. The upstream connection is closed long before its answer would have ended.
+    assert upstream.wait_for(lambda: upstream.streams[0].closed_by_gateway or upstream.streams[0].finished,
+                             timeout=SLOW_EVENTS * EVENT_SECONDS + 30)
+    (stream,) = upstream.streams
+    assert stream.closed_by_gateway and not stream.finished
+    assert stream.events_sent < SLOW_EVENTS
+    assert wait_for(lambda: GatewayAttempt.objects.filter(status=0).exists())
+    attempt = GatewayAttempt.objects.get()
+    assert "disconnected" in attempt.error and attempt.gateway_session is not None
+
+    # The user interrupted and asks again: Codex's history never got the abandoned answer. That exchange completes.
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as client:
+        client.sendall(request_bytes(port, key, [*first, user("shorter, please")], "short", "turn-2"))
+        answer = read_all(client)
+    assert b"response.completed" in answer
+    gs = GatewaySession.objects.get()
+    assert wait_for(lambda: GatewaySession.objects.get(pk=gs.pk).requests == 2)
+    history = list(LiveItem.objects.filter(session_id=gs.session_id).order_by("position")
+                   .values_list("item", flat=True))
+    assert history[:2] == [user("write a long essay"), user("shorter, please")]  # nothing of the abandoned answer
+    (answered,) = [i for i in history if i.get("role") == "assistant"]  # only the answer the client received
+    assert answered is history[-1] and answered["content"][0]["text"] == "word0 word1 "
+    assert not gs.session.rollout_lines.filter(kind="compacted").exists()
+    assert not Compaction.objects.filter(session_id=gs.session_id).exists()
+
+
+def test_an_upstream_that_dies_mid_stream_gives_the_client_a_failed_event_not_a_clean_end(gateway):
+    port, key, upstream = gateway
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as client:
+        client.sendall(request_bytes(port, key, [user("hello")], "die", "turn-1"))
+        answer = read_all(client)
+    assert b"word2 " in answer  # what the upstream sent before it died reached the client
+    assert b"event: response.failed" in answer and b"response.completed" not in answer
+    assert answer.rstrip().endswith(b"0")  # the HTTP response itself ended properly (last chunk)
+    assert wait_for(lambda: GatewayAttempt.objects.exists())
+    attempt = GatewayAttempt.objects.get()
+    assert attempt.status == 200 and "upstream stream failed" in attempt.error
+    gs = GatewaySession.objects.get()
+    assert not LiveItem.objects.filter(session_id=gs.session_id, item__role="assistant").exists()
