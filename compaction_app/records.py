@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -42,6 +43,7 @@ from compaction_app.models import (
     CompactionPolicy,
     HookRun,
 )
+from compactweb import metrics
 
 STALE_ATTEMPT_MESSAGE = "the worker running this compaction stopped before it finished"
 CANCELLED_MESSAGE = "the compaction was cancelled before it finished"
@@ -62,6 +64,22 @@ def _rolled_up(shares: Callable[..., rollup.Shares], ids: list[int]) -> Iterator
     before = shares(ids=ids)
     yield
     rollup.apply(rollup.change(before=before, after=shares(ids=ids)))
+
+
+def _count_ended(ids: list[int]) -> None:
+    """Count attempts that just ended (compactweb.metrics), once their transaction commits."""
+    if not ids:
+        return
+    ended = list(CompactionAttempt.objects.filter(pk__in=ids).exclude(status=CompactionAttempt.Status.RUNNING)
+                 .values_list("strategy", "trigger", "status", "duration_ms"))
+    transaction.on_commit(lambda: metrics.attempts_ended(ended))
+
+
+def _count_installed(compaction: Compaction) -> None:
+    fields = dict(method=compaction.strategy, tokens_before=compaction.tokens_before,
+                  tokens_after=compaction.tokens_after, call_tokens=compaction.call_tokens,
+                  probe_tokens=compaction.probe_tokens, retention_score=compaction.retention_score)
+    transaction.on_commit(lambda: metrics.compaction_installed(**fields))
 
 
 # --- attempts ------------------------------------------------------------------------------------------------------
@@ -103,6 +121,7 @@ def finish_attempt(*, attempt_id: int, record: AttemptRecord, compaction: Compac
             completed_at=_when(record.completed_at),
             duration_ms=record.duration_ms,
         )
+    _count_ended([attempt_id])
 
 
 def fail_attempt(*, attempt_id: int, kind: str, message: str, http_status: int | None = None) -> None:
@@ -112,15 +131,18 @@ def fail_attempt(*, attempt_id: int, kind: str, message: str, http_status: int |
             status=CompactionAttempt.Status.FAILED, error_kind=kind, error_http_status=http_status,
             error_message=message, completed_at=timezone.now(),
         )
+    _count_ended([attempt_id])
 
 
 def cancel_attempt(*, attempt_id: int) -> None:
     """End a still-running attempt as interrupted: its caller (e.g. a stopped turn) gave up on it."""
     with _rolled_up(rollup.attempt_shares, [attempt_id]):
-        CompactionAttempt.objects.filter(pk=attempt_id, status=CompactionAttempt.Status.RUNNING).update(
+        cancelled = CompactionAttempt.objects.filter(pk=attempt_id, status=CompactionAttempt.Status.RUNNING).update(
             status=CompactionAttempt.Status.INTERRUPTED, error_kind=INTERRUPTED_KIND,
             error_message=CANCELLED_MESSAGE, completed_at=timezone.now(),
         )
+    if cancelled:
+        _count_ended([attempt_id])
 
 
 def discard_attempt(*, attempt_id: int) -> None:
@@ -133,11 +155,14 @@ def mark_stale_attempts(*, session_id: int) -> int:
     """Finish the session's `running` attempts as interrupted (spec §6.5: a killed compaction leaves the history
     unchanged); returns how many there were. Called by the lease when it takes an expired lease over."""
     running = CompactionAttempt.objects.filter(session_id=session_id, status=CompactionAttempt.Status.RUNNING)
-    with _rolled_up(rollup.attempt_shares, list(running.values_list("pk", flat=True))):
-        return CompactionAttempt.objects.filter(
+    ids = list(running.values_list("pk", flat=True))
+    with _rolled_up(rollup.attempt_shares, ids):
+        marked = CompactionAttempt.objects.filter(
             session_id=session_id, status=CompactionAttempt.Status.RUNNING,
         ).update(status=CompactionAttempt.Status.INTERRUPTED, error_kind=INTERRUPTED_KIND,
                  error_message=STALE_ATTEMPT_MESSAGE, completed_at=timezone.now())
+    _count_ended(ids)
+    return marked
 
 
 def record_hook_runs(*, attempt_id: int, runs: Iterable[HookRunRecord], hook_ids: dict[str, int]) -> None:
@@ -169,6 +194,7 @@ def create_compaction(**fields: Any) -> Compaction:
     _made_under(compaction)
     compaction.save(force_insert=True)
     rollup.apply(rollup.compaction_shares(ids=[compaction.pk]))
+    _count_installed(compaction)
     return compaction
 
 
@@ -192,6 +218,8 @@ def set_retention(*, compaction_id: int, retention: dict[str, Any], retention_sc
     """The retention score of a compaction scored after the fact (an imported or followed rollout's)."""
     with _rolled_up(rollup.compaction_shares, [compaction_id]):
         Compaction.objects.filter(pk=compaction_id).update(retention=retention, retention_score=retention_score)
+    method = Compaction.objects.filter(pk=compaction_id).values_list("strategy", flat=True).first() or ""
+    transaction.on_commit(lambda: metrics.compaction_scored(method=method, retention_score=retention_score))
 
 
 def add_reread_tokens(*, compaction_id: int, tokens: int) -> None:

@@ -14,8 +14,9 @@ from django.conf import settings
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+from prometheus_client.core import GaugeMetricFamily
 
-from compactweb import db_outage
+from compactweb import db_outage, metrics
 from compactweb.celery import app
 
 OK = "ok"
@@ -69,3 +70,17 @@ def run_checks() -> tuple[bool, dict[str, str]]:
 def healthz(request):
     healthy, results = run_checks()
     return JsonResponse({"status": "ok" if healthy else "failing", "checks": results}, status=200 if healthy else 503)
+
+
+def dependency_metrics():
+    """The same checks as /healthz, as a gauge per dependency (1 up, 0 failing; one not configured is left out)."""
+    family = GaugeMetricFamily(metrics.DEPENDENCY_UP, "Whether a dependency passes the /healthz check (1) or "
+                               "fails it (0).", labels=["dependency"])
+    for name, check in CHECKS.items():
+        try:
+            result = check()
+        except Exception:  # a failing dependency is a value here, not an error of the scrape
+            result = None
+        if result is None or result == OK:
+            family.add_metric([name], 0.0 if result is None else 1.0)
+    yield family

@@ -11,6 +11,7 @@ from compaction_app.providers.simulated.recording import RequestRecorder
 from compactweb import (
     converters,  # noqa: F401  (registers the <id:...> path converter)
     daphne_denial,
+    gateway_metrics,
 )
 from compactweb.body_limit import asgi_body_limit
 from compactweb.sim_mount import MOUNT, guarded_sim_app
@@ -82,11 +83,12 @@ def http_router(django_app):
     COMPACTWEB_SIM_ENABLED, everything else to Django."""
     django_app = asgi_body_limit(django_app)  # 413 before an oversized body is read (the simulator has its own cap)
     sim_app = create_mounted_app(recorder=_sim_recorder()) if settings.COMPACTWEB_SIM_ENABLED else None
+    gateway_app = gateway_metrics.observed(gateway.app)
 
     async def app(scope, receive, send):
         path = scope.get("path", "")
         if _is_gateway(path):
-            await gateway.app(_to_gateway(scope), receive, send)
+            await gateway_app(_to_gateway(scope), receive, send)
         elif sim_app is not None and _is_sim(path):
             scope = {**scope, "path": path[len("/sim") :] or "/", "root_path": scope.get("root_path", "") + "/sim"}
             await sim_app(scope, receive, send)

@@ -202,6 +202,12 @@ CELERY_BEAT_SCHEDULE = {
 # Where retention writes its archive files (docs/retention-policy.md): the deployment's choice, never a page's.
 COMPACTWEB_ARCHIVE_DIR = Path(os.environ.get("COMPACTWEB_ARCHIVE_DIR", str(VAR_DIR / "archive")))
 
+# Prometheus metrics at /metrics (docs/operations.md, "Metrics"): a scraper sends this token as its bearer; unset,
+# /metrics answers 404 (off). The scheduler's heartbeat file, when one runs (scripts/scale-out sets it), is read
+# for its age.
+COMPACTWEB_METRICS_TOKEN = os.environ.get("COMPACTWEB_METRICS_TOKEN", "")
+COMPACTWEB_SCHEDULER_HEARTBEAT_FILE = os.environ.get("COMPACTWEB_SCHEDULER_HEARTBEAT_FILE", "")
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -232,7 +238,7 @@ if COMPACTWEB_HTTPS:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = True
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
     SECURE_HSTS_SECONDS = int(os.environ.get("COMPACTWEB_HSTS_SECONDS", "31536000"))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("COMPACTWEB_HSTS_INCLUDE_SUBDOMAINS", True)
     SECURE_HSTS_PRELOAD = _env_bool("COMPACTWEB_HSTS_PRELOAD", True)

@@ -3,9 +3,11 @@ from django.urls import include, path
 from django.views.generic.base import RedirectView
 
 from compactweb.health import healthz
+from compactweb.metrics_endpoint import metrics_view
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("favicon.ico", RedirectView.as_view(url="/static/favicon.svg", permanent=True)),
     path("admin/", admin.site.urls),
     path("api/v1/", include("compactweb.api_urls")),

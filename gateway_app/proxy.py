@@ -36,6 +36,7 @@ import httpx
 
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.simulated.app import refuse_websocket
+from compactweb import gateway_metrics
 from compactweb.roles import role_of
 from gateway_app import (
     compaction,
@@ -271,6 +272,7 @@ async def _admit(scope, headers: dict[str, str], send) -> tuple[Caller, str] | N
         await _send_error(send, 401, "invalid_api_key", "the gateway needs a gateway key (a route's, or your own at "
                           "/gateway/r/<route>/v1) as the bearer token (docs/gateway.md)", headers={"WWW-Authenticate": 'Bearer realm="compactweb-gateway"'})
         return None
+    gateway_metrics.admitted(scope, route=caller.route_name, mode=caller.mode)
     if not await limits.allow(route_id=caller.route_id, per_minute=caller.requests_per_minute):
         await _send_error(send, 429, "rate_limit_exceeded",
                           f"route {caller.route_name} allows {caller.requests_per_minute} requests per minute",

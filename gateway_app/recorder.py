@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db import connection, connections, transaction
 
+from compactweb.metrics import recorder_wait
 from gateway_app import recording
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class Recorder:
     def submit(self, exchange: recording.Exchange) -> None:
         """Record `exchange` later (thread-safe, costs the caller one queue put)."""
         self._ensure_thread()
+        recorder_wait.submitted()
         self._queue.put(exchange)
 
     async def run(self, fn: Callable[[], Any]) -> Any:
@@ -121,6 +123,7 @@ class Recorder:
         except Exception:  # the connection broke (a database restart): drop it, the next batch reconnects
             logger.exception("gateway: a batch of %d records could not be written", len(exchanges))
             connection.close()
+        recorder_wait.written(len(exchanges))
 
 
 recorder = Recorder()

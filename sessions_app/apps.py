@@ -8,7 +8,7 @@ class SessionsAppConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
-        from compactweb import role_permissions, ws_revocation
+        from compactweb import metrics, role_permissions, ws_revocation
         from compactweb.role_permissions import grant_admin_permissions
         from sessions_app import rollout_guard
         from sessions_app.archive import tasks as archive_tasks
@@ -16,6 +16,7 @@ class SessionsAppConfig(AppConfig):
         from sessions_app.fleet import runtime as fleet_runtime
         from sessions_app.fleet import scheduler
         from sessions_app.jobs import liveness
+        from sessions_app.web import metrics_state
 
         rollout_guard.connect_signals()
         role_permissions.connect_signals()
@@ -26,3 +27,4 @@ class SessionsAppConfig(AppConfig):
         scheduler.housekeeping_done.connect(liveness.reap_dead_jobs, dispatch_uid="compactweb_reap_dead_jobs")
         scheduler.housekeeping_done.connect(archive_tasks.archive_if_due, dispatch_uid="compactweb_archive_if_due")
         scheduler.housekeeping_done.connect(alert_delivery.retry_if_due, dispatch_uid="compactweb_alert_retries")
+        metrics.add_state_source("sessions", metrics_state.state_metrics)

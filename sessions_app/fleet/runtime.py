@@ -34,7 +34,7 @@ from django.db.models import F
 
 from compaction_app.config_services import derived_provider
 from compaction_app.models import CompactionPolicy, Provider
-from compactweb import db_outage, statements
+from compactweb import db_outage, metrics, statements
 from compactweb.domain_errors import Conflict, Invalid
 from sessions_app.compactions.queue import has_queued
 from sessions_app.models import RolloutLine, Session, SimulatorRun
@@ -458,6 +458,7 @@ def _failed(session_id: int, message: str) -> None:
     Session.objects.filter(pk=session_id).update(state=Session.State.FAILED)
 
 
+@metrics.counted(metrics.STEPS, lambda result: result.status)
 async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None,
                     claimed_at: float | None = None) -> StepResult:
     """Run the next turn of the session's scenario (under the session's lease) and save the run's progress.

@@ -24,6 +24,7 @@ from uuid6 import uuid7
 
 from compaction_app.engine.port import ModelClient
 from compaction_app.providers.factory import build_client
+from compactweb import metrics
 from sessions_app.compactions import settings_builder
 from sessions_app.models import Session
 from sessions_app.rollout import lease as locks
@@ -85,6 +86,7 @@ def _turn_config(session: Session, **overrides: Any) -> TurnConfig:
     return config
 
 
+@metrics.counted(metrics.TURNS, lambda result: result.status)
 async def arun_turn(
     *,
     session_id: int,

@@ -1,0 +1,178 @@
+"""Issue 45: a real Prometheus (Debian's `prometheus`, run as a plain binary on loopback with a temporary data
+directory and our own config) scrapes a running scale-out set, and the series are read back through its HTTP
+query API: two Daphne processes and a Celery worker (prefork) sharing a multiprocess directory, so either web
+process answers what all of them counted: gateway requests sent to both, a compaction a job ran on the worker, the
+worker's and scheduler's heartbeats and the dependencies. About 30 s."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from compaction_app.engine.items import user_message
+from compaction_app.models import CompactionPolicy, Provider
+from compactweb.api_tokens import issue_token
+from gateway_app.keys import do_create_gateway_key
+from gateway_app.models import GatewayRoute
+from sessions_app.models import Job
+from tests.compactweb.test_metrics_docs import alert_expressions, dashboard_expressions
+from tests.scale_out.processes import (
+    child_env,
+    free_port,
+    start_daphne,
+    start_scheduler,
+    start_worker,
+    stop,
+    wait_for_log,
+)
+from tests.scale_out.test_redis_restart import start_redis
+
+DEADLINE_SECONDS = 120  # a bound for a broken run only: Prometheus scrapes every second
+METRICS_TOKEN = "scrape-token-for-the-prometheus-test"
+
+
+def post(url: str, body: dict, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(url, method="POST", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            response.read()
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def start_prometheus(*, port: int, targets: list[str], workdir: Path) -> subprocess.Popen:
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail("prometheus is not installed (apt-get install prometheus; .ci/run installs it)")
+    (workdir / "token").write_text(METRICS_TOKEN)
+    config = workdir / "prometheus.yml"
+    config.write_text(json.dumps({  # JSON is YAML
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+        "scrape_configs": [{
+            "job_name": "compactweb", "metrics_path": "/metrics",
+            "authorization": {"type": "Bearer", "credentials_file": str(workdir / "token")},
+            "static_configs": [{"targets": targets}],
+        }],
+    }))
+    log = open(workdir / "prometheus.log", "w")  # noqa: SIM115 (kept open for the process's life)
+    return subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+
+
+def query(prometheus: str, promql: str) -> list[dict]:
+    url = f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as exc:  # a 400 for an expression it cannot parse
+        raise AssertionError(f"{promql}: {exc.read().decode()}") from None
+    except OSError:
+        return []  # not listening yet
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def by_instance(results: list[dict]) -> dict[str, float]:
+    return {r["metric"]["instance"]: float(r["value"][1]) for r in results}
+
+
+def wait_for(prometheus: str, promql: str, expected, logs: dict[str, Path]) -> dict[str, float]:
+    """The query's values by instance once `expected(values)` holds (Prometheus has scraped what was done)."""
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    values: dict[str, float] = {}
+    while time.monotonic() < deadline:
+        values = by_instance(query(prometheus, promql))
+        if expected(values):
+            return values
+        time.sleep(0.5)
+    tails = "\n".join(f"--- {n}\n{p.read_text()[-1500:]}" for n, p in logs.items() if p.exists())
+    raise AssertionError(f"{promql}: {values}\n{tails}")
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_a_real_prometheus_scrapes_a_scale_out_set_and_reads_every_process_counts(on_postgresql, operator_user,
+                                                                                  make_session, tmp_path):
+    provider = Provider.objects.create(name="embedded-gw", base_url=Provider.EMBEDDED, model="compactweb-sim",
+                                       context_window=32000)
+    route = GatewayRoute.objects.create(name="team-metrics", provider=provider,
+                                        policy=CompactionPolicy.objects.create(name="metrics-policy"))
+    gateway_key = do_create_gateway_key(route=route, client_name="ci").key
+    session = make_session(items=[user_message("collect the deploy logs"), user_message("find the failing step")])
+    api_token = issue_token(user=operator_user)
+
+    redis_port, prometheus_port = free_port(), free_port()
+    ports = [free_port(), free_port()]
+    own_redis = f"redis://127.0.0.1:{redis_port}"
+    (tmp_path / "metrics").mkdir()
+    env = {**child_env(redis_url=f"{own_redis}/0", broker_url=f"{own_redis}/1", var_dir=tmp_path),
+           "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"), "COMPACTWEB_METRICS_TOKEN": METRICS_TOKEN,
+           "COMPACTWEB_SCHEDULER_HEARTBEAT_FILE": str(tmp_path / "scheduler.heartbeat")}
+    logs = {name: tmp_path / f"{name}.log" for name in ("web-1", "web-2", "worker", "scheduler", "prometheus")}
+    processes: list[subprocess.Popen] = []
+    try:
+        processes.append(start_redis(redis_port, tmp_path))
+        for name, port in zip(("web-1", "web-2"), ports, strict=True):
+            processes.append(start_daphne(port=port, env=env, log=logs[name]))
+        worker = start_worker(queue="celery", env=env, log=logs["worker"], pool="prefork", concurrency=1)
+        processes.append(worker)
+        processes.append(start_scheduler(env=env, log=logs["scheduler"], heartbeat=tmp_path / "scheduler.heartbeat"))
+        wait_for_log(worker, logs["worker"], "ready")
+        processes.append(start_prometheus(port=prometheus_port, targets=[f"127.0.0.1:{p}" for p in ports],
+                                          workdir=tmp_path))
+        prometheus = f"http://127.0.0.1:{prometheus_port}"
+
+        # three gateway turns through the first web process, two through the second, one without a key
+        turn = {"model": "compactweb-sim", "input": [user_message("please fix parser bug 3")]}
+        for i, port in enumerate([ports[0]] * 3 + [ports[1]] * 2):
+            meta = json.dumps({"thread_id": f"0190aaaa-0000-7000-8000-00000000{i:04d}", "turn_id": "t1"})
+            assert post(f"http://127.0.0.1:{port}/gateway/v1/responses", turn,
+                        {"Authorization": f"Bearer {gateway_key}", "x-codex-turn-metadata": meta}) == 200
+        assert post(f"http://127.0.0.1:{ports[1]}/gateway/v1/responses", turn, {}) == 401
+        # a manual compaction through the API: a job the worker runs (its prefork child counts it)
+        assert post(f"http://127.0.0.1:{ports[0]}/api/v1/sessions/{session.pk}/compact", {"strategy": "local"},
+                    {"Authorization": f"Token {api_token}"}) == 202
+
+        everyone = lambda values: len(values) == 2  # noqa: E731 (both web processes scraped)
+        up = wait_for(prometheus, 'up{job="compactweb"}', lambda v: everyone(v) and set(v.values()) == {1.0}, logs)
+        assert len(up) == 2
+        # each web process answers the sum over every process: its own requests and the other's
+        served = wait_for(prometheus, f'compactweb_gateway_requests_total{{route="{route.name}",endpoint="responses",'
+                          'mode="upstream",status="200"}', lambda v: everyone(v) and set(v.values()) == {5.0}, logs)
+        assert set(served.values()) == {5.0}
+        refused = wait_for(prometheus, 'compactweb_gateway_requests_total{route="none",status="401"}',
+                           lambda v: everyone(v) and set(v.values()) == {1.0}, logs)
+        assert set(refused.values()) == {1.0}
+        first_byte = wait_for(prometheus, f'compactweb_gateway_time_to_first_byte_seconds_count{{route="{route.name}"'
+                              ',endpoint="responses"}', lambda v: everyone(v) and set(v.values()) == {5.0}, logs)
+        assert set(first_byte.values()) == {5.0}
+        compacted = wait_for(prometheus, 'compactweb_compaction_attempts_total{method="local",trigger="manual",'
+                             'outcome="completed"}', lambda v: everyone(v) and set(v.values()) == {1.0}, logs)
+        assert set(compacted.values()) == {1.0}
+        assert Job.objects.get().status == Job.Status.SUCCEEDED
+        wait_for(prometheus, "compactweb_workers_alive", lambda v: everyone(v) and min(v.values()) >= 1, logs)
+        wait_for(prometheus, "compactweb_scheduler_heartbeat_age_seconds",
+                 lambda v: everyone(v) and max(v.values()) < 30, logs)
+        for dependency in ("database", "channel_layer", "broker"):
+            wait_for(prometheus, f'compactweb_dependency_up{{dependency="{dependency}"}}',
+                     lambda v: everyone(v) and set(v.values()) == {1.0}, logs)
+        # every expression of the Grafana dashboard and of the alert rules is PromQL this Prometheus evaluates
+        for expr in dashboard_expressions() + alert_expressions():
+            query(prometheus, expr.replace("$__rate_interval", "1m").replace("$route", ".*"))
+        rate = query(prometheus, f'sum by (status) (rate(compactweb_gateway_requests_total{{route="{route.name}"}}[1m]))')
+        assert rate and float(rate[0]["value"][1]) >= 0
+    finally:
+        for process in reversed(processes):
+            stop(process)
