@@ -367,3 +367,9 @@ def alerts_filtered(*, kind: str | None = None, session_id: int | None = None, s
         rows = rows.filter(last_at__gte=since)
     return list(rows.select_related("session", "acknowledged_by").prefetch_related("compactions", "attempts")
                 .order_by("-last_at", "-pk")[:limit])
+
+
+def open_alerts():
+    """The open alerts as the alerts page counts them: not acknowledged, not snoozed or silenced (/metrics'
+    `compactweb_alerts_open`)."""
+    return Alert.objects.filter(acknowledged_at__isnull=True).exclude(_silenced())

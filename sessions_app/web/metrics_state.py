@@ -17,17 +17,19 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from compaction_app.engine.alerts import AlertKind
 from compaction_app.models import Alert
 from compactweb import metrics, worker_affinity
+from sessions_app.compactions.alerts import open_alerts
 from sessions_app.models import Job
 
 WAITING = (Job.Status.QUEUED, Job.Status.RUNNING)
 
 
 def alert_metrics() -> Iterator[Metric]:
-    opened = GaugeMetricFamily(metrics.ALERTS_OPEN, "Alerts not acknowledged, by kind.", labels=["kind"])
+    opened = GaugeMetricFamily(metrics.ALERTS_OPEN, "Alerts open (not acknowledged, snoozed or silenced), by "
+                               "kind.", labels=["kind"])
     raised = CounterMetricFamily(metrics.ALERTS_RAISED, "Alerts raised, by kind, each repeat of an open cause "
                                  "counted (the alerts of sessions retention removed leave the count).",
                                  labels=["kind"])
-    open_by_kind = dict(Alert.objects.filter(acknowledged_at__isnull=True).values_list("kind")
+    open_by_kind = dict(open_alerts().values_list("kind")
                         .annotate(n=Count("pk")).values_list("kind", "n"))
     raised_by_kind = dict(Alert.objects.values_list("kind").annotate(n=Sum("count")).values_list("kind", "n"))
     for kind in AlertKind:
