@@ -23,15 +23,7 @@ from gateway_app.keys import do_create_gateway_key
 from gateway_app.models import GatewayRoute
 from sessions_app.models import Job
 from tests.compactweb.test_metrics_docs import alert_expressions, dashboard_expressions
-from tests.scale_out.processes import (
-    child_env,
-    free_port,
-    start_daphne,
-    start_scheduler,
-    start_worker,
-    stop,
-    wait_for_log,
-)
+from tests.scale_out import processes as run
 from tests.scale_out.test_redis_restart import start_redis
 
 DEADLINE_SECONDS = 120  # a bound for a broken run only: Prometheus scrapes every second
@@ -113,24 +105,24 @@ def test_a_real_prometheus_scrapes_a_scale_out_set_and_reads_every_process_count
     session = make_session(items=[user_message("collect the deploy logs"), user_message("find the failing step")])
     api_token = issue_token(user=operator_user)
 
-    redis_port, prometheus_port = free_port(), free_port()
-    ports = [free_port(), free_port()]
+    redis_port, prometheus_port = run.free_port(), run.free_port()
+    ports = [run.free_port(), run.free_port()]
     own_redis = f"redis://127.0.0.1:{redis_port}"
     (tmp_path / "metrics").mkdir()
-    env = {**child_env(redis_url=f"{own_redis}/0", broker_url=f"{own_redis}/1", var_dir=tmp_path),
+    env = {**run.child_env(redis_url=f"{own_redis}/0", broker_url=f"{own_redis}/1", var_dir=tmp_path),
            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"), "COMPACTWEB_METRICS_TOKEN": METRICS_TOKEN,
            "COMPACTWEB_SCHEDULER_HEARTBEAT_FILE": str(tmp_path / "scheduler.heartbeat")}
     logs = {name: tmp_path / f"{name}.log" for name in ("web-1", "web-2", "worker", "scheduler", "prometheus")}
-    processes: list[subprocess.Popen] = []
+    started: list[subprocess.Popen] = []
     try:
-        processes.append(start_redis(redis_port, tmp_path))
+        started.append(start_redis(redis_port, tmp_path))
         for name, port in zip(("web-1", "web-2"), ports, strict=True):
-            processes.append(start_daphne(port=port, env=env, log=logs[name]))
-        worker = start_worker(queue="celery", env=env, log=logs["worker"], pool="prefork", concurrency=1)
-        processes.append(worker)
-        processes.append(start_scheduler(env=env, log=logs["scheduler"], heartbeat=tmp_path / "scheduler.heartbeat"))
-        wait_for_log(worker, logs["worker"], "ready")
-        processes.append(start_prometheus(port=prometheus_port, targets=[f"127.0.0.1:{p}" for p in ports],
+            started.append(run.start_daphne(port=port, env=env, log=logs[name]))
+        worker = run.start_worker(queue="celery", env=env, log=logs["worker"], pool="prefork", concurrency=1)
+        started.append(worker)
+        started.append(run.start_scheduler(env=env, log=logs["scheduler"], heartbeat=tmp_path / "scheduler.heartbeat"))
+        run.wait_for_log(worker, logs["worker"], "ready")
+        started.append(start_prometheus(port=prometheus_port, targets=[f"127.0.0.1:{p}" for p in ports],
                                           workdir=tmp_path))
         prometheus = f"http://127.0.0.1:{prometheus_port}"
 
@@ -174,5 +166,5 @@ def test_a_real_prometheus_scrapes_a_scale_out_set_and_reads_every_process_count
         rate = query(prometheus, f'sum by (status) (rate(compactweb_gateway_requests_total{{route="{route.name}"}}[1m]))')
         assert rate and float(rate[0]["value"][1]) >= 0
     finally:
-        for process in reversed(processes):
-            stop(process)
+        for process in reversed(started):
+            run.stop(process)
