@@ -379,6 +379,10 @@ class Compaction(models.Model):
         default=dict, blank=True,
         help_text="For an imported compaction: each label inferred from the rollout, and the evidence.",
     )
+    history = models.BooleanField(
+        default=False,
+        help_text="Read after the fact (an import, or what a follower found already written in a file): it "
+        "happened before it was seen, so it never counts toward a live storm.")
 
     class Meta:
         ordering = ["session", "rollout_seq"]

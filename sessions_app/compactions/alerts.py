@@ -88,14 +88,16 @@ def record_compaction(*, compaction: Compaction, before: list[Item], after: list
     watch, raised = rules.on_attempt(watch, attempt_id=0, failed=False, thresholds=limits)
     _save(row, watch)
     now = timezone.now()
+    # History imported after the fact happened before it was seen: never part of a live storm (issue 44).
     recent = list(Compaction.objects.filter(
         session_id=compaction.session_id, created_at__gte=now - timedelta(minutes=limits.storm_minutes),
+        history=False,
     ).order_by("pk").values_list("pk", flat=True))
     fleet_since = now - timedelta(minutes=limits.fleet_storm_minutes)
     # Relative to the fleet: a 200-session fleet compacts more than a 5-session one without a storm.
     active = Session.objects.filter(updated_at__gte=fleet_since).count()
     fleet_threshold = limits.fleet_storm_threshold(active)
-    fleet_recent = Compaction.objects.filter(created_at__gte=fleet_since)
+    fleet_recent = Compaction.objects.filter(created_at__gte=fleet_since, history=False)
     # The alert links the first compactions past the threshold (a storm's evidence, bounded) and counts them all.
     fleet = list(fleet_recent.order_by("pk").values_list("pk", flat=True)[: fleet_threshold + 1])
     fleet_total = fleet_recent.count() if len(fleet) > fleet_threshold else len(fleet)

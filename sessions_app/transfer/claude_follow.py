@@ -16,7 +16,7 @@ from sessions_app.codex_rollout.parse import split_raw_lines
 from sessions_app.models import CodexSource, CodexSourceLine, RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import append_rollout_lines
-from sessions_app.transfer import codex_sources, importer
+from sessions_app.transfer import codex_sources, importer, live_alerts
 
 _readers: dict[int, tuple[int, TranscriptReader]] = {}  # source pk → (lines fed, reader)
 _lock = threading.Lock()
@@ -50,13 +50,15 @@ def do_append_claude_lines(*, source: CodexSource, lines: list[bytes]) -> int:
     reader = _reader(source)
     chunk = reader.feed([r.raw for r in raw], first_line_no=first_number)
     new_lines, numbers, _, problems = importer.validated_lines(chunk.lines, strict=False)
+    before = live_alerts.history_before(session=session, kinds=[line.kind for line in new_lines])
     rows = append_rollout_lines(session=session, lines=new_lines) if new_lines else []
     seq_by_line = dict(zip(numbers, (r.seq for r in rows), strict=True))
     codex_sources.append_source_lines(source=source, raw=raw, seq_by_line=seq_by_line, first_number=first_number)
     codex_sources.add_problems(source=source, problems=[*chunk.problems, *problems])
     if any(r.kind == p.COMPACTED for r in rows):
         importer.create_compactions(session, rows, {seq_by_line[n]: label for n, label in chunk.labels.items()
-                                                     if n in seq_by_line})
+                                                     if n in seq_by_line}, live=True)
+    live_alerts.run_alert_rules(session=session, rows=rows, before=before)
     if session.title.startswith(importer.UNTITLED_PREFIX) and reader.title:
         Session.objects.filter(pk=session.pk).update(title=reader.title)
     with _lock:

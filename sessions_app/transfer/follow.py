@@ -63,7 +63,7 @@ from sessions_app.codex_rollout.tail import (
 from sessions_app.models import CodexSource, CodexSourceLine, LiveItem, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import append_rollout_lines
-from sessions_app.transfer import claude_follow, codex_sources, importer
+from sessions_app.transfer import claude_follow, codex_sources, importer, live_alerts
 from sessions_app.transfer.refusals import AlreadyImported, TransferRefused
 
 logger = logging.getLogger(__name__)
@@ -275,6 +275,7 @@ def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
                if needs_history(parsed.lines) else [])
     converted = [x for x in to_compactweb_lines(parsed, history=history) if x.kind != p.SESSION_META]
     new_lines, numbers, _, problems = importer.validated_lines(converted, strict=False)
+    before = live_alerts.history_before(session=session, kinds=[line.kind for line in new_lines])
     rows = append_rollout_lines(session=session, lines=new_lines) if new_lines else []
     seq_by_line = dict(zip(numbers, (r.seq for r in rows), strict=True))
     codex_sources.append_source_lines(source=source, raw=raw, seq_by_line=seq_by_line, first_number=first_number)
@@ -282,7 +283,8 @@ def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
     if any(r.kind == p.COMPACTED for r in rows):
         labels = _labels_with_context(source, parsed, first_number)
         importer.create_compactions(session, rows, {seq_by_line[n]: lab for n, lab in labels.items()
-                                                     if n in seq_by_line})
+                                                     if n in seq_by_line}, live=True)
+    live_alerts.run_alert_rules(session=session, rows=rows, before=before)
     window = latest_context_window(parsed.lines)
     if window and window != source.context_window:
         # The window Codex reports reaches the meters as soon as it appears (a new file has none yet).

@@ -286,9 +286,11 @@ def _title(parsed: ParsedRollout, given: str | None) -> str:
     return title_from_lines(parsed.lines) or f"{UNTITLED_PREFIX} {parsed.source_name or ''}".strip()[:200]
 
 
-def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[int, Labels] | None = None) -> int:
+def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[int, Labels] | None = None, *,
+                       live: bool = False) -> int:
     """Compaction rows for the `compacted` lines among `rows`, labelled as Codex ran them (`labels` by seq,
-    inferred from the rollout; sessions_app.codex_rollout.labels)."""
+    inferred from the rollout; sessions_app.codex_rollout.labels). Not `live` (an import, a follower's first read
+    of a file), they are history: never counted toward a live storm."""
     compacted = [r for r in rows if r.kind == p.COMPACTED]
     if not compacted:
         return 0
@@ -313,7 +315,7 @@ def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[i
             previous_window_id=payload.get("previous_window_id") or "",
             first_window_id=payload.get("first_window_id") or "", item_id=f"imported-{row.seq}",
             rolled_back=states[key].rolled_back if key in states else False,
-            inferred=dict(label.inferred),
+            inferred=dict(label.inferred), history=not live,
         ))
     count = records.record_imported_compactions(compactions=created)
     score_in_background(session_id=session.pk)
