@@ -7,6 +7,16 @@
 (function () {
   "use strict";
 
+  // The top bar's menu folds behind its button on a phone (the CSS hides it only when this script runs).
+  document.documentElement.classList.add("js");
+  document.addEventListener("click", function (evt) {
+    var toggle = evt.target.closest && evt.target.closest(".nav-toggle");
+    if (!toggle) { return; }
+    var open = toggle.getAttribute("aria-expanded") !== "true";
+    toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    toggle.closest(".topbar").classList.toggle("topbar--open", open);
+  });
+
   function liveRoot() { return document.querySelector("[data-live]"); }
   function pageSeq() {
     var el = document.getElementById("live-seq");

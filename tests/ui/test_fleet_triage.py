@@ -77,7 +77,7 @@ def test_an_imported_sessions_last_compaction_is_the_one_its_compactions_count(o
     assert session.compaction_count == 1
 
     row = _row(login(operator_user).get("/").content.decode(), session.pk)
-    assert '<td class="num">1</td>' in row  # the Compactions column
+    assert '<td class="num" data-label="Compactions">1</td>' in row
     assert "none yet" not in row
     compaction = session.compactions.get()
     assert f'href="/compactions/{compaction.pk}/"' in row
