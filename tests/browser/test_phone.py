@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from playwright.sync_api import Page, expect
 
-from tests.browser.test_operator_controls import LIVE_TIMEOUT, new_session, wait_live
+from tests.browser.test_operator_controls import LIVE_TIMEOUT, wait_live
 
 PHONE = {"width": 390, "height": 844}
 
