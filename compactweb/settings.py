@@ -87,6 +87,27 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 
+# Single sign-on with OpenID Connect (issue 45, docs/security.md "Single sign-on"; mozilla-django-oidc): on when the
+# client id and the provider's authorization endpoint are set. The client secret comes from the environment only.
+# The role follows the groups claim at every sign-in: COMPACTWEB_OIDC_ROLE_GROUPS maps role=provider-group.
+OIDC_RP_CLIENT_ID = os.environ.get("OIDC_RP_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = os.environ.get("OIDC_RP_CLIENT_SECRET", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = os.environ.get("OIDC_OP_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = os.environ.get("OIDC_OP_USER_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = os.environ.get("OIDC_OP_JWKS_ENDPOINT", "")
+OIDC_RP_SIGN_ALGO = os.environ.get("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = os.environ.get("OIDC_RP_SCOPES", "openid email profile groups")
+OIDC_USE_PKCE = True
+LOGIN_REDIRECT_URL_FAILURE = "/login/"
+COMPACTWEB_OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID and OIDC_OP_AUTHORIZATION_ENDPOINT)
+COMPACTWEB_OIDC_USERNAME_CLAIM = os.environ.get("COMPACTWEB_OIDC_USERNAME_CLAIM", "preferred_username")
+COMPACTWEB_OIDC_GROUPS_CLAIM = os.environ.get("COMPACTWEB_OIDC_GROUPS_CLAIM", "groups")
+COMPACTWEB_OIDC_ROLE_GROUPS = os.environ.get("COMPACTWEB_OIDC_ROLE_GROUPS", "")
+if COMPACTWEB_OIDC_ENABLED:
+    # After the login rate limit, before local passwords (the break-glass admin keeps ModelBackend).
+    AUTHENTICATION_BACKENDS.insert(1, "compactweb.oidc.RoleMappingBackend")
+
 ROOT_URLCONF = "compactweb.urls"
 TEMPLATES = [
     {

@@ -11,6 +11,7 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url="/static/favicon.svg", permanent=True)),
     path("admin/", admin.site.urls),
     path("api/v1/", include("compactweb.api_urls")),
+    path("oidc/", include("compactweb.oidc")),  # single sign-on; 404 while COMPACTWEB_OIDC_ENABLED is off
     path("", include("gateway_app.urls")),
     path("", include("sessions_app.web.urls")),
 ]
