@@ -461,9 +461,10 @@ async def _completed(run: _Run, attempt: AttemptClock, result: StrategyResult, u
     probe_retention = None
     if used_settings.retention_probes and run.client is not None and kept.facts:
         try:
-            probe_retention = await model_judged_check(facts=kept.facts, after=history, client=run.client,
-                                                       model=used_settings.model,
-                                                       instructions=used_settings.base_instructions)
+            probe_retention = (await model_judged_check(facts=kept.facts, after=history, client=run.client,
+                                                        model=used_settings.model,
+                                                        instructions=used_settings.base_instructions)
+                               ).compared_with(kept.retention)
         except Exception as exc:  # a failed probe never fails the compaction; the structural score stands
             log(Warning(message=f"retention probes failed: {exc}"))
     tokens_after = _history_tokens(history, used_settings, run.token_counter)

@@ -204,7 +204,7 @@ def setting_words(name: str) -> frozenset[str]:
 _NUMBERED = re.compile(r"\b([a-z][a-z_]{2,})[\s=:#]+(\d+)\b")
 
 
-def _about_another(segment: Segment, source: str) -> bool:
+def about_another(segment: Segment, source: str) -> bool:
     """Whether a segment names a sibling of the setting's source and not the source itself: `checkout-10` where the
     setting was read from `checkout-11` (an id of the same shape, another thing), "batch 110" for `--batch 111`."""
     for anchor in anchors_of(source):
@@ -227,8 +227,13 @@ def states_setting(segment: Segment, *, setting: str, value: str, source: str = 
     the value of another thing of the same kind (`_about_another`)."""
     named = setting in segment.tokens or setting.replace("_", "") in segment.tokens or \
         bool(setting_words(setting) & segment.words)
-    if not named or (source and _about_another(segment, source)):
+    if not named or (source and about_another(segment, source)):
         return False
+    return states_value(segment, value)
+
+
+def states_value(segment: Segment, value: str) -> bool:
+    """Whether a segment states a value: a number with a unit in any unit that agrees, else the value's tokens."""
     quantity = quantity_of(value)
     if quantity is not None:
         return states_quantity(segment.text, quantity)

@@ -32,8 +32,40 @@ QUESTIONS = {
 }
 
 
-def probe_text(category: Category) -> str:
-    return f'{PROBE_OPEN} category="{category.value}">{QUESTIONS[category]}{PROBE_CLOSE}'
+POINTED_INTRO = ("Then answer each numbered question on a line of its own that starts with its number as `A<n>.`; "
+                 "answer `I do not know` when the conversation does not tell you.")
+POINTED_LINE = re.compile(r"^Q(\d+)\. (.*)$", re.MULTILINE)
+
+
+def pointed_question(fact: ProbeFact) -> str | None:
+    """A question about one fact that does not state its answer: a command's exit status, a setting's value."""
+    if fact.setting:
+        name = fact.text.split(" = ", 1)[0]
+        return f"What is the latest value of {name} (in {fact.subject})?"
+    if fact.status is not None and fact.subject:
+        return f"How did `{fact.subject}` exit? Give its exit code."
+    return None
+
+
+def pointed(facts: list[ProbeFact], category: Category) -> list[tuple[int, ProbeFact, str]]:
+    """The numbered questions of a category's probe: (number, fact, question), numbered from 1 in fact order."""
+    found = []
+    for fact in facts:
+        question = pointed_question(fact) if fact.category is category else None
+        if question is not None:
+            found.append((len(found) + 1, fact, question))
+    return found
+
+
+def probe_text(category: Category, questions: list[tuple[int, ProbeFact, str]] | None = None) -> str:
+    numbered = "".join(f"\nQ{n}. {q}" for n, _, q in questions or ())
+    intro = f"\n{POINTED_INTRO}" if numbered else ""
+    return f'{PROBE_OPEN} category="{category.value}">{QUESTIONS[category]}{intro}{numbered}{PROBE_CLOSE}'
+
+
+def probe_questions(text: str) -> list[tuple[int, str]]:
+    """The numbered questions of a probe message: (number, question)."""
+    return [(int(n), q.removesuffix(PROBE_CLOSE).strip()) for n, q in POINTED_LINE.findall(text)]
 
 
 def probe_category(text: str) -> Category | None:
@@ -47,11 +79,12 @@ def probe_category(text: str) -> Category | None:
         return None
 
 
-def probe_request(*, model: str, history: list[Item], category: Category, instructions: str = "") -> ResponsesRequest:
+def probe_request(*, model: str, history: list[Item], category: Category, instructions: str = "",
+                  questions: list[tuple[int, ProbeFact, str]] | None = None) -> ResponsesRequest:
     """A streamed request with no tools: the window as the model would see it, then the probe question."""
     return ResponsesRequest(
         model=model,
-        input=normalize_for_request([*history, user_message(probe_text(category))]),
+        input=normalize_for_request([*history, user_message(probe_text(category, questions))]),
         instructions=instructions,
         tools=[],
     )
@@ -74,14 +107,18 @@ async def ask(client: ModelClient, request: ResponsesRequest) -> tuple[str, int]
 async def model_judged_check(
     *, facts: list[ProbeFact], after: list[Item], client: ModelClient, model: str, instructions: str = "",
 ) -> RetentionScore:
-    """Ask one probe per category that has facts; judge every fact against its category's answer."""
+    """Ask one probe per category that has facts (with a numbered question per pointed fact); judge every fact
+    against the answer about it."""
     answers: dict[str, str] = {}
+    numbered: dict[str, int] = {}
     spent = 0
     for category in Category:
         if not any(f.category is category for f in facts):
             continue
+        questions = pointed(facts, category)
+        numbered |= {fact.key: n for n, fact, _ in questions}
         text, tokens = await ask(client, probe_request(model=model, history=after, category=category,
-                                                      instructions=instructions))
+                                                      instructions=instructions, questions=questions))
         answers[category.value] = text
         spent += tokens
-    return judge_answers(facts, answers, tokens_spent=spent)
+    return judge_answers(facts, answers, tokens_spent=spent, numbered=numbered)

@@ -17,7 +17,7 @@ Two more rules make the score track what the model can still use:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -41,7 +41,7 @@ from compaction_app.engine.retention.facts import (
     left_items,
     output_text,
 )
-from compaction_app.engine.retention.match import Segment, states, states_setting
+from compaction_app.engine.retention.match import Segment, about_another, states, states_setting, states_value
 
 # The cumulative score carries at most this many facts from one compaction to the next (newest kept).
 MAX_CARRIED = 400
@@ -60,9 +60,22 @@ class CheckMethod(StrEnum):
 class Verdict:
     fact: ProbeFact
     kept: bool
+    # A model-judged verdict: the answer line it was judged on, and the structural check's verdict on the same fact
+    # (`RetentionScore.compared_with`), so a disagreement is shown as one.
+    answer: str | None = None
+    structural_kept: bool | None = None
+
+    @property
+    def disagrees(self) -> bool:
+        return self.structural_kept is not None and self.structural_kept != self.kept
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.fact.to_dict(), "kept": self.kept}
+        data = {**self.fact.to_dict(), "kept": self.kept}
+        if self.answer is not None:
+            data["answer"] = self.answer
+        if self.structural_kept is not None:
+            data |= {"structural_kept": self.structural_kept, "disagrees": self.disagrees}
+        return data
 
 
 def _weighted(verdicts: list[Verdict] | tuple[Verdict, ...]) -> float | None:
@@ -105,6 +118,18 @@ class RetentionScore:
     def held(self) -> list[ProbeFact]:
         return [v.fact for v in self.verdicts if v.kept]
 
+    @property
+    def disagreements(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.disagrees]
+
+    def compared_with(self, structural: RetentionScore | None) -> RetentionScore:
+        """This (model-judged) score with each verdict beside the structural check's on the same fact."""
+        if structural is None:
+            return self
+        theirs = {v.fact.key: v.kept for v in structural.verdicts}
+        verdicts = tuple(replace(v, structural_kept=theirs.get(v.fact.key)) for v in self.verdicts)
+        return replace(self, verdicts=verdicts)
+
     def by_category(self) -> dict[str, dict[str, Any]]:
         rows: dict[str, dict[str, Any]] = {}
         for category in Category:
@@ -119,7 +144,7 @@ class RetentionScore:
             "method": self.method.value, "score": self.score, "kept": self.kept, "total": self.total,
             "categories": self.by_category(), "facts": [v.to_dict() for v in self.verdicts],
             "tokens_spent": self.tokens_spent, "opaque": self.opaque, "visible_score": self.visible_score,
-            "weighted": True,
+            "weighted": True, "disagreements": len(self.disagreements),
         }
 
 
@@ -201,15 +226,76 @@ def structural_check(facts: list[ProbeFact], after: list[Item]) -> RetentionScor
     )
 
 
-def judge_answers(facts: list[ProbeFact], answers: dict[str, str], *, tokens_spent: int) -> RetentionScore:
-    """The model-judged verdicts: a fact is kept when the answer to its category's probe states it (the same
-    evidence rule as the structural check, applied to the answer's lines)."""
+# An answer that says it does not know is no evidence, whatever else the line holds ("I do not know how either
+# command exited; the tests looked ok").
+HEDGE = re.compile(
+    r"\b(?:i do not know|i don't know|do not know|don't know|not sure|unsure|unknown|no idea|can(?:no|')t tell|"
+    r"cannot tell|not certain|do not remember|don't remember|no record|not recorded|not visible|not stated|"
+    r"not mentioned|n/a)\b", re.IGNORECASE)
+
+
+def hedged(line: str) -> bool:
+    return HEDGE.search(line.replace("’", "'")) is not None
+
+
+def strict_status(code: int) -> re.Pattern[str]:
+    """An exit status an answer asserts: the number next to exit/code/status words, or for 0 passed/succeeded, for
+    others failed/crashed. Not "ok", "green", "clean" or "looked fine": those confirm no exit status."""
+    number = r"(?:exit(?:ed)?(?:[ _](?:with|code|status))*[: =]*|code[: =]+|status[: =]+|returned |rc[ =:]+)"
+    words = r"passed|succeeded|successfully" if code == 0 else r"failed|failing|crashed|errored"
+    return re.compile(rf"{number}\(?{code}\b|\b(?:{words})\b")
+
+
+def _answers_fact(fact: ProbeFact, line: str) -> bool:
+    """Whether the answer line to a fact's own question states it (the question named the subject)."""
+    segment = Segment(line)
+    if fact.setting:  # the question named the setting; the line must not be about a sibling of its source
+        return states_value(segment, fact.value) and not about_another(segment, fact.subject)
+    if fact.status is not None:
+        return bool(strict_status(fact.status).search(segment.text))
+    return fact_in(fact, [segment])
+
+
+def judge_answers(facts: list[ProbeFact], answers: dict[str, str], *, tokens_spent: int,
+                  numbered: dict[str, int] | None = None) -> RetentionScore:
+    """The model-judged verdicts, each fact against the answer about it: a fact with a question of its own
+    (`numbered`: fact key -> question number; a command's exit status, a setting's value) against the answer line of
+    that number alone; any other fact against the lines of its category's answer that do not say they do not
+    know, by the structural check's evidence rule. A missing or hedged answer keeps nothing."""
+    numbered = numbered or {}
     verdicts = []
     for fact in facts:
         answer = answers.get(fact.category.value, "")
-        verdicts.append(Verdict(fact=fact, kept=fact_in(fact, [Segment(answer), *_summary_segments(answer)])))
+        number = numbered.get(fact.key)
+        if number is not None:
+            line = numbered_answer(answer, number)
+            kept = line is not None and not hedged(line) and _answers_fact(fact, line)
+            verdicts.append(Verdict(fact=fact, kept=kept, answer=line or ""))
+            continue
+        lines = "\n".join(line for line in answer.splitlines() if line.strip() and not hedged(line)
+                          and not ANSWER_LINE.match(line))
+        kept = bool(lines) and fact_in(fact, [Segment(lines), *_summary_segments(lines)])
+        verdicts.append(Verdict(fact=fact, kept=kept))
     return RetentionScore(method=CheckMethod.MODEL_JUDGED, verdicts=tuple(verdicts), tokens_spent=tokens_spent,
                           answers=dict(answers))
+
+
+# The answer to question N of a probe: "A3. ..." (or "3. ..." when the answer numbers no line with "A").
+ANSWER_LINE = re.compile(r"^\s*A(\d+)[.):]\s*(.*)$", re.IGNORECASE)
+
+
+def numbered_answer(answer: str, number: int) -> str | None:
+    lines = answer.splitlines()
+    for line in lines:
+        match = ANSWER_LINE.match(line)
+        if match and int(match.group(1)) == number:
+            return match.group(2).strip()
+    if not any(ANSWER_LINE.match(line) for line in lines):
+        for line in lines:
+            match = re.match(rf"^\s*{number}[.)]\s+(.*)$", line)
+            if match:
+                return match.group(1).strip()
+    return None
 
 
 def facts_that_left(before: list[Item], after: list[Item], pins: list[ProbeFact] | None = None,

@@ -16,7 +16,7 @@ from typing import Any
 
 from compaction_app.engine.items import is_message, is_summary_message, message_text
 from compaction_app.engine.retention.facts import Category
-from compaction_app.engine.retention.probes import probe_category
+from compaction_app.engine.retention.probes import probe_category, probe_questions
 from compaction_app.providers.chat_format import assistant_message
 from compaction_app.providers.simulated.replies import short_id
 from compaction_app.providers.simulated.summarizer import _command_of, _output_text, digest
@@ -61,8 +61,50 @@ def _visible_artifacts(items: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def probe_answer(items: list[dict[str, Any]], category: Category) -> str:
-    """The extractive answer to one probe over `items` (the probe message itself excluded)."""
+QUESTION_COMMAND = re.compile(r"^How did `(.+)` exit\?")
+QUESTION_SETTING = re.compile(r"^What is the latest value of (.+?) \(in .*\)\?$")
+
+
+def _window_lines(items: list[dict[str, Any]]) -> list[str]:
+    """Every line the window shows, in order: messages (summaries included), tool calls and their outputs."""
+    lines: list[str] = []
+    for item in items:
+        if is_message(item):
+            text = message_text(item)
+        elif item.get("type") in ("function_call_output", "custom_tool_call_output"):
+            text = _output_text(item)
+        else:
+            text = str(item.get("arguments") or item.get("input") or "")
+        lines += [line.strip() for line in text.splitlines() if line.strip()]
+    return lines
+
+
+def pointed_answer(items: list[dict[str, Any]], question: str, artifacts: list[str]) -> str:
+    """One numbered question answered from the window alone: the line that states the command's status or the
+    setting's value (the last such line: the latest), or "I do not know"."""
+    command = QUESTION_COMMAND.match(question)
+    if command:
+        wanted = command.group(1).lower()
+        stated = [line for line in [*artifacts, *_window_lines(items)]
+                  if wanted in line.lower() and re.search(r"(?i)exit|code|status|passed|failed", line)]
+        return stated[-1] if stated else "I do not know."
+    setting = QUESTION_SETTING.match(question)
+    if setting:
+        name = setting.group(1).lower()
+        lines = [line for line in _window_lines(items) if re.search(r"\d", line)]
+        stated = [line for line in lines if name in line.lower()]
+        if not stated:  # the name in other words: a line with one of its longer words ("peaked" for peak memory)
+            words = [w for w in re.split(r"[_\W]+", name) if len(w) >= 4]
+            stated = [line for line in lines if any(w in line.lower() for w in words)]
+        return stated[-1] if stated else "I do not know."
+    return "I do not know."
+
+
+def probe_answer(items: list[dict[str, Any]], category: Category,
+                 questions: list[tuple[int, str]] | None = None) -> str:
+    """The extractive answer to one probe over `items` (the probe message itself excluded), then one line per
+    numbered question ("A2. ...")."""
+    pointed = [f"A{n}. {pointed_answer(items, q, _visible_artifacts(items))}" for n, q in questions or ()]
     d = digest(items, drop_prompt=False)
     if category is Category.RECALL:
         lines = [*d.goals, *d.remembered]
@@ -84,10 +126,11 @@ def probe_answer(items: list[dict[str, Any]], category: Category) -> str:
     for line in lines:
         if line not in seen:
             seen.append(line)
-    return "\n".join(seen) if seen else "I do not know."
+    return "\n".join([*(seen or ["I do not know."]), *pointed])
 
 
 def probe_reply(body: dict[str, Any], category: Category) -> list[dict[str, Any]]:
-    items = [i for i in body.get("input") or [] if isinstance(i, dict)][:-1]
-    text = probe_answer(items, category)
+    everything = [i for i in body.get("input") or [] if isinstance(i, dict)]
+    items = everything[:-1]
+    text = probe_answer(items, category, probe_questions(message_text(everything[-1])))
     return [assistant_message(text, short_id("msg", "probe", category.value, text))]

@@ -175,6 +175,12 @@ class FactSerializer(serializers.Serializer):
     category = serializers.CharField()
     text = serializers.CharField()
     kept = serializers.BooleanField()
+    answer = serializers.CharField(required=False, allow_blank=True,
+                                   help_text="Model-judged: the answer line to the fact's own question, when it had one.")
+    structural_kept = serializers.BooleanField(required=False,
+                                               help_text="Model-judged: the structural check's verdict on this fact.")
+    disagrees = serializers.BooleanField(required=False, help_text="Model-judged: the probe and the structural "
+                                                                   "check disagree on this fact.")
 
 
 class RetentionSerializer(serializers.Serializer):
@@ -191,6 +197,8 @@ class RetentionSerializer(serializers.Serializer):
     categories = serializers.DictField(child=CategoryScoreSerializer())
     facts = FactSerializer(many=True)
     tokens_spent = serializers.IntegerField()
+    disagreements = serializers.IntegerField(default=0, help_text="Model-judged: facts on which the probes and the "
+                                                                  "structural check disagree.")
 
 
 class CostSerializer(serializers.Serializer):
