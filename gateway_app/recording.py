@@ -91,6 +91,10 @@ class Exchange:
 SSE = "sse"
 JSON = "json"
 CLIENT_GONE = "the client disconnected mid-stream"
+# The sources of the `rollback` lines the gateway writes when a client's history changes without a compaction
+# (never a `compacted` line: no Compaction row, no alert counts them).
+CLIENT_REWRITE = "client_rewrite"
+CLIENT_RETRY = "client_retry"
 
 
 def settled(exchange: Exchange) -> Exchange:
@@ -231,6 +235,9 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
         session = Session.objects.select_related("provider", "policy").get(pk=gs.session_id)
         live, turn_id = _known.get(session)
         lines, labels, pending = history_lines(gs=gs, session=session, exchange=exchange, live=live, turn_id=turn_id)
+        if lines is None:  # what it carried is recorded already (a later request recorded first)
+            GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + 1)
+            return gs
         if exchange.kind in wire.COMPACTION_KINDS:
             text = "".join(message_text(i) for i in exchange.output
                            if i.get("type") == "message" and i.get("role") == "assistant")
@@ -255,23 +262,19 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
 
 
 def _folded(live: list[dict[str, Any]], turn_id: str, lines: list[NewLine]) -> tuple[list[dict[str, Any]], str]:
-    """The history and turn id after `lines` (the fold of sessions_app.rollout.projection, for items only)."""
-    history = list(live)
-    for line in lines:
-        if line.kind == p.RESPONSE_ITEM:
-            history.append(line.payload)
-        elif line.kind == p.TURN_CONTEXT:
-            turn_id = str(line.payload.get("turn_id") or "")
-        elif isinstance(line.payload.get("replacement_history"), list):
-            history = list(line.payload["replacement_history"])
-    return history, turn_id
+    """The history and turn id after `lines`: the projection's own fold for the items (so what is kept here is
+    what a read of the live history would give), the newest turn context's id."""
+    history = p.fold_items(list(live), [(line.kind, line.payload) for line in lines])
+    turns = [line.payload.get("turn_id") for line in lines if line.kind == p.TURN_CONTEXT]
+    return history, str(turns[-1] or "") if turns else turn_id
 
 
 def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
                   live: list[dict[str, Any]] | None = None, turn_id: str | None = None,
-                  ) -> tuple[list[NewLine], Labels | None, dict[str, Any] | None]:
+                  ) -> tuple[list[NewLine] | None, Labels | None, dict[str, Any] | None]:
     """The lines that bring the recorded history (`live`, read when not given) to the request's history: (lines,
-    the labels of a compaction among them, what stays pending)."""
+    the labels of a compaction among them, what stays pending). No lines (None) when the record is behind: what
+    it carried is recorded already, and its answer too (`_behind`)."""
     if live is None:
         live, turn_id = live_history(session.pk), _last_turn_id(session)
     history = exchange.history
@@ -286,7 +289,16 @@ def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
     if shared == len(live):
         lines += [NewLine(p.RESPONSE_ITEM, i) for i in _valid_items(history[shared:], gs)]
         return lines, None, None  # an extension: a compaction asked for before was not installed by Codex
-    # Codex replaced its history: the compaction it asked for before, or a rewrite of its own.
+    if shared == len(history):
+        return _behind(live, exchange, lines, pending)
+    if not pending:  # no compaction explains it: the client rewrote its history (a resume, an edit)
+        lines.append(NewLine(p.ROLLBACK, {
+            "source": CLIENT_REWRITE, "replacement_history": _valid_items(history, gs),
+            "removed_count": len(live) - shared, "kept_count": shared,
+            "reason": "the client sent a history that does not extend the recorded one, and no compaction "
+                      "asked for before explains it"}))
+        return lines, None, None
+    # Codex installed the compaction it asked for before.
     payload: dict[str, Any] = {"message": (pending or {}).get("summary", ""),
                                "replacement_history": _valid_items(history, gs)}
     kind = (pending or {}).get("kind")
@@ -299,6 +311,31 @@ def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
                         trigger="auto",
                         reason="context_limit", inferred={"implementation": _SEEN[kind]})
     return lines, labels, None
+
+
+def _behind(live: list[dict[str, Any]], exchange: Exchange, lines: list[NewLine],
+            pending: dict[str, Any] | None) -> tuple[list[NewLine] | None, None, dict[str, Any] | None]:
+    """The request's history is a prefix of the recorded one: the record of a request that another process
+    recorded a later request of first (that later history carried this one's answer on), or a retry of the
+    newest request. Records are applied in the order the client sent them, so it changes nothing already there:
+    - its answer is where the recorded history has it: nothing to add (no lines: None);
+    - what follows in the record is only the model's answer to this same history (no input of the client's came
+      after it): a retry that the client took the new answer of, so the retry's answer replaces the old one (one
+      exchange, not two);
+    - else the client moved on without this answer (a later request is recorded): nothing to add."""
+    rest = live[len(exchange.history):]
+    answer = [wire.wire_form(i) for i in exchange.output]
+    if [wire.wire_form(i) for i in rest[:len(answer)]] == answer or any(_client_input(i) for i in rest):
+        return None, None, pending
+    lines.append(NewLine(p.ROLLBACK, {
+        "source": CLIENT_RETRY, "replacement_history": list(exchange.history), "removed_count": len(rest),
+        "kept_count": len(exchange.history),
+        "reason": "the client retried its newest request: the retry's answer replaces the one recorded"}))
+    return lines, None, pending
+
+
+def _client_input(item: dict[str, Any]) -> bool:
+    return item.get("role") in ("user", "developer") or str(item.get("type", "")).endswith("_output")
 
 
 def phase_of(history: list[dict[str, Any]]) -> str:

@@ -3,7 +3,8 @@ that streams a Responses answer as slowly as the request asks and notes what it 
 
 The `x-codex-test-stream` request header (the gateway forwards every `x-codex-*` header) picks the answer:
 `slow` (an event every `EVENT_SECONDS` for `SLOW_EVENTS` events, then `response.completed`), `die` (three events,
-then the connection is dropped mid-chunk), anything else (a short whole answer)."""
+then the connection is dropped mid-chunk), `hold` (the whole answer up to its `response.output_item.done`, then
+`response.completed` only once the test sets `release`), anything else (a short whole answer)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class SlowUpstream:
     port: int
     streams: list[Stream] = field(default_factory=list)
     changed: threading.Condition = field(default_factory=threading.Condition)
+    release: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self._loop = asyncio.new_event_loop()
@@ -118,6 +120,9 @@ class SlowUpstream:
         done_item = {**item, "status": "completed", "content": [{"type": "output_text", "text": text,
                                                                   "annotations": []}]}
         writer.write(event({"type": "response.output_item.done", "output_index": 0, "item": done_item}))
+        if stream.mode == "hold":
+            await writer.drain()
+            await asyncio.get_running_loop().run_in_executor(None, self.release.wait, 120)
         writer.write(event({"type": "response.completed", "response": {
             **response, "status": "completed", "output": [done_item],
             "usage": {"input_tokens": 10, "output_tokens": count, "total_tokens": 10 + count}}}))

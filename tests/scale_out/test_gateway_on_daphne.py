@@ -5,10 +5,13 @@
   attempt; the abandoned answer is never recorded, so the client's next request (its history without that answer)
   is an extension, not a compaction.
 - An upstream that dies mid-stream: the client gets a `response.failed` event, not a clean end of a truncated
-  stream, and the exchange is recorded as failed."""
+  stream, and the exchange is recorded as failed.
+- Two Daphne processes behind one balancer: a request recorded by one process after the next request of the same
+  Codex session was recorded by the other changes nothing (no fake compaction, no rewrite)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -71,7 +74,19 @@ def wait_for(predicate, timeout: float = 60.0) -> bool:
 @pytest.fixture
 def gateway(on_postgresql, redis_url, tmp_path):
     """(Daphne's port, a route key, the upstream) with the route's upstream the slow server."""
-    up_port, web_port = free_port(), free_port()
+    with _gateways(redis_url, tmp_path, 1) as (ports, key, upstream):
+        yield ports[0], key, upstream
+
+
+@pytest.fixture
+def two_gateways(on_postgresql, redis_url, tmp_path):
+    with _gateways(redis_url, tmp_path, 2) as started:
+        yield started
+
+
+@contextlib.contextmanager
+def _gateways(redis_url, tmp_path, count: int):
+    up_port, web_ports = free_port(), [free_port() for _ in range(count)]
     base_url = f"http://127.0.0.1:{up_port}/v1"
     provider = Provider.objects.create(name="slow-upstream", base_url=base_url, model="slow-model",
                                        context_window=32000, api_key_env=KEY_ENV)
@@ -81,16 +96,21 @@ def gateway(on_postgresql, redis_url, tmp_path):
     env = child_env(redis_url=redis_url, broker_url=redis_url, var_dir=tmp_path)
     env.update({KEY_ENV: "upstream-secret", "COMPACTWEB_PROVIDER_KEYS": f"{KEY_ENV}={base_url}",
                 "COMPACTWEB_OUTBOUND_ALLOW": f"127.0.0.1:{up_port}"})
+    webs = []
     with SlowUpstream(port=up_port) as upstream:
-        # Daphne cancels an application 10 s after its client left; far longer here, so that what stops the
-        # upstream is the gateway noticing the hang-up, not Daphne's clean-up.
-        web = start_daphne(port=web_port, env=env, log=tmp_path / "daphne.log",
-                           options=("--application-close-timeout", "600"))
         try:
-            yield web_port, key, upstream
+            for n, port in enumerate(web_ports):
+                # Daphne cancels an application 10 s after its client left; far longer here, so that what stops
+                # the upstream is the gateway noticing the hang-up, not Daphne's clean-up.
+                webs.append(start_daphne(port=port, env=env, log=tmp_path / f"daphne-{n}.log",
+                                         options=("--application-close-timeout", "600")))
+            yield web_ports, key, upstream
         finally:
-            stop(web)
-    assert "Exception inside application" not in (tmp_path / "daphne.log").read_text()
+            upstream.release.set()
+            for web in webs:
+                stop(web)
+    for n in range(count):
+        assert "Exception inside application" not in (tmp_path / f"daphne-{n}.log").read_text()
 
 
 def test_a_client_that_hangs_up_mid_stream_stops_the_upstream_and_leaves_no_answer_in_the_record(gateway):
@@ -138,3 +158,28 @@ def test_an_upstream_that_dies_mid_stream_gives_the_client_a_failed_event_not_a_
     assert attempt.status == 200 and "upstream stream failed" in attempt.error
     gs = GatewaySession.objects.get()
     assert not LiveItem.objects.filter(session_id=gs.session_id, item__role="assistant").exists()
+
+
+def test_a_request_recorded_after_the_next_one_by_another_process_makes_no_compaction(two_gateways):
+    (first_port, second_port), key, upstream = two_gateways
+    asked = [user("please fix parser bug 3")]
+    with socket.create_connection(("127.0.0.1", first_port), timeout=60) as held:
+        held.sendall(request_bytes(first_port, key, asked, "hold", "turn-1"))
+        streamed = read_until(held, b"response.output_item.done")
+        (answer,) = [json.loads(line[5:])["item"] for line in streamed.decode().split("\n")
+                     if line.startswith("data:") and "output_item.done" in line]
+        # The client has the answer and goes on (through the other process) before the first one has ended.
+        with socket.create_connection(("127.0.0.1", second_port), timeout=60) as client:
+            client.sendall(request_bytes(second_port, key, [*asked, answer, user("now the docs")], "short", "turn-2"))
+            assert b"response.completed" in read_all(client)
+        assert wait_for(lambda: GatewaySession.objects.filter(requests=1).exists())  # the second one, recorded
+        upstream.release.set()
+        assert b"response.completed" in read_all(held)
+    gs = GatewaySession.objects.get()
+    assert wait_for(lambda: GatewaySession.objects.get(pk=gs.pk).requests == 2)  # and then the first one
+    history = list(LiveItem.objects.filter(session_id=gs.session_id).order_by("position")
+                   .values_list("item", flat=True))
+    assert [i.get("content", [{}])[0].get("text") for i in history[:3]] == [
+        "please fix parser bug 3", answer["content"][0]["text"], "now the docs"]
+    assert not gs.session.rollout_lines.filter(kind__in=("compacted", "rollback")).exists()
+    assert not Compaction.objects.filter(session_id=gs.session_id).exists()
