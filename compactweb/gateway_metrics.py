@@ -4,8 +4,9 @@ client that went away. The proxy adds one thing it alone knows, the caller's rou
 (`admitted`, once the gateway key is checked).
 
 Upstream errors are told from the answer: the gateway's own 502 (`upstream_unreachable`: the upstream did not
-answer) and any status of 500 or more the upstream sent, passed on as it came; the gateway's own 500
-(`compaction_failed`, compactweb mode) is a compaction's failure, counted with the compactions.
+answer), any status of 500 or more the upstream sent, passed on as it came, and a stream that ended with a
+`response.failed` event (the gateway ends a stream the upstream cut that way, and an upstream fails one so). The
+gateway's own 500 (`compaction_failed`, compactweb mode) is a compaction's failure, counted with the compactions.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ ENDPOINTS = {"/v1/responses": "responses", "/v1/responses/compact": "responses/c
 ROUTE_PREFIX = "/r/"
 OWN_5XX = {"upstream_unreachable": "unreachable", "compaction_failed": ""}  # the gateway's own error codes
 UPSTREAM_STATUS = "upstream_status"
+STREAM_FAILED = "stream_failed"
+FAILED_EVENT = b"event: response.failed"  # the Responses API's failed stream (gateway_app.wire.failed_event)
 ERROR_BODY_LIMIT = 4096  # an error body longer than this is the upstream's, not one of the gateway's
 
 
@@ -46,12 +49,15 @@ class _Answer:
         self.ended = False
         self.hung_up = False
         self.error_body = b""
+        self.last_chunk = b""
 
     def seen(self, message) -> None:
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
         elif message["type"] == "http.response.body":
             body = message.get("body", b"")
+            if body:
+                self.last_chunk = body
             if self.first_byte is None and (body or not message.get("more_body")):
                 self.first_byte = time.monotonic() - self.started
             if self.status >= 500 and len(self.error_body) <= ERROR_BODY_LIMIT:
@@ -61,7 +67,7 @@ class _Answer:
 
     def upstream_error(self) -> str:
         if self.status < 500:
-            return ""
+            return STREAM_FAILED if FAILED_EVENT in self.last_chunk else ""
         try:
             code = json.loads(self.error_body)["error"]["code"]
         except (ValueError, KeyError, TypeError):

@@ -59,8 +59,9 @@ GATEWAY_DURATION = Histogram(
     "compactweb_gateway_request_duration_seconds", "From the request's arrival to the answer's last byte (or the "
     "client's hang-up).", ["route", "endpoint"], buckets=LATENCY_BUCKETS)
 GATEWAY_UPSTREAM_ERRORS = Counter(
-    "compactweb_gateway_upstream_errors_total", "Upstream failures: unreachable (the gateway answered 502) or an "
-    "upstream status of 500 or more passed on.", ["route", "reason"])
+    "compactweb_gateway_upstream_errors_total", "Upstream failures: unreachable (the gateway answered 502), "
+    "upstream_status (a status of 500 or more passed on), stream_failed (a stream that ended with "
+    "response.failed).", ["route", "reason"])
 GATEWAY_HANGUPS = Counter(
     "compactweb_gateway_client_hangups_total", "Requests whose client went away before the answer ended.",
     ["route", "endpoint"])

@@ -181,3 +181,22 @@ def test_exchanges_waiting_behind_a_stuck_recorder_show_as_its_depth_and_age(cli
         holder.join(timeout=30)
     async_to_sync(proxy.drain)()
     assert scrape(client).value("compactweb_gateway_recorder_queue_depth") == 0
+
+
+def test_an_upstream_stream_cut_mid_answer_is_an_upstream_error_on_a_200(client, sim_upstream, route, gateway_key,
+                                                                         monkeypatch):
+    class Cut(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            yield b'event: response.created\ndata: {"type": "response.created", "response": {"id": "r1"}}\n\n'
+            raise httpx.ReadError("the upstream closed the connection")
+
+    def cutting(config):
+        return httpx.AsyncClient(transport=httpx.MockTransport(
+            lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Cut())))
+
+    monkeypatch.setattr(upstream, "client_for", cutting)
+    grew = Grew(client)
+    response = turn(gateway_key, "0190aaaa-0000-7000-8000-0000000000h1")
+    assert response.status_code == 200 and "response.failed" in response.text
+    assert grew("compactweb_gateway_upstream_errors_total", route=route.name, reason="stream_failed") == 1
+    assert grew("compactweb_gateway_upstream_errors_total", route=route.name, reason="upstream_status") == 0
