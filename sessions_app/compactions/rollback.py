@@ -16,7 +16,7 @@ has moved on from the state the rollback produced.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -226,31 +226,56 @@ def _compaction(compaction_id: int) -> Compaction:
     return Compaction.objects.select_related("session").get(pk=compaction_id)
 
 
-def do_rollback_compaction(*, compaction_id: int, actor=None, reason: str = "") -> RollbackResult:
+def _rollback_refusal(compaction: Compaction, states: dict, expect_undoes: Collection[int] | None
+                      ) -> tuple[CompactionState, list[Compaction]]:
+    """The compaction's state and the later compactions its rollback would undo, or the refusal: not in the
+    rollout, already rolled back, or later compactions other than the ones the caller named (`expect_undoes`; None
+    when the caller confirmed nothing and undoing them is its choice)."""
+    state = states.get(_key_of(compaction))
+    if state is None:
+        raise RollbackRefused(
+            f"compaction {compaction.pk} has no compacted line in the rollout of session {compaction.session_id}",
+            code="not_in_rollout",
+        )
+    if state.rolled_back:
+        raise RollbackRefused(
+            f"compaction {compaction.pk} is already rolled back (by rollout line {state.rollback_seq})",
+            code="already_rolled_back",
+        )
+    undoes = later_live_compactions(compaction=compaction, states=states)
+    if expect_undoes is not None and set(expect_undoes) != {c.pk for c in undoes}:
+        named = ", ".join(f"#{c.pk}" for c in undoes) or "none"
+        raise RollbackRefused(
+            f"rolling back compaction {compaction.pk} would also undo the later compactions {named}; "
+            f"name exactly those in expect_undoes to confirm (it named {sorted(set(expect_undoes)) or 'none'})",
+            code="undoes_not_confirmed", undoes=[_describe(c) for c in undoes],
+        )
+    return state, undoes
+
+
+def check_rollback(*, compaction_id: int, expect_undoes: Collection[int] | None = None) -> dict[str, Any]:
+    """What a rollback would do now (the API's dry run), or the refusal a rollback would meet, without writing."""
+    compaction = _compaction(compaction_id)
+    _rollback_refusal(compaction, compaction_states(session_id=compaction.session_id), expect_undoes)
+    return rollback_preview(compaction)
+
+
+def do_rollback_compaction(*, compaction_id: int, actor=None, reason: str = "",
+                           expect_undoes: Collection[int] | None = None) -> RollbackResult:
     """Restore the session to exactly the history and window it had right before the compaction (user story 5).
 
     Under the session's lease (raises SessionBusy while a compaction, turn or rollback runs). Later live
-    compactions are undone too and listed in the line's `undoes`. Raises RollbackRefused when the compaction is
-    already rolled back, Compaction.DoesNotExist when there is no such compaction.
+    compactions are undone too and listed in the line's `undoes`; when the caller names the ones it expects
+    (`expect_undoes`), any other set is refused, checked under the lease. Raises RollbackRefused when the compaction
+    is already rolled back, Compaction.DoesNotExist when there is no such compaction.
     """
     compaction = _compaction(compaction_id)
     session = compaction.session
     with session_lease(session_id=session.pk, purpose="rollback") as lease, transaction.atomic():
         lease.check()
         states = compaction_states(session_id=session.pk)
-        state = states.get(_key_of(compaction))
-        if state is None:
-            raise RollbackRefused(
-                f"compaction {compaction.pk} has no compacted line in the rollout of session {session.pk}",
-                code="not_in_rollout",
-            )
-        if state.rolled_back:
-            raise RollbackRefused(
-                f"compaction {compaction.pk} is already rolled back (by rollout line {state.rollback_seq})",
-                code="already_rolled_back",
-            )
+        _state, undoes = _rollback_refusal(compaction, states, expect_undoes)
         before = state_before(compaction=compaction)
-        undoes = later_live_compactions(compaction=compaction, states=states)
         header = before.header
         payload = {
             "source": COMPACTION_ROLLBACK,

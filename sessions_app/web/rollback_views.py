@@ -38,7 +38,10 @@ def compaction_rollback(request, pk: int):
                       {**context, "preview": rollback.rollback_preview(compaction)})
     reason = _reason(request)
     try:
-        result = rollback.do_rollback_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason)
+        # the later compactions the form showed: one that landed since is refused with the new list, not undone
+        shown = [int(v) for v in request.POST.getlist("expect_undoes") if v.isdigit()]
+        result = rollback.do_rollback_compaction(compaction_id=compaction.pk, actor=request.user, reason=reason,
+                                                 expect_undoes=shown)
     except (SessionBusy, rollback.RollbackRefused) as exc:
         context.update(preview=rollback.rollback_preview(compaction), reason=reason, error=str(exc))
         if request.htmx:

@@ -3,7 +3,7 @@ sessions_app.compactions.rollback."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -18,6 +18,17 @@ from sessions_app.web.api.lookups import found, require_session
 
 class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class RollbackRequestSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, help_text="Why, for the audit log and the rollout (required).")
+    expect_undoes = serializers.ListField(
+        child=serializers.IntegerField(min_value=1), required=False, default=list,
+        help_text="The later compactions the rollback also undoes, by id, exactly (see GET or dry_run): a rollback "
+                  "that would undo any other set is refused with 409 undoes_not_confirmed and the list.")
+    dry_run = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Answer what the rollback would do (or the refusal it would meet) and write nothing.")
 
 
 class ThreadRollbackSerializer(ReasonSerializer):
@@ -61,6 +72,10 @@ class RollbackPreviewSerializer(serializers.Serializer):
     window_number_before = serializers.IntegerField()
 
 
+class RollbackDryRunSerializer(RollbackPreviewSerializer):
+    dry_run = serializers.BooleanField(help_text="Always true: nothing was written.")
+
+
 def _compaction_or_404(pk: int) -> Compaction:
     return found("compaction", pk, lambda: Compaction.objects.select_related("session").get(pk=pk))
 
@@ -80,9 +95,20 @@ class CompactionRollback(APIView):
     def get(self, request, pk: int):
         return Response(RollbackPreviewSerializer(rollback.rollback_preview(_compaction_or_404(pk))).data)
 
-    @extend_schema(request=ReasonSerializer, responses=RollbackResultSerializer)
+    @extend_schema(request=RollbackRequestSerializer, responses=PolymorphicProxySerializer(
+        component_name="RollbackAnswer", serializers=[RollbackResultSerializer, RollbackDryRunSerializer],
+        resource_type_field_name=None))
     def post(self, request, pk: int):
-        return _history_change(request, pk, rollback.do_rollback_compaction)
+        compaction = _compaction_or_404(pk)
+        data = RollbackRequestSerializer(data=request.data if isinstance(request.data, dict) else {})
+        data.is_valid(raise_exception=True)
+        asked = data.validated_data
+        if asked["dry_run"]:
+            would = rollback.check_rollback(compaction_id=compaction.pk, expect_undoes=asked["expect_undoes"])
+            return Response(RollbackDryRunSerializer({**would, "dry_run": True}).data)
+        result = rollback.do_rollback_compaction(compaction_id=compaction.pk, actor=request.user,
+                                                 reason=asked["reason"], expect_undoes=asked["expect_undoes"])
+        return Response(RollbackResultSerializer(result.as_dict()).data)
 
 
 class CompactionRedo(APIView):

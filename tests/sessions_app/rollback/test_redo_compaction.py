@@ -32,7 +32,7 @@ def test_redo_reinstalls_exactly_the_recorded_replacement_history_and_window(
     assert AuditEntry.objects.filter(action="redo", compaction=compaction, actor=support_user).count() == 1
     assert verify_projection(session=session) == []
     # redone means live again: it can be rolled back once more
-    again = support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {}, format="json")
+    again = support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {"reason": "a test rollback"}, format="json")
     assert again.status_code == 200
 
 
@@ -55,7 +55,7 @@ def test_redo_after_the_history_moved_on_is_refused_and_says_why(make_session, a
     session = make_session()
     add_turn(session, 1)
     compaction = compact(session)
-    rolled = support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {}, format="json").json()
+    rolled = support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {"reason": "a test rollback"}, format="json").json()
     add_turn(session, 2)
     lines = RolloutLine.objects.count()
 
@@ -72,7 +72,7 @@ def test_redo_while_the_session_is_busy_is_refused_with_409(make_session, add_tu
     session = make_session()
     add_turn(session, 1)
     compaction = compact(session)
-    support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {}, format="json")
+    support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {"reason": "a test rollback"}, format="json")
     with busy(session, "turn"):
         response = support_api.post(f"/api/v1/compactions/{compaction.pk}/redo", {}, format="json")
     assert response.status_code == 409

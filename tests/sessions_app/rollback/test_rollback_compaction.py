@@ -65,13 +65,14 @@ def test_rolling_back_an_earlier_compaction_undoes_the_later_ones_and_lists_them
     preview = support_api.get(f"/api/v1/compactions/{second.pk}/rollback").json()
     assert [c["id"] for c in preview["undoes"]] == [third.pk]
 
-    response = support_api.post(f"/api/v1/compactions/{first.pk}/rollback", {"reason": "r"}, format="json")
+    response = support_api.post(f"/api/v1/compactions/{first.pk}/rollback",
+                                {"reason": "r", "expect_undoes": [third.pk, second.pk]}, format="json")
 
     assert response.status_code == 200
     assert [c["id"] for c in response.json()["undoes"]] == [second.pk, third.pk]
     assert set(Compaction.objects.filter(rolled_back=True).values_list("pk", flat=True)) == {first.pk, second.pk, third.pk}
     # the later ones are rolled back too: rolling them back again is refused
-    again = support_api.post(f"/api/v1/compactions/{third.pk}/rollback", {}, format="json")
+    again = support_api.post(f"/api/v1/compactions/{third.pk}/rollback", {"reason": "a test rollback"}, format="json")
     assert again.status_code == 409
     assert again.json()["error"]["message"].startswith(f"compaction {third.pk} is already rolled back")
 
@@ -80,7 +81,7 @@ def test_second_rollback_of_the_same_compaction_is_refused_with_a_clear_409(make
     session = make_session()
     add_turn(session, 1)
     compaction = compact(session)
-    assert support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {}, format="json").status_code == 200
+    assert support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {"reason": "a test rollback"}, format="json").status_code == 200
     lines = RolloutLine.objects.count()
 
     response = support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {"reason": "again"}, format="json")
@@ -105,7 +106,7 @@ def test_items_added_after_the_compaction_are_undone_by_the_rollback_but_stay_in
                      .values_list("seq", flat=True))
     assert late_seqs
 
-    support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {}, format="json")
+    support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {"reason": "a test rollback"}, format="json")
 
     session.refresh_from_db()
     assert selectors.live_items(session=session) == before
@@ -120,7 +121,7 @@ def test_a_rollback_while_the_session_is_busy_is_refused_and_changes_nothing(
     compaction = compact(session)
     lines = rollout_rows(session)
     with busy(session, "compaction"):
-        response = support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {}, format="json")
+        response = support_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {"reason": "a test rollback"}, format="json")
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "busy"
     assert "busy" in response.json()["error"]["message"] and "compaction" in response.json()["error"]["message"]
@@ -130,6 +131,6 @@ def test_a_rollback_while_the_session_is_busy_is_refused_and_changes_nothing(
 
 
 def test_rollback_of_an_unknown_compaction_is_404(support_api, db):
-    response = support_api.post("/api/v1/compactions/999999/rollback", {}, format="json")
+    response = support_api.post("/api/v1/compactions/999999/rollback", {"reason": "a test rollback"}, format="json")
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"

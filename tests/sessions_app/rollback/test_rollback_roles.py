@@ -41,4 +41,4 @@ def test_anonymous_callers_get_401(rolled_session, anon_api, index):
 
 def test_admin_role_may_roll_back(rolled_session, admin_api):
     _, compaction = rolled_session
-    assert admin_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {}, format="json").status_code == 200
+    assert admin_api.post(f"/api/v1/compactions/{compaction.pk}/rollback", {"reason": "a test rollback"}, format="json").status_code == 200
