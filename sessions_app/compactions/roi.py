@@ -7,7 +7,8 @@
 - **requests that followed** are counted from the rollout's server usage lines (`token_count` events a sampling
   request writes; estimate recomputes are not requests);
 - **the compaction call** is its server usage (input + output; 0 for token budget and plain masking), also in the
-  rollout as a `compaction_usage` line; **probes** the model-judged retention check's tokens;
+  rollout as a `compaction_usage` line; **probes** the model-judged retention check's tokens, a
+  `retention_probe_usage` line (both read back by import and follow: usage_lines.py);
 - **the re-read tax** counts only fetches, within the watch window, of content the compaction dropped and that had
   not changed since (docs/alerts.md): re-running tests or re-applying a patch is not counted.
 

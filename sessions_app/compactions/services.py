@@ -70,6 +70,7 @@ from sessions_app.compactions.settings_builder import (
     render_initial_context,
     switched_model_settings,
 )
+from sessions_app.compactions.usage_lines import usage_lines
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.events import publish_transient
@@ -349,22 +350,6 @@ def _attempt_records(outcome: CompactionOutcome) -> list[AttemptRecord]:
     return outcome.attempts
 
 
-COMPACTION_USAGE = "compaction_usage"
-
-
-def compaction_usage_line(outcome: CompactionOutcome) -> NewLine:
-    """The compaction call's server usage, in the shape of Codex's `token_count` usage (`info.last_token_usage`)
-    under its own type, so the meter (which folds `token_count` as the window's usage) is not moved by it."""
-    return NewLine(p.EVENT_MSG, {
-        "type": COMPACTION_USAGE, "item_id": outcome.item_id, "implementation": str(outcome.implementation),
-        "info": {"last_token_usage": {
-            "input_tokens": outcome.call_input_tokens, "cached_input_tokens": 0,
-            "output_tokens": outcome.call_output_tokens, "reasoning_output_tokens": 0,
-            "total_tokens": outcome.call_tokens,
-        }},
-    })
-
-
 def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Compaction:
     """spec §8.1: one transaction: `compacted`, then `turn_context` when a baseline was installed, then the
     durable events (estimate token_count, context_compacted, the local Heads-up warning), then the rows."""
@@ -386,8 +371,7 @@ def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Co
                 "turn_id": plan.snapshot.turn_id, "model": session.model or outcome.model, "source": "compaction",
                 "compaction_item_id": outcome.item_id,
             }))
-        if outcome.call_tokens:
-            lines.append(compaction_usage_line(outcome))
+        lines += usage_lines(outcome)  # what it cost, so an export and re-import keeps its net
         lines.append(estimate_line())
         lines.append(NewLine(p.EVENT_MSG, {"type": "context_compacted", "item_id": outcome.item_id}))
         lines += [NewLine(p.EVENT_MSG, {"type": "warning", "message": e.message})

@@ -55,6 +55,7 @@ from sessions_app.compactions.rollback import (
     fold_compaction_states,
 )
 from sessions_app.compactions.tasks import score_in_background
+from sessions_app.compactions.usage_lines import usage_after
 from sessions_app.models import (
     CodexSource,
     CodexSourceLine,
@@ -296,6 +297,7 @@ def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[i
         return 0
     labels = labels or {}
     figures = {c.seq: c for c in measure_rollout(fold_lines(session.pk)).compactions}
+    costs = usage_after(session_id=session.pk, compacted_seqs=[r.seq for r in compacted])
     states = fold_compaction_states((r.seq, r.kind, r.payload) for r in rows)
     created = []
     for row in compacted:
@@ -315,7 +317,7 @@ def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[i
             previous_window_id=payload.get("previous_window_id") or "",
             first_window_id=payload.get("first_window_id") or "", item_id=f"imported-{row.seq}",
             rolled_back=states[key].rolled_back if key in states else False,
-            inferred=dict(label.inferred), history=not live,
+            inferred=dict(label.inferred), history=not live, **costs[row.seq],
         ))
     count = records.record_imported_compactions(compactions=created)
     score_in_background(session_id=session.pk)

@@ -1,0 +1,67 @@
+"""Costs that survive (issue 46): a compaction's call tokens and its probes' tokens are rollout lines, read back by
+import (and follow, which imports through the same path), so a session's net is the same after export and
+re-import through the API."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from compaction_app.engine.items import user_message
+from compaction_app.models import Compaction, CompactionPolicy
+from sessions_app.models import RolloutLine, Session
+from sessions_app.turns.services import run_turn
+from tests.compaction_app.engine.fakes import FakeClient, assistant, completed, done
+
+pytestmark = pytest.mark.django_db
+
+ITEMS = [
+    user_message("Fix the ledger in src/ledger.py; money must stay Decimal"),
+    {"type": "function_call", "call_id": "c1", "name": "read_file", "arguments": json.dumps({"path": "src/ledger.py"})},
+    {"type": "function_call_output", "call_id": "c1", "output": "def ledger():\n    pass\n" * 80},
+    user_message("now fix it"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _fast(no_engine_sleeps):
+    """Retries wait no real time."""
+
+
+def test_a_sessions_net_call_and_probe_tokens_are_the_same_after_export_and_re_import(
+        operator_api, make_session, policy, django_capture_on_commit_callbacks):
+    CompactionPolicy.objects.filter(pk=policy.pk).update(retention_probes=True)
+    session = make_session(items=ITEMS)
+    made = operator_api.post(f"/api/v1/sessions/{session.pk}/compact", {"strategy": "local"}, format="json").json()
+    for n in range(3):  # requests that follow the compaction: what its freed tokens saved
+        client = FakeClient(streams=[[done(assistant(f"answer {n}")), completed(300 + n, 10)]])
+        assert run_turn(session_id=session.pk, user_input=f"go on {n}", client=client).ok
+    original = operator_api.get(f"/api/v1/compactions/{made['id']}").json()
+    assert original["cost"]["call_tokens"] > 0 and original["cost"]["probe_tokens"] > 0
+    assert original["cost"]["requests_after"] == 3
+    probe_line = RolloutLine.objects.get(session=session, payload__type="retention_probe_usage")
+    assert probe_line.payload["info"]["last_token_usage"]["total_tokens"] == original["cost"]["probe_tokens"]
+
+    exported = b"".join(operator_api.get(f"/api/v1/sessions/{session.pk}/export").streaming_content)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = operator_api.post("/api/v1/sessions/import", {
+            "file": SimpleUploadedFile("rollout.jsonl", exported), "new_thread_id": "true"})
+    assert response.status_code == 201, response.content
+    copy = Session.objects.get(pk=response.json()["session"])
+    (imported,) = Compaction.objects.filter(session=copy)
+    again = operator_api.get(f"/api/v1/compactions/{imported.pk}").json()
+    for figure in ("call_tokens", "probe_tokens", "tokens_freed", "requests_after", "net_tokens"):
+        assert again["cost"][figure] == original["cost"][figure], figure
+    assert again["session_net"]["net_tokens"] == original["session_net"]["net_tokens"] != 0
+
+
+def test_a_codex_rollout_without_usage_lines_imports_its_compactions_at_no_cost(
+        operator_api, rollout_bytes, provider, policy, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = operator_api.post("/api/v1/sessions/import", {
+            "file": SimpleUploadedFile("codex.jsonl", rollout_bytes("codex_0169_local_compaction.jsonl"))})
+    assert response.status_code == 201, response.content
+    rows = Compaction.objects.filter(session_id=response.json()["session"])
+    assert rows.exists() and all(c.call_tokens == 0 and c.probe_tokens == 0 for c in rows)
