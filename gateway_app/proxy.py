@@ -34,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from compaction_app.engine.unicode_text import LONE_SURROGATE, has_lone_surrogate
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.simulated.app import refuse_websocket
 from compactweb import gateway_metrics
@@ -287,7 +288,10 @@ async def _receive_body(receive, headers: dict[str, str], caller: Caller,
     object with an item list) or the client went away."""
     try:
         raw = await _read_body(receive, headers, caller.max_body_bytes)
-        return raw, wire.parse_body(raw)
+        body = wire.parse_body(raw)
+        if has_lone_surrogate(raw, body):
+            raise wire.BadRequest(f"the request body holds {LONE_SURROGATE}")
+        return raw, body
     except _TooLarge:
         await _send_error(send, 413, "request_too_large",
                           f"the request body is larger than route {caller.route_name}'s {caller.max_body_bytes} bytes")
@@ -488,7 +492,11 @@ async def _compactweb_compaction(caller: Caller, exchange: dict[str, Any], body:
     usage = {"input_tokens": before, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 0,
              "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": before}
     model = str(body.get("model") or caller.config.model)
-    if ex.kind == wire.COMPACTION_V2:
+    if ex.kind == wire.COMPACTION_V2 and body.get("stream") is False:  # one JSON response, as asked
+        await _send_json(send, 200, {"id": "resp_" + item["id"], "object": "response", "status": "completed",
+                                     "created_at": int(time.time()), "model": model, "output": [item],
+                                     "usage": usage})
+    elif ex.kind == wire.COMPACTION_V2:
         _, data = wire.sse_response(model=model, output=[item], usage=usage)
         await _send_json(send, 200, data, content_type=b"text/event-stream")
     else:

@@ -71,8 +71,8 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     """The JSON request body, with `input` as a list of item objects; BadRequest otherwise."""
     try:
         body = json.loads(raw or b"null")
-    except (ValueError, RecursionError):
-        raise BadRequest("the request body is not valid JSON") from None
+    except (ValueError, RecursionError):  # a UnicodeDecodeError too: bytes that are not UTF-8
+        raise BadRequest("the request body is not valid JSON in UTF-8") from None
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     value = body.get("input")

@@ -28,6 +28,7 @@ from compaction_app.engine.items import is_compaction_item
 from compaction_app.engine.lru import Lru
 from compaction_app.engine.thresholds import DEFAULT_CONTEXT_WINDOW
 from compaction_app.engine.tokens import TokenCounter, counter, item_json
+from compaction_app.engine.unicode_text import LONE_SURROGATE, has_lone_surrogate
 from compaction_app.providers.chat_format import messages_to_items
 from compaction_app.providers.in_process import request_body
 from compaction_app.providers.simulated import anthropic, codec, compaction, faults, probes, replies
@@ -389,6 +390,9 @@ class SimulatedProvider:
                     "tool_choice": "auto", "tools": [], "error": None, "incomplete_details": None,
                     "instructions": None, "metadata": {}, "temperature": 1.0, "top_p": 1.0}
 
+        if body.get("stream") is False:  # asked for one JSON response, as the Responses API answers it
+            await _send_json(send, 200, response_obj("completed", output, usage), self._response_headers(headers))
+            return
         await _start(send, 200, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                  **self._response_headers(headers)})
         chunks = [event("response.created", response=response_obj("in_progress", [], None))]
@@ -652,12 +656,15 @@ async def _read_json(receive: Receive, headers: dict[str, str], *, limit: int) -
         chunks.append(chunk)
         if not message.get("more_body"):
             break
+    raw = b"".join(chunks)
     try:
-        body = json.loads(b"".join(chunks) or b"null")
-    except (ValueError, RecursionError):
-        raise HTTPError(400, "invalid_request_error", "request body is not valid JSON") from None
+        body = json.loads(raw or b"null")
+    except (ValueError, RecursionError):  # a UnicodeDecodeError too: bytes that are not UTF-8
+        raise HTTPError(400, "invalid_request_error", "request body is not valid JSON in UTF-8") from None
     if not isinstance(body, dict):
         raise HTTPError(400, "invalid_request_error", "request body must be a JSON object")
+    if has_lone_surrogate(raw, body):
+        raise HTTPError(400, "invalid_request_error", f"request body: {LONE_SURROGATE}")
     return body
 
 
