@@ -37,6 +37,17 @@ def revoke_tokens(*, user) -> int:
     return deleted
 
 
+def user_tokens(*, user) -> list[AuthToken]:
+    """The user's API tokens, newest first: only their first characters and dates (the token itself is gone)."""
+    return list(AuthToken.objects.filter(user=user).order_by("-created"))
+
+
+def revoke_token(*, user, token_key: str) -> bool:
+    """Delete the user's token that starts with `token_key` (another user's is never touched); whether it existed."""
+    deleted, _ = AuthToken.objects.filter(user=user, token_key=token_key).delete()
+    return bool(deleted)
+
+
 def user_for_token(token: str):
     """The active user whose API token is `token`, or None (unknown, expired, malformed or inactive)."""
     try:

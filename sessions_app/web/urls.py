@@ -10,6 +10,7 @@ from sessions_app.web import (
     pin_views,
     replay_views,
     rollback_views,
+    token_views,
     views,
     views_operator,
 )
@@ -42,6 +43,8 @@ urlpatterns = [
     # The audit log and the rollout import (issue 7).
     path("audit/", audit_views.audit_log, name="audit_log"),
     path("import/", import_views.import_rollout, name="import_rollout"),
+    path("api-tokens/", token_views.api_tokens, name="api_tokens"),
+    path("api-tokens/<str:token_key>/revoke/", token_views.api_token_revoke, name="api_token_revoke"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]
