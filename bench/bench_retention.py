@@ -250,6 +250,7 @@ def probe_figures() -> tuple[int, int, int, int]:
     from compaction_app.providers.config import ProviderConfig
     from compaction_app.providers.factory import build_client
     from tests.compaction_app.engine.retention import labelled_set_round3 as r3
+    from tests.compaction_app.engine.retention.labelled_set import lost_called_kept
     from tests.compaction_app.engine.retention.labelled_set import sessions as round_two
 
     client = build_client(ProviderConfig(name="bench", model="sim"))
@@ -265,14 +266,8 @@ def probe_figures() -> tuple[int, int, int, int]:
         lost += tally.lost
         false_lost += tally.false_lost
         held += tally.held
-    for case in round_two():
-        verdicts = probe(case.before, case.after, []).verdicts
-        for (kind, tag), truth in case.truth.items():
-            if not truth:
-                lost += 1
-                mine = [v for v in verdicts if v.fact.kind.value == kind and tag.lower() in v.fact.text.lower()]
-                called_kept += bool(mine) and all(v.kept for v in mine)
-    return called_kept, lost, false_lost, held
+    more_kept, more_lost = lost_called_kept(round_two(), lambda before, after: probe(before, after, []))
+    return called_kept + more_kept, lost + more_lost, false_lost, held
 
 
 def table(sessions: int) -> str:

@@ -204,3 +204,18 @@ def build(n: int, rng: random.Random) -> Case:
 def sessions(seed: int = 32, count: int = 60) -> list[Case]:
     rng = random.Random(seed)
     return [build(n, rng) for n in range(1, count + 1)]
+
+
+def lost_called_kept(cases: list[Case], check) -> tuple[int, int]:
+    """(lost planted facts a check called kept, lost planted facts): `check(before, after)` gives a score whose
+    verdicts are matched to each planted fact by kind and tag; a fact it never extracted is not called kept."""
+    called_kept = lost = 0
+    for case in cases:
+        verdicts = check(case.before, case.after).verdicts
+        for (kind, tag), held in case.truth.items():
+            if held:
+                continue
+            lost += 1
+            mine = [v for v in verdicts if v.fact.kind.value == kind and tag.lower() in v.fact.text.lower()]
+            called_kept += bool(mine) and all(v.kept for v in mine)
+    return called_kept, lost
