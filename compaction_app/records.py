@@ -222,6 +222,13 @@ def set_retention(*, compaction_id: int, retention: dict[str, Any], retention_sc
     transaction.on_commit(lambda: metrics.compaction_scored(method=method, retention_score=retention_score))
 
 
+def set_call_tokens(*, compaction_id: int, tokens: int) -> None:
+    """What a compaction's model calls spent, learnt after its row was written (a Claude Code compaction's summary
+    requests, counted by the transcript's next `cost-state`)."""
+    with _rolled_up(rollup.compaction_shares, [compaction_id]):
+        Compaction.objects.filter(pk=compaction_id).update(call_tokens=tokens)
+
+
 def add_reread_tokens(*, compaction_id: int, tokens: int) -> None:
     """Add to the re-read tax measured after a compaction (the alert rules' cost of what it dropped)."""
     with _rolled_up(rollup.compaction_shares, [compaction_id]):

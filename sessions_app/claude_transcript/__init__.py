@@ -3,6 +3,7 @@ in plain Python. Nothing here imports Django."""
 
 from sessions_app.claude_transcript.convert import (
     BRANCH_SOURCE,
+    COST_STATE_USAGE,
     EPOCH,
     FORMAT,
     SERVER_USAGE,
@@ -18,6 +19,7 @@ from sessions_app.claude_transcript.parse import (
 
 __all__ = [
     "BRANCH_SOURCE",
+    "COST_STATE_USAGE",
     "EPOCH",
     "FORMAT",
     "SERVER_USAGE",

@@ -18,6 +18,11 @@ follows the file in order, line by line (so a follower can feed it what was appe
   live one) → a `rollback` line carrying the history of the new branch (`source: "claude_code_branch"`);
 - each assistant message's `usage` (once per message id) → an `event_msg` `token_count` line with the server's
   figures (`source: "server"`: Claude models are not counted with tiktoken, compactweb's own counts are estimates);
+- each compaction's summary requests → an `event_msg` `compaction_usage` line (`source: "claude_code_cost_state"`,
+  the compaction's `window_number`), written at the first `cost-state` line after it: Claude Code writes no entry
+  for its summary requests, but its `cost-state` counts every request of the session, so what it counted since the
+  previous one beyond the usage of the assistant entries in between is what the compaction's calls spent (split
+  evenly when one run compacted more than once);
 - sidechain entries (subagents), attachments, other system entries and the bookkeeping lines → nothing: they stay
   in the file (kept verbatim by the importer) and are counted in `kind_counts`.
 
@@ -38,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_app.providers.anthropic_format import MessagesFormatError, content_items, result_text
-from sessions_app.claude_transcript.parse import ASSISTANT, MANUAL, USER, Entry, parse_line
+from sessions_app.claude_transcript.parse import ASSISTANT, COST_STATE, MANUAL, USER, Entry, parse_line
 from sessions_app.codex_rollout.convert import ROLLBACK, ImportedLine
 from sessions_app.codex_rollout.labels import LOCAL, Labels
 from sessions_app.codex_rollout.parse import (
@@ -49,9 +54,11 @@ from sessions_app.codex_rollout.parse import (
     SKIPPED,
     LineProblem,
 )
+from sessions_app.rollout.projection import COMPACTION_USAGE
 
 BRANCH_SOURCE = "claude_code_branch"
 SERVER_USAGE = "server"
+COST_STATE_USAGE = "claude_code_cost_state"
 FORMAT = "claude_code"
 EPOCH = "1970-01-01T00:00:00.000Z"
 # A rewind copies the history of the branch it goes back to: real sessions rewind a few times, each copy at most
@@ -108,22 +115,54 @@ def summary_text(entry: Entry) -> str:
     return result_text(entry.message.get("content"))
 
 
-def usage_payload(usage: dict[str, Any]) -> dict[str, Any] | None:
-    """An Anthropic usage object as a `token_count` event: input counts what was read from and written to the
-    prompt cache too (Anthropic's `input_tokens` leaves them out)."""
-    def number(key: str) -> int:
-        value = usage.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+def _count(mapping: dict[str, Any], key: str) -> int:
+    value = mapping.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
-    fresh, created, read, output = (number("input_tokens"), number("cache_creation_input_tokens"),
-                                    number("cache_read_input_tokens"), number("output_tokens"))
-    if not (fresh or created or read or output):
+
+def usage_tokens(usage: dict[str, Any]) -> tuple[int, int, int]:
+    """(input, cache reads, output) of an Anthropic usage object: input counts what was read from and written to
+    the prompt cache too (Anthropic's `input_tokens` leaves them out)."""
+    read = _count(usage, "cache_read_input_tokens")
+    return (_count(usage, "input_tokens") + _count(usage, "cache_creation_input_tokens") + read, read,
+            _count(usage, "output_tokens"))
+
+
+def cost_state_tokens(data: dict[str, Any]) -> tuple[int, int, int]:
+    """(input, cache reads, output) a `cost-state` line counts for the session so far, every model summed."""
+    models = data.get("modelUsage")
+    totals = [0, 0, 0]
+    for usage in models.values() if isinstance(models, dict) else ():
+        if isinstance(usage, dict):
+            read = _count(usage, "cacheReadInputTokens")
+            totals[0] += _count(usage, "inputTokens") + _count(usage, "cacheCreationInputTokens") + read
+            totals[1] += read
+            totals[2] += _count(usage, "outputTokens")
+    return totals[0], totals[1], totals[2]
+
+
+def usage_payload(usage: dict[str, Any]) -> dict[str, Any] | None:
+    """An Anthropic usage object as a `token_count` event (input with the prompt cache's reads and writes)."""
+    total_input, read, output = usage_tokens(usage)
+    if not (total_input or output):
         return None
-    total_input = fresh + created + read
     return {"type": "token_count", "source": SERVER_USAGE, "info": {
         "last_token_usage": {"input_tokens": total_input, "cached_input_tokens": read, "output_tokens": output,
                              "reasoning_output_tokens": 0, "total_tokens": total_input + output},
         "model_context_window": None}, "rate_limits": None}
+
+
+def compaction_usage_payload(window_number: int, tokens: tuple[int, int, int]) -> dict[str, Any]:
+    """What one compaction's summary requests spent, as compactweb writes its own compaction's call usage."""
+    total_input, read, output = tokens
+    return {"type": COMPACTION_USAGE, "source": COST_STATE_USAGE, "window_number": window_number,
+            "implementation": "responses", "info": {"last_token_usage": {
+                "input_tokens": total_input, "cached_input_tokens": read, "output_tokens": output,
+                "reasoning_output_tokens": 0, "total_tokens": total_input + output}}}
+
+
+def _shares(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if n < total % parts else 0) for n in range(parts)]
 
 
 def _labels(boundary: Entry | None, *, mid_turn: bool) -> Labels:
@@ -165,6 +204,12 @@ class TranscriptReader:
         self._window_id: str | None = None
         self._mid_turn = False
         self.title: str | None = None
+        # Since the last `cost-state`: its figures, the usage of the assistant messages read (each message once,
+        # subagents' too: Claude Code counts them) and the compactions (window numbers) whose calls are not counted.
+        self._cost_seen = (0, 0, 0)
+        self._usage_since_cost = [0, 0, 0]
+        self._costed_ids: set[str] = set()
+        self._uncosted: list[int] = []
 
     @property
     def first_window_id(self) -> str:
@@ -220,8 +265,40 @@ class TranscriptReader:
         self._bytes_rebuilt += cost
         return True
 
+    def _account(self, entry: Entry) -> None:
+        """Add an assistant message's usage (once per message id) to what the next `cost-state` explains."""
+        message = entry.message
+        message_id = message.get("id") if isinstance(message.get("id"), str) else f"line-{entry.line_no}"
+        usage = message.get("usage")
+        if isinstance(usage, dict) and message_id not in self._costed_ids:
+            self._costed_ids.add(message_id)
+            for n, value in enumerate(usage_tokens(usage)):
+                self._usage_since_cost[n] += value
+
+    def _cost_state(self, entry: Entry, chunk: Chunk, stamp: str) -> None:
+        """The compactions since the previous `cost-state` spent what it counted beyond the messages read."""
+        counted = cost_state_tokens(entry.data)
+        if any(now < before for now, before in zip(counted, self._cost_seen, strict=True)):
+            self._cost_seen = (0, 0, 0)  # counted afresh (a new process that did not carry the figures over)
+        spent = [max(0, now - before - read) for now, before, read in
+                 zip(counted, self._cost_seen, self._usage_since_cost, strict=True)]
+        self._cost_seen, self._usage_since_cost = counted, [0, 0, 0]
+        pending, self._uncosted = self._uncosted, []
+        if not pending:
+            return
+        shares = [_shares(value, len(pending)) for value in spent]
+        for n, window_number in enumerate(pending):
+            tokens = (shares[0][n], min(shares[1][n], shares[0][n]), shares[2][n])
+            chunk.lines.append(ImportedLine(EVENT_MSG, compaction_usage_payload(window_number, tokens), stamp,
+                                            entry.line_no))
+
     def _entry(self, entry: Entry, chunk: Chunk, *, weight: int) -> None:
         self._note_meta(entry)
+        if entry.type == ASSISTANT:
+            self._account(entry)
+        if entry.type == COST_STATE:
+            self._cost_state(entry, chunk, entry.timestamp or self._last_timestamp or EPOCH)
+            return
         if not entry.in_tree:
             return
         if entry.sidechain:
@@ -307,6 +384,7 @@ class TranscriptReader:
         line_no = summary.line_no if summary is not None else (boundary.line_no if boundary else 0)
         chunk.lines.append(ImportedLine(COMPACTED, payload, stamp, line_no))
         chunk.labels[line_no] = _labels(boundary, mid_turn=self._mid_turn)
+        self._uncosted.append(self._window_number)
         self._mid_turn = False
         if summary is not None and summary.uuid:
             self._items[summary.uuid] = list(items)

@@ -42,6 +42,9 @@ MICROCOMPACT_BOUNDARY = "microcompact_boundary"
 CONVERSATION_TYPES = frozenset({USER, ASSISTANT})
 TREE_TYPES = frozenset({USER, ASSISTANT, SYSTEM, ATTACHMENT})
 AUTO, MANUAL = "auto", "manual"
+# Bookkeeping Claude Code writes at the end of every run: the session's model usage so far, every request counted
+# (its compaction's summary requests too, which the transcript has no entry for).
+COST_STATE = "cost-state"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from sessions_app.models import RolloutLine
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import NewLine
 
-COMPACTION_USAGE = "compaction_usage"
+COMPACTION_USAGE = p.COMPACTION_USAGE
 PROBE_USAGE = "retention_probe_usage"
 
 

@@ -35,6 +35,8 @@ EVENT_MSG = "event_msg"
 ROLLBACK = "rollback"
 REDO = "redo"
 WINDOW_OPENED = "window_opened"
+# The `event_msg` a compaction's own model calls are written as: not a `token_count`, so the meter is not moved.
+COMPACTION_USAGE = "compaction_usage"
 LINE_KINDS = (SESSION_META, RESPONSE_ITEM, COMPACTED, TURN_CONTEXT, EVENT_MSG, ROLLBACK, REDO, WINDOW_OPENED)
 HISTORY_INSTALLING_KINDS = (COMPACTED, ROLLBACK, REDO)
 # The lines after which a session's compaction state (its last attempt, its status box) is read again: the kinds

@@ -58,6 +58,7 @@ def do_append_claude_lines(*, source: CodexSource, lines: list[bytes]) -> int:
     if any(r.kind == p.COMPACTED for r in rows):
         importer.create_compactions(session, rows, {seq_by_line[n]: label for n, label in chunk.labels.items()
                                                      if n in seq_by_line}, live=True)
+    importer.record_claude_call_tokens(session, [r.payload for r in rows if r.kind == p.EVENT_MSG])
     live_alerts.run_alert_rules(session=session, rows=rows, before=before)
     if session.title.startswith(importer.UNTITLED_PREFIX) and reader.title:
         Session.objects.filter(pk=session.pk).update(title=reader.title)

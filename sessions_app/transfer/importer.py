@@ -27,6 +27,7 @@ from compaction_app.engine.vocabulary import Phase
 from compaction_app.engine.windows import new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionPolicy, Provider
 from sessions_app.claude_transcript import (
+    COST_STATE_USAGE,
     EPOCH,
     TranscriptChunk,
     TranscriptReader,
@@ -324,6 +325,21 @@ def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[i
     return count
 
 
+def record_claude_call_tokens(session: Session, payloads: Iterable[dict[str, Any]]) -> None:
+    """The call tokens of a Claude Code session's compactions, from the `compaction_usage` lines the reader wrote
+    at each `cost-state` (sessions_app.claude_transcript.convert), matched by window number."""
+    spent = {x["window_number"]: x["info"]["last_token_usage"]["total_tokens"] for x in payloads
+             if x.get("type") == p.COMPACTION_USAGE and x.get("source") == COST_STATE_USAGE}
+    if not spent:
+        return
+    done: set[int] = set()
+    for pk, window in (Compaction.objects.filter(session=session, window_number__in=list(spent))
+                       .order_by("rollout_seq").values_list("pk", "window_number")):
+        if window not in done:
+            done.add(window)
+            records.set_call_tokens(compaction_id=pk, tokens=spent[window])
+
+
 def provider_for_window(provider: Provider, window: int | None) -> Provider:
     """The provider with the rollout's context window: Codex reports the usable window (the model's window times
     its effective percent), so the provider's window is that divided back (compaction_app.config_services.derived_provider)."""
@@ -545,6 +561,10 @@ def _install(stream: _ImportStream, *, session: Session, source: CodexSource, pr
         problems=problems,
         strict=strict,
     )
+    if isinstance(stream, _ClaudeImportStream):
+        record_claude_call_tokens(session, RolloutLine.objects.filter(
+            session=session, kind=p.EVENT_MSG, payload__type=p.COMPACTION_USAGE,
+        ).values_list("payload", flat=True))
     record_audit(
         action=AuditEntry.Action.IMPORT, actor=actor, session=session,
         reason=f"imported {source_name or 'a rollout'}",
