@@ -18,7 +18,9 @@ from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import append_rollout_lines
 from sessions_app.transfer import codex_sources, importer, live_alerts
 
-_readers: dict[int, tuple[int, TranscriptReader]] = {}  # source pk → (lines fed, reader)
+# source pk → (the source's created_at, lines fed, reader): a row's pk alone may name another file after a delete
+# (SQLite reuses the highest rowid), so its creation time is checked too.
+_readers: dict[int, tuple[object, int, TranscriptReader]] = {}
 _lock = threading.Lock()
 MAX_READERS = 256
 
@@ -32,8 +34,8 @@ def is_claude_source(source: CodexSource) -> bool:
 def _reader(source: CodexSource) -> TranscriptReader:
     with _lock:
         cached = _readers.pop(source.pk, None)
-    if cached is not None and cached[0] == source.line_count:
-        return cached[1]
+    if cached is not None and cached[:2] == (source.created_at, source.line_count):
+        return cached[2]
     reader = TranscriptReader()
     texts = (CodexSourceLine.objects.filter(source=source).order_by("number")
              .values_list("text", flat=True).iterator(chunk_size=codex_sources.BATCH))
@@ -65,7 +67,7 @@ def do_append_claude_lines(*, source: CodexSource, lines: list[bytes]) -> int:
     with _lock:
         if len(_readers) >= MAX_READERS:
             _readers.pop(next(iter(_readers)))
-        _readers[source.pk] = (first_number - 1 + len(raw), reader)
+        _readers[source.pk] = (source.created_at, first_number - 1 + len(raw), reader)
     return len(raw)
 
 
