@@ -142,14 +142,22 @@ DEPENDENCY_UP = "compactweb_dependency_up"
 # --- observing ----------------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
+def _gateway_series(route: str, endpoint: str, mode: str, status: int):
+    """The request's labelled children, looked up once per label set (`labels()` validates and locks each time)."""
+    return (GATEWAY_REQUESTS.labels(route, endpoint, mode, str(status)), GATEWAY_FIRST_BYTE.labels(route, endpoint),
+            GATEWAY_DURATION.labels(route, endpoint))
+
+
 def gateway_request(*, route: str, endpoint: str, mode: str, status: int, first_byte: float | None,
                     total: float, hung_up: bool, upstream_error: str = "") -> None:
     """One gateway request ended (compactweb.gateway_metrics sees its whole answer go out)."""
     route = route or NO_ROUTE
-    GATEWAY_REQUESTS.labels(route, endpoint, mode or NO_ROUTE, str(status)).inc()
+    requests, first_bytes, durations = _gateway_series(route, endpoint, mode or NO_ROUTE, status)
+    requests.inc()
     if first_byte is not None:
-        GATEWAY_FIRST_BYTE.labels(route, endpoint).observe(first_byte)
-    GATEWAY_DURATION.labels(route, endpoint).observe(total)
+        first_bytes.observe(first_byte)
+    durations.observe(total)
     if hung_up:
         GATEWAY_HANGUPS.labels(route, endpoint).inc()
     if upstream_error:
