@@ -5,6 +5,7 @@ re-import through the API."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -55,6 +56,27 @@ def test_a_sessions_net_call_and_probe_tokens_are_the_same_after_export_and_re_i
     for figure in ("call_tokens", "probe_tokens", "tokens_freed", "requests_after", "net_tokens"):
         assert again["cost"][figure] == original["cost"][figure], figure
     assert again["session_net"]["net_tokens"] == original["session_net"]["net_tokens"] != 0
+
+
+def test_a_followed_file_gives_its_compactions_their_call_and_probe_tokens(
+        operator_api, make_session, policy, tmp_path, django_capture_on_commit_callbacks):
+    from sessions_app.transfer.follow import sync_file
+
+    CompactionPolicy.objects.filter(pk=policy.pk).update(retention_probes=True)
+    session = make_session(items=ITEMS)
+    made = operator_api.post(f"/api/v1/sessions/{session.pk}/compact", {"strategy": "local"}, format="json").json()
+    exported = b"".join(operator_api.get(f"/api/v1/sessions/{session.pk}/export").streaming_content)
+    first, rest = exported.split(b"\n", 1)
+    meta = json.loads(first)
+    meta["payload"]["id"] = str(uuid.uuid4())  # another thread: the followed copy is a session of its own
+    path = tmp_path / "sessions" / "2026" / "12" / "07" / f"rollout-2026-12-07T05-00-00-{meta['payload']['id']}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(json.dumps(meta).encode() + b"\n" + rest)
+    with django_capture_on_commit_callbacks(execute=True):
+        result = sync_file(path=path)
+    (followed,) = Compaction.objects.filter(session_id=result.session_id)
+    assert (followed.call_tokens, followed.probe_tokens) == (made["cost"]["call_tokens"], made["cost"]["probe_tokens"])
+    assert followed.probe_tokens > 0
 
 
 def test_a_codex_rollout_without_usage_lines_imports_its_compactions_at_no_cost(
