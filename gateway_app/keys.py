@@ -64,12 +64,15 @@ def user_key_route(*, name: str) -> GatewayRoute | None:
 
 def key_for(*, presented: str) -> GatewayKey | None:
     """The live key whose digest matches, with its route or user, or None (unknown, revoked, its route disabled,
-    its user inactive)."""
+    its user inactive). A read only: `do_touch_key` notes the use."""
     if not presented.startswith(KEY_PREFIX):
         return None
     row = (GatewayKey.objects.select_related("route", "route__provider", "route__policy", "user")
            .filter(Q(route__enabled=True) | Q(route__isnull=True, user__is_active=True),
                    digest=digest_of(presented), revoked=False).first())
-    if row is not None:
-        GatewayKey.objects.filter(pk=row.pk).update(last_used=timezone.now())
     return row
+
+
+def do_touch_key(*, key_id: int) -> None:
+    """Note when a key was last used (on the recorder's thread: a key lookup never waits behind a write)."""
+    GatewayKey.objects.filter(pk=key_id).update(last_used=timezone.now())

@@ -127,6 +127,8 @@ async def _caller_of(presented: str, route_name: str) -> Caller | None:
     if cached is not None and cached[0] > now:
         return cached[1]
     caller = await lookups.run(_lookup, presented=presented, route_name=route_name)
+    if caller is not None:  # the write goes to the recorder's thread: authentication never waits behind one
+        recorder.recorder.later(functools.partial(keys.do_touch_key, key_id=caller.key_id))
     with _keys_lock:
         if len(_keys) > 10_000:
             _keys.clear()

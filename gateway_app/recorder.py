@@ -44,6 +44,8 @@ class _Job:
             result, error = None, exc
         if self.future is not None:
             self.loop.call_soon_threadsafe(_settle, self.future, result, error)
+        elif error is not None:
+            logger.error("gateway: a recorder job failed", exc_info=error)
 
 
 def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
@@ -73,6 +75,11 @@ class Recorder:
         self._ensure_thread()
         recorder_wait.submitted()
         self._queue.put(exchange)
+
+    def later(self, fn: Callable[[], Any]) -> None:
+        """Run `fn` on the recorder thread after the records before it; nobody waits for it (an error is logged)."""
+        self._ensure_thread()
+        self._queue.put(_Job(fn, None, None))
 
     async def run(self, fn: Callable[[], Any]) -> Any:
         """Run `fn` on the recorder thread after every record submitted before it; its result."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
 
@@ -43,16 +44,29 @@ def returned_headers(headers: httpx.Headers) -> list[tuple[bytes, bytes]]:
             if k.lower() in RETURNED or k.lower().startswith(RETURNED_PREFIXES)]
 
 
+def transport_for(config: ProviderConfig) -> httpx.AsyncBaseTransport | None:
+    """The pooled client's transport: the embedded simulated model's, else httpx's own (None)."""
+    return embedded_transport(context_window=config.context_window) if config.is_embedded else None
+
+
+def _no_cookies() -> CookieJar:
+    """A jar that keeps nothing: the pooled client serves every client of the route, so a cookie one client's
+    answer set must never go out with another's request."""
+    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+
+
 def client_for(config: ProviderConfig) -> httpx.AsyncClient:
-    """A pooled client for this upstream in the running loop (a client is bound to the loop it was used on)."""
+    """A pooled client for this upstream in the running loop (a client is bound to the loop it was used on). It
+    keeps no cookies, and asks for answers uncompressed: the gateway passes the bytes on as they come, and
+    decompressing only to pass them on would cost time and hold back a stream's chunks."""
     loop_id = id(asyncio.get_running_loop())
     key = (loop_id, (config.base_url, config.connect_timeout, config.read_timeout, config.context_window))
     client = _clients.get(key)
     if client is None:
-        transport = embedded_transport(context_window=config.context_window) if config.is_embedded else None
         timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
-        client = httpx.AsyncClient(transport=transport, timeout=timeout, limits=limits)
+        client = httpx.AsyncClient(transport=transport_for(config), timeout=timeout, limits=limits,
+                                   cookies=_no_cookies(), headers={"accept-encoding": "identity"})
         _clients[key] = client
     return client
 

@@ -44,3 +44,46 @@ def test_the_admin_shows_a_new_key_once(route, admin_client):
     (text,) = [m for m in shown if "shown only now" in m]
     key = text.rsplit(" ", 1)[-1]
     assert digest_of(key) == row.digest and key not in str(list(GatewayKey.objects.values()))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_authentication_never_waits_behind_a_write_and_last_used_follows(sim_upstream, route, monkeypatch):
+    """The recorder holds the database's write lock (SQLite: one writer) while a new key authenticates: the
+    request is answered, and the key's `last_used` is written once the recorder goes on."""
+    import asyncio
+    import threading
+
+    import httpx
+    from asgiref.sync import async_to_sync
+
+    from gateway_app import proxy, recording
+    from gateway_app.keys import do_create_gateway_key
+    from gateway_app.models import GatewayKey, GatewayRoute
+    from tests.gateway_app.test_proxy import BASE, bearer, user
+    from tests.gateway_app.test_upstream_client import _router
+
+    release, holding = threading.Event(), threading.Event()
+    real = recording.do_record_exchange
+
+    def holding_the_write_lock(**kwargs):
+        GatewayRoute.objects.filter(pk=route.pk).update(requests_per_minute=600)  # a write: the lock is taken
+        holding.set()
+        assert release.wait(60)
+        return real(**kwargs)
+
+    monkeypatch.setattr(recording, "do_record_exchange", holding_the_write_lock)
+    first, second = (do_create_gateway_key(route=route, client_name=name).key for name in ("a", "b"))
+    body = {"model": "compactweb-sim", "stream": True, "input": [BASE, user("hello")]}
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=_router()), base_url="http://x") as client:
+            assert (await client.post("/gateway/v1/responses", json=body, headers=bearer(first))).status_code == 200
+            assert await asyncio.to_thread(holding.wait, 30)
+            answered = await client.post("/gateway/v1/responses", json=body, headers=bearer(second))
+        assert not release.is_set()  # answered while the recorder still held the lock
+        release.set()
+        await proxy.drain()
+        return answered
+
+    assert async_to_sync(go)().status_code == 200
+    assert GatewayKey.objects.filter(last_used__isnull=False).count() == 2
