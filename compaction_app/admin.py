@@ -6,7 +6,9 @@ of that provider's window in the total scope, spec §2.2), so a limit above the 
 visible. Policy and provider changes are recorded in the audit log (AuditedAdminMixin).
 """
 
+from django import forms
 from django.contrib import admin
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from compaction_app.config_audit import AuditedAdminMixin
@@ -139,8 +141,43 @@ POLICY_FIELD_USERS: dict[str, str] = {
 }
 
 
+def _sessions_that_can_run(policy: CompactionPolicy):
+    """The policy's sessions that are not stopped or failed: a change reaches their next compaction (the State
+    vocabulary is the session model's, read through the relation: compaction_app does not import sessions_app)."""
+    state = policy.sessions.model.State
+    return policy.sessions.exclude(state__in=(state.STOPPED, state.FAILED))
+
+
+class CompactionPolicyForm(forms.ModelForm):
+    """The policy form, which asks before a change reaches sessions that can still run (issue 47)."""
+
+    apply_to_sessions = forms.BooleanField(
+        required=False, label="Apply to the sessions using it",
+        help_text="A change governs their next compactions; saving a policy that sessions can still use asks for "
+                  "this tick.")
+
+    class Meta:
+        model = CompactionPolicy
+        fields = ("name",)  # the admin's fieldsets choose the fields the form shows
+
+    def clean(self):
+        cleaned = super().clean()
+        changed = [name for name in self.changed_data if name != "apply_to_sessions"]
+        if self.instance.pk and changed and not cleaned.get("apply_to_sessions"):
+            reached = _sessions_that_can_run(self.instance)
+            count = reached.count()
+            if count:
+                running = reached.filter(state=self.instance.sessions.model.State.RUNNING).count()
+                raise forms.ValidationError(
+                    f"This change reaches {count:,} session{'s' if count != 1 else ''} using this policy "
+                    f"({running:,} running now): their next compactions follow it. Tick \"Apply to the sessions "
+                    "using it\" to save.", code="reaches_sessions")
+        return cleaned
+
+
 @admin.register(CompactionPolicy)
 class CompactionPolicyAdmin(AuditedAdminMixin, admin.ModelAdmin):
+    form = CompactionPolicyForm
     # Short columns, so the list fits beside the filter sidebar at 1280 px; the long labels are in the form.
     list_display = ("name", "method", "threshold", "budgets", "session_count")
     list_filter = ("strategy", "auto_compact_scope", "token_counter", "token_budget", "remote_compaction_v2")
@@ -211,9 +248,27 @@ class CompactionPolicyAdmin(AuditedAdminMixin, admin.ModelAdmin):
     def budgets(self, obj: CompactionPolicy) -> str:
         return f"{obj.user_message_budget:,} / {obj.retained_message_budget:,}"
 
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or not obj.sessions.exists():
+            return fieldsets
+        reached = _sessions_that_can_run(obj).count()
+        return (("Sessions using it", {
+            "description": format_html(
+                '{} session{} use this policy, {} of them can still run: <a href="{}?policy={}">see them on the '
+                "fleet board</a>. A change governs their next compactions.",
+                f"{obj.sessions.count():,}", "s" if obj.sessions.count() != 1 else "", f"{reached:,}",
+                reverse("fleet"), obj.pk),
+            "fields": ("apply_to_sessions",),
+        }), *fieldsets)
+
     @admin.display(description="sessions")
-    def session_count(self, obj: CompactionPolicy) -> int:
-        return obj.sessions.count()
+    def session_count(self, obj: CompactionPolicy) -> str:
+        count = obj.sessions.count()
+        if not count:
+            return "0"
+        return format_html('<a href="{}?policy={}" title="the sessions using it, on the fleet board">{}</a>',
+                           reverse("fleet"), obj.pk, f"{count:,}")
 
     @admin.display(description="effective auto-compact limit")
     def effective_limits(self, obj: CompactionPolicy):

@@ -126,6 +126,7 @@ def test_the_policy_form_says_beside_each_field_which_methods_use_it(admin_user_
     page = client.get(f"/admin/compaction_app/compactionpolicy/{policy.pk}/change/").content.decode()
     assert page.count("Used by:") >= 20
     help_text = page[page.index('class="help" id="id_compact_prompt_helptext"'):]
-    assert help_text.index("Used by: local summarisation, and masking's summarising hybrid — never remote v1/v2") < (
+    # help texts are rendered as text (templates/admin/includes/fieldset.html): the apostrophe is escaped
+    assert help_text.index("Used by: local summarisation, and masking&#x27;s summarising hybrid — never remote v1/v2") < (
         help_text.index("</div>"))
     assert "Used by: remote v2 only." in page and "Used by: observation masking only." in page
