@@ -19,6 +19,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def cli_folder(here: Path, variable: str) -> Path:
+    """The npm folder a CLI end-to-end test runs from: its own (the pinned release, `npm ci`), or the folder the
+    environment variable names (scripts/test-newest-clis installs the newest release there)."""
+    named = os.environ.get(variable)
+    return Path(named).resolve() if named else here
+
+
 def installed_cli_or_skip(cli: Path, pinned: str, *, name: str, folder: str) -> Path:
     """The pinned CLI, or a skip with the reason; under CI a missing CLI fails the test instead."""
     problem = None

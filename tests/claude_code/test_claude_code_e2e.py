@@ -31,11 +31,12 @@ from sessions_app.models import CodexSource, RolloutLine, Session
 from sessions_app.rollout import projection as p
 from sessions_app.transfer import claude_follow, exporter, importer
 from sessions_app.transfer.follow import Follower
-from tests.live_dashboard import histories_after, installed_cli_or_skip, live_dashboard, wait_for
+from tests.live_dashboard import cli_folder, histories_after, installed_cli_or_skip, live_dashboard, wait_for
 
 HERE = Path(__file__).resolve().parent
-CLAUDE = HERE / "node_modules" / ".bin" / "claude"
-PINNED = json.loads((HERE / "package.json").read_text())["devDependencies"]["@anthropic-ai/claude-code"]
+CLI_FOLDER = cli_folder(HERE, "COMPACTWEB_CLAUDE_CODE_CLI_DIR")
+CLAUDE = CLI_FOLDER / "node_modules" / ".bin" / "claude"
+PINNED = json.loads((CLI_FOLDER / "package.json").read_text())["devDependencies"]["@anthropic-ai/claude-code"]
 # Claude Code's system prompt and Bash tool are about 8.7k tokens: at 13% of the 80k usable window (100k minus
 # its 20k output reserve) it compacts once a few prompts have added about 1.7k tokens.
 AUTO_COMPACT_WINDOW, PCT = "100000", "13"
@@ -57,7 +58,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory):
     """A live dashboard (Daphne) whose simulated model records every request; yields (base URL, token, dir)."""
-    installed_cli_or_skip(CLAUDE, PINNED, name="Claude Code CLI", folder="tests/claude_code")
+    installed_cli_or_skip(CLAUDE, PINNED, name="Claude Code CLI",
+                          folder="tests/claude_code" if CLI_FOLDER == HERE else str(CLI_FOLDER))
     with live_dashboard(tmp_path_factory.mktemp("dashboard")) as (url, token, requests):
         yield f"{url}/sim/anthropic", token, requests
 
@@ -214,6 +216,10 @@ def test_claude_code_compacts_against_the_simulated_model_and_compactweb_follows
         f"Claude Code counted {b['compactMetadata']['preTokens']} tokens before compacting" for b in boundaries]
     manual = compactions[triggers.index("manual")]
     assert (manual.phase, manual.reason) == ("standalone_turn", "user_requested")
+    # Each compaction's summary requests (no transcript entry of their own; counted by the run's cost-state) are
+    # its call tokens: at least one request carrying the whole pre-compaction context.
+    assert all(c.call_tokens >= b["compactMetadata"]["preTokens"] for c, b in zip(compactions, boundaries, strict=True)), [
+        (c.call_tokens, b["compactMetadata"]["preTokens"]) for c, b in zip(compactions, boundaries, strict=True)]
 
     # The live history after each compaction is what Claude Code sent next.
     requests = _session_requests(recorded, session_id)

@@ -29,11 +29,12 @@ from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import do_append_items
 from sessions_app.transfer import exporter, importer
 from sessions_app.transfer.follow import Follower
-from tests.live_dashboard import histories_after, installed_cli_or_skip, live_dashboard, wait_for
+from tests.live_dashboard import cli_folder, histories_after, installed_cli_or_skip, live_dashboard, wait_for
 
 HERE = Path(__file__).resolve().parent
-CODEX = HERE / "node_modules" / ".bin" / "codex"
-PINNED = json.loads((HERE / "package.json").read_text())["devDependencies"]["@openai/codex"]
+CLI_FOLDER = cli_folder(HERE, "COMPACTWEB_CODEX_CLI_DIR")
+CODEX = CLI_FOLDER / "node_modules" / ".bin" / "codex"
+PINNED = json.loads((CLI_FOLDER / "package.json").read_text())["devDependencies"]["@openai/codex"]
 WINDOW, LIMIT = 8000, 5600  # Codex's own base instructions are about 4.6k tokens: it compacts by turn 4 or so
 PROMPTS = [
     "please fix parser bug number 3 in the notes",
@@ -50,7 +51,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _codex_or_skip() -> Path:
-    return installed_cli_or_skip(CODEX, PINNED, name="Codex CLI", folder="tests/codex_cli")
+    folder = "tests/codex_cli" if CLI_FOLDER == HERE else str(CLI_FOLDER)
+    return installed_cli_or_skip(CODEX, PINNED, name="Codex CLI", folder=folder)
 
 
 @pytest.fixture(scope="module")
