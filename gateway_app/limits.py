@@ -11,6 +11,11 @@ A fixed one-minute window per route.
   what they served in the last SYNC_SECONDS.
 
 When Redis does not answer, requests pass (a limit is not worth refusing every client for) and it is logged.
+
+Failed key lookups per client address (`failed_keys`): each costs a database read and is how a key would be
+guessed, so after FAILED_KEYS_PER_MINUTE unknown keys in a minute an address's next keys are not looked up (429)
+until the minute ends; a key this process knows already (its cache) still works. Counted per process, in memory
+(the event loop's own: no lock, no database).
 """
 
 from __future__ import annotations
@@ -153,3 +158,28 @@ def wait_for_syncs() -> None:
 
 def close_connections() -> None:
     _sync_thread.submit(connections.close_all).result()
+
+
+FAILED_KEYS_PER_MINUTE = 30
+
+
+class FailedKeys:
+    """Unknown keys per client address in the current minute (event loop only)."""
+
+    def __init__(self, limit: int = FAILED_KEYS_PER_MINUTE) -> None:
+        self.limit = limit
+        self._counts: dict[str, tuple[int, int]] = {}
+
+    def exceeded(self, address: str) -> bool:
+        window, count = self._counts.get(address, (0, 0))
+        return window == window_now() and count >= self.limit
+
+    def note(self, address: str) -> None:
+        now = window_now()
+        window, count = self._counts.get(address, (now, 0))
+        if len(self._counts) > 100_000:
+            self._counts.clear()
+        self._counts[address] = (now, (count if window == now else 0) + 1)
+
+
+failed_keys = FailedKeys()

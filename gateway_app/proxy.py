@@ -104,9 +104,14 @@ def _lookup(presented: str, route_name: str) -> Caller | None:
                   config=provider_config(provider=route.provider, policy=route.policy))
 
 
-async def authenticate(headers: dict[str, str], route_name: str = "") -> Caller | None:
+class TooManyFailedKeys(Exception):
+    pass
+
+
+async def authenticate(headers: dict[str, str], route_name: str = "", address: str = "") -> Caller | None:
     """The caller of a gateway key, from GATEWAY_KEY_HEADER when sent (the bearer is then the client's own), else
-    from the bearer; None when there is no live key."""
+    from the bearer; None when there is no live key. TooManyFailedKeys when the client's address sent more unknown
+    keys this minute than limits.FAILED_KEYS_PER_MINUTE (the key is then not looked up)."""
     scheme, _, bearer = headers.get("authorization", "").strip().partition(" ")
     bearer = bearer.strip() if scheme.lower() == "bearer" else ""
     presented = headers.get(GATEWAY_KEY_HEADER, "").strip()
@@ -114,19 +119,25 @@ async def authenticate(headers: dict[str, str], route_name: str = "") -> Caller 
     presented = presented or bearer
     if not presented:
         return None
-    caller = await _caller_of(presented, route_name)
+    caller = await _caller_of(presented, route_name, address)
     if caller is not None and caller.pass_bearer and own_bearer:
         return dataclasses.replace(caller, client_bearer=own_bearer)
     return caller
 
 
-async def _caller_of(presented: str, route_name: str) -> Caller | None:
+async def _caller_of(presented: str, route_name: str, address: str) -> Caller | None:
     digest = (keys.digest_of(presented), route_name)
     now = time.monotonic()
     cached = _keys.get(digest)
     if cached is not None and cached[0] > now:
+        if cached[1] is None:
+            limits.failed_keys.note(address)
         return cached[1]
+    if limits.failed_keys.exceeded(address):
+        raise TooManyFailedKeys
     caller = await lookups.run(_lookup, presented=presented, route_name=route_name)
+    if caller is None:
+        limits.failed_keys.note(address)
     if caller is not None:  # the write goes to the recorder's thread: authentication never waits behind one
         recorder.recorder.later(functools.partial(keys.do_touch_key, key_id=caller.key_id))
     with _keys_lock:
@@ -270,7 +281,14 @@ async def _admit(scope, headers: dict[str, str], send) -> tuple[Caller, str] | N
     if scope.get("method") != method:
         await _send_error(send, 405, "method_not_allowed", f"use {method}", headers={"Allow": method})
         return None
-    caller = await authenticate(headers, route_name)
+    try:
+        caller = await authenticate(headers, route_name, (scope.get("client") or ("",))[0] or "")
+    except TooManyFailedKeys:
+        await _send_error(send, 429, "too_many_failed_keys",
+                          f"more than {limits.FAILED_KEYS_PER_MINUTE} unknown gateway keys from this address this "
+                          "minute; try again after it", kind="requests",
+                          headers={"Retry-After": str(limits.retry_after())})
+        return None
     if caller is None:
         await _send_error(send, 401, "invalid_api_key", "the gateway needs a gateway key (a route's, or your own at "
                           "/gateway/r/<route>/v1) as the bearer token (docs/gateway.md)", headers={"WWW-Authenticate": 'Bearer realm="compactweb-gateway"'})

@@ -41,7 +41,9 @@ def _same(a: Item, b: Item) -> bool:
 
 
 def matched_prefix(prefix: list[Item], history: list[Item]) -> int | None:
-    """How many leading items of `history` make up `prefix` (pinned blocks skipped on both sides), or None."""
+    """How many leading items of `history` make up `prefix` (pinned blocks skipped on both sides), or None. A
+    prefix that ends in pinned blocks takes as many that follow in `history` too: they are the prefix's, and left
+    behind they would reach the upstream twice (once in the replacement, once after it)."""
     i = 0
     for want in prefix:
         if is_pinned_block(want):
@@ -51,6 +53,9 @@ def matched_prefix(prefix: list[Item], history: list[Item]) -> int | None:
         if i >= len(history) or not _same(want, history[i]):
             return None
         i += 1
+    trailing = next((n for n, item in enumerate(reversed(prefix)) if not is_pinned_block(item)), len(prefix))
+    while trailing and i < len(history) and is_pinned_block(history[i]):
+        i, trailing = i + 1, trailing - 1
     return i
 
 

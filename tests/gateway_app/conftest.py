@@ -11,7 +11,7 @@ from compaction_app.models import CompactionPolicy, Provider
 from compaction_app.providers.simulated.app import create_app
 from compaction_app.providers.simulated.recording import RequestRecorder, read_requests
 from compactweb.routing import http_router
-from gateway_app import proxy, upstream
+from gateway_app import limits, proxy, upstream
 from gateway_app.keys import do_create_gateway_key
 from gateway_app.models import GatewayRoute
 
@@ -40,6 +40,14 @@ class Upstream:
 def _recorder_connections_closed():
     yield
     proxy.close_recorder_connections()
+
+
+@pytest.fixture(autouse=True)
+def _no_failed_keys_counted():
+    """Every test's requests come from 127.0.0.1: one test's unknown keys must not count against the next's."""
+    limits.failed_keys = limits.FailedKeys()
+    yield
+    limits.failed_keys = limits.FailedKeys()
 
 
 @pytest.fixture

@@ -71,3 +71,38 @@ def test_with_redis_every_process_counts_in_one_place(sim_upstream, settings, re
     assert async_to_sync(taken_elsewhere)() == 1  # another process's request of this route, this minute
     key = do_create_gateway_key(route=route, client_name="ci").key
     assert [_models(key).status_code for _ in range(2)] == [200, 429]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_unknown_keys_are_limited_per_client_address(sim_upstream, route, monkeypatch):
+    import httpx
+    from asgiref.sync import async_to_sync
+
+    from gateway_app import limits, proxy
+    from gateway_app.keys import do_create_gateway_key
+    from tests.gateway_app.test_upstream_client import _router
+
+    monkeypatch.setattr(limits, "window_now", lambda: 1)  # one minute throughout, whenever the test runs
+    monkeypatch.setattr(proxy, "KEY_CACHE_SECONDS", 600.0)  # the known key stays known however slow the host
+    known = do_create_gateway_key(route=route, client_name="known").key
+    fresh = do_create_gateway_key(route=route, client_name="fresh").key
+
+    async def from_address(address: str, key: str) -> httpx.Response:
+        transport = httpx.ASGITransport(app=_router(), client=(address, 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+            return await client.get("/gateway/v1/models", headers={"Authorization": f"Bearer {key}"})
+
+    @async_to_sync
+    async def go():
+        assert (await from_address("10.0.0.1", known)).status_code == 200  # known to this process from now on
+        statuses = [(await from_address("10.0.0.1", f"cwg_guess-{n}")).status_code
+                    for n in range(limits.FAILED_KEYS_PER_MINUTE + 1)]
+        assert statuses[:-1] == [401] * limits.FAILED_KEYS_PER_MINUTE
+        refused = await from_address("10.0.0.1", "cwg_one-more-guess")
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_failed_keys"
+        assert int(refused.headers["retry-after"]) > 0
+        assert (await from_address("10.0.0.1", fresh)).status_code == 429  # not even looked up
+        assert (await from_address("10.0.0.1", known)).status_code == 200  # a key the process knows still works
+        assert (await from_address("10.0.0.2", "cwg_another-guess")).status_code == 401  # another address
+
+    go()

@@ -41,3 +41,15 @@ def test_steered_keeps_the_base_instructions_first_and_says_when_nothing_changes
     items = [BASE, msg("a")]
     assert steering.steered(items, has_instructions=False, rules=[], block=BLOCK) == [BASE, BLOCK, msg("a")]
     assert steering.steered(items, has_instructions=False, rules=[], block=None) is None
+
+
+def test_after_a_rollback_with_a_pin_in_force_the_upstream_gets_the_pinned_block_once():
+    """Support rolled back a compaction while a pin was in force: the rule's prefix (the history after the
+    compaction) ends in the pinned block, and Codex sends that block back after it; the history before the
+    compaction (the replacement) holds the block too. Forwarded: the replacement and what follows, one block."""
+    a, summary, reply = msg("fix bug 3"), msg("summary of bug 3", "assistant"), msg("done", "assistant")
+    before = [a, msg("long tool output", "assistant"), BLOCK]
+    rule = {"kind": "rollback", "prefix": [a, summary, BLOCK], "replacement": before}
+    forwarded = steering.substituted([a, summary, BLOCK, reply, msg("next")], [rule])
+    assert forwarded == [*before, reply, msg("next")]
+    assert sum(1 for item in forwarded if item == BLOCK) == 1
