@@ -7,7 +7,7 @@ from django.views.decorators.http import require_POST
 
 from compaction_app.engine.alert_delivery import KIND_SEVERITY
 from compaction_app.models import AlertDelivery, AlertDestination
-from compactweb import auth_admin
+from compactweb import auth_admin, converters  # noqa: F401  (converters registers the <id:...> path converter)
 from compactweb.domain_errors import DomainError
 from compactweb.read_only_admin import ReadOnlyAdmin
 from compactweb.roles import ADMIN, has_role
@@ -147,7 +147,7 @@ class AlertDestinationAdmin(admin.ModelAdmin):
 
     def get_urls(self):
         view = self.admin_site.admin_view(require_POST(self.send_test_view))
-        return [path("<int:pk>/send-test/", view, name="compaction_app_alertdestination_send_test"),
+        return [path("<id:pk>/send-test/", view, name="compaction_app_alertdestination_send_test"),
                 *super().get_urls()]
 
     def send_test_view(self, request, pk: int):
