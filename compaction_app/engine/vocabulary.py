@@ -84,6 +84,12 @@ IMPLEMENTATIONS = {
 # spec §10: the `strategy` field of Codex's analytics record is always this value.
 STRATEGY_MEMENTO = "memento"
 
+# The longest extra instructions a manual compaction takes, from the session page and the API alike (they are one
+# action). They are appended to the summarisation prompt, so they are bounded; 20,000 characters (about 5,000
+# tokens) is what the API has always accepted, and lowering it to the page's old 4,000 would break API callers
+# that work today for no gain: a prompt that no longer fits the window is refused by the engine with its reason.
+MAX_EXTRA_INSTRUCTIONS = 20_000
+
 
 class AttemptStatus(StrEnum):
     """An attempt's outcome; `running` only while it runs (spec §6.5, §10)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
+from compaction_app.engine.vocabulary import MAX_EXTRA_INSTRUCTIONS
 from compaction_app.models import AuditEntry, CompactionPolicy, Provider
 from compactweb.converters import MAX_ID
 from sessions_app.web.pages import STRATEGIES
@@ -49,13 +50,11 @@ class AnalyticsFilterForm(forms.Form):
 class CompactNowForm(forms.Form):
     """The session page's "Compact now": a method (blank: the policy's) and optional extra instructions."""
 
-    MAX_INSTRUCTIONS = 4000
-
     strategy = forms.ChoiceField(choices=STRATEGIES, required=False,
                                  error_messages={"invalid_choice": "Unknown strategy %(value)r."})
     instructions = forms.CharField(
-        required=False, max_length=MAX_INSTRUCTIONS,
-        error_messages={"max_length": f"Extra instructions are limited to {MAX_INSTRUCTIONS} characters."})
+        required=False, max_length=MAX_EXTRA_INSTRUCTIONS,
+        error_messages={"max_length": f"Extra instructions are limited to {MAX_EXTRA_INSTRUCTIONS:,} characters."})
 
     def first_error(self) -> str:
         return next(iter(self.errors.values()))[0]

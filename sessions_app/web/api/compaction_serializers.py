@@ -5,13 +5,12 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
+from compaction_app.engine.vocabulary import MAX_EXTRA_INSTRUCTIONS, STRATEGY_MEMENTO
 from compaction_app.models import CompactionPolicy, Phase, Trigger
 from sessions_app.web.api.serializers import WindowLineageSerializer
 
 STRATEGY_CHOICES = [c for c in CompactionPolicy.Strategy.values if c != CompactionPolicy.Strategy.AUTO]
 REQUEST_PHASES = [Phase.PRE_TURN, Phase.MID_TURN, Phase.STANDALONE_TURN]
-MAX_INSTRUCTIONS = 20_000
 
 
 class CompactRequestSerializer(serializers.Serializer):
@@ -29,7 +28,7 @@ class CompactRequestSerializer(serializers.Serializer):
         help_text="Deprecated name of `method` (Codex's own `strategy` is the analytics value `memento`).",
     )
     instructions = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=MAX_INSTRUCTIONS,
+        required=False, allow_blank=True, default="", max_length=MAX_EXTRA_INSTRUCTIONS,
         help_text="Extra instructions appended to the summarisation prompt (local strategy only).",
     )
 

@@ -161,3 +161,27 @@ def test_a_request_whose_runner_never_started_stops_holding_simulator_steps_back
         created_at=timezone.now() - timedelta(seconds=compaction_queue.WAIT_SECONDS + 1))
     assert not compaction_queue.has_queued(session_id=session.pk)
     assert async_to_sync(fleet.arun_step)(session_id=session.pk).status == "skipped"  # not held back: past the queue check
+
+
+@pytest.mark.django_db
+def test_the_page_and_the_api_take_the_same_longest_instructions(operator_user, operator_api, busy_session,
+                                                                 submitted):
+    """One action, one limit: what the API takes for a manual compaction, the session page takes too (the page
+    refused anything over 4,000 characters while the API took 20,000)."""
+    from compaction_app.engine.vocabulary import MAX_EXTRA_INSTRUCTIONS
+
+    session, _ = busy_session
+    page = login(operator_user)
+    longest, too_long = "x" * MAX_EXTRA_INSTRUCTIONS, "x" * (MAX_EXTRA_INSTRUCTIONS + 1)
+    refused = page.post(f"/sessions/{session.pk}/compact/", {"strategy": "local", "instructions": too_long},
+                        HTTP_HX_REQUEST="true")
+    assert refused.status_code == 400 and b"limited to 20,000 characters" in refused.content
+    api_refused = operator_api.post(f"/api/v1/sessions/{session.pk}/compact",
+                                    {"method": "local", "instructions": too_long}, format="json")
+    assert api_refused.status_code == 400 and api_refused.json()["error"]["message"].startswith("instructions:")
+    assert not Job.objects.exists()
+    taken = page.post(f"/sessions/{session.pk}/compact/", {"strategy": "local", "instructions": longest},
+                      HTTP_HX_REQUEST="true")
+    assert taken.status_code == 200 and b"Queued behind the running turn" in taken.content
+    (queued,) = Job.objects.filter(session=session)
+    assert queued.params["instructions"] == longest
