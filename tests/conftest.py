@@ -20,6 +20,47 @@ wrap_test_flush()
 DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/compactweb"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
+# What makes a test touch a service, read from what it asks for (never from a list of tests): a database fixture
+# or mark, a service fixture, or the channel layer (Redis in the PostgreSQL + Redis pass; the check in
+# `_fresh_channel_layer` keeps that mark honest). `--database-tests-only` keeps these and drops the rest, which
+# never open a connection and so gain nothing from a second database (scripts/test gives it to that pass).
+SERVICE_FIXTURES = frozenset({
+    "db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "django_db_setup",
+    "live_server", "redis_url", "postgres_url",
+})
+SERVICE_MARKS = ("django_db", "services", "channel_layer")
+
+
+def touches_a_service(item: pytest.Item) -> bool:
+    return bool(SERVICE_FIXTURES & set(getattr(item, "fixturenames", ()))) or any(
+        item.get_closest_marker(mark) for mark in SERVICE_MARKS)
+
+
+def asks_for_postgresql(item: pytest.Item) -> bool:
+    return "postgres_url" in getattr(item, "fixturenames", ())
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database-tests-only", action="store_true",
+        help="run only the tests that touch a database, Redis or PostgreSQL (see tests/conftest.py)")
+    parser.addoption(
+        "--postgresql-tests-elsewhere", action="store_true",
+        help="leave out the tests that ask for PostgreSQL itself (the postgres_url fixture): another pass runs them")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    keep = []
+    if config.getoption("--database-tests-only"):
+        keep.append(touches_a_service)
+    if config.getoption("--postgresql-tests-elsewhere"):
+        keep.append(lambda item: not asks_for_postgresql(item))
+    kept = [item for item in items if all(wanted(item) for wanted in keep)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+
 
 def _reachable(url: str, default_port: int) -> bool:
     parsed = urlparse(url)
@@ -30,8 +71,14 @@ def _reachable(url: str, default_port: int) -> bool:
         return False
 
 
-def require_service(name: str, url: str, default_port: int) -> str:
-    """Return `url` if the service answers; otherwise skip with the reason, or fail when CI is set."""
+def require_service(name: str, url: str | None, default_port: int, variable: str = "") -> str:
+    """Return `url` if the service answers; otherwise skip with the reason, or fail when CI is set. With no `url`
+    (its variable unset) the default on 127.0.0.1 is used under CI only: outside CI a test never silently uses
+    whatever answers there (another checkout's database, say), it skips and names the variable to set."""
+    if not url:
+        if not os.environ.get("CI"):
+            pytest.skip(f"{name} not configured: set {variable or 'its URL'} to run this test (or run .ci/run)")
+        url = DEFAULT_REDIS_URL if default_port == 6379 else DEFAULT_POSTGRES_URL
     if _reachable(url, default_port):
         return url
     message = f"{name} is not reachable at {urlparse(url).hostname}:{urlparse(url).port or default_port}"
@@ -107,25 +154,48 @@ def _no_background_followed_writes_watcher():
 
 
 @pytest.fixture(autouse=True)
-def _fresh_channel_layer():
+def _fresh_channel_layer(request):
     """A channel layer per test: channels-redis binds its locks to the event loop that first used the layer, and
-    every async test runs on a loop of its own."""
+    every async test runs on a loop of its own. A test that built one must say it touches a service, or the
+    PostgreSQL + Redis pass (which keeps only those) would never run it on Redis."""
     from channels.layers import channel_layers
 
+    built = []
+    make_backend = channel_layers.make_backend
+
+    def recorded(name):  # a test's own fixture may clear the backends before this one looks at them
+        built.append(name)
+        return make_backend(name)
+
     channel_layers.backends.clear()
+    channel_layers.make_backend = recorded
     yield
+    del channel_layers.make_backend  # the class's own again
     channel_layers.backends.clear()
+    if built and not touches_a_service(request.node):
+        pytest.fail("this test used the channel layer but asks for no database: mark it "
+                    "@pytest.mark.channel_layer so the PostgreSQL + Redis pass runs it on Redis too")
+
+
+def configured_redis_url() -> str | None:
+    """The Redis a test asks for by fixture: COMPACTWEB_TEST_REDIS_URL (scripts/test gives the embedded pass its own
+    database there, as it runs beside the PostgreSQL + Redis pass), else REDIS_URL."""
+    return os.environ.get("COMPACTWEB_TEST_REDIS_URL") or os.environ.get("REDIS_URL")
+
+
+def configured_postgres_url() -> str | None:
+    url = os.environ.get("DATABASE_URL", "")
+    return url if url.startswith("postgres") else os.environ.get("COMPACTWEB_TEST_POSTGRES_URL")
 
 
 @pytest.fixture
 def redis_url() -> str:
-    return require_service("Redis", os.environ.get("REDIS_URL", DEFAULT_REDIS_URL), 6379)
+    return require_service("Redis", configured_redis_url(), 6379, "REDIS_URL")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")  # session-wide so that module-wide fixtures (a scratch database) can ask for it
 def postgres_url() -> str:
-    url = os.environ.get("DATABASE_URL", "")
-    return require_service("PostgreSQL", url if url.startswith("postgres") else DEFAULT_POSTGRES_URL, 5432)
+    return require_service("PostgreSQL", configured_postgres_url(), 5432, "DATABASE_URL")
 
 
 @pytest.fixture

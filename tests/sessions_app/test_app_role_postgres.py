@@ -37,13 +37,9 @@ def tmp_path(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path):
+def scratch(tmp_path, postgres_url):
     """(owner URL, app-role URL, role) on a freshly migrated scratch database with the app role created; one per
     module, as the migrate is the slow part."""
-    from tests.conftest import DEFAULT_POSTGRES_URL, require_service
-
-    url = os.environ.get("DATABASE_URL", "")
-    postgres_url = require_service("PostgreSQL", url if url.startswith("postgres") else DEFAULT_POSTGRES_URL, 5432)
     parts = urlsplit(postgres_url)
     suffix = secrets.token_hex(4)  # runs in parallel (several checkouts, one server) never share a database
     name = f"test_{parts.path.lstrip('/') or 'compactweb'}_approle_{suffix}"[:63]

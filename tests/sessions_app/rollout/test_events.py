@@ -98,6 +98,7 @@ def test_transient_events_carry_no_seq_of_their_own(session):
     assert event["seq"] is None and event["after_seq"] == 7 and event["detail"] == {"step": "started"}
 
 
+@pytest.mark.channel_layer
 def test_sync_code_outside_any_event_loop_publishes_on_one_loop_per_thread():
     session_id = 7
     from sessions_app.rollout import events
