@@ -1,0 +1,85 @@
+"""The test harness (tests/conftest.py, scripts/test), through the commands a developer types: the services pass
+keeps the tests that touch a service, read from what they ask for; a test that builds a channel layer without
+saying so fails; a test asking for PostgreSQL or Redis never uses whatever answers at the default address; and
+`scripts/test --help` helps instead of running anything."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = "tests/scripts/harness_samples/samples.py"
+POINTERS = ("CI", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "COMPACTWEB_TEST_REDIS_URL",
+            "COMPACTWEB_TEST_POSTGRES_URL")
+
+
+def outside_ci(tmp_path: Path) -> dict[str, str]:
+    """This machine's environment as a developer has it: no CI, pointed at no service."""
+    env = {k: v for k, v in os.environ.items() if k not in POINTERS and not k.startswith("PYTEST_")}
+    env.update(COMPACTWEB_VAR_DIR=str(tmp_path / "var"), TMPDIR=str(tmp_path))
+    return env
+
+
+def pytest_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-v", "-rA", "-p", "no:randomly", SAMPLES, *args],
+                          cwd=ROOT, env=outside_ci(tmp_path), capture_output=True, text=True, timeout=240)
+
+
+def outcomes(result: subprocess.CompletedProcess) -> dict[str, str]:
+    """test name -> its last verbose outcome (PASSED, FAILED, SKIPPED, ERROR: a teardown error follows a pass)."""
+    found = {}
+    for line in result.stdout.splitlines():
+        if line.startswith(SAMPLES + "::"):
+            name, _, rest = line[len(SAMPLES) + 2:].partition(" ")
+            found[name] = rest.split(" ")[0]
+    return found
+
+
+def collected(result: subprocess.CompletedProcess) -> set[str]:
+    return {line.strip()[len("<Function "):-1] for line in result.stdout.splitlines()
+            if line.strip().startswith("<Function ")}
+
+
+def test_the_services_pass_keeps_the_tests_that_ask_for_a_database_a_service_or_the_channel_layer(tmp_path):
+    result = pytest_run(tmp_path, "--collect-only", "--database-tests-only")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert collected(result) == {"test_with_db", "test_marked_channel_layer", "test_asks_for_redis",
+                                 "test_asks_for_postgres"}
+
+
+def test_the_embedded_pass_leaves_the_postgresql_tests_to_the_services_pass_when_asked(tmp_path):
+    result = pytest_run(tmp_path, "--collect-only", "--postgresql-tests-elsewhere")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert collected(result) == {"test_pure", "test_with_db", "test_marked_channel_layer",
+                                 "test_unmarked_channel_layer", "test_asks_for_redis"}
+
+
+def test_a_channel_layer_built_unmarked_fails_and_service_tests_skip_unless_pointed_at(tmp_path):
+    result = pytest_run(tmp_path)
+    seen = outcomes(result)
+    assert seen["test_pure"] == "PASSED" and seen["test_with_db"] == "PASSED"
+    assert seen["test_marked_channel_layer"] == "PASSED"
+    # the test itself passes; the check after it errors, naming the mark to add
+    assert seen["test_unmarked_channel_layer"] == "ERROR" and "@pytest.mark.channel_layer" in result.stdout
+    assert seen["test_asks_for_redis"] == "SKIPPED" and "set REDIS_URL" in result.stdout
+    assert seen["test_asks_for_postgres"] == "SKIPPED" and "set DATABASE_URL" in result.stdout
+
+
+def test_scripts_test_help_says_what_it_runs_and_runs_nothing(tmp_path):
+    result = subprocess.run([str(ROOT / "scripts" / "test"), "--help"], cwd=ROOT, env=outside_ci(tmp_path),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith("Usage: scripts/test")
+    for promise in ("services", "DATABASE_URL", "REDIS_URL", "-k", "PASS_BUDGET_MINUTES"):
+        assert promise in result.stdout
+    assert "== pytest" not in result.stdout and "lint-imports\n" not in result.stdout
+
+
+def test_scripts_test_pointed_at_only_one_service_refuses_before_running_anything(tmp_path):
+    env = {**outside_ci(tmp_path), "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none"}
+    result = subprocess.run([str(ROOT / "scripts" / "test"), "-k", "nothing_at_all"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "set both DATABASE_URL and REDIS_URL" in result.stderr
+    assert "== pytest" not in result.stdout
