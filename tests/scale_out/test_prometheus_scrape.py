@@ -1,8 +1,9 @@
 """Issue 45: a real Prometheus (Debian's `prometheus`, run as a plain binary on loopback with a temporary data
-directory and our own config) scrapes a running scale-out set, and the series are read back through its HTTP
-query API: two Daphne processes and a Celery worker (prefork) sharing a multiprocess directory, so either web
-process answers what all of them counted: gateway requests sent to both, a compaction a job ran on the worker, the
-worker's and scheduler's heartbeats and the dependencies. About 30 s."""
+directory and our own config) scrapes a running scale-out set started by scripts/scale-out, and the series are
+read back through its HTTP query API: two Daphne processes and a Celery worker (prefork) sharing the set's
+multiprocess directory, so either web process answers what all of them counted: gateway requests sent to both,
+compactions jobs ran on the worker, the storm alert they raised, the worker's and scheduler's heartbeats and the
+dependencies. About a minute on an idle machine."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from compaction_app.engine.items import user_message
-from compaction_app.models import CompactionPolicy, Provider
+from compaction_app.models import AlertSettings, CompactionPolicy, Provider
 from compactweb.api_tokens import issue_token
 from gateway_app.keys import do_create_gateway_key
 from gateway_app.models import GatewayRoute
@@ -93,10 +94,40 @@ def wait_for(prometheus: str, promql: str, expected, logs: dict[str, Path]) -> d
     raise AssertionError(f"{promql}: {values}\n{tails}")
 
 
+def set_running(launcher: subprocess.Popen, ports: list[int], log: Path) -> None:
+    deadline = time.monotonic() + run.START_TIMEOUT
+    while not all(answers(port) for port in ports):
+        assert launcher.poll() is None, f"scripts/scale-out exited:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"the set did not answer:\n{log.read_text()[-3000:]}"
+        time.sleep(0.5)
+
+
+def answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def stop_launcher(launcher: subprocess.Popen) -> None:
+    """TERM to supervisord: its programs stop (a worker's warm shutdown may take its stopwaitsecs, 60 s)."""
+    if launcher.poll() is None:
+        launcher.terminate()
+        try:
+            launcher.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+            launcher.wait(timeout=10)
+
+
 @pytest.mark.services
+@pytest.mark.timeout(600)
 @pytest.mark.django_db(transaction=True)
 def test_a_real_prometheus_scrapes_a_scale_out_set_and_reads_every_process_counts(on_postgresql, operator_user,
                                                                                   make_session, tmp_path):
+    """The set is scripts/scale-out's own (two web processes, a prefork worker, the scheduler, the watchdog), so
+    what it gives every process (the multiprocess directory, the scheduler's heartbeat file) is what is tested."""
     provider = Provider.objects.create(name="embedded-gw", base_url=Provider.EMBEDDED, model="compactweb-sim",
                                        context_window=32000)
     route = GatewayRoute.objects.create(name="team-metrics", provider=provider,
@@ -104,26 +135,28 @@ def test_a_real_prometheus_scrapes_a_scale_out_set_and_reads_every_process_count
     gateway_key = do_create_gateway_key(route=route, client_name="ci").key
     session = make_session(items=[user_message("collect the deploy logs"), user_message("find the failing step")])
     api_token = issue_token(user=operator_user)
+    storm = AlertSettings.current()
+    storm.storm_count, storm.storm_minutes = 1, 10  # a second compaction within 10 minutes is a storm
+    storm.save()
 
-    redis_port, prometheus_port = run.free_port(), run.free_port()
-    ports = [run.free_port(), run.free_port()]
+    redis_port, prometheus_port, first_port = run.free_port(), run.free_port(), run.free_port()
+    ports = [first_port, first_port + 1]  # the launcher's --port and the next one (free_port keeps pairs free)
     own_redis = f"redis://127.0.0.1:{redis_port}"
-    (tmp_path / "metrics").mkdir()
     env = {**run.child_env(redis_url=f"{own_redis}/0", broker_url=f"{own_redis}/1", var_dir=tmp_path),
-           "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"), "COMPACTWEB_METRICS_TOKEN": METRICS_TOKEN,
-           "COMPACTWEB_SCHEDULER_HEARTBEAT_FILE": str(tmp_path / "scheduler.heartbeat")}
-    logs = {name: tmp_path / f"{name}.log" for name in ("web-1", "web-2", "worker", "scheduler", "prometheus")}
-    started: list[subprocess.Popen] = []
+           "COMPACTWEB_METRICS_TOKEN": METRICS_TOKEN, "CELERY_CONCURRENCY": "1"}
+    run_dir = tmp_path / "scale-out"
+    logs = {"launcher": tmp_path / "launcher.log", "prometheus": tmp_path / "prometheus.log"}
+    redis_server = start_redis(redis_port, tmp_path)
+    launcher = prometheus_server = None
     try:
-        started.append(start_redis(redis_port, tmp_path))
-        for name, port in zip(("web-1", "web-2"), ports, strict=True):
-            started.append(run.start_daphne(port=port, env=env, log=logs[name]))
-        worker = run.start_worker(queue="celery", env=env, log=logs["worker"], pool="prefork", concurrency=1)
-        started.append(worker)
-        started.append(run.start_scheduler(env=env, log=logs["scheduler"], heartbeat=tmp_path / "scheduler.heartbeat"))
-        run.wait_for_log(worker, logs["worker"], "ready")
-        started.append(start_prometheus(port=prometheus_port, targets=[f"127.0.0.1:{p}" for p in ports],
-                                          workdir=tmp_path))
+        with open(logs["launcher"], "w") as out:
+            launcher = subprocess.Popen(
+                [str(run.ROOT / "scripts" / "scale-out"), "--web", "2", "--workers", "1", "--port", str(first_port),
+                 "--no-app-role"], env=env, cwd=run.ROOT, stdout=out, stderr=subprocess.STDOUT)
+        set_running(launcher, ports, logs["launcher"])
+        logs.update({path.stem: path for path in run_dir.glob("*.log")})
+        prometheus_server = start_prometheus(port=prometheus_port, targets=[f"127.0.0.1:{p}" for p in ports],
+                                             workdir=tmp_path)
         prometheus = f"http://127.0.0.1:{prometheus_port}"
 
         # three gateway turns through the first web process, two through the second, one without a key
@@ -133,9 +166,15 @@ def test_a_real_prometheus_scrapes_a_scale_out_set_and_reads_every_process_count
             assert post(f"http://127.0.0.1:{port}/gateway/v1/responses", turn,
                         {"Authorization": f"Bearer {gateway_key}", "x-codex-turn-metadata": meta}) == 200
         assert post(f"http://127.0.0.1:{ports[1]}/gateway/v1/responses", turn, {}) == 401
-        # a manual compaction through the API: a job the worker runs (its prefork child counts it)
-        assert post(f"http://127.0.0.1:{ports[0]}/api/v1/sessions/{session.pk}/compact", {"strategy": "local"},
-                    {"Authorization": f"Token {api_token}"}) == 202
+        # two manual compactions through the API, one after the other: jobs the worker's prefork child runs, and
+        # a storm alert
+        for port in ports:
+            assert post(f"http://127.0.0.1:{port}/api/v1/sessions/{session.pk}/compact", {"strategy": "local"},
+                        {"Authorization": f"Token {api_token}"}) == 202
+            deadline = time.monotonic() + DEADLINE_SECONDS
+            while Job.objects.filter(status__in=[Job.Status.QUEUED, Job.Status.RUNNING]).exists():
+                assert time.monotonic() < deadline, "the compaction job did not end"
+                time.sleep(0.2)
 
         everyone = lambda values: len(values) == 2  # noqa: E731 (both web processes scraped)
         up = wait_for(prometheus, 'up{job="compactweb"}', lambda v: everyone(v) and set(v.values()) == {1.0}, logs)
@@ -151,9 +190,13 @@ def test_a_real_prometheus_scrapes_a_scale_out_set_and_reads_every_process_count
                               ',endpoint="responses"}', lambda v: everyone(v) and set(v.values()) == {5.0}, logs)
         assert set(first_byte.values()) == {5.0}
         compacted = wait_for(prometheus, 'compactweb_compaction_attempts_total{method="local",trigger="manual",'
-                             'outcome="completed"}', lambda v: everyone(v) and set(v.values()) == {1.0}, logs)
-        assert set(compacted.values()) == {1.0}
-        assert Job.objects.get().status == Job.Status.SUCCEEDED
+                             'outcome="completed"}', lambda v: everyone(v) and set(v.values()) == {2.0}, logs)
+        assert set(compacted.values()) == {2.0}
+        assert list(Job.objects.values_list("status", flat=True)) == [Job.Status.SUCCEEDED] * 2
+        wait_for(prometheus, 'compactweb_alerts_open{kind="storm"}',
+                 lambda v: everyone(v) and set(v.values()) == {1.0}, logs)
+        wait_for(prometheus, 'compactweb_alerts_raised_total{kind="storm"}',
+                 lambda v: everyone(v) and set(v.values()) == {1.0}, logs)
         wait_for(prometheus, "compactweb_workers_alive", lambda v: everyone(v) and min(v.values()) >= 1, logs)
         wait_for(prometheus, "compactweb_scheduler_heartbeat_age_seconds",
                  lambda v: everyone(v) and max(v.values()) < 30, logs)
@@ -166,5 +209,6 @@ def test_a_real_prometheus_scrapes_a_scale_out_set_and_reads_every_process_count
         wait_for(prometheus, f'sum by (instance) (rate(compactweb_gateway_requests_total{{route="{route.name}"}}[1m]))',
                  lambda v: everyone(v) and min(v.values()) >= 0, logs)
     finally:
-        for process in reversed(started):
-            run.stop(process)
+        for process in (prometheus_server, launcher, redis_server):
+            if process is not None:
+                stop_launcher(process)
