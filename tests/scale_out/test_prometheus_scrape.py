@@ -7,8 +7,10 @@ dependencies. About a minute on an idle machine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import signal
 import subprocess
 import time
 import urllib.parse
@@ -114,11 +116,9 @@ def stop_launcher(launcher: subprocess.Popen) -> None:
     """TERM to supervisord: its programs stop (a worker's warm shutdown may take its stopwaitsecs, 60 s)."""
     if launcher.poll() is None:
         launcher.terminate()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             launcher.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            launcher.kill()
-            launcher.wait(timeout=10)
+    run.stop(launcher, sig=signal.SIGKILL)  # only when it is still there
 
 
 @pytest.mark.services
