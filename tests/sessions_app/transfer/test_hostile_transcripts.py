@@ -98,7 +98,8 @@ def test_a_shipped_transcript_reusing_a_uuid_is_read_at_once_and_its_problem_not
     assert _texts(source.session) == ["first prompt", "first answer", "a prompt after b"]
 
 
-def test_a_followed_transcript_reusing_a_uuid_in_appended_lines_is_read_at_once(tmp_path, provider, policy):
+def test_a_followed_transcript_reusing_a_uuid_in_appended_lines_is_read_at_once(tmp_path, provider, policy, client,
+                                                                               operator_user):
     path = tmp_path / NAME
     lines = REUSED_UUID.splitlines(keepends=True)
     path.write_bytes(b"".join(lines[:2]))
@@ -110,6 +111,9 @@ def test_a_followed_transcript_reusing_a_uuid_in_appended_lines_is_read_at_once(
     source = CodexSource.objects.get(session_id=result.session_id)
     assert [(x["line"], x["action"]) for x in source.problems] == [(3, "skipped")]
     assert _texts(source.session) == ["first prompt", "first answer", "a prompt after b"]
+    client.force_login(operator_user)
+    page = client.get(f"/sessions/{result.session_id}/").content.decode()
+    assert 'data-problem-line="3"' in page and "line 3 skipped: uuid &#x27;a&#x27; was already used" in page
 
 
 def test_parents_named_before_they_are_read_or_never_read_attach_to_the_live_leaf(operator_api, provider, policy):
