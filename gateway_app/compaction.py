@@ -16,17 +16,23 @@ another route is unknown there, so nothing of its session reaches anyone else's 
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
 
+from compaction_app.engine.strategies.masking import NOTHING_TO_MASK
+from compaction_app.engine.vocabulary import Strategy
 from gateway_app import lookups, operator, recording, wire
 from gateway_app.models import CompactionHandle, GatewaySession
-from sessions_app.compactions.services import CompactionAsk, acompact_session
+from sessions_app.compactions.services import CompactionAsk, CompactionFailed, acompact_session
 from sessions_app.models import Session
 from sessions_app.rollout.events import GATEWAY_NOTICE, apublish_transient
 from sessions_app.rollout.services import append_rollout_lines
+
+logger = logging.getLogger(__name__)
 
 
 class UnknownHandle(Exception):
@@ -113,9 +119,22 @@ async def compact_first(*, gs: GatewaySession, history: list[dict[str, Any]]) ->
 
 
 async def compact(*, gs: GatewaySession, history: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
-    """Run the policy's compaction on the session; (the compaction item to answer with, tokens before)."""
-    compaction = await acompact_session(session_id=gs.session_id, ask=CompactionAsk(
-        trigger="auto", reason="context_limit", phase=recording.phase_of(history)))
+    """Run the policy's compaction on the session; (the compaction item to answer with, tokens before).
+
+    Codex asks again and again until its history is under its limit, and a compaction it cannot get fails its
+    turn: so where the policy's masking is refused (nothing left to mask) the gateway falls back to local
+    summarisation with the route's model, once; the Compaction's strategy (`local`) and the refused attempt say
+    which ran. A failure of that too is raised."""
+    ask = CompactionAsk(trigger="auto", reason="context_limit", phase=recording.phase_of(history))
+    try:
+        compaction = await acompact_session(session_id=gs.session_id, ask=ask)
+    except CompactionFailed as refused:
+        if refused.kind != NOTHING_TO_MASK:
+            raise
+        logger.info("gateway session %s: masking refused (%s); compacting by local summarisation instead",
+                    gs.session_id, refused)
+        compaction = await acompact_session(session_id=gs.session_id,
+                                            ask=dataclasses.replace(ask, strategy=Strategy.LOCAL.value))
     handle = await lookups.run(_store_handle, gs=gs, compaction_id=compaction.pk)
     item = {"type": "compaction", "id": "cmp_" + handle[len(wire.HANDLE_PREFIX):][:24], "encrypted_content": handle}
     return item, int(compaction.tokens_before or 0)

@@ -34,6 +34,8 @@ from typing import Any
 
 import httpx
 
+from compaction_app.engine.errors import EngineErrorKind
+from compaction_app.engine.strategies.masking import NOTHING_TO_MASK
 from compaction_app.engine.unicode_text import LONE_SURROGATE, has_lone_surrogate
 from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.simulated.app import refuse_websocket
@@ -52,6 +54,7 @@ from gateway_app import (
     wire,
 )
 from gateway_app.models import GatewayRoute
+from sessions_app.compactions.services import CompactionFailed, CompactionRefused
 from sessions_app.compactions.settings_builder import provider_config
 
 logger = logging.getLogger(__name__)
@@ -62,7 +65,9 @@ ENDPOINTS = {"/v1/responses": ("POST", "responses"), "/v1/responses/compact": ("
 CLIENT_GONE = recording.CLIENT_GONE
 GATEWAY_KEY_HEADER = "x-compactweb-gateway-key"  # the gateway key, when the bearer is the client's own
 KEY_CACHE_SECONDS = 5.0
-ROUTE_PREFIX = "/r/"  # a revoked key or a disabled route stops working within this time
+ROUTE_PREFIX = "/r/"
+# Compaction failures a retry cannot help (the policy has nothing left to do, or the engine says fatal).
+UNRECOVERABLE = frozenset({NOTHING_TO_MASK, EngineErrorKind.FATAL.value})  # a revoked key or a disabled route stops working within this time
 
 
 @dataclass(frozen=True)
@@ -503,11 +508,18 @@ async def _compactweb_compaction(caller: Caller, exchange: dict[str, Any], body:
     try:
         gs = await on_recorder(compaction.record_history, exchange=ex)
         item, before = await compaction.compact(gs=gs, history=ex.history)
-    except Exception as exc:  # refused or failed: answer as an upstream that failed, history unchanged
-        logger.info("gateway: compactweb compaction on route %s failed: %s", caller.route_name, exc)
-        message = f"compactweb could not compact this session: {exc}"
-        schedule_record(recording.Exchange(**exchange, status=500, error=message))
-        await _send_error(send, 500, "compaction_failed", message, kind="server_error")
+    except Exception as exc:  # history unchanged
+        if isinstance(exc, CompactionRefused) or (isinstance(exc, CompactionFailed) and exc.kind in UNRECOVERABLE):
+            # No retry can help: a 400 (not retried), whose message Codex shows its user as the gateway's reason.
+            status, code, kind = 400, "compaction_refused", "invalid_request_error"
+            message = (f"compactweb gateway: route {caller.route_name}'s policy cannot compact this session "
+                       f"({exc}); start a new session, or ask an operator to change the route's policy")
+        else:  # the model or the database failed: as an upstream that failed (Codex retries)
+            status, code, kind = 500, "compaction_failed", "server_error"
+            message = f"compactweb gateway could not compact this session: {exc}"
+        logger.info("gateway: compactweb compaction on route %s: %s", caller.route_name, message)
+        schedule_record(recording.Exchange(**exchange, status=status, error=message))
+        await _send_error(send, status, code, message, kind=kind)
         return
     usage = {"input_tokens": before, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 0,
              "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": before}

@@ -244,3 +244,38 @@ def test_compactweb_mode_with_local_summarisation_answers_in_the_endpoints_own_s
     codex.turn("and the changelog")
     received = sim_upstream.requests()[-1]["body"]["input"]
     assert [wire(i) for i in received[1:-1]] == [wire(i) for i in handle.replacement]
+
+
+def test_compactweb_masking_with_nothing_to_mask_falls_back_to_local_summarisation(sim_upstream, db):
+    from compaction_app.models import Provider
+    from gateway_app.models import GatewayRoute
+
+    provider = Provider.objects.create(name="embedded-upstream-m", base_url="embedded", model="compactweb-sim",
+                                       context_window=32000)
+    masking = CompactionPolicy.objects.create(name="masking-nothing", strategy="masking")
+    route = GatewayRoute.objects.create(name="team-masking", provider=provider, policy=masking,
+                                        compaction_mode="compactweb")
+    codex = Codex(do_create_gateway_key(route=route, client_name="ci").key)
+    codex.turn("hello")  # no tool output at all: nothing to mask
+    response = codex.post([*codex.history, TRIGGER], kind="compaction")
+    assert response.status_code == 200, response.text
+    (item,) = [e["item"] for e in _events(response.text) if e["type"] == "response.output_item.done"]
+    assert item["encrypted_content"].startswith("cwgh_")
+    (compaction,) = Compaction.objects.filter(session=gateway_session())
+    assert compaction.strategy == "local"  # what ran instead of the policy's masking
+    codex.history = [*[i for i in codex.history if i.get("role") == "user"], item]
+    codex.turn("and go on")  # the session lives on
+
+
+def test_a_compaction_the_policy_can_never_run_is_a_400_codex_shows_not_a_500_it_retries(sim_upstream, db):
+    # A remote strategy on a provider without remote compaction: refused before anything runs, every time.
+    remote = CompactionPolicy.objects.create(name="remote-v1-only", strategy="remote_v1")
+    route = make_route(mode="compactweb", policy=remote)
+    codex = Codex(do_create_gateway_key(route=route, client_name="ci").key)
+    codex.turn("hello")
+    response = codex.post([*codex.history, TRIGGER], kind="compaction")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "compaction_refused" and error["message"].startswith("compactweb gateway: route ")
+    assert GatewayAttempt.objects.filter(status=400).exists()
+    assert not Compaction.objects.exists()
