@@ -1,13 +1,9 @@
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
-from django.shortcuts import get_object_or_404, redirect
-from django.urls import path
 from django.utils.html import format_html
-from django.views.decorators.http import require_POST
 
 from compaction_app.engine.alert_delivery import KIND_SEVERITY
 from compaction_app.models import AlertDelivery, AlertDestination
-from compactweb import auth_admin, converters  # noqa: F401  (converters registers the <id:...> path converter)
+from compactweb import auth_admin
 from compactweb.domain_errors import DomainError
 from compactweb.read_only_admin import ReadOnlyAdmin
 from compactweb.roles import ADMIN, has_role
@@ -144,18 +140,6 @@ class AlertDestinationAdmin(admin.ModelAdmin):
     def send_test(self, request, queryset):
         for destination in queryset.order_by("pk"):
             self._report_test(request, destination)
-
-    def get_urls(self):
-        view = self.admin_site.admin_view(require_POST(self.send_test_view))
-        return [path("<id:pk>/send-test/", view, name="compaction_app_alertdestination_send_test"),
-                *super().get_urls()]
-
-    def send_test_view(self, request, pk: int):
-        if not self.has_send_test_permission(request):
-            raise PermissionDenied
-        destination = get_object_or_404(AlertDestination, pk=pk)
-        self._report_test(request, destination)
-        return redirect("admin:compaction_app_alertdestination_change", destination.pk)
 
 
 @admin.register(AlertDelivery)
