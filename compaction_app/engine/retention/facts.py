@@ -109,7 +109,9 @@ ERROR_LINE = re.compile(
     r"\bkilled\b|\bOOM\w*|\bout of memory\b|\bsegfault\w*|\bcore dumped\b|\baborted\b|\bpanic\w*|"
     r"\bSIG(?:KILL|SEGV|ABRT|BUS|TERM)\b|\bCrashLoopBackOff\b|\bEvicted\b|\bBackOff\b|\bdoes not exist\b|"
     r"\bno space left\b|\bdeadlock\b|\bunhealthy\b|\bnon-zero\b|\bexit status [1-9]|\bterminated\b|\bCRITICAL\b|"
-    r"\bexited (?:with )?(?:code |status )?\(?[1-9]\d*\b|\btime ?out\b",
+    r"\bexited (?:with )?(?:code |status )?\(?[1-9]\d*\b|\btime ?out\b|\bERR!|\berrno\b|"
+    r"\bE(?:CONNREFUSED|CONNRESET|NOENT|ACCES|LIFECYCLE|ADDRINUSE|TIMEDOUT|PIPE|PERM)\b|\bconnection reset\b|"
+    r"\bHTTP/\d(?:\.\d)? [45]\d\d\b|\bService Unavailable\b|\bBad Gateway\b|\bGateway Timeout\b",
     re.IGNORECASE)
 # A table's header row (`NAME  READY  STATUS  RESTARTS  AGE`) and a row's cells, two or more spaces apart.
 TABLE_HEADER = re.compile(r"^[A-Z][A-Z_-]*(?:\s{2,}[A-Z][A-Z_ -]*)+$")

@@ -156,20 +156,25 @@ def status_pattern(code: int) -> re.Pattern[str]:
     return re.compile(rf"{number}\(?{code}\b|\b(?:{words})\b")
 
 
+# A protocol and its version (`HTTP/1.1`, `TLS/1.3`): a failure line's framing, loose like its numbers.
+_PROTOCOL = re.compile(r"^[a-z]+/\d+(?:\.\d+)*$")
+
+
 def is_number(anchor: str) -> bool:
     return _NUMBER.match(anchor) is not None
 
 
 def _anchors_held(segment: Segment, anchors: tuple[str, ...], loose_numbers: bool) -> bool:
-    """Every anchor; with `loose_numbers` (a failure line), every identifier and half its plain numbers (a
-    paraphrase keeps the pod and the account, not always the pid or the line number), all of them when the line
-    has no identifier."""
+    """Every anchor; with `loose_numbers` (a failure line), every identifier and half its plain numbers and
+    protocol versions (a paraphrase keeps the pod and the account, not always the pid, the line number or
+    `HTTP/1.1`), all of them when the line has no identifier."""
     if not loose_numbers:
         return all(segment.has_anchor(a) for a in anchors)
-    numbers = [a for a in anchors if is_number(a)]
-    names = [a for a in anchors if not is_number(a)]
-    if not names:
-        return all(segment.has_anchor(a) for a in numbers)
+    numbers = [a for a in anchors if is_number(a) or _PROTOCOL.match(a)]
+    names = [a for a in anchors if a not in numbers]
+    if not names:  # the plain numbers carry the line (`HTTP/1.1 503 ...` is kept by 503)
+        plain = [a for a in numbers if is_number(a)] or numbers
+        return all(segment.has_anchor(a) for a in plain)
     return all(segment.has_anchor(a) for a in names) and \
         sum(1 for a in numbers if segment.has_anchor(a)) >= len(numbers) // 2
 

@@ -30,6 +30,7 @@ VALUE_WORD = re.compile(r"(?<![\w./-])-?\d[\d.,]*(?:\s?[A-Za-zµ]{1,12}\b)?(?![\
 # Words that introduce the new value in a sentence ("from 50 to 100", "is now 620", "50 -> 100").
 NEW_VALUE = re.compile(r"\b(?:to|now|becomes?|became|into)\b|->|→|=>")
 CLAUSE_END = re.compile(r"[.;!?](?:\s|$)|\n")
+USE_VALUE_FOR = re.compile(r"(?<![\w./-])(-?\d[\d.,]*(?:\s?[A-Za-zµ]{1,12})?)\s+(?:for|as)\s+(?:the\s+)?$")
 MAX_VALUE_WORDS = 2
 MAX_STATEMENTS_PER_TEXT = 8
 
@@ -67,11 +68,16 @@ def _plain_value(value: str) -> str | None:
     return value
 
 
+# Leaf names that say nothing of what they hold: the leaf is named by its parent (terraform's
+# `{"db_endpoint": {"value": ...}}` states db_endpoint).
+GENERIC_KEYS = frozenset({"value", "val", "current", "default", "data", "result", "v"})
+
+
 def _json_leaves(data: Any, key: str = "") -> list[Statement]:
     found: list[Statement] = []
     if isinstance(data, dict):
         for name, value in data.items():
-            found += _json_leaves(value, str(name))
+            found += _json_leaves(value, key if str(name).lower() in GENERIC_KEYS and key else str(name))
     elif isinstance(data, list):
         for value in data:
             found += _json_leaves(value, key)
@@ -113,6 +119,14 @@ def restated(text: str, names: set[str]) -> list[Statement]:
     for name in names:
         pattern = re.compile(rf"(?<![\w-]){re.escape(name).replace('_', '[_ -]')}(?![\w-])")
         for match in pattern.finditer(lowered):
+            # "use 9010 for APP_PORT": the value before the name.
+            before = USE_VALUE_FOR.search(text[max(0, match.start() - 40):match.start()])
+            if before is not None:
+                value = _plain_value(_unit_or_number(before.group(1)))
+                if value is not None:
+                    found.append((match.start(), Statement(text[match.start():match.end()], value,
+                                                           about=frozenset(identifiers(text)))))
+                    continue
             rest = text[match.end():]
             end = CLAUSE_END.search(rest)
             clause = rest[: end.start() if end else len(rest)]

@@ -41,7 +41,10 @@ HELD_OUT = "held_out"
 # Written after the scorer of round three was done, run once, never debugged on: what the scorer does on templates
 # its author did not have in mind when building it.
 BLIND = "blind"
-PARTS = (TUNE, HELD_OUT, BLIND)
+# A second blind part, written at the end of round three and run once before the scorer was fixed on it (first run
+# in docs/benchmarks.md).
+BLIND_2 = "blind_2"
+PARTS = (TUNE, HELD_OUT, BLIND, BLIND_2)
 
 
 @dataclass
@@ -326,11 +329,80 @@ def _blind_facts(n: int, phase: int) -> list[Fact]:
     return facts
 
 
+def _blind_2_facts(n: int, phase: int) -> list[Fact]:
+    k = n * 10 + phase
+    endpoint = f"db-{k}.c9x2.eu-west-1.rds.amazonaws.com"
+    c1 = _cid(n, phase, "tf")
+    tf_items = [fcall(c1, "exec_command", cmd=f"terraform -chdir=infra/stack-{k} output -json"),
+                fout(c1, exec_out(0, json.dumps({"db_endpoint": {"sensitive": False, "value": endpoint},
+                                                 "db_port": {"sensitive": False, "value": 5432}})))]
+    facts = [Fact("value", endpoint, "tool-output value", tf_items, [
+        ("verbatim", True, True, []),
+        ("sentence", True, False, [f"The stack-{k} database endpoint is {endpoint} (port 5432)."]),
+        ("wrong host", False, False, [f"The stack-{k} database endpoint is db-{k + 1}.c9x2.eu-west-1.rds.amazonaws.com."]),
+        ("unspecific", False, False, [f"Read the terraform outputs of stack-{k}."]),
+        ("dropped", False, False, []),
+    ])]
+    pid = 7000 + k
+    c2 = _cid(n, phase, "pid")
+    pid_items = [fcall(c2, "shell", command=["bash", "-lc", f"systemctl show -p MainPID worker@{k}"]),
+                 fout(c2, shell_out(0, f"MainPID={pid}"))]
+    facts.append(Fact("value", str(pid), "tool-output value", pid_items, [
+        ("verbatim", True, True, []),
+        ("sentence", True, False, [f"worker@{k} runs as PID {pid}."]),
+        ("wrong pid", False, False, [f"worker@{k} runs as PID {pid + 10}."]),
+        ("dropped", False, False, []),
+    ]))
+    c3 = _cid(n, phase, "fail")
+    if k % 2:
+        fail_items = [fcall(c3, "exec_command", cmd=f"npm run build --workspace=web-{k}"),
+                      fout(c3, exec_out(1, f"> web-{k}@1.0.0 build\nnpm ERR! code ELIFECYCLE\nnpm ERR! errno 137\n"
+                                           f"npm ERR! web-{k}@1.0.0 build: `vite build`"))]
+        facts.append(Fact("error", f"web-{k}@1.0.0", "unnamed failure", fail_items, [
+            ("verbatim", True, True, []),
+            ("paraphrase", True, False, [f"npm run build of web-{k}@1.0.0 died with errno 137 (ELIFECYCLE)."]),
+            ("generic", False, False, [f"The web-{k} build did not go through."]),
+            ("dropped", False, False, []),
+        ]))
+    else:
+        fail_items = [fcall(c3, "exec_command", cmd=f"curl -sI https://status-{k}.internal/health"),
+                      fout(c3, exec_out(0, "HTTP/1.1 503 Service Unavailable\nretry-after: 30"))]
+        facts.append(Fact("error", "503", "unnamed failure", fail_items, [
+            ("verbatim", True, True, []),
+            ("paraphrase", True, False, [f"status-{k}.internal/health answers 503 Service Unavailable."]),
+            ("generic", False, False, [f"status-{k}.internal/health is not healthy."]),
+            ("dropped", False, False, []),
+        ]))
+    mb = 300 + k
+    c4 = _cid(n, phase, "img")
+    img_items = [fcall(c4, "exec_command", cmd=f"docker image inspect api:{k} --format '{{{{.Size}}}}'"),
+                 fout(c4, exec_out(0, f"image size: {mb} MB"))]
+    facts.append(Fact("value", f"{mb} MB", "unit", img_items, [
+        ("verbatim", True, True, []),
+        ("GB", True, False, [f"The api:{k} image is {mb / 1000:.2f} GB."]),
+        ("wrong unit", False, False, [f"The api:{k} image is {mb} GB."]),
+        ("dropped", False, False, []),
+    ]))
+    old, new = 8000 + k, 9000 + k
+    c5 = _cid(n, phase, "port")
+    port_items = [fcall(c5, "exec_command", cmd=f"grep APP_PORT services/app-{k}/.env"),
+                  fout(c5, exec_out(0, f"APP_PORT={old}")),
+                  user_message(f"Actually use {new} for APP_PORT of app-{k}; {old} is taken.")]
+    facts.append(Fact("value", f"app-{k}/.env", "corrected later", port_items, [
+        ("verbatim", True, True, []),
+        ("latest", True, False, [f"app-{k} will listen on APP_PORT {new} ({old} was taken)."]),
+        ("stale", False, False, [f"app-{k} listens on APP_PORT {old}."]),
+        ("dropped", False, False, []),
+    ]))
+    return facts
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Summary styles and sessions
 # ---------------------------------------------------------------------------------------------------------------
 
-STYLES = {TUNE: ("bullets", "prose"), HELD_OUT: ("table", "numbered"), BLIND: ("sections", "semicolons")}
+STYLES = {TUNE: ("bullets", "prose"), HELD_OUT: ("table", "numbered"), BLIND: ("sections", "semicolons"),
+          BLIND_2: ("bullets", "numbered")}
 
 
 def render(style: str, claims: list[str]) -> str:
@@ -355,7 +427,7 @@ def _summary(style: str, claims: list[str]) -> dict:
 
 
 def _build(n: int, part: str, rng: random.Random) -> Session:
-    make = {TUNE: _tune_facts, HELD_OUT: _held_out_facts, BLIND: _blind_facts}[part]
+    make = {TUNE: _tune_facts, HELD_OUT: _held_out_facts, BLIND: _blind_facts, BLIND_2: _blind_2_facts}[part]
     style = rng.choice(STYLES[part])
     session = Session(name=f"{part}-{n}", part=part, style=style)
     compactions = 1 + n % 3

@@ -44,3 +44,7 @@ def test_the_score_finds_nine_in_ten_lost_facts_of_every_family_and_compaction_o
 
 def test_the_score_finds_nine_in_ten_lost_facts_of_every_family_and_compaction_on_the_blind_part():
     _goals(r3.BLIND)
+
+
+def test_the_score_finds_nine_in_ten_lost_facts_of_every_family_and_compaction_on_the_second_blind_part():
+    _goals(r3.BLIND_2)
