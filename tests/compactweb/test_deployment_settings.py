@@ -43,11 +43,11 @@ def test_without_the_switch_check_deploy_names_what_is_missing(tmp_path):
         assert warning in result.stderr + result.stdout
 
 
-def test_the_switch_sets_secure_cookies_hsts_and_the_redirect_but_not_for_health_checks(tmp_path):
+def test_the_switch_sets_secure_cookies_hsts_and_the_redirect_but_not_for_health_checks_or_scrapes(tmp_path):
     code = ("import django; django.setup(); from django.conf import settings as s; print(s.SESSION_COOKIE_SECURE, "
             "s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, s.SECURE_REDIRECT_EXEMPT)")
     result = _run(["-c", code], tmp_path, COMPACTWEB_HTTPS="1", **DEPLOYMENT)
-    assert result.stdout.split("\n")[-2] == "True True True 31536000 ['^healthz$']", result.stderr
+    assert result.stdout.split("\n")[-2] == "True True True 31536000 ['^healthz$', '^metrics$']", result.stderr
 
 
 def test_every_page_carries_a_content_security_policy(client):

@@ -52,7 +52,7 @@ def test_a_refused_role_gets_the_styled_403_with_the_reason_and_no_traceback_is_
 def test_an_unknown_page_is_the_styled_404_with_the_navigation(operator_user, settings):
     settings.DEBUG = False
     body = login(operator_user).get("/no/such/page/").content.decode()
-    assert 'class="card error-page"' in body and '<nav class="nav">' in body and "Nothing here" in body
+    assert 'class="card error-page"' in body and '<nav class="nav" aria-label="Pages">' in body and "Nothing here" in body
 
 
 @pytest.mark.django_db

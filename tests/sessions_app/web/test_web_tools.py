@@ -50,8 +50,8 @@ def test_a_malformed_audit_filter_filters_nothing_instead_of_failing(support_cli
 def test_the_role_reaches_every_template_through_the_context_processor(operator_user, support_user):
     request = RequestFactory().get("/")
     request.user = AnonymousUser()
-    assert role(request) == {"role": None}
+    assert role(request) == {"role": None, "sso_enabled": False}
     request.user = operator_user
-    assert role(request) == {"role": "operator"}
+    assert role(request) == {"role": "operator", "sso_enabled": False}
     request.user = support_user
-    assert role(request) == {"role": "support"}
+    assert role(request) == {"role": "support", "sso_enabled": False}
