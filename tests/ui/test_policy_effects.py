@@ -35,7 +35,7 @@ def test_saving_a_policy_sessions_still_use_says_how_many_and_asks(client, admin
     Session.objects.filter(pk=sessions[1].pk).update(state="stopped")  # a stopped one is not reached
     client.force_login(admin_user)
     page = client.get(URL.format(policy.pk)).content.decode()
-    assert "4 sessions use this policy, 3 of them can still run" in page
+    assert "4 sessions use this policy, 3 of them can still run." in page
     assert f'href="/?policy={policy.pk}"' in page
 
     data = _form_data(client, policy) | {"name": policy.name, "auto_compact_token_limit": 12345}
