@@ -96,8 +96,15 @@ POSTGRES_TEST_OPTIONS = "-c lock_timeout=60s -c idle_in_transaction_session_time
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -> None:
     from django.db import connections
 
+    if "MUTANT_UNDER_TEST" in os.environ:
+        # mutmut runs pytest again in processes forked from one that already made and dropped a test database:
+        # each run gets a SQLite file of its own, and drops the connections it inherited.
+        connections.close_all()
     for alias in connections:
         settings_dict = connections[alias].settings_dict
+        if "MUTANT_UNDER_TEST" in os.environ and settings_dict["ENGINE"].endswith("sqlite3"):
+            test = settings_dict.setdefault("TEST", {})
+            test["NAME"] = f"{test.get('NAME') or 'test.sqlite3'}.{os.getpid()}"
         if settings_dict["ENGINE"].endswith("postgresql"):
             options = settings_dict.setdefault("OPTIONS", {})
             options["options"] = f"{options.get('options', '')} {POSTGRES_TEST_OPTIONS}".strip()
