@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.converters import MAX_ID
+from sessions_app.models import Session
 
 
 class SessionCreateSerializer(serializers.Serializer):
@@ -95,7 +96,9 @@ class SessionListQuerySerializer(serializers.Serializer):
     """A page of `GET /api/v1/sessions`, newest first (issue 34: a year of sessions in one answer). When more
     sessions follow, the answer's `Link` header (rel="next") gives the next page's URL."""
 
-    state = serializers.CharField(required=False, allow_blank=True, max_length=16, help_text="Only this state.")
+    # an unknown state is a 400 naming the states, not an empty page that reads as "no such sessions" (issue 47)
+    state = serializers.ChoiceField(choices=Session.State.values, required=False, allow_blank=True,
+                                    help_text="Only this state.")
     before = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                       help_text="The id of the previous page's last session (absent: the newest).")
     limit = serializers.IntegerField(default=SESSION_PAGE_DEFAULT, min_value=1, max_value=SESSION_PAGE_MAX,

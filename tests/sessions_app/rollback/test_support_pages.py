@@ -33,6 +33,8 @@ def test_the_audit_log_lists_who_when_and_why_and_filters_by_action_and_session(
     page = support_client.get("/audit/").content.decode()
     assert "summary lost the file list" in page and support_user.username in page
     assert page.count('class="audit-row') == AuditEntry.objects.count() == 3
+    # the compaction an entry names opens its inspector (issue 47)
+    assert f'<a href="/compactions/{compaction.pk}/">#{compaction.pk}</a>' in page
 
     only_rollbacks = support_client.get("/audit/", {"action": "rollback"}).content.decode()
     assert only_rollbacks.count('class="audit-row') == 1

@@ -159,3 +159,9 @@ def test_a_replay_without_a_policy_says_why_inside_the_replay_form(operator_clie
     form = page[page.index('id="replay-form"'):page.index("</form>", page.index('id="replay-form"'))]
     assert response.status_code == 400 and "Not replayed: Choose the policy to replay under." in form
     assert not Session.objects.filter(source="replay").exists()
+
+
+def test_the_import_page_says_malformed_lines_are_skipped_unless_strict(operator_client):
+    page = operator_client.get("/import/").content.decode()
+    assert "A malformed line is skipped, and the import lists it with its number" in page
+    assert "if any line is malformed nothing is imported" not in page

@@ -159,3 +159,13 @@ def test_history_page_arguments_out_of_range_are_a_400_in_the_api_error_shape(op
         response = operator_api.get(f"/api/v1/sessions/{session.pk}/history", query)
         assert response.status_code == 400, query
         assert response.json()["error"]["code"] == "invalid"
+
+
+def test_an_unknown_state_filter_is_a_400_naming_the_states(operator_api, make_session):
+    make_session()
+    response = operator_api.get("/api/v1/sessions?state=bogus")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid" and "state" in error["message"] and "bogus" in error["message"]
+    assert operator_api.get("/api/v1/sessions?state=idle").status_code == 200
+    assert operator_api.get("/api/v1/sessions?state=").status_code == 200
