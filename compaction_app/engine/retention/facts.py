@@ -435,12 +435,13 @@ def current_values(facts: list[ProbeFact], statements: Statements) -> list[Probe
     return out
 
 
-def _latest(statement: Statement, latest: dict[tuple[str, str], Statement]) -> list[Statement]:
+def _latest(statement: Statement, latest: dict[tuple[str, str], Statement],
+            by_name: dict[str, list[str]]) -> list[Statement]:
     """The latest value of each setting a statement names: its own source's, or, for a restatement (no source),
     the settings it corrects."""
     if statement.source:
         return [latest[(statement.source, statement.name)]]
-    return [latest[(source, statement.name)] for source in corrected_sources(statement, latest)]
+    return [latest[(source, statement.name)] for source in corrected_sources(statement, by_name)]
 
 
 def sole_value(output: str) -> str | None:
@@ -508,6 +509,9 @@ def extract_facts(items: list[Item], context: list[Item] | None = None,
     context = items if context is None else context
     positions = {id(item): index for index, item in enumerate(context)}
     stated, latest = statements if statements is not None else history_statements(context)
+    by_name: dict[str, list[str]] = {}
+    for source, name in latest:
+        by_name.setdefault(name, []).append(source)
     uses = _uses(context)
     outputs = {i.get("call_id"): i for i in items if i.get("type") in TOOL_OUTPUT_KINDS}
     calls = {i.get("call_id"): i for i in context if i.get("type") in TOOL_CALL_KINDS}
@@ -554,7 +558,7 @@ def extract_facts(items: list[Item], context: list[Item] | None = None,
                 for line in error_lines(text, code):
                     c.add(FactKind.ERROR, line, "Which errors were seen?")
         for statement in stated.get(positions.get(id(item), -1), ()):
-            for now in _latest(statement, latest):
+            for now in _latest(statement, latest, by_name):
                 c.add(FactKind.VALUE, f"{now.key} = {now.value} (in {now.source})", "Which settings and values "
                       "did you see, with their latest values?", about=now.value, subject=now.source,
                       setting=now.name, value=now.value)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from compaction_app.engine.retention.quantities import quantity_of
@@ -26,7 +28,7 @@ KV_LINE = re.compile(
     r"""^\s*(?:\d+[:-])?\s*["']?(?P<key>[A-Za-z_][\w.\-]*(?: [A-Za-z_][\w.\-]*){0,3})["']?\s*(?:=|:)\s*"""
     r"""["']?(?P<value>[^"'\s][^"']*?)["']?\s*[,;]?\s*$""")
 # A value a later sentence gives a setting: a number (with its unit) or a version.
-VALUE_WORD = re.compile(r"(?<![\w./-])-?\d[\d.,]*(?:\s?[A-Za-zµ]{1,12}\b)?(?![\w/-])")
+VALUE_WORD = re.compile(r"(?<![\w./@-])-?\d[\d.,]*(?:\s?[A-Za-zµ]{1,12}\b)?(?![\w/-])")
 # Words that introduce the new value in a sentence ("from 50 to 100", "is now 620", "50 -> 100").
 NEW_VALUE = re.compile(r"\b(?:to|now|becomes?|became|into)\b|->|→|=>")
 CLAUSE_END = re.compile(r"[.;!?](?:\s|$)|\n")
@@ -48,6 +50,7 @@ class Statement:
         return normalise_key(self.key)
 
 
+@lru_cache(maxsize=65536)
 def normalise_key(key: str) -> str:
     """`HostPort` and `host-port` and `host port` are `host_port`."""
     snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key.strip())
@@ -115,32 +118,48 @@ def restated(text: str, names: set[str]) -> list[Statement]:
     if not names:
         return []
     found: list[tuple[int, Statement]] = []
-    lowered = text.lower()
-    for name in names:
-        pattern = re.compile(rf"(?<![\w-]){re.escape(name).replace('_', '[_ -]')}(?![\w-])")
-        for match in pattern.finditer(lowered):
-            # "use 9010 for APP_PORT": the value before the name.
-            before = USE_VALUE_FOR.search(text[max(0, match.start() - 40):match.start()])
-            if before is not None:
-                value = _plain_value(_unit_or_number(before.group(1)))
-                if value is not None:
-                    found.append((match.start(), Statement(text[match.start():match.end()], value,
-                                                           about=frozenset(identifiers(text)))))
-                    continue
-            rest = text[match.end():]
-            end = CLAUSE_END.search(rest)
-            clause = rest[: end.start() if end else len(rest)]
-            values = list(VALUE_WORD.finditer(clause))
-            if not values:
-                continue
-            pivots = [m.end() for m in NEW_VALUE.finditer(clause)]
-            after = [v for v in values if pivots and v.start() >= pivots[-1]]
-            chosen = after[0] if after else values[0]
-            value = _plain_value(_unit_or_number(chosen.group()))
+    for start, end in _mentions(text, names):
+        # "use 9010 for APP_PORT": the value before the name.
+        before = USE_VALUE_FOR.search(text[max(0, start - 40):start])
+        if before is not None:
+            value = _plain_value(_unit_or_number(before.group(1)))
             if value is not None:
-                found.append((match.start(), Statement(text[match.start():match.end()], value,
-                                                       about=frozenset(identifiers(text)))))
+                found.append((start, Statement(text[start:end], value, about=frozenset(identifiers(text)))))
+                continue
+        rest = text[end:]
+        stop = CLAUSE_END.search(rest)
+        clause = rest[: stop.start() if stop else len(rest)]
+        values = list(VALUE_WORD.finditer(clause))
+        if not values:
+            continue
+        pivots = [m.end() for m in NEW_VALUE.finditer(clause)]
+        after = [v for v in values if pivots and v.start() >= pivots[-1]]
+        chosen = after[0] if after else values[0]
+        value = _plain_value(_unit_or_number(chosen.group()))
+        if value is not None:
+            found.append((start, Statement(text[start:end], value, about=frozenset(identifiers(text)))))
     return [s for _, s in sorted(found, key=lambda pair: pair[0])]
+
+
+_NAME_WORD = re.compile(r"[A-Za-z0-9_][\w.\-]*")
+MAX_NAME_WORDS = 4
+
+
+def _mentions(text: str, names: set[str]) -> Iterator[tuple[int, int]]:
+    """Where a text names a known setting: runs of one to four words (space-separated) whose normalised form is a
+    name (`RATE_LIMIT_PER_MIN`, `rate-limit-per-min`, `peak memory`). Linear in the text, whatever the names."""
+    words = [(m.start(), m.start() + len(m.group().rstrip(".,:;-")), m.group().rstrip(".,:;-"))
+             for m in _NAME_WORD.finditer(text)]
+    for i in range(len(words)):
+        for span in range(1, MAX_NAME_WORDS + 1):
+            if i + span > len(words):
+                break
+            run = words[i:i + span]
+            if span > 1 and text[run[-2][1]:run[-1][0]] != " ":
+                break
+            if normalise_key(" ".join(w for _, _, w in run)) in names:
+                yield run[0][0], run[-1][1]
+                break
 
 
 def _unit_or_number(word: str) -> str:
@@ -151,11 +170,12 @@ def _unit_or_number(word: str) -> str:
     return re.match(r"-?\d[\d.,]*", word).group().rstrip(".,")  # type: ignore[union-attr]
 
 
-def corrected_sources(statement: Statement, latest: dict[tuple[str, str], Statement]) -> list[str]:
-    """Which sources a restatement corrects: those of its setting it names an identifier of ("ALTER SYSTEM SET
-    max_connections = 200" on `pg-11` corrects pg-11's postgresql.conf); none when it names only a sibling of
-    theirs (`pg-12`: another server, whose own output comes later); else the one stated last."""
-    sources = [source for source, name in latest if name == statement.name]
+def corrected_sources(statement: Statement, by_name: dict[str, list[str]]) -> list[str]:
+    """Which sources a restatement corrects (`by_name`: each setting's sources, the last stated last): those of its
+    setting it names an identifier of ("ALTER SYSTEM SET max_connections = 200" on `pg-11` corrects pg-11's
+    postgresql.conf); none when it names only a sibling of theirs (`pg-12`: another server, whose own output comes
+    later); else the one stated last."""
+    sources = by_name.get(statement.name, [])
     named = [source for source in sources if identifiers(source) & statement.about]
     if named:
         return named
@@ -173,11 +193,16 @@ def latest_values(statements: list[Statement]) -> dict[tuple[str, str], Statemen
     """The last statement of each setting (source, name), in the order given (the history's order). A restatement
     without a source updates the setting of that name it corrects (`corrected_sources`)."""
     latest: dict[tuple[str, str], Statement] = {}
+    by_name: dict[str, list[str]] = {}
     for statement in statements:
         if statement.source:
             latest.pop((statement.source, statement.name), None)  # re-inserted last: the newest source
             latest[(statement.source, statement.name)] = statement
+            sources = by_name.setdefault(statement.name, [])
+            if statement.source in sources:  # moved last: the newest source
+                sources.remove(statement.source)
+            sources.append(statement.source)
             continue
-        for source in corrected_sources(statement, latest):
+        for source in corrected_sources(statement, by_name):
             latest[(source, statement.name)] = Statement(latest[(source, statement.name)].key, statement.value, source)
     return latest
