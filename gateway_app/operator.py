@@ -104,7 +104,7 @@ def control_of(*, route_id: int, key_id: int, group: str) -> Control:
 
 def do_set_paused(*, session_id: int, paused: bool, actor) -> GatewaySession:
     with transaction.atomic():
-        gs = GatewaySession.objects.select_for_update().select_related("session").get(session_id=session_id)
+        gs = GatewaySession.objects.select_for_update(of=("self",)).select_related("session").get(session_id=session_id)
         gs.paused = paused
         gs.paused_by = actor.get_username() if paused and actor is not None else ""
         gs.save(update_fields=["paused", "paused_by", "updated"])
@@ -118,7 +118,7 @@ def do_set_paused(*, session_id: int, paused: bool, actor) -> GatewaySession:
 def do_request_compaction(*, session_id: int, actor) -> GatewaySession:
     """Ask for the route policy's compaction before the session's next request is forwarded."""
     with transaction.atomic():
-        gs = GatewaySession.objects.select_for_update().select_related("session").get(session_id=session_id)
+        gs = GatewaySession.objects.select_for_update(of=("self",)).select_related("session").get(session_id=session_id)
         gs.compact_requested_by = actor
         gs.save(update_fields=["compact_requested_by", "updated"])
         record_audit(action=AuditEntry.Action.GATEWAY_COMPACT_REQUEST, actor=actor, session=gs.session,
@@ -138,7 +138,7 @@ def do_record_gateway_compaction(*, session_id: int, compaction: Compaction | No
     """The requested compaction ran (or failed): keep forwarding its replacement in place of what it compacted,
     clear the request, and tell the operator (audit entry). The notice it returns says what the gateway did."""
     with transaction.atomic():
-        gs = GatewaySession.objects.select_for_update().select_related("session").get(session_id=session_id)
+        gs = GatewaySession.objects.select_for_update(of=("self",)).select_related("session").get(session_id=session_id)
         actor = gs.compact_requested_by
         if compaction is not None:
             gs.substitutions = steering.with_rule(list(gs.substitutions or []), {

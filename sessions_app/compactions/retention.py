@@ -34,6 +34,7 @@ from compaction_app.models import TOKENS_FREED, Compaction
 from sessions_app.compactions import rolled_up
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import projection as p
+from sessions_app.rollout.locks import lock_session
 from sessions_app.rollout.services import NewLine, append_rollout_lines, counter_for
 
 
@@ -102,7 +103,7 @@ def do_add_pin(*, session: Session, kind: str, text: str, actor=None) -> Pin:
     pin = Pin(pin_id=uuid.uuid4().hex[:12], kind=kind, text=text)
     with transaction.atomic():
         # One pin at a time per session: two concurrent pins cannot both fit in the budget's last tokens.
-        locked = Session.objects.select_for_update().select_related("provider", "policy").get(pk=session.pk)
+        locked = lock_session(session_id=session.pk, with_config=True)
         pins = session_pins(session_id=session.pk)
         budget, source = session_pin_budget(provider=locked.provider, policy=locked.policy)
         check_budget(pins, pin, count=counter_for(locked).count_item, budget=budget, source=source)
@@ -116,7 +117,7 @@ def do_remove_pin(*, session: Session, pin_id: str, actor=None) -> None:
     """Unpin: a `pin_removed` line and, in reinject mode, the pinned block without it (the model stops seeing it
     at its next request; the next compaction keeps no older block). Raises KeyError when there is no such pin."""
     with transaction.atomic():
-        locked = Session.objects.select_for_update().select_related("provider", "policy").get(pk=session.pk)
+        locked = lock_session(session_id=session.pk, with_config=True)
         pins = session_pins(session_id=session.pk)
         if pin_id not in {pin.pin_id for pin in pins}:
             raise KeyError(pin_id)

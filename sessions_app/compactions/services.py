@@ -83,6 +83,7 @@ from sessions_app.rollout.lease import (
     lease_ttl,
     release,
 )
+from sessions_app.rollout.locks import lock_session
 from sessions_app.rollout.services import NewLine, append_rollout_lines, estimate_line
 from sessions_app.rollout.validation import ItemValidationError
 
@@ -213,7 +214,7 @@ def _plan(*, lease: Lease, session_id: int, ask: CompactionAsk) -> _Plan:
     compact_with_model = ask.compact_with.slug if ask.compact_with is not None else None
     compact_with_window = ask.compact_with.context_window if ask.compact_with is not None else None
     with transaction.atomic():
-        session = Session.objects.select_for_update().select_related("provider", "policy").get(pk=session_id)
+        session = lock_session(session_id=session_id, with_config=True)
         provider, policy = session.provider, session.policy
         try:
             request = CompactionRequest(
@@ -355,7 +356,7 @@ def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Co
     durable events (estimate token_count, context_compacted, the local Heads-up warning), then the rows."""
     with transaction.atomic():
         lease.check()
-        session = Session.objects.select_for_update().get(pk=plan.session_id)
+        session = lock_session(session_id=plan.session_id)
         late = list(RolloutLine.objects.filter(session_id=plan.session_id, seq__gt=plan.snapshot_seq).order_by("seq"))
         replaced = [line.seq for line in late if line.kind in p.HISTORY_INSTALLING_KINDS]
         if replaced:
