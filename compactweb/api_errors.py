@@ -6,12 +6,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from django.db import DataError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from compactweb import db_outage
-from compactweb.domain_errors import Conflict, DomainError, Invalid, NotFound, Unavailable, UpstreamFailed
+from compactweb.domain_errors import (
+    Conflict,
+    DomainError,
+    Forbidden,
+    Invalid,
+    NotFound,
+    Unavailable,
+    UpstreamFailed,
+)
 
 DATABASE_UNAVAILABLE = "database_unavailable"
 RETRY_AFTER_SECONDS = 5  # what a 503 asks a client to wait before trying again
@@ -20,6 +29,7 @@ RETRY_AFTER_SECONDS = 5  # what a 503 asks a client to wait before trying again
 # The one place a domain error's category becomes an HTTP status (API answers, pages, a job's recorded answer).
 STATUSES: dict[type[DomainError], int] = {
     Invalid: status.HTTP_400_BAD_REQUEST,
+    Forbidden: status.HTTP_403_FORBIDDEN,
     NotFound: status.HTTP_404_NOT_FOUND,
     Conflict: status.HTTP_409_CONFLICT,
     UpstreamFailed: status.HTTP_502_BAD_GATEWAY,
@@ -91,12 +101,27 @@ def _flatten(detail, path: str = "") -> str:
     return f"{path}: {detail}" if path else str(detail)
 
 
+def out_of_range(exc: BaseException) -> bool:
+    """Whether the database refused a number as too large: SQLite's OverflowError at binding, PostgreSQL's
+    numeric_value_out_of_range (22003). Each API input is bounded by its serializer; this is the net behind them."""
+    if isinstance(exc, OverflowError) and "SQLite INTEGER" in str(exc):
+        return True
+    cause = exc.__cause__
+    return isinstance(exc, DataError) and getattr(cause, "sqlstate", None) == "22003"
+
+
 def exception_handler(exc, context):
     if isinstance(exc, DomainError):
         refusal = error_answer(exc)
         return Response(refusal.body, status=refusal.status)
     response = drf_exception_handler(exc, context)
     if response is None:
+        if out_of_range(exc):  # a number past what the database stores, in a field no serializer bounded
+            return Response(error_body("invalid", "a number in the request is out of range (at most 2**63 - 1)"),
+                            status=status.HTTP_400_BAD_REQUEST)
+        if db_outage.is_conflict(exc):  # a deadlock or serialization failure its retries did not get past
+            return Response(error_body(db_outage.WRITE_CONFLICT, db_outage.CONFLICT_MESSAGE),
+                            status=status.HTTP_409_CONFLICT, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
         if db_outage.is_unavailable(exc):  # a restart or a full disk: try again, not a server error
             return Response(error_body(DATABASE_UNAVAILABLE, db_outage.UNAVAILABLE_MESSAGE),
                             status=status.HTTP_503_SERVICE_UNAVAILABLE,

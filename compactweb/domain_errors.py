@@ -30,6 +30,12 @@ class Invalid(DomainError):
     code = "invalid"
 
 
+class Forbidden(DomainError):
+    """The actor's role does not allow this request (its scope, or a row another user owns); nothing changed."""
+
+    code = "permission_denied"
+
+
 class NotFound(DomainError):
     """What the request names does not exist."""
 

@@ -55,6 +55,11 @@ def page_not_found(request, exception=None):
 
 def server_error(request):
     unavailable = db_outage.is_unavailable(sys.exc_info()[1])
+    if db_outage.is_conflict(sys.exc_info()[1]):
+        if request.path.startswith(API_PREFIX):
+            return JsonResponse(error_body(db_outage.WRITE_CONFLICT, db_outage.CONFLICT_MESSAGE), status=409,
+                                headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        return error_page(request, status=409, reason=db_outage.CONFLICT_MESSAGE)
     if request.path.startswith(API_PREFIX):
         if unavailable:
             return JsonResponse(error_body(DATABASE_UNAVAILABLE, db_outage.UNAVAILABLE_MESSAGE), status=503,

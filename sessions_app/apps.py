@@ -16,6 +16,8 @@ class SessionsAppConfig(AppConfig):
         from sessions_app.fleet import runtime as fleet_runtime
         from sessions_app.fleet import scheduler
         from sessions_app.jobs import liveness
+        from sessions_app.rollout.signals import holder_lost
+        from sessions_app.turns import ends as turn_ends
         from sessions_app.web import metrics_state
 
         rollout_guard.connect_signals()
@@ -24,6 +26,7 @@ class SessionsAppConfig(AppConfig):
         post_migrate.connect(grant_admin_permissions, dispatch_uid="compactweb_admin_permissions")
         alerts.pause_requested.connect(fleet_runtime.pause_for_alert, dispatch_uid="compactweb_pause_on_alert")
         alerts.alert_changed.connect(alert_delivery.on_alert_changed, dispatch_uid="compactweb_deliver_alerts")
+        holder_lost.connect(turn_ends.end_dead_holders_turn, dispatch_uid="compactweb_end_dead_holders_turn")
         scheduler.housekeeping_done.connect(liveness.reap_dead_jobs, dispatch_uid="compactweb_reap_dead_jobs")
         scheduler.housekeeping_done.connect(archive_tasks.archive_if_due, dispatch_uid="compactweb_archive_if_due")
         scheduler.housekeeping_done.connect(alert_delivery.retry_if_due, dispatch_uid="compactweb_alert_retries")

@@ -473,7 +473,8 @@ async def acompact_session(
         lease = await sync_to_async(acquire)(session_id=session_id, purpose=LEASE_PURPOSE)
     plan = None
     try:
-        plan = await sync_to_async(_plan)(lease=lease, session_id=session_id, ask=ask)
+        plan = await sync_to_async(db_outage.retry_on_conflict)(
+            lambda: _plan(lease=lease, session_id=session_id, ask=ask))
         try:
             outcome = await _run_engine(plan, lease, sleep if sleep is not None else backoff_sleep())
         except asyncio.CancelledError:  # the caller (e.g. a stopped turn) gave up; nothing was installed
@@ -504,7 +505,7 @@ async def acompact_session(
             raise CompactionFailed(attempt=attempt, kind=error.kind, message=text,
                                    http_status=error.http_status)
         try:
-            return await sync_to_async(_install)(plan, outcome, lease, actor)
+            return await sync_to_async(db_outage.retry_on_conflict)(lambda: _install(plan, outcome, lease, actor))
         except LeaseLost as exc:
             await sync_to_async(_record_failure)(plan, actor=actor, kind=LEASE_LOST_KIND, message=str(exc))
             raise

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F
 
 from compaction_app.config_services import derived_provider
@@ -52,6 +52,7 @@ from sessions_app.simulator import (
     list_scenarios,
     load_scenario,
 )
+from sessions_app.turns.ends import end_open_turn
 from sessions_app.turns.services import TurnScript, arun_turn
 
 logger = logging.getLogger(__name__)
@@ -476,7 +477,7 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
     except _OutageAfterLease as exc:
         return await _interrupted(session_id, exc.lease, exc.__cause__)
     except Exception as exc:
-        if not db_outage.is_unavailable(exc):
+        if not _interrupts(exc):
             raise
         return await _interrupted(session_id, None, exc)
     released = False
@@ -504,7 +505,7 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
                                                         lease=lease, last_seq=result.last_seq)
             released = True
         except Exception as exc:
-            if db_outage.is_unavailable(exc):
+            if _interrupts(exc):
                 released = True  # given back after the outage, or left to expire
                 return await _interrupted(session_id, lease, exc)
             logger.exception("simulator step of session %s failed", session_id)
@@ -516,29 +517,42 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
             await sync_to_async(locks.release)(lease)
 
 
+def _interrupts(exc: BaseException) -> bool:
+    """Whether `exc` cut the step short without the run doing anything wrong: the database went away, or rolled the
+    step's transaction back for a conflict with another (a deadlock or serialization failure the write's own
+    retries did not get past)."""
+    return db_outage.is_unavailable(exc) or db_outage.is_conflict(exc)
+
+
 async def _interrupted(session_id: int, lease: locks.Lease | None, exc: BaseException) -> StepResult:
-    """The database went away (or stopped taking writes) during the step: nothing is recorded as failed, since the
-    run did nothing wrong. Once the database takes writes again (waited for up to the lease's TTL) the lease is
-    given back and the run made due at once, so the session steps again right after an outage instead of staying
-    claimed for CLAIM_SECONDS; a turn the step began counts as done (`_prepare_step`) and never runs twice.
-    "interrupted" when that worked, else "failed" (the lease then expires and the claim lapses)."""
-    logger.warning("simulator step of session %s interrupted: the database is unavailable (%s: %s)", session_id,
-                   type(exc).__name__, exc)
-    resumed = await sync_to_async(_resume_after_outage)(session_id, lease)
+    """The database went away (or stopped taking writes, or rolled a write back for a conflict) during the step:
+    nothing is recorded as failed, since the run did nothing wrong. Once the database takes writes again (waited
+    for up to the lease's TTL) the turn the step began is ended (an `error` line saying why and `turn_complete`,
+    `turns/ends`), the lease given back and the run made due at once, so the session steps again right after an
+    outage instead of staying claimed for CLAIM_SECONDS; that turn counts as done (`_prepare_step`) and never runs
+    twice. "interrupted" when that worked, else "failed" (the lease then expires and the claim lapses; the next
+    holder ends the turn)."""
+    why = ("a conflicting transaction rolled its write back (deadlock or serialization failure)"
+           if db_outage.is_conflict(exc) else "the database became unavailable")
+    logger.warning("simulator step of session %s interrupted: %s (%s: %s)", session_id, why, type(exc).__name__, exc)
+    resumed = await sync_to_async(_resume_after_outage)(session_id, lease, why)
     return StepResult(session_id, INTERRUPTED if resumed else "failed", error=f"{type(exc).__name__}: {exc}")
 
 
-def _resume_after_outage(session_id: int, lease: locks.Lease | None) -> bool:
+def _resume_after_outage(session_id: int, lease: locks.Lease | None, why: str) -> bool:
     deadline = time.monotonic() + locks.lease_ttl().total_seconds()
     while db_outage.wait_until_writable(deadline=deadline):
         try:
             with transaction.atomic():
+                end_open_turn(session_id=session_id, why=why)
                 if lease is not None:
                     locks.release(lease)
                 SimulatorRun.objects.filter(session_id=session_id, status=Status.RUNNING).update(
                     next_step_at=_dt(time.time()))
             return True
-        except db_outage.UNAVAILABLE:  # it went away again between the probe and the write
+        except DatabaseError as exc:  # it went away again between the probe and the write, or a conflict
+            if not _interrupts(exc):
+                raise
             continue
     return False
 

@@ -115,7 +115,7 @@ class Scheduler:
                     now=self.clock(), limit=limit or ENQUEUE_BATCH, sent_claims=self.sent_claims, router=self.router
                 )
             except Exception as exc:
-                if not db_outage.is_unavailable(exc):
+                if not (db_outage.is_unavailable(exc) or db_outage.is_conflict(exc)):  # the broker, then
                     self.broker_down = True
                 raise
             await self._broker_answered()

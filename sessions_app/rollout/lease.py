@@ -31,6 +31,7 @@ from compaction_app.records import mark_stale_attempts
 from compactweb import statements
 from compactweb.domain_errors import Conflict
 from sessions_app.models import Session
+from sessions_app.rollout.signals import holder_lost
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +179,7 @@ def acquire(*, session_id: int, purpose: str, ttl: timedelta | None = None) -> L
         if taken and expired:
             # Attempts run only under the lease: one still `running` now belongs to the dead holder.
             mark_stale_attempts(session_id=session_id)
+            holder_lost.send(sender=Session, session_id=session_id)
     if not taken:
         current = Session.objects.filter(pk=session_id).values_list("lease_purpose", flat=True).first()
         if current is None:
@@ -260,5 +262,6 @@ def reap_expired(*, now=None) -> list[int]:
             )
             if freed:
                 mark_stale_attempts(session_id=session_id)
+                holder_lost.send(sender=Session, session_id=session_id)
                 reaped.append(session_id)
     return reaped

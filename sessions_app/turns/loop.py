@@ -191,15 +191,20 @@ class _Sample:
     reasoning_included: bool = False
 
 
+TURN_STARTED, TURN_COMPLETE = "turn_started", "turn_complete"
+INTERRUPTED_CODE = "turn_interrupted"  # the `error` line's codex_error_info of a turn something else ended
+
+
 def error_marker(*, turn_id: str, message: str, code: str) -> Marker:
     """The `event_msg` `error` line a failed turn records (spec §1.4 `Error {message, codex_error_info}`)."""
     return Marker(EVENT_MSG, {"type": "error", "turn_id": turn_id, "message": message, "codex_error_info": code})
 
 
-def _turn_complete(turn_id: str, status: str, last_message: str) -> Marker:
+def turn_complete_marker(turn_id: str, status: str, last_message: str) -> Marker:
+    """The `turn_complete` line that ends every turn (completed, failed, or interrupted: `sessions_app/turns/ends`)."""
     return Marker(
         EVENT_MSG,
-        {"type": "turn_complete", "turn_id": turn_id, "status": status, "last_agent_message": last_message or None},
+        {"type": TURN_COMPLETE, "turn_id": turn_id, "status": status, "last_agent_message": last_message or None},
     )
 
 
@@ -354,7 +359,7 @@ class _Turn:
         result = self.result
         result.status, result.error_code, result.error = "failed", code, message
         await self.port.record([*self.pending, error_marker(turn_id=self.turn_id, message=message, code=code),
-                                _turn_complete(self.turn_id, "failed", "")])
+                                turn_complete_marker(self.turn_id, "failed", "")])
         self.pending = []
 
 
@@ -367,7 +372,7 @@ async def run_turn_loop(
     turn = _Turn(port, turn_id)
     state = await port.state()
     turn.pending.append(Marker(
-        EVENT_MSG, {"type": "turn_started", "turn_id": turn_id, "model_context_window": state.current.usable_window}
+        EVENT_MSG, {"type": TURN_STARTED, "turn_id": turn_id, "model_context_window": state.current.usable_window}
     ))
     state = await _pre_turn(turn, state)
     if state is None:
@@ -477,7 +482,7 @@ async def _sample_until_done(turn: _Turn, client: ModelClient, model_slug: str, 
         if not outputs:
             # One write per model response: its output items, then its usage (spec §3.2), then what follows.
             result.final_message = _last_assistant_text(sample.items)
-            await port.record([*sample.items, usage, _turn_complete(turn_id, "completed", result.final_message)])
+            await port.record([*sample.items, usage, turn_complete_marker(turn_id, "completed", result.final_message)])
             return
         await port.record([*sample.items, usage, *outputs])
         state = await port.state()

@@ -14,6 +14,8 @@ per line, and the live history a request sends is kept in a per-process cache va
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -30,9 +32,12 @@ from sessions_app.models import Session
 from sessions_app.rollout import lease as locks
 from sessions_app.rollout import selectors
 from sessions_app.turns.caches import idle_sessions
+from sessions_app.turns.ends import end_open_turn, why_cut
 from sessions_app.turns.inputs import validate_settings_change, validate_user_input
 from sessions_app.turns.loop import TurnConfig, TurnResult, run_turn_loop
 from sessions_app.turns.port import Holding, SessionTurnPort, record_turn_alerts
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,9 +172,14 @@ async def _run_turn(request: TurnRequest, *, session: Session, holding: Holding,
         if model is None:
             model = await sync_to_async(_client_for)(session, script.fault_injection)
         # Renewed in the background too: one provider call or stream may outlast the lease's TTL.
-        async with locks.keep_renewed(lease):
-            result = await run_turn_loop(port=port, client=model, user_input=request.user_input,
-                                         turn_id=request.turn_id, config=config)
+        try:
+            async with locks.keep_renewed(lease):
+                result = await run_turn_loop(port=port, client=model, user_input=request.user_input,
+                                             turn_id=request.turn_id, config=config)
+        except (Exception, asyncio.CancelledError) as exc:
+            if port.first_seq is not None and not port.lease_released:
+                await _end_cut_turn(request.session_id, exc)
+            raise
         result.first_seq = port.first_seq or 0
         result.last_seq = port.last_seq
         if not port.alerts_recorded:
@@ -183,6 +193,17 @@ async def _run_turn(request: TurnRequest, *, session: Session, holding: Holding,
             await _close(model)
         if holding.own and not (port is not None and (port.lease_released or not port.lease_held)):
             await sync_to_async(locks.release)(lease)
+
+
+async def _end_cut_turn(session_id: int, exc: BaseException) -> None:
+    """The turn raised after its first lines were written: end it now (`turns/ends`) while the lease is ours.
+    When the database does not take that write either, the simulator step ends it once the database is back, or
+    the next holder of the lease does."""
+    try:
+        await sync_to_async(end_open_turn)(session_id=session_id, why=why_cut(exc))
+    except Exception:
+        logger.warning("could not end the cut turn of session %s now; the next holder of its lease will",
+                       session_id, exc_info=True)
 
 
 async def _close(model: ModelClient) -> None:
