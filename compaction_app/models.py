@@ -622,6 +622,8 @@ class AuditEntry(models.Model):
         GATEWAY_COMPACT_REQUEST = "gateway_compact_request", "gateway compaction requested"
         GATEWAY_COMPACTION = "gateway_compaction", "gateway compaction at the next request"
         GATEWAY_ROLLBACK = "gateway_rollback", "gateway compaction rolled back for the upstream"
+        ALERT_SILENCE = "alert_silence", "alerts snoozed or silenced"
+        ALERT_SILENCE_LIFT = "alert_silence_lift", "alert snooze or silence lifted"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

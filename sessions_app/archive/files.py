@@ -145,7 +145,9 @@ def verified_chunks(*, directory: Path, relative: str, sha256: str) -> Iterator[
     try:
         found, _, _ = read_back(path)
     except (OSError, EOFError) as exc:  # missing, unreadable, or not (whole) gzip
-        raise ArchiveFileBad(f"{relative} cannot be read: {exc}") from exc
+        # The reason without the OS's file name: that is the server's absolute path, not the admin's business.
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ArchiveFileBad(f"{relative} cannot be read: {why}") from exc
     if found != sha256:
         raise ArchiveFileBad(f"{relative} does not match its record (sha256 {found}, recorded {sha256})")
     with gzip.open(path, "rb") as handle:

@@ -21,11 +21,12 @@ from asgiref.sync import async_to_sync
 from celery import shared_task
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import BigIntegerField, CharField, F, Q, Value
 from django.dispatch import Signal
 from django.utils import timezone
 
 from compaction_app import records
+from compaction_app.audit import record_audit
 from compaction_app.engine import alerts as rules
 from compaction_app.engine.events import EventLog
 from compaction_app.engine.hooks import HookRunner
@@ -38,6 +39,7 @@ from compaction_app.models import (
     Alert,
     AlertSettings,
     AlertSilence,
+    AuditEntry,
     Compaction,
     CompactionAttempt,
     Hook,
@@ -45,6 +47,8 @@ from compaction_app.models import (
 )
 from compaction_app.validators import validate_outbound_url
 from compactweb import background, statements
+from compactweb.domain_errors import Forbidden
+from compactweb.roles import SUPPORT, has_role
 from sessions_app.compactions.settings_builder import hook_runner_limits, hook_specs
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import events
@@ -182,14 +186,31 @@ def record_turn(*, session_id: int, first_seq: int, last_seq: int) -> list[Alert
 GROUP_MINUTES = 60
 
 
+def silence_scope(silence: AlertSilence) -> Q:
+    """The one definition of what a snooze or silence covers, as a filter on alerts (issue 42): a rule fleet-wide
+    covers that rule everywhere, fleet alerts included; every rule of a session (blank kind), that session's
+    alerts; a rule in one session, just those. The raise (`is_silenced`), the live card and the alerts page and
+    API (`_silenced`) all read it."""
+    scope = Q()
+    if silence.kind:
+        scope &= Q(kind=silence.kind)
+    if silence.session_id is not None:
+        scope &= Q(session_id=silence.session_id)
+    return scope
+
+
 def is_silenced(*, kind: str, session_id: int | None, now=None) -> bool:
-    """Whether an operator's snooze or silence covers this rule in this session (or the rule fleet-wide, or every
-    rule of the session)."""
-    now = now or timezone.now()
-    scope = Q(kind=kind, session__isnull=True) | Q(kind=kind, session_id=session_id) | Q(kind="", session_id=session_id)
-    if session_id is None:
-        scope = Q(kind=kind, session__isnull=True)
-    return AlertSilence.objects.filter(scope).filter(Q(until__isnull=True) | Q(until__gt=now)).exists()
+    """Whether an operator's snooze or silence in force covers an alert of this rule in this session (None: a
+    fleet alert), not raised yet: the silences' scopes (`silence_scope`) checked against its values."""
+    silences = active_silences(now=now)
+    if not silences:
+        return False
+    covered = Q(pk__in=[])
+    for silence in silences:
+        covered |= silence_scope(silence)
+    return covered.check({"pk": Value(0, output_field=BigIntegerField()),
+                          "kind": Value(kind, output_field=CharField()),
+                          "session_id": Value(session_id, output_field=BigIntegerField())})
 
 
 def _open_alert(kind: str, session_id: int | None, now) -> Alert | None:
@@ -310,42 +331,81 @@ def do_acknowledge_alert(*, alert: Alert, actor) -> Alert:
     return alert
 
 
+# Who may do what with silences (docs/alerts.md, "Acknowledge, snooze, silence"): an operator silences within one
+# session (a rule there, or every rule of it); a rule for the whole fleet is the support role's, since it hides
+# every session's alerts from every operator. A silence is lifted by whoever set it or by the support role.
+FLEET_SILENCE_ROLE = SUPPORT
+
+
+class SilenceNotAllowed(Forbidden):
+    """The silence's scope, or lifting another user's silence, is not the actor's role."""
+
+
+def may_silence_fleet(actor) -> bool:
+    return has_role(actor, FLEET_SILENCE_ROLE)
+
+
+def may_lift(actor, silence: AlertSilence) -> bool:
+    return (silence.created_by_id is not None and silence.created_by_id == getattr(actor, "pk", None)) or has_role(
+        actor, FLEET_SILENCE_ROLE)
+
+
 def do_silence_alerts(*, kind: str, session_id: int | None, minutes: int | None, actor,
                       reason: str = "") -> AlertSilence:
     """Snooze (for `minutes`) or silence (minutes None: until lifted) one rule, one session, or one rule of one
-    session. Raises ValueError without a scope."""
+    session, and audit it. Raises ValueError without a scope, SilenceNotAllowed for a fleet-wide silence by an
+    actor without the support role."""
     if not kind and session_id is None:
         raise ValueError("silence a rule, a session, or a rule in a session")
+    if session_id is None and not may_silence_fleet(actor):
+        raise SilenceNotAllowed(f"silencing a rule for every session needs the {FLEET_SILENCE_ROLE} role; "
+                                "silence it in one session instead")
     until = timezone.now() + timedelta(minutes=minutes) if minutes else None
-    silence = AlertSilence.objects.create(kind=kind, session_id=session_id, until=until, created_by=actor,
-                                          reason=reason[:200])
+    with transaction.atomic():
+        silence = AlertSilence.objects.create(kind=kind, session_id=session_id, until=until, created_by=actor,
+                                              reason=reason[:200])
+        record_audit(action=AuditEntry.Action.ALERT_SILENCE, actor=actor, reason=silence.reason,
+                     detail=_silence_detail(silence))
     transaction.on_commit(lambda: events.publish_alert_event(session_id=session_id, alert_id=0))
     return silence
 
 
-def do_lift_silence(*, silence: AlertSilence) -> None:
+def do_lift_silence(*, silence: AlertSilence, actor) -> None:
+    """Lift a snooze or silence, and audit it. Raises SilenceNotAllowed when `actor` neither set it nor has the
+    support role."""
+    if not may_lift(actor, silence):
+        raise SilenceNotAllowed(f"this silence was set by {_setter(silence)}: only they or the "
+                                f"{FLEET_SILENCE_ROLE} role may lift it")
     session_id = silence.session_id
-    silence.delete()
+    with transaction.atomic():
+        record_audit(action=AuditEntry.Action.ALERT_SILENCE_LIFT, actor=actor, detail=_silence_detail(silence))
+        silence.delete()
     transaction.on_commit(lambda: events.publish_alert_event(session_id=session_id, alert_id=0))
 
 
-def active_silences() -> list[AlertSilence]:
-    now = timezone.now()
+def _setter(silence: AlertSilence) -> str:
+    return silence.created_by.get_username() if silence.created_by is not None else "a removed user"
+
+
+def _silence_detail(silence: AlertSilence) -> dict[str, Any]:
+    # The session by number, not as the entry's session: an audit entry protects its session from removal, and a
+    # silence must not keep a session from retention.
+    return {"silence": silence.pk, "kind": silence.kind, "session": silence.session_id,
+            "until": silence.until.isoformat() if silence.until else None, "set_by": _setter(silence)}
+
+
+def active_silences(*, now=None) -> list[AlertSilence]:
+    now = now or timezone.now()
     return list(AlertSilence.objects.filter(Q(until__isnull=True) | Q(until__gt=now))
                 .select_related("session", "created_by"))
 
 
-def _silenced() -> Q:
-    """The alerts an active snooze or silence covers (a rule fleet-wide, a rule in one session, or every rule of a
-    session); matches nothing when none is active."""
+def _silenced(*, now=None) -> Q:
+    """The alerts an active snooze or silence covers (`silence_scope` of each); matches nothing when none is
+    active."""
     covered = Q(pk__in=[])
-    for silence in active_silences():
-        if not silence.kind:
-            covered |= Q(session_id=silence.session_id)
-        elif silence.session_id is None:
-            covered |= Q(kind=silence.kind)
-        else:
-            covered |= Q(kind=silence.kind, session_id=silence.session_id)
+    for silence in active_silences(now=now):
+        covered |= silence_scope(silence)
     return covered
 
 

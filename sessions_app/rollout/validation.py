@@ -6,7 +6,8 @@ caller stores nothing. Plain Python, no Django.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from compaction_app.engine.items import Item, normalize_kind
@@ -240,6 +241,28 @@ def privileged_item_paths(items: list[Item]) -> list[str]:
         kind = normalize_kind(item).get("type") if isinstance(item, dict) else None
         if kind in ("compaction", "context_compaction") or (kind == "message" and item.get("role") in PRIVILEGED_MESSAGE_ROLES):
             paths.append(f"items[{index}]")
+    return paths
+
+
+def privileged_line_paths(lines: Iterable[bytes | str]) -> list[str]:
+    """The paths (`line 3`, `line 7.replacement_history[2]`) of a rollout file's lines (Codex's JSON Lines, as an
+    import or a shipped file brings them) that would put developer/system text or a compaction into the session:
+    its `response_item` lines and the items of a `compacted` line's `replacement_history`. A line that is not JSON
+    yields none (the importer reports it)."""
+    paths: list[str] = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        payload = line.get("payload") if isinstance(line, dict) else None
+        if not isinstance(payload, dict):
+            continue
+        if line.get("type") == "response_item":
+            paths += [f"line {number}" for _ in privileged_item_paths([payload])[:1]]
+        elif line.get("type") == "compacted" and isinstance(payload.get("replacement_history"), list):
+            paths += [f"line {number}.replacement_history{path.removeprefix('items')}"
+                      for path in privileged_item_paths(payload["replacement_history"])]
     return paths
 
 

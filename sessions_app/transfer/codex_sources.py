@@ -118,7 +118,8 @@ def export_filename(*, session: Session) -> str:
     """The imported file's name; else Codex's pattern with the session's start: for an imported session the
     time its session_meta gives (not the time of the import), for a native one its creation."""
     source = CodexSource.objects.filter(session=session).values_list("name", flat=True).first()
-    if source and source.endswith(".jsonl") and (source.startswith("rollout-") or _is_claude_name(source)):
+    if (source and source.endswith(".jsonl") and (source.startswith("rollout-") or _is_claude_name(source))
+            and _plain_name(source)):
         return source
     started = session.created_at
     if source is not None:
@@ -126,6 +127,12 @@ def export_filename(*, session: Session) -> str:
                  .values_list("timestamp", flat=True).first())
         started = first or started
     return f"rollout-{started:%Y-%m-%dT%H-%M-%S}-{session.thread_id}.jsonl"
+
+
+def _plain_name(name: str) -> bool:
+    """A name that is one file's name and nothing more: no folder, no control character, no quote (the archive
+    writes the file under it; a header or a shell would read more into it)."""
+    return name.isprintable() and not any(c in name for c in '/\\"') and name not in (".", "..")
 
 
 def _is_claude_name(name: str) -> bool:

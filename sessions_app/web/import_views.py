@@ -15,9 +15,11 @@ from compactweb.api_errors import status_for
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.codex_rollout import RolloutImportError
 from sessions_app.codex_rollout.parse import read_lines
+from sessions_app.rollout.validation import privileged_line_paths
 from sessions_app.transfer.importer import do_import_rollout
 from sessions_app.transfer.refusals import TransferRefused
 from sessions_app.web.forms import ImportRolloutForm
+from sessions_app.web.instructing import may_instruct, refusal
 
 
 @role_required(OPERATOR)
@@ -43,6 +45,10 @@ def import_rollout(request):
         # One line past the limit refuses the file while it is read (issue 27).
         lines = read_lines(upload.chunks(), max_line_bytes=settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES,
                            source_name=upload.name or "upload")
+        privileged = privileged_line_paths(lines)
+        if privileged and not may_instruct(request.user):
+            context["errors"] = {"message": refusal(privileged[0]), "lines": []}
+            return render(request, template, context, status=403)
         result = do_import_rollout(
             lines=lines, source_name=upload.name or "upload",
             title=data["title"] or None, provider=data["provider"], policy=data["policy"],

@@ -3,7 +3,9 @@
 One rule for every path that does: appending compaction items or developer/system messages
 (`POST /sessions/<id>/items`), pinning context (the pins are re-injected as a developer message after every
 compaction) and turn settings written into developer messages (`POST /sessions/<id>/turns` with approval_policy,
-sandbox_policy or model). Operators record turns and user messages; instructing the model needs the support role.
+sandbox_policy or model), and importing a rollout file that holds any of these (`POST /sessions/import`, the
+import page: a session imported with developer text would put it before the model at its next turn or replay).
+Operators record turns and user messages; instructing the model needs the support role.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from compaction_app.models import Alert, AlertSilence
 from compactweb.api_errors import ApiError
+from compactweb.converters import MAX_ID
 from compactweb.roles import IsOperator
 from sessions_app.compactions import alerts
 from sessions_app.models import Session
@@ -20,7 +21,7 @@ KINDS = [k for k, _ in Alert.Kind.choices]
 
 class AlertFilterSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=KINDS, required=False)
-    session = serializers.IntegerField(required=False, min_value=1)
+    session = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
     state = serializers.ChoiceField(choices=["open", "snoozed", "acknowledged", "all"], default="all",
                                     help_text="open: not acknowledged nor covered by a snooze or silence")
     since = serializers.DateTimeField(required=False, help_text="Only alerts raised (last) at or after this time.")
@@ -51,7 +52,7 @@ class AlertSerializer(serializers.Serializer):
 
 class SilenceRequestSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=["", *KINDS], default="", help_text="The rule (blank: every rule).")
-    session = serializers.IntegerField(required=False, allow_null=True, min_value=1,
+    session = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_ID,
                                        help_text="The session (blank: fleet-wide).")
     minutes = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=60 * 24 * 30,
                                        help_text="Snooze for this many minutes (blank: silence until lifted).")
@@ -119,5 +120,5 @@ class AlertSilenceDetail(APIView):
 
     @extend_schema(responses={204: None, 404: OpenApiResponse()})
     def delete(self, request, pk: int):
-        alerts.do_lift_silence(silence=get_object_or_404(AlertSilence, pk=pk))
+        alerts.do_lift_silence(silence=get_object_or_404(AlertSilence, pk=pk), actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)

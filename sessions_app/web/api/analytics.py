@@ -12,6 +12,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from compactweb.converters import MAX_ID
 from compactweb.roles import IsOperator
 from sessions_app.compactions import retention, rolled_up
 from sessions_app.compactions.analytics import compaction_analytics
@@ -22,10 +23,10 @@ RETENTION_TABLES = ("strategy", "policy", "model", "day")
 
 class AnalyticsFilterSerializer(serializers.Serializer):
     policy = serializers.IntegerField(
-        required=False, min_value=1, help_text="The policy the attempts ran under."
+        required=False, min_value=1, max_value=MAX_ID, help_text="The policy the attempts ran under."
     )
     provider = serializers.IntegerField(
-        required=False, min_value=1, help_text="The provider the attempts ran under."
+        required=False, min_value=1, max_value=MAX_ID, help_text="The provider the attempts ran under."
     )
     period = serializers.ChoiceField(
         choices=[p for p, _ in PERIODS],

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from compaction_app.models import ArchivedShare
+from compactweb.converters import MAX_ID
 from compactweb.roles import IsAdminRole
 from sessions_app.archive import selectors, services
 from sessions_app.models import SessionArchive
@@ -36,7 +37,7 @@ class ArchiveListQuerySerializer(serializers.Serializer):
     before = serializers.IntegerField(
         required=False,
         min_value=1,
-        max_value=2**63 - 1,
+        max_value=MAX_ID,
         help_text="The next page: archives older than this one.",
     )
     since = serializers.DateTimeField(required=False, help_text="Only archives made at or after this time.")

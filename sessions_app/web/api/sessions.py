@@ -145,5 +145,5 @@ class SessionRollout(APIView):
             raise ApiError(status_code=400, code="invalid", message="after: must be an integer seq")
         return json_lines_response(
             request, pieces=_rollout_pieces(session.pk, after),
-            disposition=f'inline; filename="rollout-{session.thread_id}.jsonl"',
+            filename=f"rollout-{session.thread_id}.jsonl", as_attachment=False,
         )

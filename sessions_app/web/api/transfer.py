@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from compaction_app.models import CompactionPolicy, Provider
 from compactweb.api_errors import ApiError
+from compactweb.converters import MAX_ID
 from compactweb.parsers import SafeJSONParser
 from compactweb.roles import IsOperator
 from sessions_app.codex_rollout import RolloutExportError, RolloutImportError
@@ -25,12 +26,14 @@ from sessions_app.codex_rollout.parse import read_lines
 from sessions_app.jobs import services as jobs
 from sessions_app.jobs.tasks import do_submit_job
 from sessions_app.models import Job
+from sessions_app.rollout.validation import privileged_line_paths
 from sessions_app.transfer import exporter, shipped
 from sessions_app.transfer.refusals import InvalidRollout
 from sessions_app.transfer.replay import replay_comparison
 from sessions_app.web.api.jobs import WAIT_PARAMETER_HELP, JobAcceptedSerializer, answer_job, wants_wait
 from sessions_app.web.api.json_lines import JSON_LINES_RESPONSES, json_lines_response
 from sessions_app.web.api.lookups import session_or_404
+from sessions_app.web.instructing import ensure_may_instruct
 
 EXPORT_LINES_PER_CHUNK = 200
 
@@ -47,8 +50,10 @@ class JsonLinesParser(BaseParser):
 class ImportFormSerializer(serializers.Serializer):
     file = serializers.FileField(required=False, help_text="The rollout .jsonl file (multipart upload).")
     title = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    provider = serializers.IntegerField(required=False, help_text="Provider id (default: the first one).")
-    policy = serializers.IntegerField(required=False, help_text="Policy id (default: the first one).")
+    provider = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                        help_text="Provider id (default: the first one).")
+    policy = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                      help_text="Policy id (default: the first one).")
     new_thread_id = serializers.BooleanField(
         required=False, default=False,
         help_text="Import under a fresh thread id even if this thread was imported before.",
@@ -86,14 +91,16 @@ class ImportResultSerializer(serializers.Serializer):
 class ShippedLinesSerializer(serializers.Serializer):
     file = serializers.CharField(max_length=900, help_text="The shipper's key for the file, e.g. host/2026/12/01/rollout-....jsonl.")
     name = serializers.CharField(required=False, allow_blank=True, max_length=255, help_text="The file's name.")
-    offset = serializers.IntegerField(min_value=0, help_text="The byte of the file the batch starts at.")
+    offset = serializers.IntegerField(min_value=0, max_value=MAX_ID, help_text="The byte of the file the batch starts at.")
     data = serializers.CharField(help_text="The batch's complete lines, base64 of the file's bytes.")
     replaces = serializers.IntegerField(
-        required=False, min_value=1,
+        required=False, min_value=1, max_value=MAX_ID,
         help_text="The file was rewritten (it is now shorter than what the server has): the offset the server "
                   "had. The batch (from offset 0) starts a new session linked to the old one.")
-    provider = serializers.IntegerField(required=False, help_text="Provider id for a new session (default: the first).")
-    policy = serializers.IntegerField(required=False, help_text="Policy id for a new session (default: the first).")
+    provider = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                        help_text="Provider id for a new session (default: the first).")
+    policy = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                      help_text="Policy id for a new session (default: the first).")
 
 
 class ShippedFileSerializer(serializers.Serializer):
@@ -104,8 +111,9 @@ class ShippedFileSerializer(serializers.Serializer):
 
 
 class ReplayRequestSerializer(serializers.Serializer):
-    policy = serializers.IntegerField(help_text="The policy to replay under.")
-    provider = serializers.IntegerField(required=False, help_text="Provider id (default: the original's).")
+    policy = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text="The policy to replay under.")
+    provider = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                        help_text="Provider id (default: the original's).")
     title = serializers.CharField(required=False, allow_blank=True, max_length=200)
 
 
@@ -194,6 +202,7 @@ tolerant of bad lines (reported in `problems`) unless `strict`."""
                                max_line_bytes=settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES, source_name=name)
         except RolloutImportError as exc:
             raise InvalidRollout(exc) from None
+        ensure_may_instruct(request.user, privileged_line_paths(lines))
         wait = wants_wait(request)
         params = {
             "source_name": name, "title": values.get("title") or None,
@@ -236,7 +245,7 @@ class SessionExport(APIView):
             raise ApiError(status_code=409, code="not_exportable", message=str(exc)) from None
         return json_lines_response(
             request, pieces=_batches(chain([first], lines)),
-            disposition=f'attachment; filename="{exporter.export_filename(session)}"',
+            filename=exporter.export_filename(session), as_attachment=True,
         )
 
 

@@ -96,3 +96,13 @@ def test_a_page_of_archives_is_read_in_a_fixed_number_of_queries(
     # Authentication, the role, the page: however many archives it holds (restored_at comes with each row).
     with django_assert_max_num_queries(4):
         assert len(admin_api.get("/api/v1/archives", {"limit": 3}).json()) == 3
+
+
+def test_a_missing_files_refusal_names_the_archive_file_and_no_server_path(admin_api, archives, archive_dir):
+    (archive_dir / archives[0].file_name).unlink()
+
+    response = admin_api.post(f"/api/v1/archives/{archives[0].pk}/restore")
+
+    message = response.json()["error"]["message"]
+    assert response.status_code == 409 and archives[0].file_name in message and "No such file" in message
+    assert str(archive_dir) not in message and str(archive_dir.resolve()) not in message
