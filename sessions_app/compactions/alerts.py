@@ -210,7 +210,8 @@ def is_silenced(*, kind: str, session_id: int | None, now=None) -> bool:
         covered |= silence_scope(silence)
     return covered.check({"pk": Value(0, output_field=BigIntegerField()),
                           "kind": Value(kind, output_field=CharField()),
-                          "session_id": Value(session_id, output_field=BigIntegerField())})
+                          # 0, never a row's id, for a fleet alert: Q.check takes a NULL comparison as a pass.
+                          "session_id": Value(session_id or 0, output_field=BigIntegerField())})
 
 
 def _open_alert(kind: str, session_id: int | None, now) -> Alert | None:

@@ -253,7 +253,7 @@ def privileged_line_paths(lines: Iterable[bytes | str]) -> list[str]:
     for number, raw in enumerate(lines, start=1):
         try:
             line = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser: the importer refuses it
             continue
         payload = line.get("payload") if isinstance(line, dict) else None
         if not isinstance(payload, dict):

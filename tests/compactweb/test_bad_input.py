@@ -77,16 +77,16 @@ def test_a_body_over_the_request_limit_is_a_413_in_the_error_shape(operator_api,
     assert RolloutLine.objects.filter(session=session).count() == before
 
 
-def test_the_rollout_import_has_its_own_larger_limit(operator_api, settings, provider, policy, rollout_file):
+def test_the_rollout_import_has_its_own_larger_limit(support_api, settings, provider, policy, rollout_file):
     settings.COMPACTWEB_MAX_REQUEST_BYTES = 100
     settings.COMPACTWEB_MAX_IMPORT_BYTES = len(rollout_file) + 10_000
-    accepted = operator_api.post("/api/v1/sessions/import", {"file": SimpleUploadedFile("r.jsonl", rollout_file)})
+    accepted = support_api.post("/api/v1/sessions/import", {"file": SimpleUploadedFile("r.jsonl", rollout_file)})
     assert accepted.status_code == 201, accepted.content
     settings.COMPACTWEB_MAX_IMPORT_BYTES = len(rollout_file) // 2
     sessions = Session.objects.count()
-    refused = operator_api.post("/api/v1/sessions/import", {"file": SimpleUploadedFile("r.jsonl", rollout_file)})
+    refused = support_api.post("/api/v1/sessions/import", {"file": SimpleUploadedFile("r.jsonl", rollout_file)})
     assert _error(refused, 413)["code"] == "request_too_large"
-    raw = operator_api.generic("POST", "/api/v1/sessions/import", rollout_file, content_type="application/x-ndjson")
+    raw = support_api.generic("POST", "/api/v1/sessions/import", rollout_file, content_type="application/x-ndjson")
     assert _error(raw, 413)["code"] == "request_too_large"
     assert Session.objects.count() == sessions
 

@@ -11,6 +11,7 @@ from sessions_app.fleet.runtime import MAX_FLEET_SIZE
 from sessions_app.models import RolloutLine, Session, SimulatorRun
 
 ROLLOUT = Path(__file__).resolve().parents[1] / "fixtures" / "rollouts" / "codex_0169_local_compaction.jsonl"
+PLAIN_ROLLOUT = ROLLOUT.with_name("compactions.jsonl")
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go on"}]}
 ASSISTANT = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}
 CALL = {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"}
@@ -49,8 +50,10 @@ def test_an_operator_imports_a_rollout_and_a_user_without_a_role_may_not(operato
                                                                           policy):
     upload = {"file": SimpleUploadedFile("r.jsonl", ROLLOUT.read_bytes())}
     assert norole_api.post("/api/v1/sessions/import", upload).status_code == 403
+    # A file with no developer or system text: one with it is the support role's to import (sessions_app/web/
+    # instructing.py; tests/sessions_app/transfer/test_import_instructing_and_export_names.py).
     response = operator_api.post("/api/v1/sessions/import",
-                                 {"file": SimpleUploadedFile("r.jsonl", ROLLOUT.read_bytes())})
+                                 {"file": SimpleUploadedFile("r.jsonl", PLAIN_ROLLOUT.read_bytes())})
     assert response.status_code == 201, response.content
     assert Session.objects.filter(pk=response.json()["session"]).exists()
 

@@ -24,18 +24,18 @@ def test_appending_a_compaction_item_that_is_a_bomb_is_a_400(support_api, sessio
     assert RolloutLine.objects.filter(session=session).count() == before
 
 
-def test_a_reasoning_item_that_is_a_bomb_is_a_400(operator_api, session):
+def test_a_reasoning_item_that_is_a_bomb_is_a_400(support_api, session):
     reasoning = {"type": "reasoning", "summary": [], "encrypted_content": bomb()}
-    response = operator_api.post(f"/api/v1/sessions/{session.pk}/items", {"items": [reasoning]}, format="json")
+    response = support_api.post(f"/api/v1/sessions/{session.pk}/items", {"items": [reasoning]}, format="json")
     assert response.status_code == 400 and "inflates past" in response.json()["error"]["message"]
 
 
-def test_importing_a_rollout_with_a_bomb_is_refused_and_stores_nothing(operator_api, provider, policy):
+def test_importing_a_rollout_with_a_bomb_is_refused_and_stores_nothing(support_api, provider, policy):
     line = {"timestamp": "2026-04-19T10:40:00.000Z", "type": "response_item",
             "payload": {"type": "compaction", "encrypted_content": bomb()}}
     data = (ROLLOUTS / "basic_session.jsonl").read_bytes().rstrip(b"\n") + b"\n" + json.dumps(line).encode() + b"\n"
     sessions = Session.objects.count()
-    response = operator_api.post("/api/v1/sessions/import", {
+    response = support_api.post("/api/v1/sessions/import", {
         "file": SimpleUploadedFile("bomb.jsonl", data, content_type="application/x-ndjson"), "strict": "true"})
 
     assert response.status_code == 400, response.content[:500]

@@ -67,10 +67,10 @@ def test_the_state_filter_offers_finished_and_keeps_only_finished_sessions(opera
 
 
 @pytest.mark.django_db
-def test_an_imported_sessions_last_compaction_is_the_one_its_compactions_count(operator_api, operator_user, provider,
+def test_an_imported_sessions_last_compaction_is_the_one_its_compactions_count(support_api, operator_user, provider,
                                                                               policy):
-    data = (ROLLOUTS / "codex_0169_local_compaction.jsonl").read_bytes()
-    response = operator_api.post("/api/v1/sessions/import",
+    data = (ROLLOUTS / "codex_0169_local_compaction.jsonl").read_bytes()  # holds developer text: support imports it
+    response = support_api.post("/api/v1/sessions/import",
                                  {"file": SimpleUploadedFile("local.jsonl", data)})
     assert response.status_code == 201, response.content
     session = Session.objects.get(pk=response.json()["session"])

@@ -21,11 +21,11 @@ def _export(api, session) -> bytes:
     return b"".join(response.streaming_content)
 
 
-def test_export_is_an_attached_json_lines_file_with_session_meta_first(make_session, add_turn, compact, operator_api):
+def test_export_is_an_attached_json_lines_file_with_session_meta_first(make_session, add_turn, compact, support_api):
     session = make_session(base_instructions="Be brief.")
     add_turn(session, 1)
     compact(session)
-    response = operator_api.get(f"/api/v1/sessions/{session.pk}/export")
+    response = support_api.get(f"/api/v1/sessions/{session.pk}/export")
     assert response["Content-Type"] == "application/x-ndjson"
     assert response["Content-Disposition"] == f'attachment; filename="rollout-{session.created_at:%Y-%m-%dT%H-%M-%S}-{session.thread_id}.jsonl"'
     lines = [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
@@ -36,7 +36,7 @@ def test_export_is_an_attached_json_lines_file_with_session_meta_first(make_sess
     assert all(set(line) == {"timestamp", "type", "payload"} for line in lines)
 
 
-def test_export_then_import_round_trips_history_windows_and_rollbacks(make_session, add_turn, compact, operator_api):
+def test_export_then_import_round_trips_history_windows_and_rollbacks(make_session, add_turn, compact, support_api):
     session = make_session(base_instructions="Be brief.")
     add_turn(session, 1)
     add_turn(session, 2)
@@ -48,11 +48,11 @@ def test_export_then_import_round_trips_history_windows_and_rollbacks(make_sessi
     add_turn(session, 5)
     do_thread_rollback(session_id=session.pk, num_turns=1)
     session.refresh_from_db()
-    data = _export(operator_api, session)
+    data = _export(support_api, session)
     # Codex's own resume of the exported file gives the same history
     assert reconstruct_history(parse_rollout(data.splitlines(keepends=True))).history == selectors.live_items(session=session)
 
-    response = operator_api.post("/api/v1/sessions/import", {
+    response = support_api.post("/api/v1/sessions/import", {
         "file": SimpleUploadedFile("x.jsonl", data), "new_thread_id": "true"})
 
     assert response.status_code == 201, response.content

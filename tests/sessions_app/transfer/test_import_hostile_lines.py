@@ -36,8 +36,9 @@ NUL_CASES = {"NUL in text", "NUL in a key"}
 
 
 @pytest.fixture
-def operator_client(client, operator_user):
-    client.force_login(operator_user)
+def operator_client(client, support_user):
+    # The support role: basic_session.jsonl holds Codex's developer message (sessions_app/web/instructing.py).
+    client.force_login(support_user)
     return client
 
 
@@ -57,10 +58,10 @@ def _no_nul_stored():
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
-def test_strict_import_of_a_hostile_line_is_a_400_naming_it(operator_api, provider, policy, case):
+def test_strict_import_of_a_hostile_line_is_a_400_naming_it(support_api, provider, policy, case):
     data = _file(HOSTILE[case])
     sessions = Session.objects.count()
-    response = _import(operator_api, data, strict=True)
+    response = _import(support_api, data, strict=True)
 
     assert response.status_code == 400, response.content[:300]
     body = response.json()["error"]
@@ -70,9 +71,9 @@ def test_strict_import_of_a_hostile_line_is_a_400_naming_it(operator_api, provid
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
-def test_tolerant_import_skips_or_repairs_a_hostile_line(operator_api, provider, policy, case):
+def test_tolerant_import_skips_or_repairs_a_hostile_line(support_api, provider, policy, case):
     data = _file(HOSTILE[case])
-    response = _import(operator_api, data, strict=False)
+    response = _import(support_api, data, strict=False)
 
     assert response.status_code == 201, response.content[:300]
     (problem,) = response.json()["problems"]
@@ -80,8 +81,8 @@ def test_tolerant_import_skips_or_repairs_a_hostile_line(operator_api, provider,
     assert problem["action"] == ("repaired" if case in NUL_CASES else "skipped")
     _no_nul_stored()
     session = Session.objects.get(pk=response.json()["session"])
-    assert operator_api.get(f"/api/v1/sessions/{session.pk}/history").status_code == 200
-    assert operator_api.get(f"/api/v1/sessions/{session.pk}/rollout").status_code == 200
+    assert support_api.get(f"/api/v1/sessions/{session.pk}/history").status_code == 200
+    assert support_api.get(f"/api/v1/sessions/{session.pk}/rollout").status_code == 200
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
@@ -94,17 +95,17 @@ def test_the_import_page_answers_a_hostile_line_without_a_500(operator_client, p
     _no_nul_stored()
 
 
-def test_a_line_past_the_limit_is_refused_in_both_modes_naming_it(operator_api, operator_client, provider, policy,
+def test_a_line_past_the_limit_is_refused_in_both_modes_naming_it(support_api, operator_client, provider, policy,
                                                                     settings):
     settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES = 10_000
     data = _file(USER_TEXT % (T, json.dumps("x" * 20_000)))
     for strict in (True, False):
-        response = _import(operator_api, data, strict=strict)
+        response = _import(support_api, data, strict=strict)
         assert response.status_code == 400
         error = response.json()["error"]
         assert error["code"] == "invalid_rollout" and "longer than 10000 bytes" in error["message"]
         assert error["lines"][0]["line"] == data.count(b"\n")
-    raw = operator_api.post("/api/v1/sessions/import?strict=false", data, content_type="application/x-ndjson")
+    raw = support_api.post("/api/v1/sessions/import?strict=false", data, content_type="application/x-ndjson")
     assert raw.status_code == 400 and "longer than 10000 bytes" in raw.json()["error"]["message"]
     page = operator_client.post("/import/", {"file": SimpleUploadedFile("long.jsonl", data)})
     assert page.status_code == 400 and "longer than 10000 bytes" in page.content.decode()

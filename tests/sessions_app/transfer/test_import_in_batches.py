@@ -30,13 +30,13 @@ def _user_item(text):
 
 
 def test_a_strict_error_late_in_the_file_leaves_no_session_no_rollout_and_no_staged_lines(
-    operator_api, rollout_bytes, provider, policy, row_counts, monkeypatch
+    support_api, rollout_bytes, provider, policy, row_counts, monkeypatch
 ):
     monkeypatch.setattr(importer, "IMPORT_CHUNK_LINES", BATCH)
     lines = rollout_bytes(LOCAL).splitlines(keepends=True)
     lines[150] = b"{cut short\n"  # in the 16th batch: fifteen batches were already staged and committed
     before = row_counts()
-    response = _import(operator_api, b"".join(lines), strict="true")
+    response = _import(support_api, b"".join(lines), strict="true")
     assert response.status_code == 400
     assert [e["line"] for e in response.json()["error"]["lines"]] == [151]
     assert row_counts() == before
@@ -108,7 +108,7 @@ def test_another_writer_commits_between_batches_of_a_long_import(rollout_bytes, 
 
 
 def test_an_import_publishes_one_progress_event_per_batch_and_one_lines_event(
-    operator_api, rollout_bytes, provider, policy, monkeypatch, django_capture_on_commit_callbacks
+    support_api, rollout_bytes, provider, policy, monkeypatch, django_capture_on_commit_callbacks
 ):
     monkeypatch.setattr(importer, "IMPORT_CHUNK_LINES", BATCH)
     sent = []
@@ -116,7 +116,7 @@ def test_an_import_publishes_one_progress_event_per_batch_and_one_lines_event(
     monkeypatch.setattr(events, "publish", lambda publication: sent.append(publication[1]))
     data = rollout_bytes(LOCAL)
     with django_capture_on_commit_callbacks(execute=True):
-        response = _import(operator_api, data)
+        response = _import(support_api, data)
     assert response.status_code == 201, response.content
     body = response.json()
     mine = [m for m in sent if m["session_id"] == body["session"]]

@@ -22,11 +22,11 @@ def _expected(data: bytes):
 
 
 def test_imported_history_is_what_codex_resume_rebuilds_including_legacy_compactions(
-    operator_api, operator_user, provider, policy, rollout_bytes
+    support_api, support_user, provider, policy, rollout_bytes
 ):
     data = rollout_bytes("compactions.jsonl")
 
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("rollout-a.jsonl", data),
+    response = support_api.post("/api/v1/sessions/import", {"file": _upload("rollout-a.jsonl", data),
                                                               "provider": provider.pk, "policy": policy.pk})
 
     assert response.status_code == 201, response.content
@@ -44,27 +44,27 @@ def test_imported_history_is_what_codex_resume_rebuilds_including_legacy_compact
     assert compactions[0].window_id == "0199a1f0-2222-7000-8000-0000000000a1"
     assert session.window_number == expected.window_number
     entry = AuditEntry.objects.get(action="import")
-    assert (entry.actor, entry.session_id) == (operator_user, session.pk)
+    assert (entry.actor, entry.session_id) == (support_user, session.pk)
 
 
-def test_a_codex_thread_rollback_across_a_compaction_imports_to_the_resumed_history(operator_api, rollout_bytes, provider, policy):
+def test_a_codex_thread_rollback_across_a_compaction_imports_to_the_resumed_history(support_api, rollout_bytes, provider, policy):
     data = rollout_bytes("rollback_across_compaction.jsonl")
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("r.jsonl", data)})
+    response = support_api.post("/api/v1/sessions/import", {"file": _upload("r.jsonl", data)})
     assert response.status_code == 201, response.content
     session = Session.objects.get(pk=response.json()["session"])
     assert selectors.live_items(session=session) == _expected(data).history
     assert response.json()["thread_rollbacks"] == 1
 
 
-def test_unknown_kinds_are_skipped_and_counted(operator_api, rollout_bytes, provider, policy):
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("b.jsonl", rollout_bytes("basic_session.jsonl"))})
+def test_unknown_kinds_are_skipped_and_counted(support_api, rollout_bytes, provider, policy):
+    response = support_api.post("/api/v1/sessions/import", {"file": _upload("b.jsonl", rollout_bytes("basic_session.jsonl"))})
     assert response.status_code == 201, response.content
     assert response.json()["skipped_kinds"] == {"future_kind": 2, "telemetry_blob": 1}
     assert response.json()["skipped_count"] == 3
 
 
-def test_a_raw_json_lines_body_is_imported_with_query_parameters(operator_api, rollout_bytes, provider, policy):
-    response = operator_api.generic(
+def test_a_raw_json_lines_body_is_imported_with_query_parameters(support_api, rollout_bytes, provider, policy):
+    response = support_api.generic(
         "POST", f"/api/v1/sessions/import?title=From+raw&policy={policy.pk}", rollout_bytes("basic_session.jsonl"),
         content_type="application/x-ndjson",
     )
@@ -72,9 +72,9 @@ def test_a_raw_json_lines_body_is_imported_with_query_parameters(operator_api, r
     assert Session.objects.get(pk=response.json()["session"]).title == "From raw"
 
 
-def test_in_strict_mode_a_truncated_file_is_refused_whole_and_names_the_bad_line(operator_api, rollout_bytes, row_counts, provider, policy):
+def test_in_strict_mode_a_truncated_file_is_refused_whole_and_names_the_bad_line(support_api, rollout_bytes, row_counts, provider, policy):
     before = row_counts()
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("t.jsonl", rollout_bytes("truncated_last_line.jsonl")),
+    response = support_api.post("/api/v1/sessions/import", {"file": _upload("t.jsonl", rollout_bytes("truncated_last_line.jsonl")),
                                                               "strict": "true"})
     assert response.status_code == 400
     error = response.json()["error"]
@@ -84,36 +84,36 @@ def test_in_strict_mode_a_truncated_file_is_refused_whole_and_names_the_bad_line
     assert row_counts() == before
 
 
-def test_in_strict_mode_a_corrupted_line_in_the_middle_is_refused_whole(operator_api, rollout_bytes, row_counts, provider, policy):
+def test_in_strict_mode_a_corrupted_line_in_the_middle_is_refused_whole(support_api, rollout_bytes, row_counts, provider, policy):
     lines = rollout_bytes("compactions.jsonl").splitlines(keepends=True)
     lines[20] = b'{"timestamp":"2026-04-19T10:37:00.000Z","type":"response_item","payload":{"role":"user"}}\n'
     before = row_counts()
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("c.jsonl", b"".join(lines)), "strict": "true"})
+    response = support_api.post("/api/v1/sessions/import", {"file": _upload("c.jsonl", b"".join(lines)), "strict": "true"})
     assert response.status_code == 400
     assert response.json()["error"]["message"].startswith("line 21: ")
     assert row_counts() == before
 
 
-def test_in_strict_mode_an_item_our_validator_refuses_is_reported_with_its_line(operator_api, rollout_bytes, row_counts, provider, policy):
+def test_in_strict_mode_an_item_our_validator_refuses_is_reported_with_its_line(support_api, rollout_bytes, row_counts, provider, policy):
     lines = rollout_bytes("basic_session.jsonl").splitlines(keepends=True)
     lines[5] = b'{"timestamp":"2026-04-19T10:37:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":5}]}}\n'
     before = row_counts()
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("v.jsonl", b"".join(lines)), "strict": "true"})
+    response = support_api.post("/api/v1/sessions/import", {"file": _upload("v.jsonl", b"".join(lines)), "strict": "true"})
     assert response.status_code == 400
     assert response.json()["error"]["message"].startswith("line 6: response_item.content[0].text")
     assert row_counts() == before
 
 
-def test_importing_the_same_thread_twice_is_refused_with_409(operator_api, rollout_bytes, row_counts, provider, policy):
+def test_importing_the_same_thread_twice_is_refused_with_409(support_api, rollout_bytes, row_counts, provider, policy):
     data = rollout_bytes("basic_session.jsonl")
-    first = operator_api.post("/api/v1/sessions/import", {"file": _upload("a.jsonl", data)}).json()["session"]
+    first = support_api.post("/api/v1/sessions/import", {"file": _upload("a.jsonl", data)}).json()["session"]
     before = row_counts()
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("a.jsonl", data)})
+    response = support_api.post("/api/v1/sessions/import", {"file": _upload("a.jsonl", data)})
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "already_imported"
     assert response.json()["error"]["message"].endswith(f"already imported as session {first}")
     assert row_counts() == before
-    again = operator_api.post("/api/v1/sessions/import", {"file": _upload("a.jsonl", data), "new_thread_id": "true"})
+    again = support_api.post("/api/v1/sessions/import", {"file": _upload("a.jsonl", data), "new_thread_id": "true"})
     assert again.status_code == 201
 
 
@@ -123,33 +123,33 @@ def test_import_needs_the_operator_role(anon_api, norole_api, rollout_bytes, pro
     assert norole_api.post("/api/v1/sessions/import", {"file": _upload("a.jsonl", data)}).status_code == 403
 
 
-def test_a_request_without_a_file_is_refused(operator_api, provider, policy, row_counts):
+def test_a_request_without_a_file_is_refused(support_api, provider, policy, row_counts):
     before = row_counts()
-    response = operator_api.post("/api/v1/sessions/import", {"title": "x"})
+    response = support_api.post("/api/v1/sessions/import", {"title": "x"})
     assert response.status_code == 400
     assert response.json()["error"]["message"].startswith("file:")
     assert row_counts() == before
 
 
-def test_in_strict_mode_a_session_meta_with_a_bad_id_or_time_is_refused_naming_line_one(operator_api, rollout_bytes, row_counts, provider, policy):
+def test_in_strict_mode_a_session_meta_with_a_bad_id_or_time_is_refused_naming_line_one(support_api, rollout_bytes, row_counts, provider, policy):
     lines = rollout_bytes("basic_session.jsonl").splitlines(keepends=True)
     meta = json.loads(lines[0])
     meta["timestamp"], meta["payload"]["id"] = "yesterday", "not-a-uuid"
     lines[0] = json.dumps(meta).encode() + b"\n"
     before = row_counts()
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("m.jsonl", b"".join(lines)), "strict": "true"})
+    response = support_api.post("/api/v1/sessions/import", {"file": _upload("m.jsonl", b"".join(lines)), "strict": "true"})
     assert response.status_code == 400
     assert [(e["line"], e["message"]) for e in response.json()["error"]["lines"]] == [
         (1, "session_meta.id is not a UUID"), (1, "timestamp 'yesterday' is not ISO-8601")]
     assert row_counts() == before
 
 
-def test_an_edited_marker_that_cannot_be_folded_is_refused_and_stores_nothing(operator_api, rollout_bytes, row_counts, provider, policy):
+def test_an_edited_marker_that_cannot_be_folded_is_refused_and_stores_nothing(support_api, rollout_bytes, row_counts, provider, policy):
     marker = {"timestamp": "2026-04-19T10:40:00.000Z", "type": "event_msg", "payload": {
         "type": "compactweb_line", "kind": "window_opened", "seq": 9, "payload": {"window_id": "w-x", "window_number": "many"}}}
     data = rollout_bytes("basic_session.jsonl") + json.dumps(marker).encode() + b"\n"
     before = row_counts()
-    response = operator_api.post("/api/v1/sessions/import", {"file": _upload("e.jsonl", data)})
+    response = support_api.post("/api/v1/sessions/import", {"file": _upload("e.jsonl", data)})
     assert response.status_code == 400
     assert response.json()["error"]["message"].startswith("the rollout cannot be imported:")
     assert row_counts() == before
@@ -176,9 +176,9 @@ def test_a_bug_of_our_own_during_an_import_is_not_reported_as_a_bad_file(
 
 
 @pytest.mark.django_db
-def test_an_empty_file_is_refused_as_empty_through_every_way_in(operator_api, provider, policy):
+def test_an_empty_file_is_refused_as_empty_through_every_way_in(support_api, provider, policy):
     for body in (b"", b"\n\n  \n"):
-        answer = operator_api.generic("POST", "/api/v1/sessions/import?wait=1", body,
+        answer = support_api.generic("POST", "/api/v1/sessions/import?wait=1", body,
                                       content_type="application/x-ndjson")
         assert answer.status_code == 400, body
         assert answer.json()["error"]["message"].startswith("line 1: the file is empty"), body
@@ -187,10 +187,10 @@ def test_an_empty_file_is_refused_as_empty_through_every_way_in(operator_api, pr
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("strict", ["false", "true"])
-def test_a_file_with_a_byte_order_mark_is_refused_naming_the_mark(operator_api, rollout_bytes, provider, policy,
+def test_a_file_with_a_byte_order_mark_is_refused_naming_the_mark(support_api, rollout_bytes, provider, policy,
                                                                   strict):
     data = rollout_bytes("codex_0169_local_compaction.jsonl")
-    answer = operator_api.generic("POST", f"/api/v1/sessions/import?wait=1&strict={strict}", b"\xef\xbb\xbf" + data,
+    answer = support_api.generic("POST", f"/api/v1/sessions/import?wait=1&strict={strict}", b"\xef\xbb\xbf" + data,
                                   content_type="application/x-ndjson")
     assert answer.status_code == 400
     assert answer.json()["error"]["message"].startswith(
@@ -218,8 +218,8 @@ def _legacy_rollout(window_number: int) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def test_a_legacy_numeric_window_id_keeps_its_window_number_and_gets_no_minted_id(operator_api, provider, policy):
-    response = operator_api.generic("POST", "/api/v1/sessions/import?wait=1", _legacy_rollout(7),
+def test_a_legacy_numeric_window_id_keeps_its_window_number_and_gets_no_minted_id(support_api, provider, policy):
+    response = support_api.generic("POST", "/api/v1/sessions/import?wait=1", _legacy_rollout(7),
                                     content_type="application/x-ndjson")
     assert response.status_code == 201, response.content
     session = Session.objects.get(pk=response.json()["session"])
@@ -230,5 +230,5 @@ def test_a_legacy_numeric_window_id_keeps_its_window_number_and_gets_no_minted_i
     assert (session.window_number, session.window_id) == (7, "")
     numbers = list(session.windows.order_by("number").values_list("number", "window_id"))
     assert numbers == [(0, first_window), (7, "")]
-    detail = operator_api.get(f"/api/v1/sessions/{session.pk}").json()
+    detail = support_api.get(f"/api/v1/sessions/{session.pk}").json()
     assert (detail["window_number"], detail["window_id"]) == (7, "")

@@ -17,9 +17,9 @@ def _import(api, rollout_bytes, name, django_capture_on_commit_callbacks):
 
 
 def test_an_imported_local_compaction_is_scored_after_the_import(
-    operator_api, rollout_bytes, provider, policy, django_capture_on_commit_callbacks
+    support_api, rollout_bytes, provider, policy, django_capture_on_commit_callbacks
 ):
-    session_id, callbacks = _import(operator_api, rollout_bytes, "codex_0169_local_compaction.jsonl",
+    session_id, callbacks = _import(support_api, rollout_bytes, "codex_0169_local_compaction.jsonl",
                                     django_capture_on_commit_callbacks)
     # Not on the import's path: the rows are unscored when the import answers, a job is queued on commit.
     assert callbacks and all(c.retention is None for c in Compaction.objects.filter(session_id=session_id))
@@ -30,14 +30,14 @@ def test_an_imported_local_compaction_is_scored_after_the_import(
     kinds = {f["kind"] for f in compaction.retention["facts"]}
     assert "command" in kinds  # exec_command with "Process exited with code N"
     assert do_score_session(session_id=session_id) == 0  # scored once
-    detail = operator_api.get(f"/api/v1/compactions/{compaction.pk}").json()
+    detail = support_api.get(f"/api/v1/compactions/{compaction.pk}").json()
     assert detail["retention"]["score"] == compaction.retention_score
 
 
 def test_an_imported_remote_compaction_is_opaque_not_zero(
-    operator_api, rollout_bytes, provider, policy, django_capture_on_commit_callbacks
+    support_api, rollout_bytes, provider, policy, django_capture_on_commit_callbacks
 ):
-    session_id, _ = _import(operator_api, rollout_bytes, "codex_0169_remote_v2_compaction.jsonl",
+    session_id, _ = _import(support_api, rollout_bytes, "codex_0169_remote_v2_compaction.jsonl",
                             django_capture_on_commit_callbacks)
     do_score_session(session_id=session_id)
     compaction = Compaction.objects.filter(session_id=session_id).first()
@@ -47,14 +47,14 @@ def test_an_imported_remote_compaction_is_opaque_not_zero(
 
 
 def test_an_imported_session_can_be_pinned_and_its_window_shows_the_pin(
-    operator_api, support_api, rollout_bytes, provider, policy, django_capture_on_commit_callbacks
+    support_api, rollout_bytes, provider, policy, django_capture_on_commit_callbacks
 ):
     from compaction_app.engine.items import message_text
     from compaction_app.engine.pins import is_pinned_block
     from sessions_app.models import Session
     from sessions_app.rollout import selectors
 
-    session_id, _ = _import(operator_api, rollout_bytes, "codex_0169_local_compaction.jsonl",
+    session_id, _ = _import(support_api, rollout_bytes, "codex_0169_local_compaction.jsonl",
                             django_capture_on_commit_callbacks)
     pinned = support_api.post(f"/api/v1/sessions/{session_id}/pins", {"text": "Keep notes.txt sorted"}, format="json")
     assert pinned.status_code == 201, pinned.json()
