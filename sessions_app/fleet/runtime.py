@@ -475,11 +475,11 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
         await sync_to_async(_busy)(session_id, clock(), claimed_at)
         return StepResult(session_id, "busy")
     except _OutageAfterLease as exc:
-        return await _interrupted(session_id, exc.lease, exc.__cause__)
+        return await _interrupted(session_id, exc.lease, exc.__cause__, claimed_at)
     except Exception as exc:
         if not _interrupts(exc):
             raise
-        return await _interrupted(session_id, None, exc)
+        return await _interrupted(session_id, None, exc, claimed_at)
     released = False
     try:
         try:
@@ -507,7 +507,7 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
         except Exception as exc:
             if _interrupts(exc):
                 released = True  # given back after the outage, or left to expire
-                return await _interrupted(session_id, lease, exc)
+                return await _interrupted(session_id, lease, exc, claimed_at)
             logger.exception("simulator step of session %s failed", session_id)
             await sync_to_async(_failed)(session_id, f"{type(exc).__name__}: {exc}")
             return StepResult(session_id, "failed", error=str(exc))
@@ -524,10 +524,12 @@ def _interrupts(exc: BaseException) -> bool:
     return db_outage.is_unavailable(exc) or db_outage.is_conflict(exc)
 
 
-async def _interrupted(session_id: int, lease: locks.Lease | None, exc: BaseException) -> StepResult:
+async def _interrupted(session_id: int, lease: locks.Lease | None, exc: BaseException,
+                       claimed_at: float | None = None) -> StepResult:
     """The database went away (or stopped taking writes, or rolled a write back for a conflict) during the step:
     nothing is recorded as failed, since the run did nothing wrong. Once the database takes writes again (waited
-    for up to the lease's TTL) the turn the step began is ended (an `error` line saying why and `turn_complete`,
+    for as long as the step's claim stands, at least the lease's TTL: an outage longer than the TTL must not leave
+    the session to wait out its claim, issue 42) the turn the step began is ended (an `error` line saying why and `turn_complete`,
     `turns/ends`), the lease given back and the run made due at once, so the session steps again right after an
     outage instead of staying claimed for CLAIM_SECONDS; that turn counts as done (`_prepare_step`) and never runs
     twice. "interrupted" when that worked, else "failed" (the lease then expires and the claim lapses; the next
@@ -535,12 +537,18 @@ async def _interrupted(session_id: int, lease: locks.Lease | None, exc: BaseExce
     why = ("a conflicting transaction rolled its write back (deadlock or serialization failure)"
            if db_outage.is_conflict(exc) else "the database became unavailable")
     logger.warning("simulator step of session %s interrupted: %s (%s: %s)", session_id, why, type(exc).__name__, exc)
-    resumed = await sync_to_async(_resume_after_outage)(session_id, lease, why)
+    resumed = await sync_to_async(_resume_after_outage)(session_id, lease, why, _resume_deadline(claimed_at))
     return StepResult(session_id, INTERRUPTED if resumed else "failed", error=f"{type(exc).__name__}: {exc}")
 
 
-def _resume_after_outage(session_id: int, lease: locks.Lease | None, why: str) -> bool:
-    deadline = time.monotonic() + locks.lease_ttl().total_seconds()
+def _resume_deadline(claimed_at: float | None) -> float:
+    """How long (time.monotonic) an interrupted step waits for the database: until its claim lapses (past that the
+    scheduler hands the run out again itself), and at least the lease's TTL."""
+    stands = (claimed_at if claimed_at is not None else time.time()) + CLAIM_SECONDS - time.time()
+    return time.monotonic() + max(stands, locks.lease_ttl().total_seconds())
+
+
+def _resume_after_outage(session_id: int, lease: locks.Lease | None, why: str, deadline: float) -> bool:
     while db_outage.wait_until_writable(deadline=deadline):
         try:
             with transaction.atomic():

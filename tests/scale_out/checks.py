@@ -21,3 +21,24 @@ def assert_each_turn_once(session_ids) -> None:
         assert verify_projection(session=Session.objects.get(pk=session_id)) == []
     assert set(SimulatorRun.objects.filter(session_id__in=session_ids).values_list("status", flat=True)) == {
         SimulatorRun.Status.STOPPED}
+
+
+def assert_every_turn_ended(session_ids) -> None:
+    """Every `turn_started` has its `turn_complete` (issue 42): a turn a fault cut ended `interrupted`, after an
+    `error` line saying why."""
+    for session_id in session_ids:
+        lines = RolloutLine.objects.filter(session_id=session_id, kind="event_msg",
+                                           payload__type__in=["turn_started", "turn_complete", "error"])
+        started, ended, errors = [], {}, {}
+        for payload in lines.order_by("seq").values_list("payload", flat=True):
+            kind, turn = payload["type"], payload.get("turn_id")
+            if kind == "turn_started":
+                started.append(turn)
+            elif kind == "turn_complete":
+                ended[turn] = payload.get("status")
+            else:
+                errors[turn] = payload.get("message", "")
+        assert [t for t in started if t not in ended] == [], f"session {session_id}: a turn never ended"
+        for turn, status in ended.items():
+            if status == "interrupted":
+                assert errors.get(turn, "").startswith("The turn was interrupted"), f"session {session_id}: {turn}"

@@ -1,5 +1,7 @@
-"""A 10 s PostgreSQL outage under a running set (issue 31): the whole set resumes within RESUME_SECONDS of the
-database's return, by itself. One Daphne process, one Celery worker and the simulator scheduler (with its heartbeat
+"""A PostgreSQL outage under a running set (issue 31), 10 s, and one longer than the lease TTL (issue 42: a step
+interrupted past its TTL must not leave its session to wait out the two-minute claim): the whole set resumes
+within RESUME_SECONDS of the database's return, by itself, every turn the outage cut ends (an `error` line and
+`turn_complete`), and no process logs a deadlock. One Daphne process, one Celery worker and the simulator scheduler (with its heartbeat
 file, as scripts/scale-out runs it) reach the test database through a TCP proxy (tests/scale_out/tcp_proxy.py);
 the test cuts it (every connection reset, new ones refused) while a small looping fleet steps. During the outage
 the API answers JSON 503 in its error shape, a page's websocket handshake is closed with 4013 (no HTTP 500), and
@@ -20,7 +22,7 @@ from django.db import connection
 from sessions_app.fleet import runtime as fleet
 from sessions_app.live.consumers import CLOSE_TRY_AGAIN
 from sessions_app.models import RolloutLine, Session
-from tests.scale_out.checks import assert_each_turn_once
+from tests.scale_out.checks import assert_each_turn_once, assert_every_turn_ended
 from tests.scale_out.processes import (
     child_env,
     free_port,
@@ -37,6 +39,8 @@ from tests.scale_out.test_worker_event_reaches_other_daphne import session_cooki
 FLEET_SIZE = 2
 TURNS_PER_MINUTE = 60
 OUTAGE_SECONDS = 10
+LONG_OUTAGE_SECONDS = 14
+SHORT_TTL = 4  # seconds: the long outage is three and a half of them
 RESUME_SECONDS = 15  # the goal: every session steps again this soon after the database returns
 DEADLINE_SECONDS = 90  # per wait, for process starts on a loaded machine
 
@@ -80,8 +84,10 @@ def heartbeat_age(path) -> float:
 @pytest.mark.services
 @pytest.mark.timeout(400)
 @pytest.mark.django_db(transaction=True)
-def test_a_ten_second_database_outage_stops_nothing_for_good(on_postgresql, provider, policy, operator_user,
-                                                             tmp_path):
+@pytest.mark.parametrize(("outage_seconds", "lease_ttl"), [(OUTAGE_SECONDS, None), (LONG_OUTAGE_SECONDS, SHORT_TTL)],
+                         ids=["10s", "longer-than-the-lease-ttl"])
+def test_a_database_outage_of_any_length_stops_nothing_for_good(on_postgresql, provider, policy, operator_user,
+                                                                tmp_path, outage_seconds, lease_ttl):
     from compactweb.api_tokens import issue_token
 
     token = issue_token(user=operator_user)
@@ -92,6 +98,8 @@ def test_a_ten_second_database_outage_stops_nothing_for_good(on_postgresql, prov
     proxy = TcpProxy(upstream_host=db["HOST"] or "127.0.0.1", upstream_port=int(db["PORT"] or 5432)).start()
     env = child_env(redis_url=f"{own_redis}/0", broker_url=f"{own_redis}/1", var_dir=tmp_path)
     env["DATABASE_URL"] = env["DATABASE_URL"].replace(f":{db['PORT'] or 5432}/", f":{proxy.port}/")
+    if lease_ttl is not None:
+        env["COMPACTWEB_LEASE_TTL_SECONDS"] = str(lease_ttl)
     runs = fleet.do_start_fleet(scenario="many-short-turns", count=FLEET_SIZE, provider=provider, policy=policy,
                                 turns_per_minute=TURNS_PER_MINUTE, loop=True, seed=31)
     session_ids = [run.session_id for run in runs]
@@ -117,8 +125,8 @@ def test_a_ten_second_database_outage_stops_nothing_for_good(on_postgresql, prov
         assert body["error"]["code"] == "database_unavailable" and headers["Retry-After"] == "5"
         # a page's websocket is accepted and closed with "try again later", not refused with an HTTP 500
         assert handshake_close_code(web_port, session_ids[0], cookie) == CLOSE_TRY_AGAIN
-        time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - cut_at)))
-        assert heartbeat_age(beat) > OUTAGE_SECONDS - 3  # no round reached the database: no beat
+        time.sleep(max(0.0, outage_seconds - (time.monotonic() - cut_at)))
+        assert heartbeat_age(beat) > outage_seconds - 3  # no round reached the database: no beat
         proxy.restore()
         back_at, back_clock = now(), time.monotonic()
 
@@ -146,3 +154,6 @@ def test_a_ten_second_database_outage_stops_nothing_for_good(on_postgresql, prov
     scheduler_log = (tmp_path / "scheduler.log").read_text()
     assert scheduler_log.count("the database does not answer") >= 1 and "the database is back" in scheduler_log
     assert_each_turn_once(session_ids)
+    assert_every_turn_ended(session_ids)
+    for log in ("daphne.log", "worker.log", "scheduler.log"):
+        assert "deadlock detected" not in (tmp_path / log).read_text(), log
