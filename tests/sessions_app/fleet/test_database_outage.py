@@ -76,7 +76,7 @@ def test_an_outage_between_taking_the_lease_and_reading_the_step_gives_the_lease
     assert SimulatorRun.objects.get(pk=run.pk).status == SimulatorRun.Status.RUNNING
 
 
-def test_a_step_whose_database_stays_away_past_the_lease_ttl_gives_up_without_failing_the_run(
+def test_a_step_whose_database_stays_away_past_its_claim_gives_up_without_failing_the_run(
         run, monkeypatch, settings, no_outage_waits):
     settings.COMPACTWEB_LEASE_TTL_SECONDS = 0.05
 
@@ -85,11 +85,41 @@ def test_a_step_whose_database_stays_away_past_the_lease_ttl_gives_up_without_fa
 
     monkeypatch.setattr(fleet, "arun_turn", turn)
     monkeypatch.setattr(db_outage, "check_writable", outage_for(10**9))
+    monkeypatch.setattr(fleet, "CLAIM_SECONDS", 0.1)  # past its claim the scheduler hands the run out again
 
     result = fleet.do_run_step(session_id=run.session_id)
 
     assert result.status == "failed"
     assert SimulatorRun.objects.get(pk=run.pk).status == SimulatorRun.Status.RUNNING  # the claim lapses, it runs on
+
+
+def test_a_step_whose_database_returns_after_the_lease_ttl_but_within_its_claim_resumes_at_once(
+        run, monkeypatch, settings, no_outage_waits):
+    """Issue 42: an outage longer than the lease TTL left the session to wait out its two-minute claim."""
+    settings.COMPACTWEB_LEASE_TTL_SECONDS = 0.05
+    outage = {"began": None}
+
+    async def turn(**kwargs):
+        raise OperationalError("could not connect to server")
+
+    real_check = db_outage.check_writable
+
+    def away_for_four_ttls():  # the database refuses writes for 0.2 s, four lease TTLs, then takes them
+        outage["began"] = outage["began"] or time.monotonic()
+        if time.monotonic() - outage["began"] < 4 * settings.COMPACTWEB_LEASE_TTL_SECONDS:
+            raise OperationalError("could not connect to server")
+        return real_check()
+
+    monkeypatch.setattr(fleet, "arun_turn", turn)
+    monkeypatch.setattr(db_outage, "check_writable", away_for_four_ttls)
+    claimed_at = time.time()
+    fleet.claim_due_runs(now=claimed_at)
+
+    result = fleet.do_run_step(session_id=run.session_id, claimed_at=claimed_at)
+
+    assert result.status == fleet.INTERRUPTED  # waited past the TTL for the database, not given up
+    assert Session.objects.get(pk=run.session_id).lease_holder == ""
+    assert fleet.claim_due_runs() == [run.session_id]  # due now, not after CLAIM_SECONDS
 
 
 def test_an_unexpected_error_still_marks_the_run_failed(run, monkeypatch):
