@@ -85,7 +85,7 @@ def _connect_worker_signals() -> None:
         worker_shutting_down,
     )
 
-    from compactweb import worker_affinity
+    from compactweb import worker_affinity, worker_priority
     from compactweb.startup_gc import freeze_startup_objects
 
     worker_init.connect(keep_worker_connections, weak=False, dispatch_uid="compactweb-keep-worker-connections")
@@ -94,6 +94,8 @@ def _connect_worker_signals() -> None:
     task_prerun.connect(close_stale_connections, weak=False, dispatch_uid="compactweb-close-stale-connections")
     # In the main worker process: its heartbeat, so the dispatcher sends it its sessions' steps (issue 34).
     worker_ready.connect(worker_affinity.start_heartbeat, weak=False, dispatch_uid="compactweb-worker-heartbeat")
+    # Started at its given priority; lowered once ready (COMPACTWEB_WORKER_NICE, scripts/scale-out --worker-nice).
+    worker_ready.connect(worker_priority.lower_when_ready, weak=False, dispatch_uid="compactweb-worker-priority")
     worker_shutting_down.connect(worker_affinity.stop_heartbeat, weak=False,
                                  dispatch_uid="compactweb-worker-heartbeat-stop")
 

@@ -5,7 +5,9 @@ every program it starts (and every process those start, e.g. Celery's prefork ch
 that is SIGKILLed leaves its programs serving unsupervised; a new launcher, once it holds the set's lock, runs
 `python -m compactweb.orphans --run-dir <dir>`, which sends TERM to the top processes of that set (a Celery worker's
 main process then shuts down warm: its running tasks finish), waits up to `--wait` seconds for every marked process
-to end, and KILLs what is left. Linux /proc only; plain Python, no Django.
+to end, and KILLs what is left. A process that ignores TERM (its SigIgn mask in /proc says so: a hung or stubborn
+program) is KILLed at once instead of holding the new set's start for the whole wait (issue 42), and a process
+whose parent is gone (a new top) gets its TERM when it is seen. Linux /proc only; plain Python, no Django.
 """
 
 from __future__ import annotations
@@ -41,18 +43,37 @@ def marked_processes(run_dir: str, *, proc: Path = PROC) -> dict[int, int]:
     return found
 
 
+def ignores_term(pid: int, *, proc: Path = PROC) -> bool:
+    """Whether the process ignores SIGTERM (its SigIgn mask in /proc/<pid>/status): TERM will never end it."""
+    try:
+        status = (proc / str(pid) / "status").read_text()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
 def stop_orphans(run_dir: str, *, wait: float = DEFAULT_WAIT_SECONDS, find: Callable = marked_processes,
                  kill: Callable[[int, int], None] = os.kill, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> list[int]:
-    """TERM the top marked processes (those whose parent is not marked), wait for every marked one to end (up to
-    `wait` seconds), then KILL the rest. Returns the pids found at first."""
+                 sleep: Callable[[float], None] = time.sleep, stubborn: Callable[[int], bool] = ignores_term
+                 ) -> list[int]:
+    """TERM the top marked processes (those whose parent is not marked), KILL at once those that ignore TERM,
+    wait for every marked one to end (up to `wait` seconds; a process left without its parent meanwhile gets its
+    TERM then), then KILL the rest. Returns the pids found at first."""
     marked = find(run_dir)
-    for pid, parent in marked.items():
-        if parent not in marked:
-            _signal(kill, pid, signal.SIGTERM)
+    termed: set[int] = set()
     deadline = clock() + wait
-    while (left := find(run_dir)) and clock() < deadline:
+    left = marked
+    while left and clock() < deadline:
+        for pid, parent in left.items():
+            if parent in left or pid in termed:
+                continue
+            termed.add(pid)
+            _signal(kill, pid, signal.SIGKILL if stubborn(pid) else signal.SIGTERM)
         sleep(0.2)
+        left = find(run_dir)
     for pid in left:
         _signal(kill, pid, signal.SIGKILL)
     return sorted(marked)
