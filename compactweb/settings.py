@@ -190,6 +190,9 @@ else:
 # A session's lease (one writer at a time): a dead holder blocks its session for at most this long; a live holder
 # renews it every third of it (sessions_app.rollout.lease).
 COMPACTWEB_LEASE_TTL_SECONDS = float(os.environ.get("COMPACTWEB_LEASE_TTL_SECONDS", "30"))
+# A gateway key's route, user and role are remembered this long per process (gateway_app/proxy.py): the bound on
+# a revocation reaching every process (docs/gateway.md).
+COMPACTWEB_GATEWAY_KEY_CACHE_SECONDS = float(os.environ.get("COMPACTWEB_GATEWAY_KEY_CACHE_SECONDS", "1"))
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or None
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
