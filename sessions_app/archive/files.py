@@ -133,6 +133,27 @@ def write_archive(*, directory: Path, relative: str, lines: Iterable[str]) -> Wr
             partial.unlink(missing_ok=True)
 
 
+# A file the archiver writes is recorded within seconds (its session's transaction right after the write); one
+# older than this with no record was left by a run that was killed (issue 42), never by one still running.
+UNRECORDED_GRACE_SECONDS = 600
+
+
+def unrecorded_files(*, directory: Path, recorded: set[str], now: float,
+                     grace: float = UNRECORDED_GRACE_SECONDS) -> list[str]:
+    """The archive files (and the temporary files of an unfinished write) under `directory` that no record names
+    (`recorded`: relative names) and that are older than `grace` seconds: what a killed run left behind."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file() or not path.name.endswith((".jsonl.gz", ".jsonl.gz.partial")):
+            continue
+        relative = path.relative_to(directory).as_posix()
+        if relative not in recorded and path.stat().st_mtime <= now - grace:
+            found.append(relative)
+    return found
+
+
 def remove(*, directory: Path, relative: str) -> None:
     """Remove a file this run wrote for a session it then did not remove (its database step failed)."""
     (directory / relative).unlink(missing_ok=True)

@@ -10,6 +10,7 @@ leaves the session as it was and removes the file this attempt wrote (unless its
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -159,6 +160,19 @@ def policy_from_settings(*, days: int | None = None, limit: int | None = None) -
     )
 
 
+def sweep_unrecorded(*, directory: Path | None = None) -> list[str]:
+    """Remove the files an interrupted run left (issue 42): written, or half-written, with no SessionArchive
+    record, older than files.UNRECORDED_GRACE_SECONDS. Their sessions are still in the database (a session is
+    removed only in the transaction that records its file), so nothing is lost. Returns their relative names."""
+    directory = directory or selectors.archive_dir()
+    recorded = set(SessionArchive.objects.values_list("file_name", flat=True))
+    swept = files.unrecorded_files(directory=directory, recorded=recorded, now=time.time())
+    for relative in swept:
+        files.remove(directory=directory, relative=relative)
+        logger.warning("removed %s: an interrupted archiver run wrote it and recorded nothing", relative)
+    return swept
+
+
 def do_run_archiver(
     *,
     trigger: str,
@@ -174,6 +188,7 @@ def do_run_archiver(
     records what was due, archived and failed."""
     simulated = now is not None
     now = now or timezone.now()
+    swept = [] if dry_run else sweep_unrecorded(directory=directory)
     policy = policy_from_settings(days=days, limit=limit)
     cutoff = now - timedelta(days=policy.days)
     due = selectors.due_session_ids(cutoff=cutoff, now=now, limit=policy.limit)
@@ -210,7 +225,7 @@ def do_run_archiver(
             else:
                 archived.append({"session": session_id, "archive": record.pk, "file": record.file_name})
         run.archived, run.failed = len(archived), len(failures)
-        run.detail = {"archived": archived, "failed": failures}
+        run.detail = {"archived": archived, "failed": failures, **({"swept": swept} if swept else {})}
     run.finished_at = now if simulated else timezone.now()
     run.save(update_fields=["archived", "failed", "detail", "finished_at"])
     return run
