@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('compaction_app', '0026_alert_delivery'),
+        ('compaction_app', '0027_compaction_history'),
     ]
 
     operations = [
