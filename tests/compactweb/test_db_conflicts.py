@@ -16,12 +16,18 @@ from sessions_app.models import Session
 WAIT = 20  # seconds a thread waits for the other before the test gives up (a hang, not a timing figure)
 
 
-@pytest.mark.services
-@pytest.mark.django_db(transaction=True)
-def test_a_real_deadlock_is_a_conflict_not_an_outage_and_its_transaction_is_retried_until_it_commits(make_session):
+@pytest.fixture
+def two_rows(make_session) -> tuple[int, int]:
+    """Two session rows for two transactions to lock in opposite orders (PostgreSQL only)."""
     if connection.vendor != "postgresql":
         pytest.skip("deadlocks are PostgreSQL's: checked in the PostgreSQL pass (DATABASE_URL=postgres://...)")
-    one, two = make_session(title="one").pk, make_session(title="two").pk
+    return make_session(title="one").pk, make_session(title="two").pk
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_a_real_deadlock_is_a_conflict_not_an_outage_and_its_transaction_is_retried_until_it_commits(two_rows):
+    one, two = two_rows
     both_hold_one_row = threading.Barrier(2, timeout=WAIT)
     runs = {"a": 0, "b": 0}
     errors, conflicts = [], []
@@ -58,10 +64,8 @@ def test_a_real_deadlock_is_a_conflict_not_an_outage_and_its_transaction_is_retr
 
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
-def test_postgresql_deadlock_error_is_a_conflict_and_not_an_outage(make_session):
-    if connection.vendor != "postgresql":
-        pytest.skip("deadlocks are PostgreSQL's: checked in the PostgreSQL pass (DATABASE_URL=postgres://...)")
-    one, two = make_session(title="one").pk, make_session(title="two").pk
+def test_postgresql_deadlock_error_is_a_conflict_and_not_an_outage(two_rows):
+    one, two = two_rows
     both = threading.Barrier(2, timeout=WAIT)
     raised: list[BaseException] = []
 

@@ -91,12 +91,13 @@ def test_alerts_raised_and_open_by_kind_follow_the_storm_and_its_acknowledgement
     assert acknowledged.value("compactweb_alerts_raised_total", kind="storm") == 1
 
 
-def test_a_snoozed_alert_is_not_open_on_metrics_as_on_the_alerts_page(client, operator_api, reader):
+def test_a_snoozed_alert_is_not_open_on_metrics_as_on_the_alerts_page(client, operator_api, support_api, reader):
     alert_settings(storm_count=1, storm_minutes=10)
     compact(operator_api, reader)
     compact(operator_api, reader)
     assert scrape(client).value("compactweb_alerts_open", kind="storm") == 1
-    snoozed = operator_api.post("/api/v1/alerts/silences", {"kind": "storm", "minutes": 30}, format="json")
+    # A rule fleet-wide is the support role's (issue 42).
+    snoozed = support_api.post("/api/v1/alerts/silences", {"kind": "storm", "minutes": 30}, format="json")
     assert snoozed.status_code == 201, snoozed.content
     metrics = scrape(client)
     assert metrics.value("compactweb_alerts_open", kind="storm") == 0
