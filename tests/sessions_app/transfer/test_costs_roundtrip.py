@@ -32,7 +32,7 @@ def _fast(no_engine_sleeps):
 
 
 def test_a_sessions_net_call_and_probe_tokens_are_the_same_after_export_and_re_import(
-        operator_api, make_session, policy, django_capture_on_commit_callbacks):
+        operator_api, support_api, make_session, policy, django_capture_on_commit_callbacks):
     CompactionPolicy.objects.filter(pk=policy.pk).update(retention_probes=True)
     session = make_session(items=ITEMS)
     made = operator_api.post(f"/api/v1/sessions/{session.pk}/compact", {"strategy": "local"}, format="json").json()
@@ -46,8 +46,8 @@ def test_a_sessions_net_call_and_probe_tokens_are_the_same_after_export_and_re_i
     assert probe_line.payload["info"]["last_token_usage"]["total_tokens"] == original["cost"]["probe_tokens"]
 
     exported = b"".join(operator_api.get(f"/api/v1/sessions/{session.pk}/export").streaming_content)
-    with django_capture_on_commit_callbacks(execute=True):
-        response = operator_api.post("/api/v1/sessions/import", {
+    with django_capture_on_commit_callbacks(execute=True):  # its developer text: the support role imports it
+        response = support_api.post("/api/v1/sessions/import", {
             "file": SimpleUploadedFile("rollout.jsonl", exported), "new_thread_id": "true"})
     assert response.status_code == 201, response.content
     copy = Session.objects.get(pk=response.json()["session"])
@@ -80,9 +80,9 @@ def test_a_followed_file_gives_its_compactions_their_call_and_probe_tokens(
 
 
 def test_a_codex_rollout_without_usage_lines_imports_its_compactions_at_no_cost(
-        operator_api, rollout_bytes, provider, policy, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
-        response = operator_api.post("/api/v1/sessions/import", {
+        support_api, rollout_bytes, provider, policy, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):  # Codex's developer message: the support role's import
+        response = support_api.post("/api/v1/sessions/import", {
             "file": SimpleUploadedFile("codex.jsonl", rollout_bytes("codex_0169_local_compaction.jsonl"))})
     assert response.status_code == 201, response.content
     rows = Compaction.objects.filter(session_id=response.json()["session"])
