@@ -226,7 +226,13 @@ def labelled_table() -> str:
             lines.append(f"| {part} | {name} | {_ratio(found, lost)} | {_ratio(old_found, old_lost)} | "
                          f"{_ratio(false_lost, held)} | {_ratio(old_false, old_held)} |")
     called_kept, lost, false_lost, held = probe_figures()
+    settings_s, plain_s = large_session_seconds()
     lines += [
+        "",
+        f"A 900-item session whose 300 tool outputs state 8 settings each (2,400 settings, restated in the agent's "
+        f"messages) is scored in {settings_s:.2f} s; the same session with plain outputs of the same length in "
+        f"{plain_s:.2f} s (ratio {settings_s / plain_s:.1f}, same run). Before restatements were found in one pass "
+        "over each text, the settings session took 397 s.",
         "",
         f"The blind parts were each written after the scorer of their time and run once before it was fixed on "
         f"what they showed: blind, {BLIND_FIRST_RUN}; blind_2, {BLIND_2_FIRST_RUN}. "
@@ -239,6 +245,30 @@ def labelled_table() -> str:
         "answerer cannot find a setting named in other words).",
     ]
     return "\n".join([*lines, ""])
+
+
+def large_session_seconds() -> tuple[float, float]:
+    """Seconds to score a long session full of settings, and the same session with plain outputs (the floor)."""
+    from compaction_app.engine.items import user_message
+    from compaction_app.engine.retention.score import score_compaction
+    from tests.compaction_app.engine.retention.labelled_set import assistant, exec_out, fcall, fout
+
+    def session(settings: bool) -> list[dict]:
+        items = [user_message("start")]
+        for i in range(300):
+            body = "\n".join(f"key_{i}_{j} = {i * 10 + j}00" if settings else f"line {j} of the report for svc{i}"
+                             for j in range(8))
+            items += [fcall(f"c{i}", "exec_command", cmd=f"cat conf/svc{i}.toml"), fout(f"c{i}", exec_out(0, body)),
+                      assistant(f"svc{i} uses key_{i}_1 = {i}; next I will look at svc{i + 1}. " * 3)]
+        return items
+
+    timed = []
+    for settings in (True, False):
+        history = session(settings)
+        started = time.perf_counter()
+        score_compaction(history, [user_message("summary")])
+        timed.append(time.perf_counter() - started)
+    return timed[0], timed[1]
 
 
 BLIND_FIRST_RUN = "recall 75% (254/338), 15% (42/274) of held facts called lost"
