@@ -160,8 +160,8 @@ async def _caller_of(presented: str, route_name: str, address: str) -> Caller | 
     return caller
 
 
-def schedule_record(exchange: recording.Exchange) -> None:
-    recorder.recorder.submit(exchange)
+async def schedule_record(exchange: recording.Exchange) -> None:
+    await recorder.recorder.put(exchange)
 
 
 async def on_recorder(fn, /, **kwargs):
@@ -266,7 +266,7 @@ async def app(scope, receive, send) -> None:
     try:
         changed = await _rewrite_input(body, kind=kind, control=control, exchange=exchange)
     except compaction.UnknownHandle as exc:
-        schedule_record(recording.Exchange(**exchange, base_instructions="", history=[], status=400,
+        await schedule_record(recording.Exchange(**exchange, base_instructions="", history=[], status=400,
                                            error=str(exc)))
         await _send_error(send, 400, "unknown_compaction_handle", str(exc))
         return
@@ -426,7 +426,7 @@ async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: 
         response = await client.send(request, stream=True)
     except httpx.HTTPError as exc:
         message = f"the upstream did not answer: {upstream.describe(exc)}"
-        schedule_record(recording.Exchange(**exchange, status=502, error=message))
+        await schedule_record(recording.Exchange(**exchange, status=502, error=message))
         await _send_error(send, 502, "upstream_unreachable", message, kind="server_error")
         return
     status = response.status_code
@@ -457,7 +457,7 @@ async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: 
                 with contextlib.suppress(BaseException):
                     await task
         await response.aclose()
-    schedule_record(recording.Exchange(**exchange, status=status, error=error, answer=tuple(kept),
+    await schedule_record(recording.Exchange(**exchange, status=status, error=error, answer=tuple(kept),
                                        answer_format=answer_format))
 
 
@@ -526,7 +526,7 @@ async def _compactweb_compaction(caller: Caller, exchange: dict[str, Any], body:
             status, code, kind = 500, "compaction_failed", "server_error"
             message = f"compactweb gateway could not compact this session: {exc}"
         logger.info("gateway: compactweb compaction on route %s: %s", caller.route_name, message)
-        schedule_record(recording.Exchange(**exchange, status=status, error=message))
+        await schedule_record(recording.Exchange(**exchange, status=status, error=message))
         await _send_error(send, status, code, message, kind=kind)
         return
     usage = {"input_tokens": before, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 0,

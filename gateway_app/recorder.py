@@ -14,6 +14,7 @@ request's before compacting) go through the same queue (`run`).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import queue
 import threading
@@ -28,6 +29,8 @@ from gateway_app import recording
 logger = logging.getLogger(__name__)
 
 BATCH = 64  # at most this many exchanges per transaction: a batch holds SQLite's write lock while it runs
+MAX_WAITING = 10_000  # records (and jobs) queued at most; past it a request waits for room
+DRAIN_SECONDS = 30.0  # at exit, how long the queued records get to be written
 
 
 class _Job:
@@ -58,43 +61,80 @@ def _settle(future: asyncio.Future, result: Any, error: BaseException | None) ->
 
 
 class Recorder:
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+    """The queue is bounded (`limit`): when the database falls behind, a request whose record does not fit waits
+    for room (`put`) rather than memory growing without end; the thread is started again if it ever died; and at
+    the process's exit what is queued is written (`drain`, registered with atexit) before the process ends."""
+
+    def __init__(self, limit: int = MAX_WAITING) -> None:
+        self._queue: queue.Queue = queue.Queue(maxsize=limit)
         self._thread: threading.Thread | None = None
         self._start = threading.Lock()
 
     def _ensure_thread(self) -> None:
-        if self._thread is None:
+        thread = self._thread
+        if thread is None or not thread.is_alive():
             with self._start:
-                if self._thread is None:
+                if self._thread is thread:
+                    if thread is not None:
+                        logger.error("gateway: the recorder thread had died; started again")
                     self._thread = threading.Thread(target=self._loop, name="compactweb-gateway-record", daemon=True)
                     self._thread.start()
 
     def submit(self, exchange: recording.Exchange) -> None:
-        """Record `exchange` later (thread-safe, costs the caller one queue put)."""
+        """Record `exchange` later (thread-safe); waits for room when the queue is full (not on an event loop:
+        `put` there)."""
         self._ensure_thread()
         recorder_wait.submitted()
         self._queue.put(exchange)
 
-    def later(self, fn: Callable[[], Any]) -> None:
-        """Run `fn` on the recorder thread after the records before it; nobody waits for it (an error is logged)."""
+    async def put(self, exchange: recording.Exchange) -> None:
+        """Record `exchange` later: one queue put, or, when the queue is full, the request waits for room (off
+        the event loop) so that the database's pace, not memory, bounds what is waiting."""
         self._ensure_thread()
-        self._queue.put(_Job(fn, None, None))
+        recorder_wait.submitted()
+        try:
+            self._queue.put_nowait(exchange)
+        except queue.Full:
+            logger.warning("gateway: the recorder's queue is full (%d): a request waits for room", self._queue.maxsize)
+            await asyncio.get_running_loop().run_in_executor(None, self._queue.put, exchange)
+
+    def later(self, fn: Callable[[], Any]) -> None:
+        """Run `fn` on the recorder thread after the records before it; nobody waits for it (an error is logged;
+        with the queue full it is dropped: only what can wait goes here)."""
+        self._ensure_thread()
+        try:
+            self._queue.put_nowait(_Job(fn, None, None))
+        except queue.Full:
+            logger.warning("gateway: the recorder's queue is full: a deferred job was dropped")
 
     async def run(self, fn: Callable[[], Any]) -> Any:
         """Run `fn` on the recorder thread after every record submitted before it; its result."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._ensure_thread()
-        self._queue.put(_Job(fn, loop, future))
+        job = _Job(fn, loop, future)
+        try:
+            self._queue.put_nowait(job)
+        except queue.Full:
+            await loop.run_in_executor(None, self._queue.put, job)
         return await future
 
-    def run_sync(self, fn: Callable[[], Any]) -> None:
-        """Run `fn` on the recorder thread and wait for it (from a thread that is not the recorder's)."""
+    def run_sync(self, fn: Callable[[], Any], timeout: float | None = None) -> bool:
+        """Run `fn` on the recorder thread and wait for it (from a thread that is not the recorder's), at most
+        `timeout` seconds; whether it ran."""
         done = threading.Event()
         self._ensure_thread()
-        self._queue.put(_Job(lambda: (fn(), done.set()), None, None))
-        done.wait()
+        self._queue.put(_Job(lambda: (fn(), done.set()), None, None), timeout=timeout)
+        return done.wait(timeout)
+
+    def drain(self, timeout: float = DRAIN_SECONDS) -> bool:
+        """Write every record queued so far (a clean shutdown: atexit); whether it finished within `timeout`."""
+        if self._thread is None or self._queue.empty():
+            return True
+        finished = self.run_sync(lambda: None, timeout=timeout)
+        if not finished:
+            logger.error("gateway: %d records were still queued at exit", self._queue.qsize())
+        return finished
 
     def _loop(self) -> None:
         while True:
@@ -104,15 +144,21 @@ class Recorder:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            exchanges: list[recording.Exchange] = []
-            for entry in batch:
-                if isinstance(entry, _Job):
-                    self._write(exchanges)
-                    exchanges = []
-                    entry.run()
-                else:
-                    exchanges.append(entry)
-            self._write(exchanges)
+            try:
+                self._run_batch(batch)
+            except Exception:  # never let the thread die of one batch (each record already rolls back alone)
+                logger.exception("gateway: the recorder failed on a batch of %d", len(batch))
+
+    def _run_batch(self, batch: list) -> None:
+        exchanges: list[recording.Exchange] = []
+        for entry in batch:
+            if isinstance(entry, _Job):
+                self._write(exchanges)
+                exchanges = []
+                entry.run()
+            else:
+                exchanges.append(entry)
+        self._write(exchanges)
 
     def _write(self, exchanges: list[recording.Exchange]) -> None:
         if not exchanges:
@@ -134,6 +180,7 @@ class Recorder:
 
 
 recorder = Recorder()
+atexit.register(recorder.drain)
 
 
 def close_connections() -> None:

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.asgi import get_asgi_application
+from django.db import connections
 
 from compactweb.routing import http_router
 from gateway_app import proxy, recorder, recording
@@ -73,3 +74,75 @@ def test_chunks_ready_together_go_to_the_client_in_one_send_and_a_lone_chunk_at_
     assert got[0] == b"event: a\n\n"
     assert b"".join(got) == b"event: a\n\nevent: b\n\nevent: c\n\n"
     assert len(got) == 2  # b and c were ready together: one send
+
+
+def _failed(route, n: int) -> recording.Exchange:
+    """A refused request's exchange: recorded as a GatewayAttempt of the route."""
+    return recording.Exchange(route_id=route.pk, key_id=None, client_name="c", group="", endpoint="responses",
+                              kind="turn", meta={}, base_instructions="", history=[], model="m", status=400,
+                              error=f"refused {n}")
+
+
+def test_a_full_queue_makes_the_next_record_wait_for_room_and_loses_none(route, monkeypatch):
+    """Issue 41: the queue is bounded: with the recorder stuck and the queue full, the next record waits for room
+    (the request that hands it over waits, memory does not grow), then every record is written."""
+    from gateway_app.models import GatewayAttempt
+
+    small = recorder.Recorder(limit=2)
+    gate, started = threading.Event(), threading.Event()
+
+    async def go():
+        stuck = asyncio.ensure_future(small.run(lambda: (started.set(), gate.wait(60))))
+        assert await asyncio.to_thread(started.wait, 30)  # the thread is stuck on that job
+        await small.put(_failed(route, 1))
+        await small.put(_failed(route, 2))
+        third = asyncio.ensure_future(small.put(_failed(route, 3)))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not third.done() and small._queue.qsize() == 2  # waiting for room; the queue stays bounded
+        gate.set()
+        await third
+        await stuck
+        await small.run(lambda: None)
+
+    async_to_sync(go)()
+    small.run_sync(connections.close_all)
+    assert sorted(GatewayAttempt.objects.values_list("error", flat=True)) == ["refused 1", "refused 2", "refused 3"]
+
+
+def test_a_recorder_thread_that_died_is_started_again(route):
+    from gateway_app.models import GatewayAttempt
+
+    dead = threading.Thread(target=lambda: None)
+    dead.start()
+    dead.join()
+    fresh = recorder.Recorder()
+    fresh._thread = dead  # as if it had died
+    fresh.submit(_failed(route, 1))
+    assert fresh.drain(timeout=60)
+    assert fresh._thread is not dead and fresh._thread.is_alive()
+    fresh.run_sync(connections.close_all)
+    assert GatewayAttempt.objects.get().error == "refused 1"  # written by the new thread
+
+
+def test_at_exit_the_queued_records_are_written(route, monkeypatch):
+    """`drain` is registered with atexit when the module loads; what is queued at exit is written, not dropped."""
+    import atexit
+    import importlib
+
+    from gateway_app.models import GatewayAttempt
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", registered.append)
+    module = importlib.reload(recorder)  # the module registers its recorder's drain at import
+    try:
+        assert registered == [module.recorder.drain]
+        gate = threading.Event()
+        module.recorder.later(lambda: gate.wait(60))
+        for n in range(3):
+            module.recorder.submit(_failed(route, n))
+        gate.set()
+        assert registered[0](timeout=60)  # what atexit will call
+        assert GatewayAttempt.objects.count() == 3
+    finally:
+        module.close_connections()
