@@ -8,6 +8,7 @@ from django import forms
 from compaction_app.engine.vocabulary import MAX_EXTRA_INSTRUCTIONS
 from compaction_app.models import AuditEntry, CompactionPolicy, Provider
 from compactweb.converters import MAX_ID
+from sessions_app.fleet.runtime import MAX_FLEET_SIZE
 from sessions_app.web.pages import STRATEGIES
 
 
@@ -90,7 +91,7 @@ class FleetStartForm(forms.Form):
     """Start simulated sessions: scenario, count, provider, policy, pacing, and optionally a context window (blank:
     the window the scenario suggests)."""
 
-    MAX_FLEET = 50
+    MAX_FLEET = MAX_FLEET_SIZE  # the same cap as the API's (issue 47: the form said 50 while the API took 200)
     MIN_WINDOW = 2000  # smaller windows cannot hold a scenario's initial context and one turn
 
     scenario = forms.ChoiceField(choices=(), error_messages={"invalid_choice": "Choose a known scenario."})

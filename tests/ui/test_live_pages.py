@@ -300,3 +300,17 @@ def test_the_fleet_resync_swaps_the_table_body_once_not_each_row_again(operator_
     assert '<tbody id="fleet-rows" hx-swap-oob="true">' in body and not re.search(r'<tr id="session-[^>]*oob', body)
     assert body.count('hx-swap-oob="true"') == 2 and 'id="fleet-counts" ' in body  # the body and the header counts
     assert body.count('<tr id="session-') == 2
+
+
+@pytest.mark.django_db
+def test_the_start_form_takes_as_many_sessions_as_the_api(operator_user, provider, policy):
+    from sessions_app.fleet.runtime import MAX_FLEET_SIZE
+    from sessions_app.web.forms import FleetStartForm
+
+    client = login(operator_user)
+    assert f'name="count" value="3" min="1" max="{MAX_FLEET_SIZE}"' in client.get("/").content.decode()
+    data = {"scenario": "many-short-turns", "provider": provider.pk, "policy": policy.pk}
+    assert FleetStartForm({**data, "count": str(MAX_FLEET_SIZE)}, scenarios=["many-short-turns"]).is_valid()
+    refused = client.post("/fleet/start/", {**data, "count": str(MAX_FLEET_SIZE + 1)})
+    assert refused.status_code == 400 and f"1 to {MAX_FLEET_SIZE} sessions" in refused.content.decode()
+    assert not SimulatorRun.objects.exists()
