@@ -797,7 +797,8 @@ class AlertDestination(models.Model):
     """Where alerts are delivered (issue 45, docs/alerts.md "Delivery"): a Slack-compatible incoming webhook, a JSON
     webhook signed with HMAC, or email through Django's email backend; for the alert kinds and severities chosen.
     URLs pass the deployment's outbound rule on save and again before each send; the signing secret is named, never
-    stored (an environment variable, like a provider's key)."""
+    stored (an environment variable, like a provider's key), and so may the webhook URL be (a Slack incoming webhook's
+    URL is itself the credential that lets anyone post)."""
 
     class Kind(models.TextChoices):
         SLACK = "slack", "Slack-compatible incoming webhook"
@@ -812,6 +813,10 @@ class AlertDestination(models.Model):
         max_length=500, blank=True, validators=[validate_outbound_url],
         help_text="The webhook URL (Slack-compatible and JSON webhooks). Must pass the deployment's outbound rule: "
                   "private and loopback hosts only when COMPACTWEB_OUTBOUND_ALLOW lists them.")
+    url_env = models.CharField(
+        max_length=100, blank=True, validators=[validate_secret_env_name],
+        help_text="Instead of the URL: the environment variable holding it (a webhook URL that is itself a secret, "
+                  "as Slack's is); read before each send, never stored or shown.")
     secret_env = models.CharField(
         max_length=100, blank=True, validators=[validate_secret_env_name],
         help_text="JSON webhook: the environment variable holding the HMAC signing secret (never stored here).")
@@ -841,8 +846,11 @@ class AlertDestination(models.Model):
     def clean(self) -> None:
         super().clean()
         errors: dict[str, str] = {}
-        if self.kind in (self.Kind.SLACK, self.Kind.WEBHOOK) and not self.url:
-            errors["url"] = "a webhook destination needs its URL"
+        if self.kind in (self.Kind.SLACK, self.Kind.WEBHOOK):
+            if not self.url and not self.url_env:
+                errors["url"] = "a webhook destination needs its URL, or the variable that holds it"
+            elif self.url and self.url_env:
+                errors["url_env"] = "give the URL or the variable that holds it, not both"
         if self.kind == self.Kind.WEBHOOK and not self.secret_env:
             errors["secret_env"] = "a JSON webhook is signed: name the variable that holds its secret"
         if self.kind == self.Kind.EMAIL:

@@ -117,13 +117,16 @@ class AlertDestinationAdmin(admin.ModelAdmin):
                        "<code>timestamp.body</code>, the secret read from the environment variable named here); "
                        "email goes through the server's email settings. Severities: " + ", ".join(
                            f"{kind} {severity}" for kind, severity in KIND_SEVERITY.items()) + ".",
-        "fields": ("name", "kind", "url", "secret_env", "recipients", "kinds", "min_severity", "timeout_seconds",
+        "fields": ("name", "kind", "url", "url_env", "secret_env", "recipients", "kinds", "min_severity", "timeout_seconds",
                    "enabled"),
     }),)
 
     @admin.display(description="sent to")
     def target(self, obj: AlertDestination) -> str:
-        return obj.url if obj.kind != AlertDestination.Kind.EMAIL else ", ".join(obj.recipient_list())
+        if obj.kind == AlertDestination.Kind.EMAIL:
+            return ", ".join(obj.recipient_list())
+        # A URL held in the environment is a secret: its variable is named, never read here.
+        return f"the URL in ${obj.url_env}" if obj.url_env else obj.url
 
     def has_send_test_permission(self, request) -> bool:
         return has_role(request.user, ADMIN)

@@ -5,7 +5,8 @@ through Django's email backend. A failure raises `SendFailed` with a short reaso
 Webhook URLs pass the deployment's outbound rule again right before each send (a row saved under an older rule, or
 a name that now resolves to a private address), redirects are not followed (a public URL must not bounce the
 request to a private one), and the answer's body is never read: its status says enough. The JSON webhook's
-signing secret is read from the environment variable the destination names, at the moment of signing.
+signing secret, and the URL of a destination that names `url_env`, are read from the environment variables the
+destination names, at the moment of sending.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def send(destination: AlertDestination, payload: dict) -> None:
 
 
 def _post(destination: AlertDestination, payload: dict) -> None:
-    problem = outbound_url_problem(destination.url)
+    url = _env_value("URL variable", destination.url_env) if destination.url_env else destination.url
+    problem = outbound_url_problem(url)
     if problem:
         raise SendFailed(f"URL refused: {problem}")
     body = messages.body_bytes(payload)
@@ -43,10 +45,11 @@ def _post(destination: AlertDestination, payload: dict) -> None:
     if destination.kind == AlertDestination.Kind.WEBHOOK:
         timestamp = str(int(time.time()))
         headers[messages.TIMESTAMP_HEADER] = timestamp
-        headers[messages.SIGNATURE_HEADER] = messages.signature(_secret(destination), timestamp=timestamp, body=body)
+        secret = _env_value("signing secret variable", destination.secret_env).encode()
+        headers[messages.SIGNATURE_HEADER] = messages.signature(secret, timestamp=timestamp, body=body)
     try:
         with httpx.Client(timeout=destination.timeout_seconds, follow_redirects=False) as client:
-            with client.stream("POST", destination.url, content=body, headers=headers) as response:
+            with client.stream("POST", url, content=body, headers=headers) as response:
                 status = response.status_code
     except httpx.TimeoutException as exc:
         raise SendFailed(f"timed out after {destination.timeout_seconds:g} s") from exc
@@ -56,15 +59,14 @@ def _post(destination: AlertDestination, payload: dict) -> None:
         raise SendFailed(f"answered HTTP {status}")
 
 
-def _secret(destination: AlertDestination) -> bytes:
-    name = destination.secret_env
+def _env_value(what: str, name: str) -> str:
     # The name was allowed when saved; the deployment's rule is asked again, as for a provider's key.
     if not name or not secret_env_allowed(name):
-        raise SendFailed(f"signing secret variable {name or '(none)'} is not an allowed secret variable")
+        raise SendFailed(f"{what} {name or '(none)'} is not an allowed secret variable")
     value = os.environ.get(name, "")
     if not value:
-        raise SendFailed(f"signing secret variable {name} is not set")
-    return value.encode()
+        raise SendFailed(f"{what} {name} is not set")
+    return value
 
 
 def _send_email(destination: AlertDestination, payload: dict) -> None:

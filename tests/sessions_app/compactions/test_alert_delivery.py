@@ -366,3 +366,46 @@ def test_an_email_destination_needs_valid_addresses_and_a_json_webhook_needs_a_s
                                 "kinds": '["storm", "nonsense"]'})
     assert "a list of alert kinds" in answer.content.decode()
     assert not AlertDestination.objects.exists()
+
+
+URL_ENV = "COMPACTWEB_KEY_ALERT_SLACK_URL"
+
+
+@pytest.mark.django_db
+def test_a_slack_url_named_by_an_environment_variable_is_sent_to_and_never_stored_shown_or_recorded(
+        operator_api, reader, settings, monkeypatch, admin_client, http_receiver, django_capture_on_commit_callbacks):
+    secret_url = f"{http_receiver.url}/services/T000/B000/xoxb-secret-part"
+    monkeypatch.setenv(URL_ENV, secret_url)
+    form = {"name": "team channel", "kind": "slack", "url": "", "url_env": URL_ENV, "secret_env": "",
+            "recipients": "", "kinds": "[]", "min_severity": "info", "timeout_seconds": "5", "enabled": "on"}
+    both = admin_client.post("/admin/compaction_app/alertdestination/add/", {**form, "url": secret_url})
+    assert "give the URL or the variable that holds it, not both" in both.content.decode()
+    refused = admin_client.post("/admin/compaction_app/alertdestination/add/", {**form, "url_env": "DATABASE_URL"})
+    assert "DATABASE_URL is not an allowed secret variable" in refused.content.decode()
+    assert admin_client.post("/admin/compaction_app/alertdestination/add/", form).status_code == 302
+    (hook,) = AlertDestination.objects.all()
+
+    storm_after_one()
+    compact(operator_api, reader, django_capture_on_commit_callbacks)
+    compact(operator_api, reader, django_capture_on_commit_callbacks)
+    (message,) = http_receiver.wait_for(1)
+    assert message.path == "/hook/services/T000/B000/xoxb-secret-part"
+    assert "storm alert" in message.json()["text"]
+
+    # The URL is read before each send: neither the rule it must pass nor a missing variable reveals it.
+    settings.COMPACTWEB_OUTBOUND_ALLOW = []
+    action, fields = button_form(admin_client, hook)
+    answer = admin_client.post(action, fields, follow=True).content.decode()
+    assert "failed: URL refused: 127.0.0.1 is a private or loopback address" in answer
+    monkeypatch.delenv(URL_ENV)
+    answer = admin_client.post(action, fields, follow=True).content.decode()
+    assert f"failed: URL variable {URL_ENV} is not set" in answer
+    assert len(http_receiver.received) == 1
+
+    pages = [admin_client.get(f"/admin/compaction_app/alertdestination/{hook.pk}/change/").content.decode(),
+             admin_client.get("/admin/compaction_app/alertdestination/").content.decode(),
+             admin_client.get("/admin/compaction_app/alertdelivery/").content.decode()]
+    assert all("xoxb-secret-part" not in page for page in pages) and URL_ENV in pages[0] and URL_ENV in pages[1]
+    rows = json.dumps(list(AlertDestination.objects.values()), default=str) + json.dumps(
+        list(AlertDelivery.objects.values("payload", "last_error")))
+    assert "xoxb-secret-part" not in rows
