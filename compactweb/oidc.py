@@ -21,7 +21,7 @@ from django.urls import path
 from mozilla_django_oidc import views
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from compactweb.roles import ADMIN, ROLES
+from compactweb.roles import ADMIN, ROLES, forget_role
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def apply_role(user, role: str | None) -> None:
     if user.is_staff != (role == ADMIN):
         user.is_staff = role == ADMIN
         user.save(update_fields=["is_staff"])
-    user.__dict__.pop("_compactweb_role", None)
+    forget_role(user)
 
 
 def _enabled_only(view):

@@ -59,6 +59,8 @@ class _RoleGroups:
 
 
 _role_groups = _RoleGroups()
+# role_of remembers the answer on the user object for the rest of the request.
+_ROLE_CACHE = "_compactweb_role"
 
 
 def role_of(user) -> str | None:
@@ -67,13 +69,18 @@ def role_of(user) -> str | None:
         return None
     if user.is_superuser:
         return ADMIN
-    cached = getattr(user, "_compactweb_role", False)
+    cached = getattr(user, _ROLE_CACHE, False)
     if cached is not False:
         return cached
     names = _role_groups.names(user_id=user.pk)
     role = max(names, key=_RANK.__getitem__) if names else None
-    user._compactweb_role = role
+    setattr(user, _ROLE_CACHE, role)
     return role
+
+
+def forget_role(user) -> None:
+    """Drop the role `role_of` remembered on this user object (after its groups changed in this request)."""
+    user.__dict__.pop(_ROLE_CACHE, None)
 
 
 def has_role(user, role: str) -> bool:
