@@ -49,15 +49,21 @@ class _Answer:
         self.ended = False
         self.hung_up = False
         self.error_body = b""
-        self.last_chunk = b""
+        # Whether the stream carried a `response.failed` event, matched across the body's chunks: an upstream's
+        # event (the gateway passes its chunks on as they came) can be split anywhere, and its data can run on over
+        # later chunks, so neither the last chunk nor any one chunk need hold the whole event line.
+        self.stream_failed = False
+        self._tail = b""
 
     def seen(self, message) -> None:
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
         elif message["type"] == "http.response.body":
             body = message.get("body", b"")
-            if body:
-                self.last_chunk = body
+            if body and not self.stream_failed:
+                keep = len(FAILED_EVENT) - 1  # the most of the event line one chunk can end with
+                self.stream_failed = FAILED_EVENT in body or FAILED_EVENT in self._tail + body[:keep]
+                self._tail = body[-keep:] if len(body) >= keep else (self._tail + body)[-keep:]
             if self.first_byte is None and (body or not message.get("more_body")):
                 self.first_byte = time.monotonic() - self.started
             if self.status >= 500 and len(self.error_body) <= ERROR_BODY_LIMIT:
@@ -67,7 +73,7 @@ class _Answer:
 
     def upstream_error(self) -> str:
         if self.status < 500:
-            return STREAM_FAILED if FAILED_EVENT in self.last_chunk else ""
+            return STREAM_FAILED if self.stream_failed else ""
         try:
             code = json.loads(self.error_body)["error"]["code"]
         except (ValueError, KeyError, TypeError):

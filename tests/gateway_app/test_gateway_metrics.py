@@ -4,6 +4,7 @@ total time, upstream errors, hang-ups, and the recorder's queue."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 
@@ -200,3 +201,29 @@ def test_an_upstream_stream_cut_mid_answer_is_an_upstream_error_on_a_200(client,
     assert response.status_code == 200 and "response.failed" in response.text
     assert grew("compactweb_gateway_upstream_errors_total", route=route.name, reason="stream_failed") == 1
     assert grew("compactweb_gateway_upstream_errors_total", route=route.name, reason="upstream_status") == 0
+
+
+@pytest.mark.parametrize("split_at", [len(b"event: response.fa"), len(b"event: response.failed\ndata: {")])
+def test_an_upstream_failed_event_split_across_chunks_is_an_upstream_error(client, sim_upstream, route, gateway_key,
+                                                                           monkeypatch, split_at):
+    """The upstream's own `response.failed`, cut by its chunks inside the event line or with its data running on
+    over a later chunk: the metrics see it all the same (the review found them matching the last chunk only)."""
+    failed = (b'event: response.failed\ndata: {"type": "response.failed", "response": {"id": "r1", "status": '
+              b'"failed", "error": {"code": "server_error", "message": "' + b"x" * 300 + b'"}}}\n\n')
+
+    class Split(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            yield b'event: response.created\ndata: {"type": "response.created", "response": {"id": "r1"}}\n\n'
+            for piece in (failed[:split_at], failed[split_at:split_at + 100], failed[split_at + 100:]):
+                await asyncio.sleep(0.05)  # each its own chunk (the gateway joins only what arrives at once)
+                yield piece
+
+    def splitting(config):
+        return httpx.AsyncClient(transport=httpx.MockTransport(
+            lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Split())))
+
+    monkeypatch.setattr(upstream, "client_for", splitting)
+    grew = Grew(client)
+    response = turn(gateway_key, f"0190aaaa-0000-7000-8000-0000000000j{split_at % 10}")
+    assert response.status_code == 200 and response.text.count("response.failed") == 2  # event line and type
+    assert grew("compactweb_gateway_upstream_errors_total", route=route.name, reason="stream_failed") == 1
