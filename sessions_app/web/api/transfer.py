@@ -304,6 +304,10 @@ class ShippedFileLines(APIView):
             data = base64.b64decode(values["data"], validate=True)
         except (binascii.Error, ValueError):
             raise ApiError(status_code=400, code="invalid", message="data: not base64") from None
+        # The import's rule (issue 42): a shipped session is replayed and read like an imported one, so a batch
+        # that would put developer/system text or a compaction into it is the support role's, refused before
+        # anything of it is stored. Its lines are numbered within the batch.
+        ensure_may_instruct(request.user, [f"data {path}" for path in privileged_line_paths(data.splitlines())])
         result = shipped.do_receive_shipped_lines(
             user=request.user, file=values["file"], offset=values["offset"], data=data,
             name=values.get("name", ""), replaces=values.get("replaces"),

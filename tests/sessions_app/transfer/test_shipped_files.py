@@ -33,25 +33,25 @@ def _exported(session_id: int) -> bytes:
 
 
 @pytest.mark.django_db
-def test_batches_at_the_servers_offset_build_the_file_and_a_repeated_batch_is_refused(operator_api, provider, policy):
+def test_batches_at_the_servers_offset_build_the_file_and_a_repeated_batch_is_refused(support_api, provider, policy):
     lines = LOCAL.splitlines(keepends=True)
     first, second = b"".join(lines[:50]), b"".join(lines[50:])
-    assert operator_api.get("/api/v1/shipped-files/offset", {"file": FILE}).json() == {
+    assert support_api.get("/api/v1/shipped-files/offset", {"file": FILE}).json() == {
         "file": FILE, "offset": 0, "session": None, "lines": 0}
-    created = _batch(operator_api, 0, first)
+    created = _batch(support_api, 0, first)
     assert created.status_code == 200 and created.json()["offset"] == len(first) and created.json()["lines"] == 50
     session_id = created.json()["session"]
-    again = _batch(operator_api, 0, first)  # its answer was lost: sent again
+    again = _batch(support_api, 0, first)  # its answer was lost: sent again
     assert again.status_code == 409 and again.json()["error"]["code"] == "offset_mismatch"
     assert f"send from byte {len(first)}" in again.json()["error"]["message"]
-    appended = _batch(operator_api, len(first), second)
+    appended = _batch(support_api, len(first), second)
     assert appended.status_code == 200 and appended.json()["offset"] == len(LOCAL)
-    assert _batch(operator_api, len(first), second).status_code == 409
+    assert _batch(support_api, len(first), second).status_code == 409
     assert _exported(session_id) == LOCAL  # every line once, in order
     source = CodexSource.objects.get(session_id=session_id)
     assert source.followed and source.line_count == len(lines) and source.name == NAME
     assert Session.objects.get(pk=session_id).source == "followed"  # read-only, like a local follow
-    assert operator_api.get("/api/v1/shipped-files/offset", {"file": FILE}).json()["offset"] == len(LOCAL)
+    assert support_api.get("/api/v1/shipped-files/offset", {"file": FILE}).json()["offset"] == len(LOCAL)
 
 
 @pytest.mark.django_db
@@ -106,13 +106,13 @@ class FlakyTransport(httpx.BaseTransport):
 
 
 @pytest.mark.django_db
-def test_the_shipper_loses_and_repeats_nothing_through_outages_and_lost_answers(tmp_path, operator_api, provider,
+def test_the_shipper_loses_and_repeats_nothing_through_outages_and_lost_answers(tmp_path, support_api, provider,
                                                                               policy):
     day = tmp_path / "sessions" / "2026" / "12" / "01"
     day.mkdir(parents=True)
     path = day / NAME
     lines = LOCAL.splitlines(keepends=True)
-    transport = FlakyTransport(operator_api, outages=3, lost_answers=3)
+    transport = FlakyTransport(support_api, outages=3, lost_answers=3)
     shipper = Shipper(tmp_path / "sessions", server=Server(url="http://server", token="unused", transport=transport),
                       name="laptop", batch_bytes=4096, backoff=0.0)
     path.write_bytes(b"".join(lines[:70]) + lines[70][:30])  # a half-written line waits
@@ -126,14 +126,14 @@ def test_the_shipper_loses_and_repeats_nothing_through_outages_and_lost_answers(
     assert CodexSource.objects.get(session_id=first.session_id).line_count == len(lines)
     # A restarted shipper knows nothing: it asks the server where the file stands.
     restarted = Shipper(tmp_path / "sessions", name="laptop", server=Server(
-        url="http://server", token="unused", transport=FlakyTransport(operator_api, outages=0, lost_answers=0)))
+        url="http://server", token="unused", transport=FlakyTransport(support_api, outages=0, lost_answers=0)))
     assert restarted.sync(path=path).action == "unchanged"
     assert transport.posts > len(LOCAL) // 4096  # the bounded batches
     assert _exported(first.session_id) == LOCAL
 
 
 @pytest.mark.django_db
-def test_a_shipped_file_rewritten_shorter_is_followed_as_a_new_session_linked_to_the_old(tmp_path, operator_api,
+def test_a_shipped_file_rewritten_shorter_is_followed_as_a_new_session_linked_to_the_old(tmp_path, support_api,
                                                                                          provider, policy):
     day = tmp_path / "sessions" / "2026" / "12" / "01"
     day.mkdir(parents=True)
@@ -142,12 +142,12 @@ def test_a_shipped_file_rewritten_shorter_is_followed_as_a_new_session_linked_to
     path.write_bytes(LOCAL)
     # The rewrite's first batch loses its answer: the repeated batch must not start a third session.
     shipper = Shipper(tmp_path / "sessions", name="laptop", backoff=0.0, server=Server(
-        url="http://server", token="unused", transport=FlakyTransport(operator_api, outages=0, lost_answers=0)))
+        url="http://server", token="unused", transport=FlakyTransport(support_api, outages=0, lost_answers=0)))
     old = shipper.sync(path=path)
     assert old.action == "shipped"
     rewritten = b"".join(lines[:40])
     path.write_bytes(rewritten)
-    losing = FlakyTransport(operator_api, outages=0, lost_answers=1)
+    losing = FlakyTransport(support_api, outages=0, lost_answers=1)
     losing.posts = 1  # the next POST (the rewrite's first batch) is the one whose answer is lost
     shipper.client = httpx.Client(base_url="http://server", transport=losing)
     shipper.batch_bytes = 4096
@@ -163,22 +163,22 @@ def test_a_shipped_file_rewritten_shorter_is_followed_as_a_new_session_linked_to
     assert old_source.path == ""
     assert [(e["what"], e["action"], e["session"]) for e in old_source.events] == [
         ("rewritten", "new_session", new.session_id)]
-    assert operator_api.get("/api/v1/shipped-files/offset", {"file": FILE}).json() == {
+    assert support_api.get("/api/v1/shipped-files/offset", {"file": FILE}).json() == {
         "file": FILE, "offset": len(rewritten), "session": new.session_id, "lines": 0}
     # A rewrite batch whose `replaces` is not what the server has is refused like any repeated batch.
-    again = operator_api.post("/api/v1/shipped-files/lines", {
+    again = support_api.post("/api/v1/shipped-files/lines", {
         "file": FILE, "name": NAME, "offset": 0, "replaces": len(LOCAL),
         "data": base64.b64encode(lines[0]).decode()}, format="json")
     assert again.status_code == 409 and again.json()["error"]["code"] == "offset_mismatch"
 
 
 @pytest.mark.django_db
-def test_a_shipped_line_past_the_line_limit_is_refused_naming_it(operator_api, provider, policy, settings):
+def test_a_shipped_line_past_the_line_limit_is_refused_naming_it(support_api, provider, policy, settings):
     settings.COMPACTWEB_MAX_IMPORT_LINE_BYTES = 40_000
     lines = LOCAL.splitlines(keepends=True)
-    assert _batch(operator_api, 0, b"".join(lines[:20])).status_code == 200
+    assert _batch(support_api, 0, b"".join(lines[:20])).status_code == 200
     long_line = b'{"timestamp":"2026-12-01T08:49:00.000Z","type":"event_msg","payload":{"x":"' + b"x" * 50_000 + b'"}}\n'
-    refused = _batch(operator_api, len(b"".join(lines[:20])), long_line)
+    refused = _batch(support_api, len(b"".join(lines[:20])), long_line)
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_rollout"
     assert refused.json()["error"]["message"].startswith(
         "line 21: the line is longer than 40000 bytes (the import's line limit, COMPACTWEB_MAX_IMPORT_LINE_BYTES)")

@@ -72,13 +72,13 @@ def _wait(condition, what: str, limit: float = 90.0) -> None:
 
 @pytest.mark.timeout(600)
 @pytest.mark.django_db(transaction=True)
-def test_killing_the_shipper_and_the_server_loses_and_repeats_no_line(tmp_path, operator_user, provider, policy):
+def test_killing_the_shipper_and_the_server_loses_and_repeats_no_line(tmp_path, support_user, provider, policy):
     folder = tmp_path / "sessions"
     day = folder / "2026" / "12" / "01"
     day.mkdir(parents=True)
     path = day / NAME
     lines = LOCAL.splitlines(keepends=True)
-    token = issue_token(user=operator_user)
+    token = issue_token(user=support_user)  # Codex's rollouts hold its developer message: support's to ship
     port = _port()
     url = f"http://127.0.0.1:{port}"
     server_log, shipper_log = tmp_path / "server.log", tmp_path / "shipper.log"
