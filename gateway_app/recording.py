@@ -75,9 +75,12 @@ class Exchange:
     response_id: str = ""
     error: str = ""
     # The id of the provider in the client's config.toml, as Codex writes it in its session_meta (so an export
-    # resumes): "openai" for the built-in provider (recognised by its remote_compaction_v2 beta header), else the
-    # route's name (docs/gateway.md: name the custom provider after the route).
+    # resumes): "openai" for the built-in provider (recognised by its `version` header, wire.client_provider), else
+    # the route's name (docs/gateway.md: name the custom provider after the route). With the client's version and
+    # Codex session source (wire.client_version, wire.client_source), for the same session_meta.
     client_provider: str = ""
+    client_version: str = ""
+    client_source: str = ""
     # The upstream's answer as it passed (the proxy keeps the raw chunks and parses nothing on the stream's path);
     # `settled` reads it into output, usage, response id and error on the recorder's thread.
     answer: tuple[bytes, ...] = ()
@@ -145,7 +148,8 @@ def _create(exchange: Exchange, route: GatewayRoute, group: str) -> GatewaySessi
         title=_title(route, exchange.client_name, exchange.history), provider=route.provider, policy=route.policy,
         base_instructions=exchange.base_instructions, origin=ClientOrigin(
             thread_id=thread, source=GATEWAY_SOURCE, originator=ORIGINATOR,
-            model_provider=exchange.client_provider or route.name))
+            model_provider=exchange.client_provider or route.name, cwd=wire.client_cwd(exchange.history),
+            cli_version=exchange.client_version, client_source=exchange.client_source))
     return GatewaySession.objects.create(
         session=session, route=route, key_id=exchange.key_id, client_name=exchange.client_name, group_key=group,
         prefix_digest=wire.prefix_digest(exchange.history))

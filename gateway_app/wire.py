@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -61,10 +62,48 @@ def turn_metadata(headers: dict[str, str], body: dict[str, Any]) -> dict[str, An
     return meta
 
 
+# Codex's built-in openai provider sends the CLI's version as a `version` header (it is that provider's own
+# `http_headers` in codex-rs model_provider_info); a custom [model_providers.x] sends only the headers its config
+# lists. The remote_compaction_v2 beta header does not tell them apart: 0.169 sends it with both (spec §16).
+VERSION_HEADER = "version"
+# Codex's originator header -> the `source` its session_meta names (codex-rs SessionSource: cli, vscode, exec).
+SESSION_SOURCES = {"codex_exec": "exec", "codex_cli_rs": "cli", "codex_vscode": "vscode"}
+_USER_AGENT_VERSION = re.compile(r"^[\w.-]+/(\d+\.\d+[\w.+-]*)")
+_CWD = re.compile(r"<cwd>(.*?)</cwd>", re.S)
+
+
 def client_provider(headers: dict[str, str]) -> str:
-    """"openai" when the request comes from Codex's built-in openai provider (it alone sends the
-    remote_compaction_v2 beta feature, spec §16), else "" (unknown: a custom provider)."""
-    return "openai" if "remote_compaction_v2" in headers.get("x-codex-beta-features", "") else ""
+    """"openai" when the request comes from Codex's built-in openai provider (the `version` header), else ""
+    (a custom provider: its id in the client's config.toml is not on the wire; recording uses the route's name)."""
+    return "openai" if headers.get(VERSION_HEADER, "").strip() else ""
+
+
+def client_version(headers: dict[str, str]) -> str:
+    """The client's version: the openai provider's `version` header, else the user agent's
+    (`codex_exec/0.169.0 (...)`), else ""."""
+    version = headers.get(VERSION_HEADER, "").strip()
+    if version:
+        return version[:64]
+    found = _USER_AGENT_VERSION.match(headers.get("user-agent", "").strip())
+    return found.group(1)[:64] if found else ""
+
+
+def client_source(headers: dict[str, str]) -> str:
+    """The `source` Codex writes in its session_meta (exec, cli, vscode), from its originator; "" when unknown."""
+    return SESSION_SOURCES.get(headers.get("originator", "").strip(), "")
+
+
+def client_cwd(history: list[dict[str, Any]]) -> str:
+    """The working folder of the request's environment context (`<environment_context><cwd>...`), Codex's
+    session_meta `cwd`; "" when the history carries none."""
+    for item in history[:PREFIX_ITEMS]:
+        if item.get("type") == "message" and item.get("role") == "user":
+            text = _text_of(item)
+            if text.lstrip().startswith("<environment_context>"):
+                found = _CWD.search(text)
+                if found:
+                    return found.group(1).strip()
+    return ""
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:

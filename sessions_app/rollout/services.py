@@ -447,12 +447,17 @@ def _item_lines(items: Iterable[Item]) -> list[NewLine]:
 @dataclass(frozen=True, kw_only=True)
 class ClientOrigin:
     """Whose session it is when another client records it (the gateway: a Codex CLI): that client's thread id (a
-    new one when None), the session's `source`, and the originator and provider id its session_meta names."""
+    new one when None), the session's `source`, and what its session_meta names as the client's own: originator,
+    provider id, working folder, CLI version and Codex session source (`exec`, `cli`, ...), so that an export
+    resumes in that client as its own rollout would."""
 
     thread_id: uuid.UUID | None = None
     source: str = "native"
     originator: str = ORIGINATOR
     model_provider: str | None = None
+    cwd: str = ""
+    cli_version: str = ""
+    client_source: str = ""
 
 
 NATIVE = ClientOrigin()  # a session compactweb itself starts
@@ -499,7 +504,9 @@ def do_create_session(
                     "id": str(thread_id),
                     "timestamp": timezone.now().isoformat(timespec="milliseconds").replace("+00:00", "Z"),
                     "originator": origin.originator,
-                    "source": "api",
+                    **({"cwd": origin.cwd} if origin.cwd else {}),
+                    **({"cli_version": origin.cli_version} if origin.cli_version else {}),
+                    "source": origin.client_source or "api",
                     "model_provider": origin.model_provider or provider.name,
                     "model": provider.model,
                     "base_instructions": {"text": base_instructions},

@@ -194,21 +194,34 @@ def test_codex_through_the_gateway_in_upstream_mode_is_recorded_and_resumes_from
     assert len(rows) >= 2 and {r["implementation"] for r in rows} == {"responses_compaction_v2"}
 
     # The export resumes in a fresh Codex home, against the gateway.
+    first = _resume_from_the_export(api, run, session, tmp_path, url, seed["keys"]["upstream"], recorded)
+    # Codex resumed the gateway session's history: its newest compaction item travels again.
+    newest = _histories(lines)[-1]
+    assert [i for i in newest if i.get("type") == "compaction"][-1] in first
+
+
+def _resume_from_the_export(api: Api, run: CodexRun, session: dict, tmp_path: Path, url: str, key: str,
+                            recorded: Path, *, custom_provider: bool = False) -> list[dict]:
+    """`codex exec resume` of the gateway session's export in a fresh Codex home of the same config form; the
+    export's session_meta names what Codex's own does (provider, folder, version, source). The input of the
+    first request the resumed Codex sent."""
     exported = api.get(f"sessions/{session['id']}/export").text
-    fresh = _codex(tmp_path, url, seed["keys"]["upstream"], "resumed")
     (path,) = run.rollout_files()
+    own = json.loads(path.read_text().splitlines()[0])["payload"]
+    meta = json.loads(exported.splitlines()[0])["payload"]
+    fields = ("id", "model_provider", "cwd", "cli_version", "source")
+    assert {k: meta.get(k) for k in fields} == {k: own[k] for k in fields}
+    fresh = _codex(tmp_path, url, key, f"resumed-{run.home.name}", custom_provider=custom_provider)
     target = fresh.home / "sessions" / path.relative_to(run.home / "sessions")
     target.parent.mkdir(parents=True)
     target.write_text(exported)
     before = len(read_requests(recorded))
-    fresh.exec("what did we do so far?", resume=thread)
+    fresh.exec("what did we do so far?", resume=own["id"])
     sent = read_requests(recorded)[before:]
     assert sent, "codex exec resume sent nothing"
     first = [_wire(i) for i in sent[0]["body"]["input"]]
     assert first[-1]["content"][0]["text"] == "what did we do so far?"
-    # Codex resumed the gateway session's history: its newest compaction item travels again.
-    newest = _histories(lines)[-1]
-    assert [i for i in newest if i.get("type") == "compaction"][-1] in first
+    return first
 
 
 def test_codex_through_the_gateway_in_compactweb_mode_is_compacted_by_the_routes_masking_policy(gateway, tmp_path):
@@ -255,3 +268,8 @@ def test_codex_as_a_custom_provider_compacts_locally_through_the_gateway_and_it_
     compactions = api.get(f"sessions/{session['id']}/compactions").json()
     rows = compactions["results"] if isinstance(compactions, dict) else compactions
     assert len(rows) >= 2 and {r["implementation"] for r in rows} == {"responses"}
+    # The export resumes under the custom provider (named after the route, as docs/gateway.md says).
+    first = _resume_from_the_export(api, run, session, tmp_path, url, seed["keys"]["upstream"], recorded,
+                                    custom_provider=True)
+    newest = _histories(lines)[-1]
+    assert [_wire(i) for i in newest if i.get("role") == "user"][-1] in first  # the recorded history came back
