@@ -129,6 +129,10 @@ class Provider(NamedConfig):
     price_per_million_tokens = models.DecimalField(
         max_digits=10, decimal_places=4, null=True, blank=True,
         help_text="Price per 1M tokens, to show a compaction's net saving in money (blank: tokens only).")
+    derived_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="derived",
+        help_text="Made by compactweb from this provider with another model or window (a scenario's model switch, "
+        "an imported file's window); not offered in the pages' provider lists.")
 
     @property
     def is_embedded(self) -> bool:

@@ -203,7 +203,9 @@ class TranscriptReader:
         self._window_number = 0
         self._window_id: str | None = None
         self._mid_turn = False
-        self.title: str | None = None
+        # The first real prompt (its first 80 characters), what the session is titled after: the importer says
+        # "imported:" or "followed:" before it (sessions_app.transfer.importer.titled).
+        self.first_prompt: str | None = None
         # Since the last `cost-state`: its figures, the usage of the assistant messages read (each message once,
         # subagents' too: Claude Code counts them) and the compactions (window numbers) whose calls are not counted.
         self._cost_seen = (0, 0, 0)
@@ -351,11 +353,11 @@ class TranscriptReader:
         if entry.type in (USER, ASSISTANT):
             self._mid_turn = any(i["type"] in ("function_call", "function_call_output") for i in items) or (
                 self._mid_turn and not items)
-            if self.title is None and entry.type == USER and not entry.data.get("isMeta"):
+            if self.first_prompt is None and entry.type == USER and not entry.data.get("isMeta"):
                 text = " ".join(" ".join(str(p.get("text", "")) for i in items if i["type"] == "message"
                                          for p in i["content"]).split())
                 if text:
-                    self.title = f"imported: {text[:80]}"
+                    self.first_prompt = text[:80]
         if entry.type == ASSISTANT:
             message = entry.message
             message_id = message.get("id") if isinstance(message.get("id"), str) else f"line-{entry.line_no}"

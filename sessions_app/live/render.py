@@ -30,8 +30,11 @@ from sessions_app.models import Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout import selectors
 from sessions_app.rollout.events import GATEWAY_NOTICE
+from sessions_app.transfer import codex_sources
+from sessions_app.transfer.importer import FOLLOWED
 
 SESSION_PAGE = "sessions_app/session_detail.html"
+CODEX_FILE = "sessions_app/partials/codex_file.html"
 FLEET_PAGE = "sessions_app/fleet.html"
 MAX_BATCH_LINES = 400  # a client further behind than this re-syncs over HTTP instead of replaying lines
 BATCH_CACHE_SIZE = 512
@@ -94,7 +97,15 @@ def session_region(*, session: Session) -> str:
     """The whole live region as out-of-band fragments: the HTTP re-sync answer."""
     context = {**session_context(session=session), "oob": True}
     names = ("marker", "session_head", "chart", "history", "compaction_status", "timeline", "run_controls")
-    return "".join(_partial(SESSION_PAGE, n, context) for n in names)
+    followed = file_lines(session_id=session.pk) if session.source == FOLLOWED else ""
+    return "".join(_partial(SESSION_PAGE, n, context) for n in names) + followed
+
+
+def file_lines(*, session_id: int) -> str:
+    """The followed file's line count as an out-of-band fragment: it grows with every batch the follower reads
+    (issue 47 item 8: the card said "61 lines" of a file of 122)."""
+    lines = codex_sources.line_count(session_id=session_id)
+    return _partial(CODEX_FILE, "file_lines", {"codex_file": {"lines": lines}, "oob": True}) if lines is not None else ""
 
 
 def marker(*, seq: int, from_seq: int | None = None, after_seq: int | None = None, kind: str = "batch") -> str:
@@ -260,6 +271,8 @@ def _render_batch(*, session: Session, summary: Mapping[str, Any], after_seq: in
         parts.append(_partial(SESSION_PAGE, "chart", {**context, "chart": chart}))
     else:
         advance_chart_state(session=session, after_seq=after_seq, upto=upto)
+    if session.source == FOLLOWED:
+        parts.append(file_lines(session_id=session_id))
     if any(_changes_compaction_state(ln) for ln in lines):
         parts.append(
             _partial(SESSION_PAGE, "compaction_status", {**context, "attempt": ls.latest_attempt(session_id=session_id),

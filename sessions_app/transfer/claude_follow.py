@@ -62,8 +62,13 @@ def do_append_claude_lines(*, source: CodexSource, lines: list[bytes]) -> int:
                                                      if n in seq_by_line}, live=True)
     importer.record_claude_call_tokens(session, [r.payload for r in rows if r.kind == p.EVENT_MSG])
     live_alerts.run_alert_rules(session=session, rows=rows, before=before)
-    if session.title.startswith(importer.UNTITLED_PREFIX) and reader.title:
-        Session.objects.filter(pk=session.pk).update(title=reader.title)
+    # A transcript names its model with its first answer: from then on the session has the model's own window.
+    provider = importer.provider_for_claude_model(session.provider, reader.meta.model)
+    if provider.pk != session.provider_id:
+        Session.objects.filter(pk=session.pk).update(provider=provider)
+    title = importer.titled(reader.first_prompt, kind=importer.FOLLOWED_TITLE)
+    if session.title.startswith(importer.UNTITLED_PREFIX) and title:
+        Session.objects.filter(pk=session.pk).update(title=title)
     with _lock:
         if len(_readers) >= MAX_READERS:
             _readers.pop(next(iter(_readers)))

@@ -144,6 +144,11 @@ def _is_claude_name(name: str) -> bool:
     return True
 
 
+def line_count(*, session_id: int) -> int | None:
+    """How many lines of the session's file have been read (None: the session came from no file)."""
+    return CodexSource.objects.filter(session_id=session_id).values_list("line_count", flat=True).first()
+
+
 def source_summary(*, session: Session) -> dict[str, Any] | None:
     """What the session page says about a session's Codex file: name, followed, lines, problems, what happened to
     a followed file (a rewrite: `events`) and the sessions a rewrite links (`continues`, `continued_by`)."""
@@ -151,7 +156,7 @@ def source_summary(*, session: Session) -> dict[str, Any] | None:
     if source is None:
         return None
     continued_by = list(CodexSource.objects.filter(continues=session).values_list("session_id", flat=True))
-    claude = _format(session) == CLAUDE_FORMAT
+    claude = is_claude_session(session=session)
     return {"name": source.name, "followed": source.followed, "lines": source.line_count,
             "context_window": source.context_window, "problems": source.problems, "events": source.events,
             "continues": source.continues_id, "continued_by": continued_by,
@@ -202,6 +207,11 @@ def subagent_files(*, source: CodexSource) -> list[dict[str, Any]]:
         return [{"name": f.name, "bytes": f.stat().st_size} for f in files[:100] if f.is_file()]
     except OSError:
         return []
+
+
+def is_claude_session(*, session: Session) -> bool:
+    """Whether the session came from a Claude Code transcript (its pages speak Claude Code's terms: issue 47)."""
+    return _format(session) == CLAUDE_FORMAT
 
 
 def _format(session: Session) -> str:

@@ -293,7 +293,7 @@ def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
         if provider.pk != session.provider_id:
             Session.objects.filter(pk=session.pk).update(provider=provider)
     if session.title.startswith(importer.UNTITLED_PREFIX):
-        title = importer.title_from_lines(parsed.lines)
+        title = importer.title_from_lines(parsed.lines, kind=importer.FOLLOWED_TITLE)
         if title:
             Session.objects.filter(pk=session.pk).update(title=title)
     return len(raw)

@@ -33,6 +33,7 @@ from sessions_app.claude_transcript import (
     TranscriptReader,
     looks_like_claude_transcript,
 )
+from sessions_app.claude_transcript.windows import model_context_window
 from sessions_app.codex_rollout import (
     ImportedLine,
     ParsedRollout,
@@ -267,25 +268,32 @@ def default_provider_and_policy(provider=None, policy=None) -> tuple[Provider, C
 
 
 UNTITLED_PREFIX = "imported rollout"
+# A title says how the session came (issue 47 item 8): an uploaded file is "imported", a file kept in step with its
+# writer "followed"; a gateway session names its client and route, a simulated one its scenario.
+IMPORTED_TITLE = "imported"
+FOLLOWED_TITLE = "followed"
 
 
-def title_from_lines(lines) -> str | None:
-    """`imported: <the first real user message>`, or None when the lines have none yet."""
+def titled(prompt: str | None, *, kind: str = IMPORTED_TITLE) -> str | None:
+    """`<kind>: <prompt>` (the first real prompt), or None without one."""
+    return f"{kind}: {prompt}" if prompt else None
+
+
+def title_from_lines(lines, *, kind: str = IMPORTED_TITLE) -> str | None:
+    """`<kind>: <the first real user message>`, or None when the lines have none yet."""
     for line in lines:
         try:
             if line.kind == p.RESPONSE_ITEM and is_real_user_message(line.payload):
                 text = " ".join(message_text(line.payload).split())
                 if text:
-                    return f"imported: {text[:80]}"
+                    return titled(text[:80], kind=kind)
         except (AttributeError, TypeError):  # a malformed item, reported by validation
             continue
     return None
 
 
-def _title(parsed: ParsedRollout, given: str | None) -> str:
-    if given:
-        return given[:200]
-    return title_from_lines(parsed.lines) or f"{UNTITLED_PREFIX} {parsed.source_name or ''}".strip()[:200]
+def _untitled(source_name: str | None) -> str:
+    return f"{UNTITLED_PREFIX} {source_name or ''}".strip()[:200]
 
 
 def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[int, Labels] | None = None, *,
@@ -352,6 +360,15 @@ def provider_for_window(provider: Provider, window: int | None) -> Provider:
     return derived_provider(provider, model=provider.model, context_window=full)
 
 
+def provider_for_claude_model(provider: Provider, model: str | None) -> Provider:
+    """The provider with the Claude model's own window and name (Claude Code writes no window into a transcript:
+    sessions_app.claude_transcript.windows); `provider` itself for a model name that is not Claude's."""
+    window = model_context_window(model)
+    if window is None:
+        return provider
+    return derived_provider(provider, model=model, context_window=window)
+
+
 @dataclass(frozen=True, kw_only=True)
 class FollowedFile:
     """A file the import goes on following (a local follow or a shipped file): its CodexSource `path`, the read
@@ -411,7 +428,12 @@ def do_import_rollout(
     """
     chunks = _chunks(lines, IMPORT_CHUNK_LINES)
     header = _read_header(next(chunks, []), chunks, strict=strict, source_name=source_name)
+    if followed is not None:
+        header.stream.title_kind = FOLLOWED_TITLE
     provider, policy = default_provider_and_policy(provider, policy)
+    if isinstance(header.stream, _ClaudeImportStream):
+        # The model's own window from the first line on, so every window opens with its limit (the chart's).
+        provider = provider_for_claude_model(provider, header.stream.reader.meta.model)
     thread_id = uuid.UUID(int=uuid7().int) if new_thread_id else header.original_id
     existing = Session.objects.filter(thread_id=thread_id).values_list("pk", flat=True).first()
     if existing is not None:
@@ -542,7 +564,9 @@ def _install(stream: _ImportStream, *, session: Session, source: CodexSource, pr
     CodexSource.objects.filter(pk=source.pk).update(
         context_window=window, problems=[x.as_dict() for x in problems], updated_at=timezone.now(),
         **(followed.state if followed is not None else {}))
-    updates = {"provider": provider_for_window(provider, window),
+    chosen = (provider_for_claude_model(provider, stream.reader.meta.model)
+              if isinstance(stream, _ClaudeImportStream) else provider_for_window(provider, window))
+    updates = {"provider": chosen,
                "source": FOLLOWED if followed is not None else IMPORTED}
     if not title and session.title.startswith(UNTITLED_PREFIX) and stream.title:
         updates["title"] = stream.title
@@ -685,6 +709,7 @@ class _ImportStream:
         self.thread_rollbacks = 0
         self.last_timestamp: str | None = None
         self.title: str | None = None
+        self.title_kind = IMPORTED_TITLE  # FOLLOWED_TITLE for a followed file (do_import_rollout)
         self.source_lines = 0
 
     def parse(self, raw: list[RawLine], *, first_line_no: int) -> ParsedRollout:
@@ -700,7 +725,9 @@ class _ImportStream:
         return self.labeler.window
 
     def first_title(self, parsed: ParsedRollout, given: str | None) -> str:
-        return _title(parsed, given)
+        if given:
+            return given[:200]
+        return title_from_lines(parsed.lines, kind=self.title_kind) or _untitled(parsed.source_name)
 
     def feed(self, *, session: Session, source, raw: list[RawLine], parsed: ParsedRollout, actor) -> None:
         self.kind_counts.update(parsed.kind_counts)
@@ -710,7 +737,7 @@ class _ImportStream:
             self.last_timestamp = parsed.lines[-1].timestamp
         self.labels.update(self.labeler.feed(parsed.lines))
         if self.title is None:
-            self.title = title_from_lines(parsed.lines)
+            self.title = title_from_lines(parsed.lines, kind=self.title_kind)
         converted, self.history = convert_lines(parsed.lines, history=self.history)
         self._take(session=session, source=source, raw=raw, converted=converted, actor=actor)
 
@@ -764,7 +791,7 @@ class _ClaudeImportStream(_ImportStream):
     def first_title(self, parsed: TranscriptChunk, given: str | None) -> str:
         if given:
             return given[:200]
-        return self.reader.title or f"{UNTITLED_PREFIX} {self.source_name or ''}".strip()[:200]
+        return titled(self.reader.first_prompt, kind=self.title_kind) or _untitled(self.source_name)
 
     def parse(self, raw: list[RawLine], *, first_line_no: int) -> TranscriptChunk:
         chunk = self.reader.feed([r.raw for r in raw], first_line_no=first_line_no)
@@ -795,7 +822,7 @@ class _ClaudeImportStream(_ImportStream):
         self.kind_counts.update(parsed.kind_counts)
         self.problems.extend(parsed.problems)
         self.labels.update(parsed.labels)
-        self.title = self.title or self.reader.title
+        self.title = self.title or titled(self.reader.first_prompt, kind=self.title_kind)
         self._take(session=session, source=source, raw=raw, converted=parsed.lines, actor=actor)
 
 

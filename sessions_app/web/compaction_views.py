@@ -17,6 +17,7 @@ from compaction_app.models import Compaction, CompactionPolicy, Provider, Retent
 from compactweb.roles import OPERATOR, SUPPORT, has_role, role_required
 from sessions_app.compactions import presentation, retention, rolled_up
 from sessions_app.compactions.analytics import compaction_analytics
+from sessions_app.transfer import codex_sources
 from sessions_app.web.api.compaction_serializers import CompactionDetailSerializer
 from sessions_app.web.forms import DIMENSIONS, PERIODS, AnalyticsFilterForm
 
@@ -70,6 +71,9 @@ def compaction_detail(request, pk: int):
         "after_total": sum(detail["replacement_tokens"]),
         "freed_pct": round(100 * detail["tokens_freed"] / detail["tokens_before"]) if detail["tokens_before"] else 0,
         "left": [{"item": k["item"], "tokens": k["tokens"], "seq": None, "mark": "left"} for k in change["left"]],
+        # A Claude Code compaction is told in Claude Code's words (auto-compact, /compact, its own summary request),
+        # not in Codex's (phase, implementation, Codex's analytics strategy, initial-context injection).
+        "claude": codex_sources.is_claude_session(session=compaction.session),
         "rollback_url": _rollback_url(request, compaction),
         "redo_url": _redo_url(request, compaction),
     }

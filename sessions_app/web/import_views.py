@@ -10,7 +10,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from compaction_app.models import CompactionPolicy, Provider
+from compaction_app.models import CompactionPolicy
+from compaction_app.selectors import chosen_providers
 from compactweb.api_errors import status_for
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.codex_rollout import RolloutImportError
@@ -27,7 +28,7 @@ from sessions_app.web.instructing import may_instruct, refusal
 def import_rollout(request):
     """Upload a Codex rollout .jsonl file; a bad file is refused whole with its bad lines listed."""
     context = dict(
-        nav="import", providers=Provider.objects.order_by("name"), policies=CompactionPolicy.objects.order_by("name"),
+        nav="import", providers=chosen_providers(), policies=CompactionPolicy.objects.order_by("name"),
         errors=None, result=None, form=request.POST,
     )
     if request.method == "GET":

@@ -10,7 +10,8 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from compaction_app.models import CompactionPolicy, Provider
+from compaction_app.models import CompactionPolicy
+from compaction_app.selectors import chosen_providers
 from compactweb.converters import MAX_ID
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.jobs.selectors import replay_jobs
@@ -52,7 +53,7 @@ def replay_compare(request, pk: int):
     return render(request, template, dict(
         nav="fleet", session=session, comparisons=comparisons, jobs=jobs,
         pending=any(j.status in (Job.Status.QUEUED, Job.Status.RUNNING) for j in jobs),
-        policies=CompactionPolicy.objects.order_by("name"), providers=Provider.objects.order_by("name"),
+        policies=CompactionPolicy.objects.order_by("name"), providers=chosen_providers(),
         session_url=reverse("session_detail", args=[session.pk]), replay_error=error,
         chosen=request.POST if request.method == "POST" else {}, started=started,
         # the partial's poll keeps the started job in view

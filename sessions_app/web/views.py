@@ -15,6 +15,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from compaction_app.models import CompactionPolicy, Provider
+from compaction_app.selectors import chosen_providers
 from compactweb.api_errors import status_for
 from compactweb.roles import OPERATOR, role_required
 from sessions_app.compactions.alerts import recent_alerts
@@ -41,7 +42,7 @@ def _session_or_404(pk: int) -> Session:
 
 def _start_form_context() -> dict:
     """What the start-fleet form offers (its named partial renders alone for an htmx answer)."""
-    return {"scenarios": list_scenarios(), "providers": Provider.objects.order_by("name"),
+    return {"scenarios": list_scenarios(), "providers": chosen_providers(),
             "policies": CompactionPolicy.objects.order_by("name"), "max_fleet": MAX_FLEET}
 
 
@@ -60,6 +61,9 @@ def _fleet_page(request, **extra):
         states=FILTER_STATES,
         sorts=SORTS,
         sources=fleet_sources(),
+        # The filter names every provider a session runs on (derived rows included: filtering by the row a session
+        # is on); the start form offers only the ones an operator made (compaction_app.selectors.chosen_providers).
+        filter_providers=Provider.objects.order_by("name"),
         # the live connection follows exactly the rows this page shows (the re-sync asks for the rows it holds)
         ws_query=urlencode({**query, "rows": context["page_ids"]}),
         resync_query=urlencode(query),

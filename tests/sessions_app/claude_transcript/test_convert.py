@@ -58,7 +58,7 @@ def test_the_conversation_becomes_items_and_attachments_bookkeeping_and_subagent
     ]
     assert chunk.sidechain_entries == 1
     assert chunk.kind_counts == {"user": 3, "attachment": 1, "assistant": 2, "last-prompt": 1}
-    assert reader.meta.session_meta()["format"] == "claude_code" and reader.title == "imported: fix parser bug 3"
+    assert reader.meta.session_meta()["format"] == "claude_code" and reader.first_prompt == "fix parser bug 3"
 
 
 def test_usage_is_the_servers_once_per_assistant_message_with_the_cache_counted_as_input():

@@ -60,7 +60,7 @@ def test_a_file_written_piece_by_piece_ends_as_the_whole_file_imported(rollout_p
 
     session.refresh_from_db()
     assert session.provider.usable_context_window == 8550  # the newest window Codex reported in the file
-    assert session.title == "imported: please fix parser bug number 3 in the notes"
+    assert session.title == "followed: please fix parser bug number 3 in the notes"  # not "imported:" (issue 47)
     assert selectors.live_items(session=session) == _whole_import_history(LOCAL)
     assert verify_projection(session=session) == []
     (compaction,) = Compaction.objects.filter(session=session)
