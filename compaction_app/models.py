@@ -39,6 +39,7 @@ class Provider(NamedConfig):
     class WireApi(models.TextChoices):
         RESPONSES = "responses", "Responses API"
         CHAT = "chat", "Chat Completions"
+        ANTHROPIC = "anthropic", "Anthropic Messages"
 
     RemoteCompaction = text_choices(v.RemoteSupport)
 

@@ -18,12 +18,15 @@ import time
 from compactweb import metrics
 
 SCOPE_KEY = "compactweb.gateway_metrics"
-ENDPOINTS = {"/v1/responses": "responses", "/v1/responses/compact": "responses/compact", "/v1/models": "models"}
+ENDPOINTS = {"/v1/responses": "responses", "/v1/responses/compact": "responses/compact", "/v1/models": "models",
+             "/anthropic/v1/messages": "anthropic/messages",
+             "/anthropic/v1/messages/count_tokens": "anthropic/count_tokens"}
 ROUTE_PREFIX = "/r/"
 OWN_5XX = {"upstream_unreachable": "unreachable", "compaction_failed": ""}  # the gateway's own error codes
 UPSTREAM_STATUS = "upstream_status"
 STREAM_FAILED = "stream_failed"
 FAILED_EVENT = b"event: response.failed"  # the Responses API's failed stream (gateway_app.wire.failed_event)
+MESSAGES_FAILED_EVENT = b"event: error\n"  # the Messages API's (anthropic_wire.error_event); a newline: an SSE line, never inside JSON text
 ERROR_BODY_LIMIT = 4096  # an error body longer than this is the upstream's, not one of the gateway's
 
 
@@ -62,7 +65,9 @@ class _Answer:
             body = message.get("body", b"")
             if body and not self.stream_failed:
                 keep = len(FAILED_EVENT) - 1  # the most of the event line one chunk can end with
-                self.stream_failed = FAILED_EVENT in body or FAILED_EVENT in self._tail + body[:keep]
+                seen = self._tail + body[:keep]
+                self.stream_failed = any(event in body or event in seen
+                                         for event in (FAILED_EVENT, MESSAGES_FAILED_EVENT))
                 self._tail = body[-keep:] if len(body) >= keep else (self._tail + body)[-keep:]
             if self.first_byte is None and (body or not message.get("more_body")):
                 self.first_byte = time.monotonic() - self.started

@@ -15,6 +15,7 @@ from compactweb import (
 )
 from compactweb.body_limit import asgi_body_limit
 from compactweb.sim_mount import MOUNT, guarded_sim_app
+from gateway_app import anthropic_proxy
 from gateway_app import proxy as gateway
 from sessions_app.live.consumers import FleetConsumer, SessionConsumer
 
@@ -83,7 +84,7 @@ def http_router(django_app):
     COMPACTWEB_SIM_ENABLED, everything else to Django."""
     django_app = asgi_body_limit(django_app)  # 413 before an oversized body is read (the simulator has its own cap)
     sim_app = create_mounted_app(recorder=_sim_recorder()) if settings.COMPACTWEB_SIM_ENABLED else None
-    gateway_app = gateway_metrics.observed(gateway.app)
+    gateway_app = gateway_metrics.observed(anthropic_proxy.dispatch)
 
     async def app(scope, receive, send):
         path = scope.get("path", "")

@@ -119,9 +119,17 @@ async def compact_first(*, gs: GatewaySession, history: list[dict[str, Any]]) ->
 
 
 async def compact(*, gs: GatewaySession, history: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
-    """Run the policy's compaction on the session; (the compaction item to answer with, tokens before).
+    """Run the policy's compaction on the session; (the compaction item to answer with, tokens before)."""
+    compaction = await run_policy_compaction(gs=gs, history=history)
+    handle = await lookups.run(_store_handle, gs=gs, compaction_id=compaction.pk)
+    item = {"type": "compaction", "id": "cmp_" + handle[len(wire.HANDLE_PREFIX):][:24], "encrypted_content": handle}
+    return item, int(compaction.tokens_before or 0)
 
-    Codex asks again and again until its history is under its limit, and a compaction it cannot get fails its
+
+async def run_policy_compaction(*, gs: GatewaySession, history: list[dict[str, Any]]):
+    """Run the policy's compaction on the session (installed); the Compaction.
+
+    A client asks again and again until its history is under its limit, and a compaction it cannot get fails its
     turn: so where the policy's masking is refused (nothing left to mask) the gateway falls back to local
     summarisation with the route's model, once; the Compaction's strategy (`local`) and the refused attempt say
     which ran. A failure of that too is raised."""
@@ -135,6 +143,4 @@ async def compact(*, gs: GatewaySession, history: list[dict[str, Any]]) -> tuple
                     gs.session_id, refused)
         compaction = await acompact_session(session_id=gs.session_id,
                                             ask=dataclasses.replace(ask, strategy=Strategy.LOCAL.value))
-    handle = await lookups.run(_store_handle, gs=gs, compaction_id=compaction.pk)
-    item = {"type": "compaction", "id": "cmp_" + handle[len(wire.HANDLE_PREFIX):][:24], "encrypted_content": handle}
-    return item, int(compaction.tokens_before or 0)
+    return compaction

@@ -29,7 +29,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from compaction_app.engine.items import is_real_user_message, message_text
-from gateway_app import wire
+from gateway_app import anthropic_wire, wire
 from gateway_app.models import GatewayAttempt, GatewayRoute, GatewaySession
 from sessions_app.codex_rollout.labels import LOCAL, REMOTE_V1, REMOTE_V2, Labels
 from sessions_app.models import LiveItem, RolloutLine, Session
@@ -53,6 +53,9 @@ _SEEN = {wire.COMPACTION_V2: "a streamed /responses compaction (compaction_trigg
          wire.COMPACTION_V1: "a /responses/compact request passed the gateway: remote v1",
          wire.COMPACTION_LOCAL: "a compaction-kind /responses request (the summarization prompt) passed the "
                                 "gateway: local summarization"}
+
+CLAUDE_SUMMARY_SEEN = ("Claude Code's summary request (its compaction prompt) passed the gateway: Claude Code "
+                       "summarises with a model request of its own")
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,10 @@ CLIENT_GONE = "the client disconnected mid-stream"
 # (never a `compacted` line: no Compaction row, no alert counts them).
 CLIENT_REWRITE = "client_rewrite"
 CLIENT_RETRY = "client_retry"
+# compactweb mode for Claude Code: the pending kind after the policy's summary answered its summary request, and the
+# source of the `rollback` line that installs Claude Code's next history (gateway_app.anthropic_compaction).
+CLAUDE_COMPACTWEB = "claude_code_compactweb"
+CLAUDE_CODE_SUMMARY = "claude_code_summary"
 
 
 def settled(exchange: Exchange) -> Exchange:
@@ -108,7 +115,10 @@ def settled(exchange: Exchange) -> Exchange:
             text = b"".join(exchange.answer).decode("utf-8", "replace")[:2000]
             return dataclasses.replace(exchange, answer=(), error=text or f"HTTP {exchange.status}")
         return dataclasses.replace(exchange, answer=())
-    if exchange.answer_format == SSE:
+    if exchange.answer_format in (anthropic_wire.SSE, anthropic_wire.JSON):  # Claude Code's (issue 44)
+        summary, error = anthropic_wire.read_answer(exchange.answer_format, b"".join(exchange.answer))
+        error = exchange.error or error
+    elif exchange.answer_format == SSE:
         reader = wire.SseReader()
         reader.feed(b"".join(exchange.answer))
         summary = reader.finish()
@@ -247,9 +257,12 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
                            if i.get("type") == "message" and i.get("role") == "assistant")
             pending = {"kind": exchange.kind, "response_id": exchange.response_id, "phase": phase_of(exchange.history),
                        "summary": text if exchange.kind == wire.COMPACTION_LOCAL else ""}
+            if is_claude_code(exchange):
+                pending["call_usage"] = _call_usage(gs.pending_compaction, exchange.usage)
+                pending["seen"] = CLAUDE_SUMMARY_SEEN
         else:
             lines += [NewLine(p.RESPONSE_ITEM, i) for i in _valid_items(exchange.output, gs)]
-        if exchange.usage:
+        if exchange.usage and not (is_claude_code(exchange) and exchange.kind in wire.COMPACTION_KINDS):
             lines.append(usage_line(usage=_codex_usage(exchange.usage),
                                     model_context_window=session.provider.usable_context_window))
         # One UPDATE for the request count and what stays pending (the row is locked since gateway_session_for).
@@ -295,6 +308,13 @@ def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
         return lines, None, None  # an extension: a compaction asked for before was not installed by Codex
     if shared == len(history):
         return _behind(live, exchange, lines, pending)
+    if pending and pending.get("kind") == CLAUDE_COMPACTWEB:  # Claude Code took compactweb's summary (issue 44)
+        lines.append(NewLine(p.ROLLBACK, {
+            "source": CLAUDE_CODE_SUMMARY, "replacement_history": _valid_items(history, gs),
+            "removed_count": len(live) - shared, "kept_count": shared, "compaction_id": pending.get("compaction_id"),
+            "reason": "Claude Code continues from the summary compactweb's policy gave it, in its own framing: the "
+                      "compaction is recorded already"}))
+        return lines, None, None
     if not pending:  # no compaction explains it: the client rewrote its history (a resume, an edit)
         lines.append(NewLine(p.ROLLBACK, {
             "source": CLIENT_REWRITE, "replacement_history": _valid_items(history, gs),
@@ -309,11 +329,14 @@ def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
     if kind == wire.COMPACTION_V2 and pending.get("response_id"):
         payload["compaction_response_id"] = pending["response_id"]
     lines.append(NewLine(p.COMPACTED, payload))
+    if (pending or {}).get("call_usage"):
+        lines.append(NewLine(p.EVENT_MSG, {"type": p.COMPACTION_USAGE, "source": "gateway",
+                                           "info": {"last_token_usage": pending["call_usage"]}}))
     if kind in _LABELS:
         implementation, strategy = _LABELS[kind]
         labels = Labels(implementation=implementation, strategy=strategy, phase=pending.get("phase") or "pre_turn",
                         trigger="auto",
-                        reason="context_limit", inferred={"implementation": _SEEN[kind]})
+                        reason="context_limit", inferred={"implementation": pending.get("seen") or _SEEN[kind]})
     return lines, labels, None
 
 
@@ -336,6 +359,19 @@ def _behind(live: list[dict[str, Any]], exchange: Exchange, lines: list[NewLine]
         "kept_count": len(exchange.history),
         "reason": "the client retried its newest request: the retry's answer replaces the one recorded"}))
     return lines, None, pending
+
+
+def is_claude_code(exchange: Exchange) -> bool:
+    return exchange.meta.get("client") == "claude_code"
+
+
+def _call_usage(pending: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, int]:
+    """What Claude Code's summary requests of one compaction cost, summed (it may send two before the next
+    conversation starts): the compaction's call tokens, in the shape of a `token_count`'s last usage."""
+    before = (pending or {}).get("call_usage") or {}
+    now = _codex_usage(usage or {})
+    keys = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens")
+    return {k: int(before.get(k) or 0) + int(now.get(k) or 0) for k in keys}
 
 
 def _client_input(item: dict[str, Any]) -> bool:

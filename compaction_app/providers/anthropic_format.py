@@ -88,3 +88,82 @@ def content_items(role: str, content: Any, *, keep_text: Callable[[str], bool] =
                           "output": output_of(result_text(block.get("content")))})
     flush()
     return items
+
+
+def _tool_input(arguments: Any) -> Any:
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        value = json.loads(arguments or "{}")
+    except (TypeError, ValueError):
+        return {"arguments": arguments}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _text_block(part: dict[str, Any]) -> dict[str, Any] | None:
+    if part.get("type") in ("input_text", "output_text", "text") and part.get("text"):
+        return {"type": "text", "text": str(part["text"])}
+    if part.get("type") == "input_image" and isinstance(part.get("image_url"), str):
+        url = part["image_url"]
+        if url.startswith("data:") and ";base64," in url:
+            media, data = url[5:].split(";base64,", 1)
+            return {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    return None
+
+
+def items_messages(items: list[Item]) -> list[dict[str, Any]]:
+    """Responses items → Anthropic `messages`, the inverse of `content_items` (for a model call compactweb makes
+    itself over the Messages API: a policy's summarisation on an Anthropic provider). A developer or system
+    message has no role of its own there: it is the user's text. Consecutive blocks of one role make one message;
+    items with no Messages equivalent (reasoning, compaction) are left out."""
+    messages: list[dict[str, Any]] = []
+
+    def add(role: str, block: dict[str, Any]) -> None:
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].append(block)
+        else:
+            messages.append({"role": role, "content": [block]})
+
+    for item in items:
+        kind = item.get("type")
+        if kind == "message":
+            role = "assistant" if item.get("role") == "assistant" else "user"
+            content = item.get("content")
+            parts = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+            for part in parts:
+                block = _text_block(part) if isinstance(part, dict) else None
+                if block is not None:
+                    add(role, block)
+        elif kind == "function_call":
+            add("assistant", {"type": "tool_use", "id": str(item.get("call_id", "")), "name": str(item.get("name", "")),
+                              "input": _tool_input(item.get("arguments"))})
+        elif kind == "function_call_output":
+            output = item.get("output")
+            text = output if isinstance(output, str) else result_text(output)
+            add("user", {"type": "tool_result", "tool_use_id": str(item.get("call_id", "")), "content": text})
+    return messages
+
+
+def tools_of(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Responses function tools → Anthropic tools (`input_schema`)."""
+    return [{"name": t["name"], "description": str(t.get("description") or ""),
+             "input_schema": t.get("parameters") or {"type": "object", "properties": {}}}
+            for t in tools if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str)]
+
+
+def usage_as_responses(usage: Any) -> dict[str, Any] | None:
+    """Anthropic `usage` in the Responses shape: input = `input_tokens` + cache reads + cache writes (what the
+    model read), cached = the cache reads (as the Claude Code transcript reader counts it)."""
+    if not isinstance(usage, dict):
+        return None
+
+    def n(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    cached = n("cache_read_input_tokens")
+    inp = n("input_tokens") + cached + n("cache_creation_input_tokens")
+    out = n("output_tokens")
+    return {"input_tokens": inp, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": out,
+            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": inp + out}

@@ -14,7 +14,7 @@ from compaction_app.engine.settings import DEFAULT_REQUEST_MAX_RETRIES, DEFAULT_
 from compaction_app.engine.thresholds import DEFAULT_CONTEXT_WINDOW, DEFAULT_EFFECTIVE_PERCENT
 
 EMBEDDED = "embedded"
-WIRE_APIS = ("responses", "chat")
+WIRE_APIS = ("responses", "chat", "anthropic")
 REMOTE_COMPACTION_MODES = ("none", "v1", "v2")
 STREAM_MAX_RETRIES_CAP = 100  # spec §6.2: hard cap on stream_max_retries
 

@@ -62,7 +62,9 @@ class Connection:
         headers = {"Accept": accept, **self.config.extra_headers, **ACCEPT_IDENTITY}
         headers.update({name: value.reveal() or "" for name, value in self._env_headers.items()})
         key = self._key.reveal()
-        if key:
+        if key and self.config.wire_api == "anthropic":  # Anthropic's API takes its key in x-api-key
+            headers.update({"x-api-key": key, "anthropic-version": "2023-06-01"})
+        elif key:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 

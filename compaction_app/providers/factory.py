@@ -9,6 +9,7 @@ import threading
 import httpx
 
 from compaction_app.engine.port import ModelClient
+from compaction_app.providers.anthropic_client import AnthropicClient
 from compaction_app.providers.chat import ChatClient
 from compaction_app.providers.client import ResponsesClient
 from compaction_app.providers.config import ProviderConfig
@@ -69,4 +70,6 @@ def build_client(
         transport = embedded_transport(context_window=config.context_window)
     if config.wire_api == "chat":
         return ChatClient(config, transport=transport)
+    if config.wire_api == "anthropic":
+        return AnthropicClient(config, transport=transport)
     return ResponsesClient(config, transport=transport, sleep=sleep, rng=rng)
