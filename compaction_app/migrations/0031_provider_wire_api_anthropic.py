@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('compaction_app', '0029_alert_destination_url_env'),
+        ('compaction_app', '0030_provider_derived_from'),
     ]
 
     operations = [
