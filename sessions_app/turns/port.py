@@ -16,6 +16,7 @@ from compaction_app.engine.history_snapshot import HistorySnapshot
 from compaction_app.engine.items import Item
 from compaction_app.engine.thresholds import ModelLimits
 from compaction_app.engine.vocabulary import Reason
+from compactweb import db_outage
 from sessions_app.compactions import services as compaction
 from sessions_app.compactions import settings_builder
 from sessions_app.compactions.alerts import record_turn
@@ -253,7 +254,13 @@ class SessionTurnPort:
 
     async def record(self, records: Sequence[Record]) -> None:
         if records:
-            await events.apublish(await sync_to_async(self._record)(records))
+            # A conflict (PostgreSQL rolled this write back as a deadlock's victim or a serialization failure) is
+            # run again, bounded and jittered (compactweb.db_outage.retry_on_conflict): the append is one
+            # transaction that leaves the session copy as it was when it fails, and what follows it (caches,
+            # alerts) runs only once it committed, so a retry writes the lines once. Only a conflict that outlasts
+            # the retries, or an outage, ends the turn with an error line (issue 42).
+            published = await sync_to_async(db_outage.retry_on_conflict)(partial(self._record, records))
+            await events.apublish(published)
 
     async def compact(self, *, reason: Reason, phase: str, compact_with: ModelLimits | None) -> None:
         failures = (compaction.CompactionFailed, compaction.CompactionRefused, compaction.CompactionInterrupted,

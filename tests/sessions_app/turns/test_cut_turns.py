@@ -2,6 +2,8 @@
 the write's transaction lost), still ends in the rollout with an `error` line saying why and its `turn_complete`,
 and the API answers 503 / 409, never a 500 nor a turn left open. The turn runs through `POST
 /api/v1/sessions/<id>/turns` on a session over its limit, so its writes include a pre-turn compaction's install.
+A conflict is a cut only when it outlasts its retries: one that fails a write once is retried and the turn
+completes (tests/sessions_app/turns/test_turn_write_conflicts.py has it with a real PostgreSQL deadlock).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import psycopg.errors
 import pytest
 from django.db import OperationalError
 
+from compactweb import db_outage
 from sessions_app.compactions import services as compaction_services
 from sessions_app.models import RolloutLine
 from sessions_app.rollout import services
@@ -37,8 +40,10 @@ def _deadlock() -> Exception:
             return exc
 
 
-CUTS = {"outage": (_outage, "the database became unavailable", 503),
-        "conflict": (_deadlock, "a conflicting transaction rolled its write back", 409)}
+# How a cut write fails: an outage once (never retried), a conflict at every one of its retries (one that outlasts
+# them); a conflict that fails the write once is retried and cuts nothing (the next test).
+CUTS = {"outage": (_outage, 1, "the database became unavailable", 503),
+        "conflict": (_deadlock, db_outage.CONFLICT_ATTEMPTS, "a conflicting transaction rolled its write back", 409)}
 
 
 def unended_turns(session) -> list[str]:
@@ -52,24 +57,36 @@ def unended_turns(session) -> list[str]:
     return [turn for turn in started if turn not in ended]
 
 
-@pytest.mark.parametrize("cut", sorted(CUTS))
-def test_a_turn_cut_at_each_of_its_writes_ends_with_an_error_line_saying_why(
-        operator_api, make_session, items_factory, monkeypatch, cut):
-    make_error, why, answer = CUTS[cut]
+def _cut_writes(monkeypatch, make_error) -> dict:
+    """Make the turn's and the compaction's `cut_at`-th write fail `left` times (a retry is the same write)."""
     real_append = services.append_rollout_lines
-    writes = {"seen": 0, "cut_at": 0}
+    writes = {"seen": 0, "reached": 0, "cut_at": 0, "left": 0}
 
     def append(**kwargs):
-        writes["seen"] += 1
-        if writes["seen"] == writes["cut_at"]:
-            raise make_error()
+        index = writes["seen"] + 1
+        writes["reached"] = max(writes["reached"], index)
+        if index == writes["cut_at"] and writes["left"] > 0:
+            writes["left"] -= 1
+            raise make_error()  # not counted as seen: its retry, if any, is the same write
+        writes["seen"] = index
         return real_append(**kwargs)
 
     monkeypatch.setattr(turn_port, "append_rollout_lines", append)
     monkeypatch.setattr(compaction_services, "append_rollout_lines", append)
+    monkeypatch.setattr(db_outage.time, "sleep", lambda seconds: None)  # the jittered waits: not waited here
+    return writes
+
+
+# Transactional: a conflict is retried only outside an outer transaction, and the test's own would be one.
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("cut", sorted(CUTS))
+def test_a_turn_cut_at_each_of_its_writes_ends_with_an_error_line_saying_why(
+        operator_api, make_session, items_factory, monkeypatch, cut):
+    make_error, times, why, answer = CUTS[cut]
+    writes = _cut_writes(monkeypatch, make_error)
     for cut_at in count(1):
         session = make_session(items=[items_factory.user("start"), items_factory.assistant(FILLER)])
-        writes.update(seen=0, cut_at=cut_at)
+        writes.update(seen=0, reached=0, cut_at=cut_at, left=times)
 
         response = operator_api.post(f"/api/v1/sessions/{session.pk}/turns", {"input": "next"}, format="json")
 
@@ -85,9 +102,32 @@ def test_a_turn_cut_at_each_of_its_writes_ends_with_an_error_line_saying_why(
             assert error.payload["turn_id"] == ends[-1]["turn_id"]
         assert started or not ends  # cut at its first write: nothing of it was recorded
         assert services.verify_projection(session=session) == []
-        if writes["seen"] < cut_at:  # the turn made fewer writes: every one of them was cut once
+        if writes["reached"] < cut_at:  # the turn made fewer writes: every one of them was cut once
             break
     assert cut_at > 3  # the turn's context, the compaction's install, the model's answers
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_conflict_at_any_one_write_of_a_turn_is_retried_and_the_turn_completes(
+        operator_api, make_session, items_factory, monkeypatch):
+    writes = _cut_writes(monkeypatch, _deadlock)
+    for cut_at in count(1):
+        session = make_session(items=[items_factory.user("start"), items_factory.assistant(FILLER)])
+        writes.update(seen=0, reached=0, cut_at=cut_at, left=1)
+
+        response = operator_api.post(f"/api/v1/sessions/{session.pk}/turns", {"input": "next"}, format="json")
+
+        assert response.status_code == 200, (cut_at, response.content)
+        assert response.json()["status"] == "completed", (cut_at, response.json()["error"])
+        assert writes["left"] == 0 or writes["reached"] < cut_at, cut_at  # it did conflict (or made no such write)
+        assert unended_turns(session) == [], cut_at
+        kinds = list(RolloutLine.objects.filter(session=session, kind="event_msg").values_list("payload__type",
+                                                                                                flat=True))
+        assert "error" not in kinds and kinds.count("turn_started") == kinds.count("turn_complete") == 1, cut_at
+        assert services.verify_projection(session=session) == []
+        if writes["reached"] < cut_at:
+            break
+    assert cut_at > 3
 
 
 def test_the_turn_of_a_holder_that_died_is_ended_by_the_next_turn_before_it_starts(operator_api, make_session):
