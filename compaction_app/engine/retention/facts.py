@@ -111,12 +111,18 @@ ERROR_LINE = re.compile(
     r"\bno space left\b|\bdeadlock\b|\bunhealthy\b|\bnon-zero\b|\bexit status [1-9]|\bterminated\b|\bCRITICAL\b|"
     r"\bexited (?:with )?(?:code |status )?\(?[1-9]\d*\b|\btime ?out\b|\bERR!|\berrno\b|"
     r"\bE(?:CONNREFUSED|CONNRESET|NOENT|ACCES|LIFECYCLE|ADDRINUSE|TIMEDOUT|PIPE|PERM)\b|\bconnection reset\b|"
-    r"\bHTTP/\d(?:\.\d)? [45]\d\d\b|\bService Unavailable\b|\bBad Gateway\b|\bGateway Timeout\b",
+    r"\bHTTP/\d(?:\.\d)? [45]\d\d\b|\bService Unavailable\b|\bBad Gateway\b|\bGateway Timeout\b|"
+    # A resolver's or a linker's complaint: "... requires x<3.0, but you have x 3.1 which is incompatible".
+    r"\bincompatible\b|\bconflicts?\b|\bunsatisfi(?:ed|able)\b",
     re.IGNORECASE)
 # A table's header row (`NAME  READY  STATUS  RESTARTS  AGE`) and a row's cells, two or more spaces apart.
 TABLE_HEADER = re.compile(r"^[A-Z][A-Z_-]*(?:\s{2,}[A-Z][A-Z_ -]*)+$")
 TABLE_CELLS = re.compile(r"\s{2,}")
-CONSTRAINT = re.compile(r"\b(?:must(?: not)?|never|always|do not|don't|only|without)\b", re.IGNORECASE)
+CONSTRAINT = re.compile(
+    r"\b(?:must(?: not)?|never|always|do not|don't|only|without|avoid|"
+    # A constraint that says what must stay as it is: "keep the field names as they are", "leave X alone".
+    r"keep\b.*\b(?:as (?:it is|they are)|unchanged|intact|stable)|leave\b.*\b(?:alone|as (?:it is|they are)))\b",
+    re.IGNORECASE)
 NEXT_STEP = re.compile(r"^\s*(?:next(?: step)?s?\s*[:\-]|todo\s*[:\-]|- \[ \])\s*(.+)$", re.IGNORECASE)
 DECISION = re.compile(
     r"\b(?:decided|decide to|chose|choose|we will|i will|i'll|going with|instead of|because|the fix is|"
@@ -370,6 +376,27 @@ def _table_row(line: str, header: str | None) -> str:
     return " ".join([cells[0], *failing]) if failing else line
 
 
+# Where a failure was raised: pytest's `src/a.py:212: AssertionError`, a compiler's `src/a.c:12:5: error`,
+# Python's `File "src/a.py", line 212, in f`, a JavaScript stack's `at f (src/a.js:12:5)`.
+LOCATION = re.compile(
+    r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z]{1,6}):(\d+)(?::\d+)?\b|"
+    r"File \"([^\"]+)\", line (\d+)")
+
+
+def failure_location(output: str, code: int | None) -> tuple[str, str] | None:
+    """The line and the place (`path:line`) where a failing command's failure was raised: the last place a
+    traceback or a report names (the innermost frame), not a test's own id. None for a command that did not fail."""
+    if code in (None, 0):
+        return None
+    found = None
+    for line in output_body(output):
+        for match in LOCATION.finditer(line):
+            path, number = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+            if "::" not in line[match.end():match.end() + 2]:
+                found = (line, f"{path}:{number}")
+    return found
+
+
 def error_lines(output: str, code: int | None) -> list[str]:
     """The failure lines of an output: the first and the last line that reads as a failure; for a command that
     exited non-zero with none of those, its last line (what a failure usually ends with). A table's row is
@@ -463,7 +490,7 @@ class _Collector:
         if not text:
             return
         fact = ProbeFact.of(kind, text, question, **kwargs)
-        if not fact.anchors and not fact.words:
+        if not fact.anchors and not fact.words and not fact.setting:  # a setting has its name and value
             return
         self.facts.setdefault(fact.key, fact)
 
@@ -557,6 +584,10 @@ def extract_facts(items: list[Item], context: list[Item] | None = None,
             if output is not None:
                 for line in error_lines(text, code):
                     c.add(FactKind.ERROR, line, "Which errors were seen?")
+                place = failure_location(text, code)
+                if place is not None:  # proved by the place alone: "line 212 of src/a.py" states it
+                    c.add(FactKind.ERROR, f"{place[0]} (raised at {place[1]})", "Where did the failure happen?",
+                          about=place[1])
         for statement in stated.get(positions.get(id(item), -1), ()):
             for now in _latest(statement, latest, by_name):
                 c.add(FactKind.VALUE, f"{now.key} = {now.value} (in {now.source})", "Which settings and values "

@@ -31,7 +31,10 @@ NO_ANCHOR_WORD_COVER = 0.7
 ANCHORED_MAX_WORDS = 3
 # A fact with this many anchors or more is matched on its anchors and a lower share of words.
 MANY_ANCHORS = 3
-MANY_ANCHORS_WORD_COVER = 0.34
+MANY_ANCHORS_WORD_COVER = 0.33
+# A segment holding every one of this many anchors of a fact states it in any words ("needs boto3 >=3.7,<5.0; 5.3
+# is installed" for "requires boto3<5.0,>=3.7, but you have boto3 5.3").
+ALL_ANCHORS_SUFFICE = 4
 
 STOP_WORDS = frozenset("""
 a an and are as at be been but by can could did do does for from had has have he her his i if in into is it its
@@ -46,6 +49,13 @@ _TOKEN = re.compile(r"[a-z0-9_$@#%~+\-]+(?:[./:\\][a-z0-9_$@#%~+\-]+)*")
 _TOKEN_ANY_CASE = re.compile(_TOKEN.pattern, re.IGNORECASE)
 _CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
 _NUMBER = re.compile(r"^-?\d+(?:[.,:]\d+)*$")
+_DIGIT_GROUPS = re.compile(r"^\d+(?:-\d+)+$")
+# A place in a file (`src/a.py:212`): a segment names it with the path and the number apart too ("line 212 of
+# src/a.py").
+_FILE_LINE = re.compile(r"^(.+\.[a-z0-9]{1,6}):(\d+)$")
+# A hex digest of 8 or more characters: git accepts any prefix of 7 or more for it, and so does a reader.
+_DIGEST = re.compile(r"^[0-9a-f]{8,64}$")
+_SHORT_DIGEST = re.compile(r"^[0-9a-f]{7,64}$")
 _SUFFIXES = ("ations", "ation", "ures", "ure", "ings", "ing", "ies", "ied", "ers", "er", "ed", "ly", "s")
 _UNDOUBLE = ("ing", "ed", "er", "ers", "ings")
 
@@ -88,6 +98,8 @@ def is_anchor(original: str) -> bool:
     token = original.lower()
     if _NUMBER.match(token):
         return len(token.strip("-").replace(".", "").replace(",", "").replace(":", "")) >= 2
+    if _DIGIT_GROUPS.match(token):  # a date, a range of numbers: 2026-11-26, 8000-8100
+        return True
     if any(ch.isdigit() for ch in token) and any(ch.isalpha() for ch in token):
         return True
     if any(sep in token for sep in ("_", "/", "\\")) or "." in token:
@@ -99,9 +111,10 @@ def anchors_of(text: str) -> tuple[str, ...]:
     """The identifiers and numbers of a text, in order, without repeats (compared in lower case)."""
     found: list[str] = []
     for match in _TOKEN_ANY_CASE.finditer(_unquote(text)):
+        flag = match.group().startswith("--") and len(match.group()) > 4  # a long option names what a command did
         original = match.group().strip("-.:")
         token = original.lower()
-        if original and is_anchor(original) and token not in found:
+        if original and (flag or is_anchor(original)) and token not in found:
             found.append(token)
     return tuple(found)
 
@@ -120,15 +133,25 @@ def words_of(text: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+# An HTTP status code says its reason phrase: a claim "GET /x -> 404" states a failure line "Not Found: /x".
+HTTP_REASONS = {code: frozenset(stem(w) for w in reason.split()) for code, reason in {
+    "400": "bad request", "401": "unauthorized", "403": "forbidden", "404": "not found", "405": "method not allowed",
+    "409": "conflict", "413": "payload too large", "422": "unprocessable entity", "429": "too many requests",
+    "500": "internal server error", "502": "bad gateway", "503": "service unavailable", "504": "gateway timeout",
+}.items()}
+
+
 class Segment:
     """One searchable text of a window: its normalised form, its token set and its stemmed word set."""
 
-    __slots__ = ("text", "tokens", "words", "joined", "multi")
+    __slots__ = ("text", "tokens", "words", "joined", "multi", "lines", "_digests")
 
     def __init__(self, text: str, *, joined: bool = False, multi: bool = False) -> None:
         self.joined = joined  # two adjacent summary lines read as one (not for an exit status: headers sit there)
         self.multi = multi  # several sentences of free text, each also a segment (a value is read per sentence)
         self.text = normalise(text)
+        # The lines it was read from (two for a joined segment): what a claim's own sentence is looked for in.
+        self.lines = tuple(normalise(line) for line in text.splitlines() if line.strip()) or (self.text,)
         toks = tokens(self.text)
         self.tokens = set(toks)
         # Sub-parts of compound tokens (`tests/x.py::test_y` also holds `tests/x.py` and `test_y`).
@@ -141,9 +164,21 @@ class Segment:
                 for i in range(1, len(pieces)):  # a path also names its shorter tails (src/a/b.py holds a/b.py)
                     self.tokens.add("/".join(pieces[i:]))
         self.words = {stem(t) for t in toks if t.isalpha()}
+        for code in HTTP_REASONS.keys() & self.tokens:  # "-> 404" says "Not Found"
+            self.words |= HTTP_REASONS[code]
+        self._digests: list[str] | None = None
 
     def has_anchor(self, anchor: str) -> bool:
-        return anchor in self.tokens
+        if anchor in self.tokens:
+            return True
+        place = _FILE_LINE.match(anchor)
+        if place is not None:
+            return place.group(1) in self.tokens and place.group(2) in self.tokens
+        if _DIGEST.match(anchor) and any(ch.isalpha() for ch in anchor):
+            if self._digests is None:
+                self._digests = [t for t in self.tokens if _SHORT_DIGEST.match(t)]
+            return any(anchor.startswith(t) for t in self._digests)
+        return False
 
 
 @lru_cache(maxsize=4096)
@@ -158,6 +193,8 @@ def status_pattern(code: int) -> re.Pattern[str]:
 
 # A protocol and its version (`HTTP/1.1`, `TLS/1.3`): a failure line's framing, loose like its numbers.
 _PROTOCOL = re.compile(r"^[a-z]+/\d+(?:\.\d+)*$")
+# A measurement glued to its unit (`4.05s`, `120ms`, `512mb`): a failure line's detail, loose like its numbers.
+_MEASURE = re.compile(r"^\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h|b|kb|mb|gb|kib|mib|gib)$")
 
 
 def is_number(anchor: str) -> bool:
@@ -170,7 +207,7 @@ def _anchors_held(segment: Segment, anchors: tuple[str, ...], loose_numbers: boo
     `HTTP/1.1`), all of them when the line has no identifier."""
     if not loose_numbers:
         return all(segment.has_anchor(a) for a in anchors)
-    numbers = [a for a in anchors if is_number(a) or _PROTOCOL.match(a)]
+    numbers = [a for a in anchors if is_number(a) or _PROTOCOL.match(a) or _MEASURE.match(a)]
     names = [a for a in anchors if a not in numbers]
     if not names:  # the plain numbers carry the line (`HTTP/1.1 503 ...` is kept by 503)
         plain = [a for a in numbers if is_number(a)] or numbers
@@ -184,7 +221,9 @@ def states(segment: Segment, *, anchors: tuple[str, ...], words: tuple[str, ...]
     """Whether a segment states a fact: every anchor, enough content words, and the exit status when there is one."""
     if not _anchors_held(segment, anchors, loose_numbers):
         return False
-    if words:
+    if len(anchors) >= ALL_ANCHORS_SUFFICE and all(segment.has_anchor(a) for a in anchors):
+        pass  # four identifiers and numbers, every one of them: the claim is this fact whatever its verbs
+    elif words:
         need = cover if cover is not None else (
             NO_ANCHOR_WORD_COVER if not anchors else
             MANY_ANCHORS_WORD_COVER if len(anchors) >= MANY_ANCHORS else WORD_COVER)
@@ -226,12 +265,26 @@ def about_another(segment: Segment, source: str) -> bool:
     return False
 
 
+@lru_cache(maxsize=4096)
+def source_ids(source: str) -> tuple[str, ...]:
+    """The distinctive identifiers of where a setting was read (`shard_21`, `export/21`, `checkout-21`: a name with
+    a digit and a letter), what a summary names the measured thing by when it leaves the setting's name out."""
+    return tuple(a for a in anchors_of(source) if any(ch.isdigit() for ch in a) and any(ch.isalpha() for ch in a)
+                 and not a.startswith("-"))
+
+
+def names_source(segment: Segment, source: str) -> bool:
+    """Whether a segment names the thing a setting was read from ("/export/21 answers in 421 ms" for the
+    `p95_latency` of `./scripts/latency --route /export/21`)."""
+    return any(segment.has_anchor(a) for a in source_ids(source)) if source else False
+
+
 def states_setting(segment: Segment, *, setting: str, value: str, source: str = "") -> bool:
     """Whether a segment states a setting's value: the setting named (its name, or one word of it) and the value
     (a number with a unit in any unit that agrees, "1.8 GiB" for 1843 MiB; else the value's tokens), and not as
     the value of another thing of the same kind (`_about_another`)."""
     named = setting in segment.tokens or setting.replace("_", "") in segment.tokens or \
-        bool(setting_words(setting) & segment.words)
+        bool(setting_words(setting) & segment.words) or names_source(segment, source)
     if not named or (source and about_another(segment, source)):
         return False
     return states_value(segment, value)

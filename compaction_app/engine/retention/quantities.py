@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-BYTES, SECONDS = "bytes", "seconds"
+BYTES, SECONDS, PERCENT = "bytes", "seconds", "percent"
 
 _UNITS: dict[str, tuple[str, float]] = {}
 for names, dimension, factor in (
@@ -35,13 +35,19 @@ for names, dimension, factor in (
     (("min", "mins", "minute", "minutes"), SECONDS, 60),
     (("h", "hr", "hrs", "hour", "hours"), SECONDS, 3600),
     (("d", "day", "days"), SECONDS, 86400),
+    (("%", "percent", "pct"), PERCENT, 1),
 ):
     for name in names:
         _UNITS[name] = (dimension, factor)
 # Single letters (but "s") read as units only when glued to the number ("512M", "2h"): "5 m" may be anything.
 _GLUED_ONLY = frozenset({"k", "m", "g", "h", "d"})
 
-_QUANTITY = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(\s?)([a-zµ]+)\b", re.IGNORECASE)
+_QUANTITY = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(\s?)([a-zµ]+\b|%)", re.IGNORECASE)
+# A duration in several units, largest first: bash's `time` (`2m14.310s`), Go's (`1h2m3.5s`), a writer's
+# ("2 min 14 s", "1 h 5 min").
+_DURATION_PART = r"\d+(?:\.\d+)?\s?(?:h|hr|hrs|hours?|m|min|mins|minutes?|s|sec|secs|seconds?|ms)"
+_COMPOUND = re.compile(rf"(?<![\w.])({_DURATION_PART})(?:(?:\s|\s?and\s)?({_DURATION_PART})){{1,2}}\b")
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s?([a-z]+)", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?![\w.])")
 RELATIVE_SLACK = 0.005
 
@@ -74,10 +80,35 @@ def _number(text: str) -> tuple[float, float] | None:
     return value, 0.5 * 10 ** -decimals
 
 
+def _compound(text: str) -> Quantity | None:
+    """A duration written in several units (`2m14.310s`, "2 min 14 s") as one quantity: the sum, rounded as its
+    last part is, in that part's unit."""
+    parts = _PART.findall(text)
+    # In a duration "m" is minutes (alone, "512M" is a size).
+    factors = [60.0 if unit.lower() == "m" else _UNITS.get(unit.lower(), ("", 0.0))[1] for _, unit in parts]
+    if len(parts) < 2:
+        return None
+    if any(a <= b for a, b in zip(factors, factors[1:], strict=False)):  # largest unit first, each once
+        return None
+    parsed = _number(parts[-1][0])
+    if parsed is None:
+        return None
+    base = sum(float(number) * factor for (number, _), factor in zip(parts, factors, strict=True))
+    return Quantity(number=base / factors[-1], dimension=SECONDS, base=base, half_step=parsed[1] * factors[-1],
+                    factor=factors[-1])
+
+
 def quantities(text: str) -> list[Quantity]:
-    """Every number-with-unit of a text, in order."""
-    found = []
+    """Every number-with-unit of a text, in order (a duration in several units also as one)."""
+    found, spans = [], []
+    for match in _COMPOUND.finditer(text):
+        compound = _compound(match.group())
+        if compound is not None:  # its parts are not quantities of their own ("2 min" of "2 min 31 s")
+            found.append(compound)
+            spans.append(match.span())
     for match in _QUANTITY.finditer(text):
+        if any(start <= match.start() < end for start, end in spans):
+            continue
         number, space, unit = match.groups()
         unit = unit.lower()
         if unit not in _UNITS or (space and unit in _GLUED_ONLY):
@@ -93,7 +124,11 @@ def quantities(text: str) -> list[Quantity]:
 
 
 def quantity_of(text: str) -> Quantity | None:
-    """The quantity a value states when it is one number with a unit ("1843 MiB", "90 s", "512M"), else None."""
+    """The quantity a value states when it is one number with a unit ("1843 MiB", "90 s", "512M", "2m14.310s"),
+    else None."""
+    compound = _COMPOUND.fullmatch(text.strip())
+    if compound is not None:
+        return _compound(compound.group())
     found = quantities(text)
     match = _QUANTITY.fullmatch(text.strip())
     return found[0] if len(found) == 1 and match is not None else None

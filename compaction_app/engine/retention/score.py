@@ -30,6 +30,8 @@ from compaction_app.engine.items import (
     is_summary_message,
     message_text,
 )
+from compaction_app.engine.retention.contradictions import claims_done, drops_negation, turns_choice_round
+from compaction_app.engine.retention.counts import run_counts, states_counts
 from compaction_app.engine.retention.facts import (
     Category,
     FactKind,
@@ -158,7 +160,7 @@ def _summary_segments(text: str) -> list[Segment]:
         found.append(Segment(line, multi=len(sentences) > 1))
         if len(sentences) > 1:
             found += [Segment(sentence) for sentence in sentences]
-    found += [Segment(f"{a} {b}", joined=True) for a, b in zip(lines, lines[1:], strict=False)]
+    found += [Segment(f"{a}\n{b}", joined=True) for a, b in zip(lines, lines[1:], strict=False)]
     return found
 
 
@@ -195,11 +197,47 @@ def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
         return any(states_setting(segment, setting=fact.setting, value=fact.value, source=fact.subject)
                    for segment in found if not segment.joined and not segment.multi)
     loose = fact.kind is FactKind.ERROR
+    counts = run_counts(fact.text) if loose else None
+    if counts is not None:  # a test run's counts, in any order or as "3 of 15 fail" (`counts.py`)
+        return any(states_counts(segment.text, counts) for segment in found if not segment.joined)
     return any(
         states(segment if not fact.subject else _without(segment, fact.subject), anchors=fact.anchors,
-               words=fact.words, status=fact.status, loose_numbers=loose)
-        for segment in found if not (segment.joined and fact.status is not None)
+               words=fact.words, status=fact.status, loose_numbers=loose) and not contradicts(fact, _claim(fact, segment))
+        # A command and its exit status are one claim: read within one line or sentence, not across two.
+        for segment in found if not ((segment.joined or segment.multi) and fact.status is not None)
     )
+
+
+# Facts whose words a claim can keep while saying the opposite (`contradictions.py`).
+_CHOICES = frozenset({FactKind.GOAL, FactKind.CONSTRAINT, FactKind.DECISION, FactKind.NEXT_STEP})
+
+
+_SENTENCES = re.compile(r"(?<=[.!?;])\s+")
+
+
+def _claim(fact: ProbeFact, segment: Segment) -> str:
+    """What a segment claims of a fact: in a text of several lines or sentences, those that name it (another
+    line's "still open" or a heading says nothing of this step)."""
+    if not fact.anchors:
+        return segment.text
+    sentences = [s for line in segment.lines for s in _SENTENCES.split(line)]
+    # The sentences about the fact's first identifier, its subject ("migrations go to prod-20 now", not the next
+    # clause's "staging-20 is frozen"), else those naming any of them.
+    naming = [s for s in sentences if fact.anchors[0] in s] or \
+        [s for s in sentences if any(a in s for a in fact.anchors)]
+    return " ".join(naming) or segment.text
+
+
+def contradicts(fact: ProbeFact, claim: str) -> bool:
+    """Whether a claim that holds a fact's anchors and words says the opposite of it: its choice turned round, a
+    prohibition without its negative, a step still to do reported done."""
+    if fact.kind not in _CHOICES:
+        return False
+    if turns_choice_round(fact.text, claim):
+        return True
+    if fact.kind is FactKind.CONSTRAINT and drops_negation(fact.text, claim):
+        return True
+    return fact.kind is FactKind.NEXT_STEP and claims_done(fact.text, claim)
 
 
 def _without(segment: Segment, subject: str) -> Segment:

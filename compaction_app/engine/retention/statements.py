@@ -27,6 +27,9 @@ from compaction_app.engine.retention.quantities import quantity_of
 KV_LINE = re.compile(
     r"""^\s*(?:\d+[:-])?\s*["']?(?P<key>[A-Za-z_][\w.\-]*(?: [A-Za-z_][\w.\-]*){0,3})["']?\s*(?:=|:)\s*"""
     r"""["']?(?P<value>[^"'\s][^"']*?)["']?\s*[,;]?\s*$""")
+# A report line with no `=` or `:`, a name and a measurement a tab or two spaces apart (bash's `time`: `real
+# 2m14.310s`; `Peak RSS   512 MiB`): a statement only when the value is a number with a unit.
+MEASURE_LINE = re.compile(r"^\s*(?P<key>[A-Za-z_][\w.\-]*(?: [A-Za-z_][\w.\-]*){0,2})(?:\t+|\s{2,})(?P<value>\S.*?)\s*$")
 # A value a later sentence gives a setting: a number (with its unit) or a version.
 VALUE_WORD = re.compile(r"(?<![\w./@-])-?\d[\d.,]*(?:\s?[A-Za-zµ]{1,12}\b)?(?![\w/-])")
 # Words that introduce the new value in a sentence ("from 50 to 100", "is now 620", "50 -> 100").
@@ -103,7 +106,9 @@ def structured(lines: list[str]) -> list[Statement]:
     for line in lines:
         match = KV_LINE.match(line)
         if match is None:
-            continue
+            match = MEASURE_LINE.match(line)
+            if match is None or quantity_of(match.group("value")) is None:
+                continue
         value = _plain_value(match.group("value"))
         if value is not None:
             found.append(Statement(match.group("key"), value))
