@@ -158,7 +158,8 @@ CONSTRAINTS = [user_message("Next, the exporter. Don't run migrations against pr
 
 @pytest.mark.parametrize(("claim", "tag", "held"), [
     ("The user asked: no migrations on prod-7; staging-7 only until the freeze is over.", "prod-7", True),
-    ("The user said migrations go to prod-7 now; staging-7 is frozen.", "prod-7", False),
+    ("The user said migrations against prod-7 can run now; staging-7 is frozen until the freeze ends.", "prod-7",
+     False),  # judged on the sentence about prod-7: the next clause's "frozen" is about staging
     ("InvoiceSerializer7 field names are frozen (mobile app 7 reads them).", "InvoiceSerializer7", True),
     ("Renaming InvoiceSerializer7 fields is fine; mobile app 7 reads them.", "InvoiceSerializer7", False),
 ])
@@ -173,6 +174,7 @@ TODO = [assistant("The export runs for small tenants.\nTODO: backfill invoice_li
     ("### Open items\n* Still open: tenant t7 still needs its invoice_lines backfill.", True),
     ("### Open items\n* Already done: backfilled invoice_lines for tenant t7.", False),  # a heading is no claim
     ("Backfilled invoice_lines for tenant t7. Still open: the CHANGELOG.", False),
+    ("Done: the invoice_lines backfill for tenant t7.", False),
 ])
 def test_a_step_still_to_do_is_not_kept_by_a_claim_that_it_is_done(claim, held):
     assert kept(TODO, claim, FactKind.NEXT_STEP, "tenant t7") is held
