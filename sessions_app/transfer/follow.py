@@ -87,31 +87,46 @@ def is_followed_file(path: Path) -> bool:
     return is_rollout_file(path) or is_transcript_file(path)
 
 
-def scan_folder(root: Path, matches: Callable[[Path], bool] = is_followed_file) -> tuple[list[Path], list[Path]]:
+def scan_folder(root: Path, matches: Callable[[Path], bool] = is_followed_file, *,
+                resolved: Path | None = None) -> tuple[list[Path], list[Path]]:
     """The followed files under a sessions folder (Codex's YYYY/MM/DD tree), oldest path first, and apart the
-    ones that lead out of it (`leads_outside`): those are never read."""
+    ones that lead out of it (`leads_outside`): those are never read. `resolved` is the folder with its symlinks
+    resolved, when the caller has it (resolved here once per scan otherwise, not once per file)."""
+    resolved = root.resolve() if resolved is None else resolved
     inside, outside = [], []
     for path in sorted(f for f in root.rglob("*") if matches(f) and f.is_file()):
-        (outside if leads_outside(root, path) else inside).append(path)
+        (outside if leads_outside(resolved, path) else inside).append(path)
     return inside, outside
 
 
-def rollout_files(root: Path, matches: Callable[[Path], bool] = is_followed_file) -> list[Path]:
+def rollout_files(root: Path, matches: Callable[[Path], bool] = is_followed_file, *,
+                  resolved: Path | None = None) -> list[Path]:
     """The followed files under a sessions folder, oldest path first (none that leads out of it)."""
-    return scan_folder(root, matches)[0]
+    return scan_folder(root, matches, resolved=resolved)[0]
 
 
-def leads_outside(root: Path, path: Path) -> bool:
-    """Whether a file in the followed folder is, once its symlinks are resolved, somewhere else: following it
-    would read (and an export give back) a file the folder's owner never put there (issue 44)."""
-    return not path.resolve().is_relative_to(root.resolve())
+def leads_outside(resolved_root: Path, path: Path) -> bool:
+    """Whether a file in the followed folder (`resolved_root`: the folder with its own symlinks resolved) is, once
+    its symlinks are resolved, somewhere else: following it would read (and an export give back) a file the
+    folder's owner never put there (issue 44)."""
+    return not path.resolve().is_relative_to(resolved_root)
 
 
-def outside_refusal(root: Path, path: Path) -> SyncResult:
+def outside_refusal(resolved_root: Path, path: Path) -> SyncResult:
     """What a follower says of a file that leads out of its folder: it is not read."""
     target = path.resolve()
     return SyncResult(str(path), "refused", detail=f"{path} leads to {target}, outside the followed folder "
-                      f"{root.resolve()}: not followed")
+                      f"{resolved_root}: not followed")
+
+
+def say(result: SyncResult, on_result: Callable[[SyncResult], None] | None) -> None:
+    """Say a result once: to the caller that takes results (the follow command prints them), else in the log (the
+    embedded follower has no caller). Both at once printed every refusal twice on the command's terminal, whose
+    log goes to the console too."""
+    if on_result is not None:
+        on_result(result)
+    elif result.action == "refused":
+        logger.warning("follow: %s", result.detail)
 
 
 def sync_file(*, path: Path, provider: Provider | None = None, policy: CompactionPolicy | None = None) -> SyncResult:
@@ -324,11 +339,11 @@ def _labels_with_context(source: CodexSource, parsed, first_number: int):
 
 
 def sync_folder(*, root: Path, provider=None, policy=None) -> list[SyncResult]:
-    """Sync every rollout file under `root`; a file that leads out of it is refused, unread."""
-    inside, outside = scan_folder(root)
-    refusals = [outside_refusal(root, path) for path in outside]
-    for refusal in refusals:
-        logger.warning("follow: %s", refusal.detail)
+    """Sync every rollout file under `root`; a file that leads out of it is refused, unread (the refusal is among
+    the results: the caller says it)."""
+    resolved = root.resolve()
+    inside, outside = scan_folder(root, resolved=resolved)
+    refusals = [outside_refusal(resolved, path) for path in outside]
     return [*refusals, *(sync_file(path=path, provider=provider, policy=policy) for path in inside)]
 
 
@@ -366,7 +381,16 @@ class Follower:
         self._observer = None
         self._seen: dict[Path, tuple[int, int, int]] = {}
         self._refused: set[Path] = set()  # files leading out of the folder, said once each
+        self._resolved: Path | None = None  # the folder with its symlinks resolved, once (`resolved_root`)
         self.syncs = 0  # sync calls made (the bench and tests read it)
+
+    @property
+    def resolved_root(self) -> Path:
+        """The followed folder with its symlinks resolved: resolved once, not on every event and every file of a
+        rescan (the folder itself does not move while it is followed)."""
+        if self._resolved is None:
+            self._resolved = self.root.resolve()
+        return self._resolved
 
     def notify(self, path: str | Path) -> None:
         path = Path(path)
@@ -396,6 +420,7 @@ class Follower:
         from watchdog.observers import Observer
 
         self.root.mkdir(parents=True, exist_ok=True)
+        self._resolved = None  # resolved again once it exists (a folder made here may sit behind a symlink)
         self._observer = Observer()
         self._observer.schedule(self.handler(), str(self.root), recursive=True)
         self._observer.start()
@@ -431,17 +456,14 @@ class Follower:
 
     def rescan(self, on_result=None) -> None:
         """Look at every followed file; sync those whose stat changed since their last sync."""
-        for path in rollout_files(self.root, self.matches):
+        for path in rollout_files(self.root, self.matches, resolved=self.resolved_root):
             self._sync(path, on_result)
 
     def _sync(self, path: Path, on_result) -> None:
-        if leads_outside(self.root, path):
+        if leads_outside(self.resolved_root, path):
             if path not in self._refused:
                 self._refused.add(path)
-                refusal = outside_refusal(self.root, path)
-                logger.warning("follow: %s", refusal.detail)
-                if on_result is not None:
-                    on_result(refusal)
+                say(outside_refusal(self.resolved_root, path), on_result)
             return
         self._refused.discard(path)
         signature = _signature(path)

@@ -69,9 +69,10 @@ class Command(BaseCommand):
         try:
             shipper.check()
             if once:
-                inside, outside = scan_folder(root)
+                resolved = root.resolve()
+                inside, outside = scan_folder(root, resolved=resolved)
                 for path in outside:
-                    self._report(outside_refusal(root, path))
+                    self._report(outside_refusal(resolved, path))
                 for path in inside:
                     self._report(shipper.sync(path=path))
                 return

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from io import StringIO
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -35,7 +36,8 @@ def test_a_symlink_out_of_the_followed_folder_is_refused_unread_and_said(folders
     with caplog.at_level(logging.WARNING, logger="sessions_app.transfer.follow"):
         (result,) = sync_folder(root=root, provider=provider, policy=policy)
     assert result.action == "refused" and "outside the followed folder" in result.detail
-    assert str(outside) in result.detail and "outside the followed folder" in caplog.text
+    assert str(outside) in result.detail
+    assert "outside the followed folder" not in caplog.text  # a result for the caller to say, not said twice
     assert not Session.objects.exists() and not RolloutLine.objects.exists()
 
 
@@ -54,7 +56,7 @@ def test_the_running_follower_refuses_a_symlink_out_once_and_follows_the_real_fi
         follower._sync(follower._queue.get_nowait(), results.append)
         follower.rescan(results.append)
     assert [(r.action, r.path) for r in results] == [("imported", str(real.resolve())), ("refused", str(link))]
-    assert caplog.text.count("outside the followed folder") == 1
+    assert "outside the followed folder" not in caplog.text  # the caller says it (the command prints it)
     assert list(Session.objects.values_list("thread_id", flat=True)) == [mock.ANY]
     assert str(Session.objects.get().thread_id) == real.stem
 
@@ -72,3 +74,48 @@ def test_the_follow_command_and_the_shipper_say_they_refuse_a_symlink_out(folder
                      "--once", stdout=shipped)
     assert f"refused {link}" in shipped.getvalue() and "outside the followed folder" in shipped.getvalue()
     assert not Session.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_follower_that_no_caller_listens_to_logs_each_refusal_once(folders, provider, policy, caplog):
+    root, link, _ = folders
+    follower = Follower(root, provider=provider, policy=policy)  # the embedded follower: no on_result
+    with caplog.at_level(logging.WARNING, logger="sessions_app.transfer.follow"):
+        for _ in range(3):
+            follower._sync(link, None)
+            follower.rescan()
+    assert caplog.text.count("outside the followed folder") == 1
+
+
+def test_the_follow_command_says_a_refusal_once(folders, provider, policy, caplog):
+    root, link, _ = folders
+    out = StringIO()
+    with caplog.at_level(logging.INFO):
+        call_command("follow_rollouts", str(root), "--once", stdout=out)
+    said = out.getvalue() + caplog.text  # the command's output and its log reach the same terminal
+    assert said.count("outside the followed folder") == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_follower_resolves_its_folder_once_not_on_every_event_and_file(folders, provider, policy):
+    root, link, _ = folders
+    real = root / "-home-dev-other" / "1b2c3d4e-0000-4000-8000-000000000001.jsonl"
+    real.parent.mkdir()
+    real.write_bytes(b"")  # no complete first line: waits, read again at every change
+    follower = Follower(root, provider=provider, policy=policy)
+    resolved_roots = []
+    original = Path.resolve
+
+    def counting(self, *args, **kwargs):
+        if self == root:
+            resolved_roots.append(self)
+        return original(self, *args, **kwargs)
+
+    with mock.patch.object(Path, "resolve", counting):
+        for n in range(5):
+            real.write_bytes(b"{" * (n + 1))  # a change the follower reads
+            follower.notify(real)
+            follower._sync(follower._queue.get_nowait(), None)
+            follower._sync(link, None)
+            follower.rescan()
+    assert len(resolved_roots) == 1
