@@ -52,11 +52,18 @@ def test_within_one_process_the_limit_holds_without_waiting_for_a_sync(sim_upstr
     assert [_models(key).status_code for _ in range(3)] == [200, 200, 429]
 
 
-def test_a_new_minute_drops_the_counts_of_old_ones(db):
+def test_a_new_minute_drops_the_counts_of_old_ones(sim_upstream, fixed_minute, monkeypatch):
     route = make_route(rpm=1)
-    for window in (100, 101, 102):
-        assert limits.do_sync_count(route_id=route.pk, window=window, process="p", count=1) == 0
-    assert set(GatewayRateCount.objects.values_list("window", flat=True)) == {101, 102}
+    key = do_create_gateway_key(route=route, client_name="ci").key
+    limits.do_sync_count(route_id=route.pk, window=WINDOW, process="other-process", count=1)
+    assert [_models(key).status_code for _ in range(2)] == [200, 429]
+    # The clock moves on two minutes: the route's limit is whole again, and the shared counts of the minutes
+    # before the last one are gone.
+    monkeypatch.setattr(limits, "window_now", lambda: WINDOW + 2)
+    monkeypatch.setattr(limits, "SYNC_SECONDS", 0.0)
+    assert _models(key).status_code == 200
+    counts = set(GatewayRateCount.objects.filter(route=route).values_list("window", "process", "count"))
+    assert counts == {(WINDOW + 2, limits.PROCESS, 1)}
 
 
 def test_with_redis_every_process_counts_in_one_place(sim_upstream, settings, redis_url, monkeypatch):

@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from compaction_app.models import Alert, AlertSilence
+from sessions_app.models import Session
 from sessions_app.compactions import alerts
 from tests.compaction_app.api.test_alerts import compact, settings
 
@@ -39,14 +40,32 @@ def test_the_alerts_api_lists_with_filters_and_checks_the_role(operator_api, api
 
 
 def test_acknowledging_records_who_and_when_and_a_new_raise_opens_a_new_alert(operator_api, operator_user, reader):
-    storm_in(operator_api, reader)
-    (alert,) = Alert.objects.filter(kind="storm")
+    # A failure streak (not a storm: an acknowledged storm stays quiet for its window, tested below).
+    settings(failure_streak=1)
+    Session.objects.filter(pk=reader.pk).update(fault_injection={"fault": "overloaded"})
+    compact(operator_api, reader)
+    (alert,) = Alert.objects.filter(kind="failure_streak")
     answer = operator_api.post(f"/api/v1/alerts/{alert.pk}/acknowledge")
     assert answer.status_code == 200
     body = answer.json()
     assert body["acknowledged_by"] == operator_user.username and body["acknowledged_at"]
     assert operator_api.get("/api/v1/alerts", {"state": "open"}).json() == []
     assert operator_api.post("/api/v1/alerts/999999/acknowledge").status_code == 404
+    # The same cause raised again: a new open alert, not a count on the acknowledged one.
+    compact(operator_api, reader)
+    (reopened,) = operator_api.get("/api/v1/alerts", {"state": "open"}).json()
+    assert reopened["id"] != alert.pk and reopened["kind"] == "failure_streak" and reopened["count"] == 1
+    assert reopened["acknowledged_at"] is None
+    alert.refresh_from_db()
+    assert alert.count == 1 and alert.acknowledged_by == operator_user
+
+
+def test_an_acknowledged_storm_is_not_raised_again_within_its_window(operator_api, reader):
+    storm_in(operator_api, reader)
+    (alert,) = Alert.objects.filter(kind="storm")
+    assert operator_api.post(f"/api/v1/alerts/{alert.pk}/acknowledge").status_code == 200
+    compact(operator_api, reader)
+    assert list(Alert.objects.filter(kind="storm").values_list("pk", "count")) == [(alert.pk, 1)]
 
 
 def test_repeats_of_one_cause_are_one_alert_that_counts(session):
