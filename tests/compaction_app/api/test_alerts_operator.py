@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from compaction_app.models import Alert, AlertSilence
-from sessions_app.models import Session
 from sessions_app.compactions import alerts
+from sessions_app.models import Session
 from tests.compaction_app.api.test_alerts import compact, settings
 
 pytestmark = pytest.mark.django_db

@@ -1,0 +1,138 @@
+"""The rooms of the nightly mutation run (scripts/nightly mutation), each mutated against only its own tests.
+
+mutmut reads one [tool.mutmut] table from the pyproject.toml of the directory it runs in, so each room runs in a
+copy of the tree of its own (var/mutation/<room>/, kept between runs so a rerun retries only what changed) whose
+pyproject.toml names that room's files and tests. The rooms are [tool.compactweb.mutation.rooms] of pyproject.toml.
+
+    python scripts/mutation_rooms.py list              the room names
+    python scripts/mutation_rooms.py prepare ROOM      copy the tree to var/mutation/ROOM, write its config and
+                                                       migrate the database each mutant's tests start from a copy of
+    python scripts/mutation_rooms.py scores ROOM       killed / judged and the survivors, from its mutants/
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KILLED = {"killed", "timeout", "segfault", "caught by type check"}
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def rooms() -> dict[str, dict]:
+    return _pyproject()["tool"]["compactweb"]["mutation"]["rooms"]
+
+
+def room_dir(room: str) -> Path:
+    return ROOT / "var" / "mutation" / room
+
+
+def _toml_list(values: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(value) for value in values) + "]"
+
+
+def prepare(room: str) -> Path:
+    spec = rooms()[room]
+    target = room_dir(room)
+    target.mkdir(parents=True, exist_ok=True)
+    # The tree as git sees it (tracked and new files, not ignored ones): no .venv, no node_modules, no results.
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, check=True, capture_output=True,
+    ).stdout
+    subprocess.run(["rsync", "-a", "--delete-missing-args", "--from0", "--files-from=-", "./", f"{target}/"],
+                   cwd=ROOT, input=files, check=True)
+    base = _pyproject()["tool"]["mutmut"]
+    config = (ROOT / "pyproject.toml").read_text().split("[tool.mutmut]")[0]
+    config += "\n".join([
+        "[tool.mutmut]",
+        f"source_paths = {_toml_list(base['source_paths'])}",
+        f"only_mutate = {_toml_list(spec['mutate'])}",
+        f"also_copy = {_toml_list(base['also_copy'])}",
+        f"pytest_add_cli_args_test_selection = {_toml_list(spec['tests'])}",
+        f"process_isolation = {json.dumps(base['process_isolation'])}",
+        f"timeout_constant = {base['timeout_constant']}",
+        # the copy is not a git repository of its own: mutmut's git look-ups would read the outer tree's
+        "use_git_change_detection = false",
+        "",
+    ])
+    (target / "pyproject.toml").write_text(config)
+    _migrate_template(target)
+    return target
+
+
+def template_db(room: str) -> Path:
+    return room_dir(room) / "migrated.sqlite3"
+
+
+def _migrate_template(target: Path) -> None:
+    """Migrate the SQLite database every mutant's test run copies (tests/conftest.py, COMPACTWEB_MUTATION_TEMPLATE_DB)
+    from the copy's own, unmutated migrations."""
+    template = target / "migrated.sqlite3"
+    template.unlink(missing_ok=True)
+    env = {name: value for name, value in os.environ.items()
+           if name not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "MUTANT_UNDER_TEST"}}
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=target, check=True,
+                   env={**env, "SQLITE_PATH": str(template), "COMPACTWEB_VAR_DIR": str(target / "var")})
+
+
+def scores(room: str) -> int:
+    spec = rooms()[room]
+    mutants = room_dir(room) / "mutants"
+    from mutmut.stats import status_by_exit_code
+
+    by_status: dict[str, list[str]] = defaultdict(list)
+    for meta in sorted(mutants.rglob("*.py.meta")):
+        source = meta.relative_to(mutants).as_posix().removesuffix(".meta")
+        if not any(fnmatch.fnmatch(source, pattern) for pattern in spec["mutate"]):
+            continue
+        for name, exit_code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items():
+            by_status[status_by_exit_code[exit_code]].append(name)
+    if not by_status:
+        print(f"{room}: no results under {mutants.relative_to(ROOT)}", file=sys.stderr)
+        return 1
+    killed = sum(len(names) for status, names in by_status.items() if status in KILLED)
+    # A mutant no test reaches is not killed either: it counts as a survivor.
+    survived = sorted(by_status.get("survived", []) + by_status.get("no tests", []))
+    equivalent: dict[str, str] = spec.get("equivalent", {})
+    judged = killed + len(survived) - len(equivalent.keys() & set(survived))
+    score = f"{100 * killed / judged:.0f}%" if judged else "n/a"
+    other = {status: len(names) for status, names in by_status.items()
+             if status not in KILLED | {"survived", "no tests"}}
+    print(f"{room}: {killed}/{judged} non-equivalent mutants killed ({score})"
+          f"{f', not judged: {other}' if other else ''}")
+    for name in survived:
+        if name in equivalent:
+            print(f"    equivalent: {name}: {equivalent[name]}")
+        else:
+            print(f"    {'no test reaches' if name in by_status.get('no tests', []) else 'survived'}: {name}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 1 and argv[0] == "list":
+        print(" ".join(rooms()))
+        return 0
+    if len(argv) != 2 or argv[0] not in {"prepare", "scores"} or argv[1] not in rooms():
+        print(__doc__, file=sys.stderr)
+        print(f"rooms: {' '.join(rooms())}", file=sys.stderr)
+        return 2
+    if argv[0] == "prepare":
+        prepare(argv[1])
+        print(room_dir(argv[1]))
+        return 0
+    return scores(argv[1])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
