@@ -62,7 +62,8 @@ class SessionBusy(Conflict):
     def __init__(self, *, session_id: int, purpose: str):
         self.session_id = session_id
         self.purpose = purpose or "another operation"
-        super().__init__(f"session {session_id} is busy: a {self.purpose} is running; try again when it ends")
+        what = f"a {purpose}" if purpose else "another operation"
+        super().__init__(f"session {session_id} is busy: {what} is running; try again when it ends")
 
 
 class SessionReadOnly(SessionBusy):
