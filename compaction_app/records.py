@@ -229,6 +229,14 @@ def set_call_tokens(*, compaction_id: int, tokens: int) -> None:
         Compaction.objects.filter(pk=compaction_id).update(call_tokens=tokens)
 
 
+def add_cost_tokens(*, compaction_id: int, call_tokens: int = 0, probe_tokens: int = 0) -> None:
+    """Add to what a compaction's calls and probes spent, learnt after its row was written (a followed file's usage
+    lines that arrive in a later read than their `compacted` line)."""
+    with _rolled_up(rollup.compaction_shares, [compaction_id]):
+        Compaction.objects.filter(pk=compaction_id).update(call_tokens=F("call_tokens") + call_tokens,
+                                                            probe_tokens=F("probe_tokens") + probe_tokens)
+
+
 def add_reread_tokens(*, compaction_id: int, tokens: int) -> None:
     """Add to the re-read tax measured after a compaction (the alert rules' cost of what it dropped)."""
     with _rolled_up(rollup.compaction_shares, [compaction_id]):

@@ -8,14 +8,18 @@ Right after the `compacted` line (and its `turn_context`), compactweb writes:
 - `retention_probe_usage`: the model-judged retention check's tokens, in the same shape.
 
 Both name the compaction's `item_id`. Import and follow give each imported compaction the usage lines that follow
-its `compacted` line, up to the next one (`usage_after`).
+its `compacted` line, up to the next one (`usage_after`); a follower that reads the usage lines in a later read than
+their `compacted` line (the file was read between the two writes) adds them to that compaction then
+(`add_late_usage`).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 
+from compaction_app import records
 from compaction_app.engine.compactor import CompactionOutcome
+from compaction_app.models import Compaction
 from sessions_app.models import RolloutLine
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import NewLine
@@ -71,3 +75,30 @@ def usage_after(*, session_id: int, compacted_seqs: list[int]) -> dict[int, dict
             field = "call_tokens" if payload.get("type") == COMPACTION_USAGE else "probe_tokens"
             found[owner][field] += _total(payload)
     return found
+
+
+def is_usage_line(kind: str, payload: object) -> bool:
+    return kind == p.EVENT_MSG and isinstance(payload, dict) and payload.get("type") in (COMPACTION_USAGE, PROBE_USAGE)
+
+
+def add_late_usage(*, session_id: int, rows: list[RolloutLine]) -> int:
+    """Give appended usage lines to the compaction they follow when its `compacted` line was appended by an earlier
+    write (a compacted line appended with them was costed by `usage_after` already). Returns the lines applied."""
+    usage = [r for r in rows if is_usage_line(r.kind, r.payload)]
+    if not usage:
+        return 0
+    appended = {r.seq for r in rows if r.kind == p.COMPACTED}
+    applied = 0
+    for row in usage:
+        owner = (RolloutLine.objects.filter(session_id=session_id, kind=p.COMPACTED, seq__lt=row.seq)
+                 .order_by("-seq").values_list("seq", flat=True).first())
+        if owner is None or owner in appended:
+            continue
+        compaction = Compaction.objects.filter(session_id=session_id, rollout_seq=owner).values_list("pk", flat=True)
+        pk = compaction.first()
+        if pk is None:
+            continue
+        field = "call_tokens" if row.payload.get("type") == COMPACTION_USAGE else "probe_tokens"
+        records.add_cost_tokens(compaction_id=pk, **{field: _total(row.payload)})
+        applied += 1
+    return applied

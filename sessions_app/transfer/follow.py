@@ -60,6 +60,7 @@ from sessions_app.codex_rollout.tail import (
     read_new_lines,
     tail_digest,
 )
+from sessions_app.compactions import usage_lines
 from sessions_app.models import CodexSource, CodexSourceLine, LiveItem, Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout.services import append_rollout_lines
@@ -299,6 +300,8 @@ def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
         labels = _labels_with_context(source, parsed, first_number)
         importer.create_compactions(session, rows, {seq_by_line[n]: lab for n, lab in labels.items()
                                                      if n in seq_by_line}, live=True)
+    # Usage lines read after their compaction was (the file was read between the two writes).
+    usage_lines.add_late_usage(session_id=session.pk, rows=rows)
     live_alerts.run_alert_rules(session=session, rows=rows, before=before)
     window = latest_context_window(parsed.lines)
     if window and window != source.context_window:

@@ -87,3 +87,41 @@ def test_a_codex_rollout_without_usage_lines_imports_its_compactions_at_no_cost(
     assert response.status_code == 201, response.content
     rows = Compaction.objects.filter(session_id=response.json()["session"])
     assert rows.exists() and all(c.call_tokens == 0 and c.probe_tokens == 0 for c in rows)
+
+
+def test_usage_lines_read_after_their_compaction_are_given_to_it(
+        operator_api, make_session, policy, tmp_path, django_capture_on_commit_callbacks):
+    """The follower read the file between Codex's two writes: the `compacted` line in one read, its usage lines in
+    the next. The compaction gets them then, once (a third read of more lines adds nothing)."""
+    from sessions_app.transfer.follow import sync_file
+
+    CompactionPolicy.objects.filter(pk=policy.pk).update(retention_probes=True)
+    session = make_session(items=ITEMS)
+    made = operator_api.post(f"/api/v1/sessions/{session.pk}/compact", {"strategy": "local"}, format="json").json()
+    client = FakeClient(streams=[[done(assistant("answer")), completed(300, 10)]])
+    assert run_turn(session_id=session.pk, user_input="go on", client=client).ok
+    exported = b"".join(operator_api.get(f"/api/v1/sessions/{session.pk}/export").streaming_content)
+    lines = exported.splitlines(keepends=True)
+    meta = json.loads(lines[0])
+    meta["payload"]["id"] = str(uuid.uuid4())
+    lines[0] = json.dumps(meta).encode() + b"\n"
+    first_usage = next(i for i, line in enumerate(lines) if b'"compaction_usage"' in line)
+    assert any(b'"type": "compacted"' in x or b'"type":"compacted"' in x for x in lines[:first_usage])
+    path = tmp_path / "sessions" / f"rollout-2026-12-07T05-00-00-{meta['payload']['id']}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(lines[:first_usage]))
+    with django_capture_on_commit_callbacks(execute=True):
+        result = sync_file(path=path)
+    (followed,) = Compaction.objects.filter(session_id=result.session_id)
+    assert (followed.call_tokens, followed.probe_tokens) == (0, 0)  # not read yet
+    with path.open("ab") as f:
+        f.write(b"".join(lines[first_usage:first_usage + 2]))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert sync_file(path=path).action == "appended"
+    with path.open("ab") as f:
+        f.write(b"".join(lines[first_usage + 2:]))
+    with django_capture_on_commit_callbacks(execute=True):
+        sync_file(path=path)
+    followed.refresh_from_db()
+    assert (followed.call_tokens, followed.probe_tokens) == (made["cost"]["call_tokens"], made["cost"]["probe_tokens"])
+    assert followed.probe_tokens > 0

@@ -30,7 +30,14 @@ import re
 from dataclasses import dataclass
 
 from compaction_app.engine.items import SUMMARY_PREFIX, user_message
-from tests.compaction_app.engine.retention.labelled_set import AGENTS, assistant, exec_out, fcall, fout, shell_out
+from tests.compaction_app.engine.retention.labelled_set import (
+    AGENTS,
+    assistant,
+    exec_out,
+    fcall,
+    fout,
+    shell_out,
+)
 from tests.compaction_app.engine.retention.labelled_set_round3 import Session, Step
 
 BLIND_3 = "blind_3"
@@ -441,7 +448,7 @@ def _build(n: int, part: str, rng: random.Random) -> Session:
             key = (fact.kind, fact.tag)
             facts[key] = fact
             state[key] = _first_mode(fact, TEMPERAMENTS[temperament], rng)
-        for key, (name, held, verbatim, claim) in list(state.items()):
+        for key, (name, held, verbatim, _claim) in list(state.items()):
             if facts[key] in fresh:
                 continue
             if held and rng.random() < 0.2:

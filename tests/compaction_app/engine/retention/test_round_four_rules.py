@@ -9,7 +9,14 @@ import pytest
 from compaction_app.engine.items import SUMMARY_PREFIX, user_message
 from compaction_app.engine.retention.facts import FactKind
 from compaction_app.engine.retention.score import score_compaction
-from tests.compaction_app.engine.retention.labelled_set import AGENTS, assistant, exec_out, fcall, fout, shell_out
+from tests.compaction_app.engine.retention.labelled_set import (
+    AGENTS,
+    assistant,
+    exec_out,
+    fcall,
+    fout,
+    shell_out,
+)
 
 
 def kept(history: list[dict], claim: str, kind: FactKind, tag: str) -> bool:
