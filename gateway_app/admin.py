@@ -20,8 +20,8 @@ class GatewayKeyInline(admin.TabularInline):
 
 @admin.register(GatewayRoute)
 class GatewayRouteAdmin(admin.ModelAdmin):
-    list_display = ("name", "provider", "policy", "compaction_mode", "requests_per_minute", "allow_user_keys",
-                    "pass_client_bearer", "enabled")
+    list_display = ("name", "provider", "policy", "compaction_mode", "compaction_fallback", "requests_per_minute",
+                    "allow_user_keys", "pass_client_bearer", "enabled")
     list_filter = ("compaction_mode", "allow_user_keys", "enabled")
     inlines = [GatewayKeyInline]
     actions = ["create_key"]

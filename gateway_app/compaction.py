@@ -22,17 +22,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F, Sum
 
-from compaction_app.engine.strategies.masking import NOTHING_TO_MASK
+from compaction_app.engine.strategies.masking import DEFAULT_TARGET_PERCENT, NOTHING_TO_MASK
+from compaction_app.engine.thresholds import auto_compact_limit
 from compaction_app.engine.vocabulary import Strategy
 from gateway_app import lookups, operator, recording, wire
-from gateway_app.models import CompactionHandle, GatewaySession
-from sessions_app.compactions.services import CompactionAsk, CompactionFailed, acompact_session
-from sessions_app.models import Session
+from gateway_app.models import CompactionHandle, GatewayRoute, GatewaySession
+from sessions_app.compactions.services import (
+    SHORT_OF_TARGET_KIND,
+    CompactionAsk,
+    CompactionFailed,
+    acompact_session,
+)
+from sessions_app.models import LiveItem, Session
 from sessions_app.rollout.events import GATEWAY_NOTICE, apublish_transient
-from sessions_app.rollout.services import append_rollout_lines
+from sessions_app.rollout.services import append_rollout_lines, counter_for
 
 logger = logging.getLogger(__name__)
+
+# The share of the room the client's limit leaves for history that a compaction may leave: the policy's target
+# (observation masking's own, the one target a compactweb policy has).
+TARGET_PERCENT = DEFAULT_TARGET_PERCENT
 
 
 class UnknownHandle(Exception):
@@ -91,6 +102,8 @@ def record_history(*, exchange: recording.Exchange, counted: bool = True) -> Gat
 
 
 def _store_handle(*, gs: GatewaySession, compaction_id: int) -> str:
+    """A new handle for the installed compaction; the compaction request is counted here, as answered."""
+    GatewaySession.objects.filter(pk=gs.pk).update(requests=F("requests") + 1)
     handle = wire.new_handle()
     CompactionHandle.objects.create(handle=handle, gateway_session=gs, compaction_id=compaction_id,
                                     replacement=recording.live_history(gs.session_id))
@@ -118,29 +131,74 @@ async def compact_first(*, gs: GatewaySession, history: list[dict[str, Any]]) ->
     return replacement, notice
 
 
-async def compact(*, gs: GatewaySession, history: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+class ForwardInstead(Exception):
+    """The policy cannot leave the client room to work and the route says to forward Codex's compaction request to
+    the upstream instead (GatewayRoute.Fallback.UPSTREAM); `reason` is recorded with that compaction."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Room:
+    """How much history a compaction may leave (spec-free: the gateway's own rule, docs/gateway.md).
+
+    `limit`: the history tokens the client's limit leaves room for. Codex asks for a compaction when its request
+    reaches its auto-compact limit, and its base instructions and tools do not change whatever is compacted, so
+    the history the compaction request carries (`history`) is what the client's limit leaves for history; the
+    route policy's own limit (its auto_compact_token_limit, or 90% of the Provider's window, less the base
+    instructions) caps it. `target`: the policy's target share of that (masking's, 50%): a compaction must leave at
+    most this, so Codex has room to work before it asks again."""
+
+    history: int
+    limit: int
+    target: int
+
+
+def room_of(*, session_id: int) -> Room:
+    session = Session.objects.select_related("provider", "policy").get(pk=session_id)
+    history = LiveItem.objects.filter(session_id=session_id).aggregate(total=Sum("tokens"))["total"] or 0
+    limit = history
+    policy_limit = auto_compact_limit(session.provider.context_window, session.policy.auto_compact_token_limit)
+    if policy_limit is not None:
+        limit = min(limit, max(0, policy_limit - counter_for(session).count_text(session.base_instructions)))
+    return Room(history=history, limit=limit, target=limit * TARGET_PERCENT // 100)
+
+
+async def compact(*, gs: GatewaySession, history: list[dict[str, Any]],
+                  fallback: str = GatewayRoute.Fallback.SUMMARISE) -> tuple[dict[str, Any], int]:
     """Run the policy's compaction on the session; (the compaction item to answer with, tokens before)."""
-    compaction = await run_policy_compaction(gs=gs, history=history)
+    compaction = await run_policy_compaction(gs=gs, history=history, fallback=fallback)
     handle = await lookups.run(_store_handle, gs=gs, compaction_id=compaction.pk)
     item = {"type": "compaction", "id": "cmp_" + handle[len(wire.HANDLE_PREFIX):][:24], "encrypted_content": handle}
     return item, int(compaction.tokens_before or 0)
 
 
-async def run_policy_compaction(*, gs: GatewaySession, history: list[dict[str, Any]]):
+async def run_policy_compaction(*, gs: GatewaySession, history: list[dict[str, Any]],
+                                fallback: str = GatewayRoute.Fallback.SUMMARISE):
     """Run the policy's compaction on the session (installed); the Compaction.
 
-    A client asks again and again until its history is under its limit, and a compaction it cannot get fails its
-    turn: so where the policy's masking is refused (nothing left to mask) the gateway falls back to local
-    summarisation with the route's model, once; the Compaction's strategy (`local`) and the refused attempt say
-    which ran. A failure of that too is raised."""
-    ask = CompactionAsk(trigger="auto", reason="context_limit", phase=recording.phase_of(history))
+    A client asks again at every request while its history is over its limit, and a compaction it cannot get fails
+    its turn: so the compaction must leave the client room to work (`Room.target`). Where the policy's strategy
+    cannot (masking with nothing, or too little, left to mask: the engine installs nothing, the refused attempt
+    stays in the session's attempts), the route's fallback runs: local summarisation with the route's model, which
+    must at least bring the history under the client's limit (the Compaction's strategy `local` says it ran), or
+    ForwardInstead (the proxy forwards Codex's request to the upstream). A failure of the fallback is raised."""
+    room = await lookups.run(room_of, session_id=gs.session_id)
+    ask = CompactionAsk(trigger="auto", reason="context_limit", phase=recording.phase_of(history),
+                        max_history_tokens=room.target)
     try:
         compaction = await acompact_session(session_id=gs.session_id, ask=ask)
-    except CompactionFailed as refused:
-        if refused.kind != NOTHING_TO_MASK:
+    except CompactionFailed as short:
+        if short.kind not in (NOTHING_TO_MASK, SHORT_OF_TARGET_KIND):
             raise
-        logger.info("gateway session %s: masking refused (%s); compacting by local summarisation instead",
-                    gs.session_id, refused)
-        compaction = await acompact_session(session_id=gs.session_id,
-                                            ask=dataclasses.replace(ask, strategy=Strategy.LOCAL.value))
+        reason = (f"the policy's compaction could not leave Codex room to work ({short}; the target is "
+                  f"{room.target} of the {room.limit} tokens of history the client's limit leaves)")
+        if fallback == GatewayRoute.Fallback.UPSTREAM:
+            logger.info("gateway session %s: %s; forwarding the compaction to the upstream", gs.session_id, reason)
+            raise ForwardInstead(reason) from None
+        logger.info("gateway session %s: %s; compacting by local summarisation instead", gs.session_id, reason)
+        compaction = await acompact_session(session_id=gs.session_id, ask=dataclasses.replace(
+            ask, strategy=Strategy.LOCAL.value, max_history_tokens=max(0, room.limit - 1)))
     return compaction

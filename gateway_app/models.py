@@ -25,7 +25,16 @@ class GatewayRoute(NamedConfig):
                                  help_text="The upstream Responses endpoint; its key comes from its api_key_env.")
     policy = models.ForeignKey("compaction_app.CompactionPolicy", on_delete=models.PROTECT,
                                related_name="gateway_routes", help_text="Governs the sessions of this route.")
+    class Fallback(models.TextChoices):
+        SUMMARISE = "summarise", "summarise: compact by local summarisation with the route's model instead"
+        UPSTREAM = "upstream", "upstream: forward Codex's compaction request to the upstream instead"
+
     compaction_mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.UPSTREAM)
+    compaction_fallback = models.CharField(
+        max_length=16, choices=Fallback.choices, default=Fallback.SUMMARISE,
+        help_text="compactweb mode: what the gateway does when the policy's compaction cannot leave Codex room to "
+                  "work (the history at most half of what the client's limit leaves for it; e.g. masking with too "
+                  "little left to mask). The compaction records which ran (docs/gateway.md).")
     max_body_bytes = models.PositiveIntegerField(default=8 * 1024 * 1024,
                                                  help_text="Bigger request bodies are refused with 413.")
     requests_per_minute = models.PositiveIntegerField(

@@ -55,7 +55,7 @@ from gateway_app import (
     wire,
 )
 from gateway_app.models import GatewayRoute
-from sessions_app.compactions.services import CompactionFailed, CompactionRefused
+from sessions_app.compactions.services import SHORT_OF_TARGET_KIND, CompactionFailed, CompactionRefused
 from sessions_app.compactions.settings_builder import provider_config
 
 logger = logging.getLogger(__name__)
@@ -66,8 +66,9 @@ ENDPOINTS = {"/v1/responses": ("POST", "responses"), "/v1/responses/compact": ("
 CLIENT_GONE = recording.CLIENT_GONE
 GATEWAY_KEY_HEADER = "x-compactweb-gateway-key"  # the gateway key, when the bearer is the client's own
 ROUTE_PREFIX = "/r/"
-# Compaction failures a retry cannot help (the policy has nothing left to do, or the engine says fatal).
-UNRECOVERABLE = frozenset({NOTHING_TO_MASK, EngineErrorKind.FATAL.value})
+# Compaction failures a retry cannot help (the policy has nothing left to do, its fallback cannot bring the
+# history under the client's limit, or the engine says fatal).
+UNRECOVERABLE = frozenset({NOTHING_TO_MASK, SHORT_OF_TARGET_KIND, EngineErrorKind.FATAL.value})
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class Caller:
     requests_per_minute: int
     config: ProviderConfig
     pass_bearer: bool = False
+    compaction_fallback: str = GatewayRoute.Fallback.SUMMARISE
     # The client's own bearer, to send upstream instead of the Provider's key (a route with pass_client_bearer,
     # the gateway key then in GATEWAY_KEY_HEADER). Lives in this request's memory only: never stored or logged.
     client_bearer: str = field(default="", repr=False)
@@ -106,6 +108,7 @@ def _lookup(presented: str, route_name: str) -> Caller | None:
     return Caller(key_id=row.pk, client_name=client, route_id=route.pk, route_name=route.name,
                   mode=route.compaction_mode, max_body_bytes=route.max_body_bytes,
                   requests_per_minute=route.requests_per_minute, pass_bearer=route.pass_client_bearer,
+                  compaction_fallback=route.compaction_fallback,
                   config=provider_config(provider=route.provider, policy=route.policy))
 
 
@@ -274,8 +277,10 @@ async def app(scope, receive, send) -> None:
     if changed:
         raw = json.dumps(body).encode("utf-8")
     if caller.mode == GatewayRoute.Mode.COMPACTWEB and kind in (wire.COMPACTION_V2, wire.COMPACTION_V1):
-        await _compactweb_compaction(caller, exchange, body, send)
-        return
+        forwarded = await _compactweb_compaction(caller, exchange, body, send)
+        if forwarded is None:
+            return
+        exchange["fallback"] = forwarded  # the route forwards what its policy could not compact enough
     await _forward(caller, endpoint, headers, raw, exchange, receive, send)
 
 
@@ -512,11 +517,17 @@ async def _compact_first(exchange: dict[str, Any], control: operator.Control) ->
     return steering.with_pins(history, control.pins_block)  # (the compaction placed the block as the policy says)
 
 
-async def _compactweb_compaction(caller: Caller, exchange: dict[str, Any], body: dict[str, Any], send) -> None:
+async def _compactweb_compaction(caller: Caller, exchange: dict[str, Any], body: dict[str, Any],
+                                 send) -> str | None:
+    """Answer Codex's compaction request with the route policy's compaction (None once answered), or the reason
+    to forward it to the upstream instead (the route's fallback, `compaction.ForwardInstead`). The request is
+    counted once, by whichever record ends it (the handle's, the forwarded exchange's or the failure's)."""
     ex = recording.Exchange(**exchange, status=200)
     try:
-        gs = await on_recorder(compaction.record_history, exchange=ex)
-        item, before = await compaction.compact(gs=gs, history=ex.history)
+        gs = await on_recorder(compaction.record_history, exchange=ex, counted=False)
+        item, before = await compaction.compact(gs=gs, history=ex.history, fallback=caller.compaction_fallback)
+    except compaction.ForwardInstead as forward:
+        return forward.reason
     except Exception as exc:  # history unchanged
         if isinstance(exc, CompactionRefused) or (isinstance(exc, CompactionFailed) and exc.kind in UNRECOVERABLE):
             # No retry can help: a 400 (not retried), whose message Codex shows its user as the gateway's reason.
@@ -529,7 +540,7 @@ async def _compactweb_compaction(caller: Caller, exchange: dict[str, Any], body:
         logger.info("gateway: compactweb compaction on route %s: %s", caller.route_name, message)
         await schedule_record(recording.Exchange(**exchange, status=status, error=message))
         await _send_error(send, status, code, message, kind=kind)
-        return
+        return None
     usage = {"input_tokens": before, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 0,
              "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": before}
     model = str(body.get("model") or caller.config.model)

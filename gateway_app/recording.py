@@ -84,6 +84,9 @@ class Exchange:
     client_provider: str = ""
     client_version: str = ""
     client_source: str = ""
+    # compactweb mode forwarded this compaction request because the route policy's compaction could not leave the
+    # client room to work (GatewayRoute.Fallback.UPSTREAM): why, kept with the compaction Codex installs.
+    fallback: str = ""
     # The upstream's answer as it passed (the proxy keeps the raw chunks and parses nothing on the stream's path);
     # `settled` reads it into output, usage, response id and error on the recorder's thread.
     answer: tuple[bytes, ...] = ()
@@ -256,7 +259,8 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
             text = "".join(message_text(i) for i in exchange.output
                            if i.get("type") == "message" and i.get("role") == "assistant")
             pending = {"kind": exchange.kind, "response_id": exchange.response_id, "phase": phase_of(exchange.history),
-                       "summary": text if exchange.kind == wire.COMPACTION_LOCAL else ""}
+                       "summary": text if exchange.kind == wire.COMPACTION_LOCAL else "",
+                       **({"fallback": exchange.fallback} if exchange.fallback else {})}
             if is_claude_code(exchange):
                 pending["call_usage"] = _call_usage(gs.pending_compaction, exchange.usage)
                 pending["seen"] = CLAUDE_SUMMARY_SEEN
@@ -336,7 +340,9 @@ def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
         implementation, strategy = _LABELS[kind]
         labels = Labels(implementation=implementation, strategy=strategy, phase=pending.get("phase") or "pre_turn",
                         trigger="auto",
-                        reason="context_limit", inferred={"implementation": pending.get("seen") or _SEEN[kind]})
+                        reason="context_limit", inferred={"implementation": (pending.get("seen") or _SEEN[kind]) + (
+                            f"; compactweb mode forwarded it to the upstream: {pending['fallback']}"
+                            if pending.get("fallback") else "")})
     return lines, labels, None
 
 

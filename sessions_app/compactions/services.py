@@ -50,6 +50,7 @@ from compaction_app.engine.prompts import remote_error_text
 from compaction_app.engine.select import select_strategy
 from compaction_app.engine.settings import CompactionSettings
 from compaction_app.engine.thresholds import ModelLimits
+from compaction_app.engine.tokens import counter
 from compaction_app.engine.vocabulary import IMPLEMENTATIONS, MODEL_SWITCH_REASONS, Strategy
 from compaction_app.engine.windows import WindowState, new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionAttempt
@@ -93,6 +94,8 @@ LEASE_PURPOSE = "compaction"
 LEASE_LOST_KIND = "lease_lost"
 INTERNAL_ERROR_KIND = "internal_error"
 BAD_OUTPUT_KIND = "bad_response"
+# A compaction that left more history than its caller allowed (CompactionAsk.max_history_tokens): not installed.
+SHORT_OF_TARGET_KIND = "short_of_target"
 DATABASE_UNAVAILABLE_KIND = "database_unavailable"
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -189,6 +192,10 @@ class CompactionAsk:
     instructions: str = ""
     compact_with: ModelLimits | None = None
     turn_id: str | None = None
+    # At most this many tokens of history may be left (the replacement, counted with the policy's counter): a
+    # compaction that leaves more is not installed and fails with SHORT_OF_TARGET_KIND, so that a caller that
+    # needs room (the gateway: what the client's limit leaves) can do something else instead. None: any result.
+    max_history_tokens: int | None = None
 
 
 MANUAL = CompactionAsk()
@@ -450,6 +457,18 @@ def _record_failure(
     return CompactionAttempt.objects.get(pk=plan.attempt_id)
 
 
+def _short_of_target(plan: _Plan, outcome: CompactionOutcome, allowed: int | None) -> str:
+    """Why the compaction is not installed when it left more history than `allowed` tokens, else ""."""
+    if allowed is None:
+        return ""
+    count = counter(plan.settings.token_counter)
+    left = sum(count.count_item(item) for item in outcome.replacement_history or [])
+    if left <= allowed:
+        return ""
+    return (f"{plan.strategy.value} left {left} tokens of history, more than the {allowed} asked for; nothing was "
+            "installed")
+
+
 def _actor(actor):
     """Anonymous users and missing actors are recorded as "system"."""
     if actor is None or not getattr(actor, "is_authenticated", False):
@@ -504,6 +523,10 @@ async def acompact_session(
                 raise CompactionInterrupted(attempt=attempt, stop_reason=outcome.stop_reason or error.message)
             raise CompactionFailed(attempt=attempt, kind=error.kind, message=text,
                                    http_status=error.http_status)
+        short = _short_of_target(plan, outcome, ask.max_history_tokens)
+        if short:
+            attempt = await sync_to_async(_record_failure)(plan, actor=actor, kind=SHORT_OF_TARGET_KIND, message=short)
+            raise CompactionFailed(attempt=attempt, kind=SHORT_OF_TARGET_KIND, message=short)
         try:
             return await sync_to_async(db_outage.retry_on_conflict)(lambda: _install(plan, outcome, lease, actor))
         except LeaseLost as exc:

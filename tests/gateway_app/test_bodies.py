@@ -81,11 +81,12 @@ def test_stream_false_gets_a_compactweb_compaction_as_one_json_response(sim_upst
     from tests.gateway_app.test_recording import TRIGGER, Codex
 
     masking = CompactionPolicy.objects.create(name="masking-json", strategy="masking", masking_keep_turns=1)
-    codex = Codex(do_create_gateway_key(route=make_route(mode="compactweb", policy=masking), client_name="c").key)
-    codex.turn("please fix parser bug 3")
-    codex.turn()
-    codex.turn("now the docs")
-    codex.turn()
+    # Tool outputs big enough that masking them leaves room to work (tests/gateway_app/test_compaction_room.py).
+    codex = Codex(do_create_gateway_key(route=make_route(mode="compactweb", policy=masking), client_name="c").key,
+                  output_lines=400)
+    for prompt in ("please fix parser bug 3", "now the docs", "and the tests"):
+        codex.turn(prompt)
+        codex.turn()
     response = call("POST", "/gateway/v1/responses", json={"model": "compactweb-sim", "stream": False, "input": [
         *codex.sent[-1][:1], *codex.history, TRIGGER]}, headers={
         "Authorization": f"Bearer {codex.key}", "x-codex-turn-metadata": json.dumps({"thread_id": codex.thread})})

@@ -25,7 +25,8 @@ class RouteCodex(Codex):
     """Codex configured with a route named in its base URL (/gateway/r/<route>/v1), as a user's key needs."""
 
     def __init__(self, key: str, route_name: str, thread: str = THREAD) -> None:
-        super().__init__(key, thread)
+        # Tool outputs big enough that masking them leaves room to work (test_compaction_room: when it does not).
+        super().__init__(key, thread, output_lines=400)
         self.route_name = route_name
 
     def post(self, items, *, kind="turn", path="/gateway/v1/responses"):
@@ -49,6 +50,8 @@ def owned(sim_upstream, make_user):
     codex.turn(f"please fix parser bug 3; {SECRET}")
     codex.turn()
     codex.turn("now write the docs")
+    codex.turn()
+    codex.turn("and check the tests")
     codex.turn()
     item = codex.compact_v2()
     assert item["encrypted_content"].startswith("cwgh_")

@@ -33,8 +33,8 @@ class Codex:
     """Sends requests the way Codex 0.169 does: base instructions first, the turn metadata header, the history
     growing by the answer's output and the tool outputs."""
 
-    def __init__(self, key: str, thread: str = THREAD) -> None:
-        self.key, self.thread = key, thread
+    def __init__(self, key: str, thread: str = THREAD, *, output_lines: int = 60) -> None:
+        self.key, self.thread, self.output_lines = key, thread, output_lines
         self.history: list[dict] = []
         self.sent: list[list[dict]] = []
 
@@ -58,7 +58,8 @@ class Codex:
         for item in output:
             if item["type"] == "function_call":
                 self.history.append({"type": "function_call_output", "call_id": item["call_id"],
-                                     "output": "Process exited with code 0\nOutput:\n" + "notes line\n" * 60})
+                                     "output": "Process exited with code 0\nOutput:\n"
+                                               + "notes line\n" * self.output_lines})
         return output
 
     def compact_v2(self) -> dict:
@@ -139,11 +140,11 @@ def test_an_upstream_v2_compaction_is_recorded_as_remote_v2_with_codexs_replacem
 def test_compactweb_mode_compacts_with_the_policy_and_expands_its_handle_for_the_upstream(sim_upstream, db):
     masking = CompactionPolicy.objects.create(name="masking", strategy="masking", masking_keep_turns=1)
     route = make_route(mode="compactweb", policy=masking)
-    codex = Codex(do_create_gateway_key(route=route, client_name="ci").key)
-    codex.turn("please fix parser bug 3")
-    codex.turn()
-    codex.turn("now write the docs")
-    codex.turn()
+    # Tool outputs big enough that masking them leaves Codex room to work (test_compaction_room: when it does not).
+    codex = Codex(do_create_gateway_key(route=route, client_name="ci").key, output_lines=400)
+    for prompt in ("please fix parser bug 3", "now write the docs", "and check the tests"):
+        codex.turn(prompt)
+        codex.turn()
     before = len(sim_upstream.requests())
     item = codex.compact_v2()
     assert item["encrypted_content"].startswith("cwgh_")

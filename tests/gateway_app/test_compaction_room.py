@@ -1,0 +1,118 @@
+"""Issue 41: in compactweb mode a compaction leaves Codex room to work, or the route's fallback runs.
+
+Codex asks for a compaction when its request reaches its limit, and asks again at every request while it is still
+over it; a compaction that frees too little (masking with small tool outputs beside big messages) would have it ask
+at almost every request. So the gateway checks what the policy's compaction leaves (at most half the history the
+client's limit leaves room for) before it is installed, and otherwise falls back as the route says: local
+summarisation, or Codex's own request forwarded to the upstream. What cannot be brought under the client's limit
+at all is a 400 `compaction_refused` Codex shows as the gateway's reason. Through the gateway's HTTP path, against
+the simulated model as the upstream (and, for local summarisation, as the route's model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from compaction_app.models import Compaction, CompactionAttempt, CompactionPolicy, Provider
+from gateway_app.compaction import TARGET_PERCENT
+from gateway_app.keys import do_create_gateway_key
+from gateway_app.models import CompactionHandle, GatewayAttempt, GatewayRoute
+from sessions_app.compactions.services import SHORT_OF_TARGET_KIND
+from tests.gateway_app.conftest import make_route
+from tests.gateway_app.test_recording import TRIGGER, Codex, _events, gateway_session, live, wire
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Short tool outputs among the model's own traffic: masking them frees too little (a placeholder is about half of
+# each), while a summary keeps only the user's few words.
+PROMPTS = ("please fix parser bug 3", "now write the docs for the loader", "check the tests and report")
+
+
+def _masking(name: str, **fields) -> CompactionPolicy:
+    return CompactionPolicy.objects.create(name=name, strategy="masking", masking_keep_turns=0, **fields)
+
+
+def _embedded_route(name: str, policy: CompactionPolicy, **fields) -> GatewayRoute:
+    """A compactweb route whose model (for local summarisation) is the embedded simulated model."""
+    provider = Provider.objects.create(name=f"embedded-{name}", base_url="embedded", model="compactweb-sim",
+                                       context_window=32000)
+    return GatewayRoute.objects.create(name=name, provider=provider, policy=policy, compaction_mode="compactweb",
+                                       **fields)
+
+
+def _codex_over_its_limit(route: GatewayRoute) -> Codex:
+    codex = Codex(do_create_gateway_key(route=route, client_name="ci").key, output_lines=30)
+    for prompt in PROMPTS:
+        codex.turn(prompt)
+        codex.turn()
+    return codex
+
+
+def _tokens(session, items) -> int:
+    from sessions_app.rollout.services import counter_for
+
+    count = counter_for(session)
+    return sum(count.count_item(i) for i in items)
+
+
+def test_a_masking_that_frees_too_little_is_not_installed_and_local_summarisation_leaves_room(sim_upstream, db):
+    route = _embedded_route("team-room", _masking("masking-room"))
+    codex = _codex_over_its_limit(route)
+    session = gateway_session()
+    history = list(codex.history)
+    response = codex.post([*history, TRIGGER], kind="compaction")
+    assert response.status_code == 200, response.text
+    (item,) = [e["item"] for e in _events(response.text) if e["type"] == "response.output_item.done"]
+    assert item["encrypted_content"].startswith("cwgh_")
+    # The masking was refused before it was installed, and says why; summarisation ran instead.
+    (refused,) = CompactionAttempt.objects.filter(session=session, error_kind=SHORT_OF_TARGET_KIND)
+    assert refused.strategy == "masking" and "left" in refused.error_message
+    (compaction,) = Compaction.objects.filter(session=session)
+    assert compaction.strategy == "local"
+    # What the upstream will see is at most the target share of the history Codex asked to compact.
+    replacement = CompactionHandle.objects.get(handle=item["encrypted_content"]).replacement
+    assert _tokens(session, replacement) <= _tokens(session, history) * TARGET_PERCENT // 100
+    codex.history = [*[i for i in history if i.get("role") == "user"], item]
+    codex.turn("and go on")
+    received = sim_upstream.requests()[-1]["body"]["input"]
+    assert [wire(i) for i in received[1:-1]] == [wire(i) for i in replacement]
+
+
+def test_a_route_that_says_upstream_forwards_what_its_policy_cannot_compact_enough(sim_upstream, db):
+    route = make_route(mode="compactweb", policy=_masking("masking-forward"))
+    route.compaction_fallback = GatewayRoute.Fallback.UPSTREAM
+    route.save()
+    codex = _codex_over_its_limit(route)
+    before = len(sim_upstream.requests())
+    item = codex.compact_v2()
+    # The upstream got Codex's compaction request and its own compaction item went back to Codex.
+    forwarded = sim_upstream.requests()[before:]
+    assert [r["body"]["input"][-1]["type"] for r in forwarded] == ["compaction_trigger"]
+    assert not item["encrypted_content"].startswith("cwgh_")
+    codex.turn("now the docs")
+    session = gateway_session()
+    assert CompactionAttempt.objects.filter(session=session, error_kind=SHORT_OF_TARGET_KIND,
+                                            strategy="masking").exists()
+    # The compaction Codex installed is recorded as the upstream's, and the record says why it went there.
+    (compaction,) = Compaction.objects.filter(session=session)
+    assert (compaction.implementation, compaction.strategy) == ("responses_compaction_v2", "remote_v2")
+    assert "compactweb mode forwarded it to the upstream" in compaction.inferred["implementation"]
+    assert not CompactionHandle.objects.exists()
+    last = sim_upstream.requests()[-1]["body"]["input"][1:]
+    assert live(session)[:len(last)] == [wire(i) for i in last]
+    assert session.gateway.requests == len(sim_upstream.requests())  # each request counted once
+
+
+def test_what_not_even_summarisation_brings_under_the_clients_limit_is_a_400_codex_shows(sim_upstream, db):
+    # A policy limit the base instructions and the user's own words already fill: nothing can leave room.
+    route = _embedded_route("team-full", _masking("masking-full", auto_compact_token_limit=60))
+    codex = _codex_over_its_limit(route)
+    session = gateway_session()
+    response = codex.post([*codex.history, TRIGGER], kind="compaction")
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "compaction_refused"
+    assert error["message"].startswith(f"compactweb gateway: route {route.name}'s policy cannot compact this session")
+    assert "left" in error["message"]
+    assert not Compaction.objects.filter(session=session).exists()
+    assert live(session) == [wire(i) for i in codex.history]  # the request's history, no partial replacement
+    assert GatewayAttempt.objects.filter(status=400, request_kind="compaction_v2").exists()
