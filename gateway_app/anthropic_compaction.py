@@ -7,8 +7,8 @@ request). So, on a `compactweb` route, its summary request is not forwarded: the
 carries, runs the route policy's compaction on the session through the same service as every compactweb
 compaction (the admin's summarisation prompt, pins, retention probes, hooks, attempts, atomic install; masking
 that has nothing left to mask falls back to local summarisation, as for Codex), and answers, as a Messages API
-answer (SSE or JSON, as asked), with the text of the history the policy left (`summary_of`): the summary and
-what the policy kept with it, the pinned block included. Claude Code's next conversation starts from that text.
+answer (SSE or JSON, as asked), with the policy's summary and the pinned block in force, in the `<summary>` block
+Claude Code's prompt asks for (`summary_of`). Claude Code's next conversation starts from that text.
 
 Claude Code's next request then carries the summary in Claude Code's own framing ("This session is being
 continued from a previous conversation ..."), not the policy's items: the recorder installs that history with a
@@ -27,6 +27,7 @@ import secrets
 from typing import Any
 
 from compaction_app.engine.items import message_text
+from compaction_app.engine.pins import is_pinned_block
 from compaction_app.providers.simulated import anthropic as messages
 from gateway_app import compaction, lookups, proxy, recording
 from gateway_app.models import GatewaySession
@@ -45,21 +46,28 @@ class Refusal(Exception):
         self.status = status
 
 
-def summary_of(history: list[dict[str, Any]]) -> str:
-    """The text Claude Code continues from: the history the policy's compaction left, in order (the kept user
-    messages, the pinned block, the summary; with masking, the calls and their masked outputs)."""
-    parts = []
-    for item in history:
-        if item.get("type") == "message":
-            text = message_text(item).strip()
-            if text:
-                parts.append(text)
-        elif item.get("type") == "function_call":
-            parts.append(f"[tool call {item.get('name', '')}({item.get('arguments', '')})]")
-        elif item.get("type") == "function_call_output":
-            output = item.get("output")
-            parts.append(f"[tool output: {output if isinstance(output, str) else json.dumps(output)}]")
-    return "\n\n".join(parts)
+def summary_of(history: list[dict[str, Any]], summary: str) -> str:
+    """The text Claude Code continues from, in the `<summary>` block its prompt asks for: the policy's summary and
+    the pinned block in force. Claude Code's own compaction continues from a summary alone, so the user messages
+    a Codex replacement keeps beside it are not repeated (the policy's summary carries the user's requests); a
+    strategy that writes no summary (masking) gives the whole history it left, as text."""
+    parts = [message_text(i).strip() for i in history if is_pinned_block(i)]
+    if summary.strip():
+        parts.append(summary.strip())
+    else:
+        parts += [_as_text(i) for i in history if not is_pinned_block(i)]
+    return "<summary>\n" + "\n\n".join(p for p in parts if p) + "\n</summary>"
+
+
+def _as_text(item: dict[str, Any]) -> str:
+    if item.get("type") == "message":
+        return message_text(item).strip()
+    if item.get("type") == "function_call":
+        return f"[tool call {item.get('name', '')}({item.get('arguments', '')})]"
+    if item.get("type") == "function_call_output":
+        output = item.get("output")
+        return f"[tool output: {output if isinstance(output, str) else json.dumps(output)}]"
+    return ""
 
 
 def _set_pending(*, gs_id: int, compaction_id: int) -> None:
@@ -73,7 +81,7 @@ async def answer(caller: proxy.Caller, exchange: dict[str, Any], body: dict[str,
     try:
         gs = await proxy.on_recorder(compaction.record_history, exchange=ex)
         done = await compaction.run_policy_compaction(gs=gs, history=ex.history)
-        text = summary_of(await lookups.run(recording.live_history, session_id=gs.session_id))
+        text = summary_of(await lookups.run(recording.live_history, session_id=gs.session_id), done.summary or "")
         await proxy.on_recorder(_set_pending, gs_id=gs.pk, compaction_id=done.pk)
     except Exception as exc:  # the history is as the request had it
         if isinstance(exc, CompactionRefused) or (isinstance(exc, CompactionFailed)

@@ -57,6 +57,11 @@ _SEEN = {wire.COMPACTION_V2: "a streamed /responses compaction (compaction_trigg
 CLAUDE_SUMMARY_SEEN = ("Claude Code's summary request (its compaction prompt) passed the gateway: Claude Code "
                        "summarises with a model request of its own")
 
+# How Claude Code records its /compact command in the conversation it sends next (2.1.332).
+CLAUDE_COMPACT_COMMAND = "<command-name>/compact</command-name>"
+CLAUDE_COMPACT_SEEN = ("the conversation Claude Code sent after the compaction records its /compact command "
+                       "(<command-name>/compact</command-name>): the user asked for it")
+
 
 @dataclass(frozen=True)
 class Exchange:
@@ -343,6 +348,9 @@ def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
                         reason="context_limit", inferred={"implementation": (pending.get("seen") or _SEEN[kind]) + (
                             f"; compactweb mode forwarded it to the upstream: {pending['fallback']}"
                             if pending.get("fallback") else "")})
+        if pending.get("seen") == CLAUDE_SUMMARY_SEEN and _claude_compact_command(history):
+            labels = dataclasses.replace(labels, trigger="manual", reason="user_requested", phase="standalone_turn",
+                                         inferred={**labels.inferred, "trigger": CLAUDE_COMPACT_SEEN})
     return lines, labels, None
 
 
@@ -365,6 +373,12 @@ def _behind(live: list[dict[str, Any]], exchange: Exchange, lines: list[NewLine]
         "kept_count": len(exchange.history),
         "reason": "the client retried its newest request: the retry's answer replaces the one recorded"}))
     return lines, None, pending
+
+
+def _claude_compact_command(history: list[dict[str, Any]]) -> bool:
+    """Whether Claude Code's history after a compaction records its /compact command (the user asked for it)."""
+    return any(CLAUDE_COMPACT_COMMAND in message_text(i) for i in history
+               if i.get("type") == "message" and i.get("role") == "user")
 
 
 def is_claude_code(exchange: Exchange) -> bool:

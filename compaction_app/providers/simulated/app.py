@@ -524,7 +524,9 @@ class SimulatedProvider:
         items = counted.items
         self._check_window(counted, headers)
         request = {"model": body.get("model"), "instructions": instructions, "input": items, "tools": tools}
-        if anthropic.is_summary_request(items):
+        # Claude Code's summary prompt, or a summarisation compactweb itself asks for (a policy's local compaction
+        # on an Anthropic Provider: its prompt, no tools), as on /responses.
+        if anthropic.is_summary_request(items) or (not tools and is_summarization_request({"input": items})):
             output = replies.summary_reply(request)
         else:
             output = replies.turn_reply(request, compaction_positions=counted.compactions,
