@@ -42,7 +42,11 @@ from tests.compaction_app.engine.retention.labelled_set_round3 import Session, S
 
 BLIND_3 = "blind_3"
 BLIND_4 = "blind_4"
-PARTS = (BLIND_3, BLIND_4)
+# A third part, written after the rules of round four were done, run once, never debugged on: a front end and its
+# data (TypeScript and jest, npm ranges, docker digests, SQL row counts, Kubernetes sizes) summarised as YAML or
+# as a checklist.
+BLIND_5 = "blind_5"
+PARTS = (BLIND_3, BLIND_4, BLIND_5)
 
 
 @dataclass(frozen=True)
@@ -370,10 +374,155 @@ def _blind_4(n: int, phase: int) -> list[Planted]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# BLIND_5: a front end and its data, written after round four's rules
+# ---------------------------------------------------------------------------------------------------------------
+
+def _blind_5(n: int, phase: int) -> list[Planted]:
+    k = n * 10 + phase
+    out: list[Planted] = []
+
+    line = 30 + k % 60
+    where = f"src/app/cart_{k}.ts({line},7)"
+    c = _id(n, phase, "tsc")
+    items = [fcall(c, "exec_command", cmd="npx tsc --noEmit -p web"),
+             fout(c, exec_out(2, f"{where}: error TS2345: Argument of type 'string' is not assignable to parameter "
+                                 "of type 'number'.\n\nFound 1 error in " + f"src/app/cart_{k}.ts:{line}"))]
+    out.append(Planted("error", where, "compiler error", items, [
+        ("verbatim", True, True, None),
+        ("words", True, False, Claim("tsc", f"TS2345 at src/app/cart_{k}.ts line {line}, col 7: a string passed "
+                                     "where a number is expected", f"tsc reports TS2345 in src/app/cart_{k}.ts at "
+                                     f"line {line}: a string is passed where a number is expected.")),
+        ("wrong line", False, False, Claim("tsc", f"TS2345 at src/app/cart_{k}.ts line {line + 3}",
+                                           f"tsc reports TS2345 in src/app/cart_{k}.ts at line {line + 3}.")),
+        ("no line", False, False, Claim("tsc", f"a type error in src/app/cart_{k}.ts", f"tsc finds a type error "
+                                        f"in src/app/cart_{k}.ts.")),
+        ("dropped", False, False, None),
+    ]))
+
+    failed, passed = 1 + k % 3, 30 + k % 40
+    counts = f"{failed} failed, {passed} passed, {failed + passed} total"
+    c = _id(n, phase, "jest")
+    items = [fcall(c, "exec_command", cmd=f"pnpm jest packages/cart-{k}"),
+             fout(c, exec_out(1, f"FAIL packages/cart-{k}/src/total.test.ts\n  ● total › rounds half up\n\n"
+                                 f"Tests:       {counts}\nTime:        {4 + k % 5}.21 s"))]
+    out.append(Planted("error", counts, "test counts", items, [
+        ("verbatim", True, True, None),
+        ("fraction", True, False, Claim(f"jest cart-{k}", f"{passed}/{failed + passed} passing, {failed} failing",
+                                        f"jest on cart-{k}: {passed} of {failed + passed} tests pass and {failed} "
+                                        "fail.")),
+        ("wrong", False, False, Claim(f"jest cart-{k}", f"{failed + 1} failed, {passed - 1} passed",
+                                      f"jest on cart-{k}: {failed + 1} failed and {passed - 1} passed.")),
+        ("no counts", False, False, Claim(f"jest cart-{k}", "red", f"jest on cart-{k} is red.")),
+        ("dropped", False, False, None),
+    ]))
+
+    digest = (_hex(k * 11, 32) + _hex(k * 13 + 1, 32))[:64]
+    c = _id(n, phase, "push")
+    items = [fcall(c, "exec_command", cmd=f"docker push registry.local/web:{k}"),
+             fout(c, exec_out(0, f"The push refers to repository [registry.local/web]\n{k}: digest: "
+                                 f"sha256:{digest} size: 1573")),
+             assistant(f"Pinned the deploy to registry.local/web@sha256:{digest}; tags can move.")]
+    out.append(Planted("value", digest, "image digest", items, [
+        ("verbatim", True, True, None),
+        ("pinned", True, False, Claim("deploy pin", f"registry.local/web@sha256:{digest}", f"The deploy is pinned "
+                                      f"to registry.local/web@sha256:{digest}.")),
+        ("tag only", False, False, Claim("deploy pin", f"registry.local/web:{k}", f"The deploy uses "
+                                         f"registry.local/web:{k}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    rows = 1000 + k * 7
+    c = _id(n, phase, "sql")
+    items = [fcall(c, "exec_command", cmd=f"psql -c \"UPDATE invoices SET currency='EUR' WHERE tenant_id={k}\""),
+             fout(c, exec_out(0, f"UPDATE {rows}")),
+             assistant(f"Moved {rows} invoices of tenant {k} to EUR.")]
+    out.append(Planted("value", str(rows), "row count", items, [
+        ("verbatim", True, True, None),
+        ("thousands", True, False, Claim(f"tenant {k}", f"{rows:,} invoices moved to EUR", f"{rows:,} invoices of "
+                                         f"tenant {k} now use EUR.")),
+        ("wrong", False, False, Claim(f"tenant {k}", f"{rows + 90} invoices moved to EUR", f"{rows + 90} invoices "
+                                      f"of tenant {k} now use EUR.")),
+        ("unspecific", False, False, Claim(f"tenant {k}", "invoices moved to EUR", f"The invoices of tenant {k} "
+                                           "now use EUR.")),
+        ("dropped", False, False, None),
+    ]))
+
+    dep = ("zod", "date-fns", "axios")[phase]
+    spec = f"~{3 + phase}.{20 + k % 7}.{k % 10}"
+    c = _id(n, phase, "pkg")
+    items = [fcall(c, "exec_command", cmd=f"jq .dependencies web-{k}/package.json"),
+             fout(c, exec_out(0, '{\n  "react": "^18.2.0",\n  "' + dep + '": "' + spec + '"\n}'))]
+    out.append(Planted("value", f"{dep} = {spec}", "npm range", items, [
+        ("verbatim", True, True, None),
+        ("pinned", True, False, Claim(dep, f"{spec} in web-{k}/package.json", f"web-{k} depends on {dep} {spec}.")),
+        ("caret", False, False, Claim(dep, f"^{spec[1:]} in web-{k}/package.json", f"web-{k} depends on {dep} "
+                                      f"^{spec[1:]}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    if phase == 0:
+        message = f"Start with the cart. Use pnpm only; npm install rewrites the lockfile of web-{k}."
+        tag, faithful = f"web-{k}", f"pnpm, never npm, in web-{k} (npm rewrites the lockfile)"
+        opposite = f"npm install is fine in web-{k}; the lockfile may be rewritten"
+    elif phase == 1:
+        message = f"Then the export. Never log card numbers in export-{k}; mask them as ****1234."
+        tag, faithful = f"export-{k}", f"no card numbers in the export-{k} logs (masked as ****1234)"
+        opposite = f"export-{k} logs the card numbers in full"
+    else:
+        message = f"Last, the reports. The reports-{k} job must finish before 06:00 UTC."
+        tag, faithful = f"reports-{k}", f"reports-{k} has to be done by 06:00 UTC"
+        opposite = f"reports-{k} may run past 06:00 UTC"
+    out.append(Planted("constraint", tag, "user constraint", [user_message(message)], [
+        ("verbatim", True, True, None),
+        ("paraphrase", True, False, Claim("constraint", faithful, f"User: {faithful}.")),
+        ("opposite", False, False, Claim("constraint", opposite, f"User: {opposite}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    chosen, rejected = (("server-sent events", "websockets"), ("a nightly cron", "a Celery beat task"),
+                        ("Parquet", "CSV"))[phase]
+    ticket = f"WEB-{k}"
+    items = [user_message(f"For {ticket}, let's use {chosen} rather than {rejected}.")]
+    out.append(Planted("goal", ticket, "user decision", items, [
+        ("verbatim", True, True, None),
+        ("paraphrase", True, False, Claim(ticket, f"{chosen}, not {rejected}", f"{ticket}: the user picked {chosen} "
+                                          f"over {rejected}.")),
+        ("reversed", False, False, Claim(ticket, f"{rejected} instead of {chosen}", f"{ticket}: {rejected} "
+                                         f"rather than {chosen}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    column = f"orders_{k}.created_at"
+    items = [assistant(f"Plan:\n- [x] reproduce the slow query\n- [ ] add an index on {column}\n"
+                       "- [ ] run EXPLAIN ANALYZE again")]
+    out.append(Planted("next_step", column, "todo item", items, [
+        ("verbatim", True, True, None),
+        ("open box", True, False, Claim("todo", f"[ ] index on {column}", f"An index on {column} is still to add.")),
+        ("done", False, False, Claim("todo", f"[x] index on {column} added", f"Added the index on {column}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    mib = 900 + k * 3
+    c = _id(n, phase, "top")
+    items = [fcall(c, "exec_command", cmd=f"kubectl top pod -l app=api-{k}"),
+             fout(c, exec_out(0, f"NAME                CPU(cores)   MEMORY(bytes)\napi-{k}-7f9c5-x2x   250m         "
+                                 f"{mib}Mi"))]
+    out.append(Planted("value", f"{mib}Mi", "k8s memory", items, [
+        ("verbatim", True, True, None),
+        ("GiB", True, False, Claim(f"api-{k} memory", f"{mib / 1024:.2f} GiB", f"api-{k} uses {mib / 1024:.2f} GiB "
+                                   "of memory.")),
+        ("MiB", True, False, Claim(f"api-{k} memory", f"{mib} MiB", f"api-{k} uses {mib} MiB.")),
+        ("wrong unit", False, False, Claim(f"api-{k} memory", f"{mib} KiB", f"api-{k} uses {mib} KiB.")),
+        ("dropped", False, False, None),
+    ]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Summary styles
 # ---------------------------------------------------------------------------------------------------------------
 
-STYLES = {BLIND_3: ("terse", "jsonish"), BLIND_4: ("narrative", "headed", "kvtable")}
+STYLES = {BLIND_3: ("terse", "jsonish"), BLIND_4: ("narrative", "headed", "kvtable"), BLIND_5: ("yaml", "checklist")}
 ABBREVIATIONS = {"seconds": "s", "minutes": "min", "about": "~", "instead of": "vs", "because": "b/c",
                  "with": "w/", "configuration": "cfg", "environment": "env", "function": "fn", "to revert": "(rvt)"}
 SECTIONS = {"user constraint": "User said", "user decision": "User said", "todo item": "Open items",
@@ -392,6 +541,11 @@ def render(style: str, claims: list[tuple[str, Claim]], rng: random.Random) -> s
         return "Nothing settled yet."
     if style == "terse":
         return "\n".join(f"- {_abbreviate(c.label)}: {_abbreviate(c.value)}" for _, c in claims)
+    if style == "yaml":
+        return "facts:\n" + "\n".join(f"  - {c.label}: {c.value}" for _, c in claims)
+    if style == "checklist":
+        # A todo's box is its claim's own ("[ ]" still to do, "[x]" done); every other claim is a finding.
+        return "\n".join(f"- [{' ' if c.value.startswith('[ ]') else 'x'}] {c.sentence}" for g, c in claims)
     if style == "jsonish":
         body = ",\n".join(f'    "{c.label}": "{c.value}"' for _, c in claims)
         return '{\n  "state": "debugging",\n  "facts": {\n' + body + "\n  }\n}"
@@ -422,12 +576,14 @@ def _first_mode(fact: Planted, faithful: float, rng: random.Random) -> tuple[str
 
 
 def _build(n: int, part: str, rng: random.Random) -> Session:
-    make = {BLIND_3: _blind_3, BLIND_4: _blind_4}[part]
+    make = {BLIND_3: _blind_3, BLIND_4: _blind_4, BLIND_5: _blind_5}[part]
     style = rng.choice(STYLES[part])
     temperament = rng.choice(sorted(TEMPERAMENTS))
     session = Session(name=f"{part}-{n}-{temperament}", part=part, style=style)
-    goal = user_message(f"Get invoice export {n} ready for the release. Whole percentages are fine in your notes."
-                        if part == BLIND_4 else f"Find why invoice totals {n} are off by a cent and fix it.")
+    goal = user_message({BLIND_4: f"Get invoice export {n} ready for the release. Whole percentages are fine in "
+                                  "your notes.",
+                         BLIND_5: f"Make checkout {n} fast and correct again."}.get(
+        part, f"Find why invoice totals {n} are off by a cent and fix it."))
     window: list[dict] = [AGENTS, goal]
     facts: dict[tuple[str, str], Planted] = {}
     # Each fact's current state in the window: (mode name, held, items in the window, claim).
@@ -484,4 +640,6 @@ def sessions(part: str = BLIND_3, count: int = 40, seed: int = 464) -> list[Sess
 
 GROUPS = {BLIND_3: ("file and line", "test counts", "commit hash", "endpoint", "env var", "duration"),
           BLIND_4: ("user constraint", "user decision", "todo item", "version range", "cli flags", "percentage",
-                    "latency")}
+                    "latency"),
+          BLIND_5: ("compiler error", "test counts", "image digest", "row count", "npm range", "user constraint",
+                    "user decision", "todo item", "k8s memory")}
