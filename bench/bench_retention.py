@@ -266,11 +266,13 @@ ROUND_FOUR_FIRST_RUN = {
     # Written after round four's rules were done and run once on them (the first run is on the round-four scorer).
     "blind_5": {"compiler error": (70, 73, 23, 60), "test counts": (75, 75, 13, 58), "image digest": (0, 69, 0, 64),
                 "row count": (68, 68, 39, 65), "npm range": (74, 74, 8, 59), "user constraint": (49, 62, 4, 71),
-                "user decision": (57, 57, 20, 76), "todo item": (39, 49, 0, 84), "k8s memory": (0, 72, 0, 61),
-                "first compactions": (111, 163, 32, 197), "second compactions": (181, 248, 42, 238),
-                "third compactions": (140, 188, 33, 163), "all": (432, 599, 107, 598)},
+                "user decision": (57, 57, 0, 76), "todo item": (39, 49, 0, 84), "k8s memory": (0, 72, 0, 61),
+                "first compactions": (111, 163, 24, 197), "second compactions": (181, 248, 34, 238),
+                "third compactions": (140, 188, 29, 163), "all": (432, 599, 87, 598)},
 }
-# blind_5 on the scorer before round four (47e3987), for comparison: recall 66% (396/599), 18% (110/598) false lost.
+# blind_5 on the scorer before round four (47e3987), for comparison: recall 66% (394/599), 15% (90/598) false lost.
+# (Its first run counted the decisions under a tag, WEB-n, that also matched a constraint about web-n: 18% false
+# lost; the tag was renamed UI-n before any rule changed and the part run again: the figures above.)
 
 
 def round_four_rows() -> tuple[dict[str, dict[str, tuple]], float]:

@@ -481,7 +481,7 @@ def _blind_5(n: int, phase: int) -> list[Planted]:
 
     chosen, rejected = (("server-sent events", "websockets"), ("a nightly cron", "a Celery beat task"),
                         ("Parquet", "CSV"))[phase]
-    ticket = f"WEB-{k}"
+    ticket = f"UI-{k}"  # not WEB-{k}: the tag would also match the constraint about web-{k}
     items = [user_message(f"For {ticket}, let's use {chosen} rather than {rejected}.")]
     out.append(Planted("goal", ticket, "user decision", items, [
         ("verbatim", True, True, None),
