@@ -80,9 +80,12 @@ async def answer(caller: proxy.Caller, exchange: dict[str, Any], body: dict[str,
     ex = recording.Exchange(**exchange, status=200)
     try:
         gs = await proxy.on_recorder(compaction.record_history, exchange=ex)
-        done = await compaction.run_policy_compaction(gs=gs, history=ex.history)
+        done = await compaction.run_policy_compaction(gs=gs, history=ex.history, fallback=caller.compaction_fallback,
+                                                      room_target=False)
         text = summary_of(await lookups.run(recording.live_history, session_id=gs.session_id), done.summary or "")
         await proxy.on_recorder(_set_pending, gs_id=gs.pk, compaction_id=done.pk)
+    except compaction.ForwardInstead:  # the route says: forward what the policy cannot do (masking, nothing left)
+        raise
     except Exception as exc:  # the history is as the request had it
         if isinstance(exc, CompactionRefused) or (isinstance(exc, CompactionFailed)
                                                   and exc.kind in proxy.UNRECOVERABLE):

@@ -32,6 +32,7 @@ from compactweb import gateway_metrics
 from gateway_app import (
     anthropic_compaction,
     anthropic_wire,
+    compaction,
     limits,
     lookups,
     operator,
@@ -185,9 +186,12 @@ async def app(scope, receive, send) -> None:
     if caller.mode == GatewayRoute.Mode.COMPACTWEB and kind == wire.COMPACTION_LOCAL:
         try:
             await anthropic_compaction.answer(caller, exchange, body, send)
+            return
         except anthropic_compaction.Refusal as refusal:
             await send_error(send, refusal.status, str(refusal))
-        return
+            return
+        except compaction.ForwardInstead as forwarded:  # forwarded as in upstream mode, and recorded so
+            exchange["fallback"] = str(forwarded)
     await _forward(caller, endpoint, headers, raw, exchange, receive, send)
 
 

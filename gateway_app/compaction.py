@@ -176,7 +176,7 @@ async def compact(*, gs: GatewaySession, history: list[dict[str, Any]],
 
 
 async def run_policy_compaction(*, gs: GatewaySession, history: list[dict[str, Any]],
-                                fallback: str = GatewayRoute.Fallback.SUMMARISE):
+                                fallback: str = GatewayRoute.Fallback.SUMMARISE, room_target: bool = True):
     """Run the policy's compaction on the session (installed); the Compaction.
 
     A client asks again at every request while its history is over its limit, and a compaction it cannot get fails
@@ -184,10 +184,13 @@ async def run_policy_compaction(*, gs: GatewaySession, history: list[dict[str, A
     cannot (masking with nothing, or too little, left to mask: the engine installs nothing, the refused attempt
     stays in the session's attempts), the route's fallback runs: local summarisation with the route's model, which
     must at least bring the history under the client's limit (the Compaction's strategy `local` says it ran), or
-    ForwardInstead (the proxy forwards Codex's request to the upstream). A failure of the fallback is raised."""
+    ForwardInstead (the proxy forwards Codex's request to the upstream). A failure of the fallback is raised.
+
+    `room_target=False` (Claude Code, which continues from the summary alone, not from the history the policy
+    leaves): no target for that history, so a summary is not refused and made twice for it."""
     room = await lookups.run(room_of, session_id=gs.session_id)
     ask = CompactionAsk(trigger="auto", reason="context_limit", phase=recording.phase_of(history),
-                        max_history_tokens=room.target)
+                        max_history_tokens=room.target if room_target else None)
     try:
         compaction = await acompact_session(session_id=gs.session_id, ask=ask)
     except CompactionFailed as short:

@@ -183,7 +183,9 @@ def _check_tools_ran(lines: list[dict]) -> None:
     items = [x["payload"] for x in lines if x["type"] == "response_item"]
     calls = {i["call_id"] for i in items if i.get("type") == "function_call" and i.get("name") == "Bash"}
     outputs = {i["call_id"] for i in items if i.get("type") == "function_call_output"}
-    assert calls and calls <= outputs
+    # Every output answers a call; a call may have none when Claude Code compacted right after it (its summary
+    # request then leaves the unanswered call out, and the conversation goes on from the summary).
+    assert calls & outputs and outputs <= calls
 
 
 def _compactions(api: Api, session: dict) -> list[dict]:

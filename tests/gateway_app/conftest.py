@@ -17,6 +17,7 @@ from gateway_app.models import GatewayRoute
 
 UPSTREAM_KEY = "upstream-secret-key"
 UPSTREAM_URL = "http://upstream.invalid/v1"
+ANTHROPIC_UPSTREAM = "http://upstream.invalid/anthropic"  # a Messages-API upstream: Claude Code's base URL form
 
 
 class Upstream:
@@ -96,3 +97,10 @@ def call(method: str, path: str, **kwargs) -> httpx.Response:
         return response
 
     return async_to_sync(go)()
+
+
+@pytest.fixture
+def anthropic_upstream(sim_upstream, settings):
+    """The same recording simulated model as a Messages-API upstream (issue 44), its key bound to that URL too."""
+    settings.COMPACTWEB_PROVIDER_KEYS = f"COMPACTWEB_KEY_GATEWAY_TEST={ANTHROPIC_UPSTREAM} {UPSTREAM_URL}"
+    return sim_upstream

@@ -19,25 +19,17 @@ from gateway_app import anthropic_wire, proxy
 from gateway_app.keys import do_create_gateway_key
 from gateway_app.models import GatewayAttempt, GatewayRoute, GatewaySession
 from sessions_app.models import RolloutLine, Session
-from tests.gateway_app.conftest import UPSTREAM_KEY, call
+from tests.gateway_app.conftest import ANTHROPIC_UPSTREAM, UPSTREAM_KEY, call
 from tests.gateway_app.test_recording import live
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ANTHROPIC_UPSTREAM = "http://upstream.invalid/anthropic"
 SYSTEM = [{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."}]
 BASH = {"name": "Bash", "description": "Run a shell command", "input_schema": {
     "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}
 SUMMARY_PROMPT = ("Your task is to create a detailed summary of the conversation so far, paying close attention to "
                   "the user's explicit requests and your previous actions.")
 CONTINUED = "This session is being continued from a previous conversation that ran out of context. Summary:\n"
-
-
-@pytest.fixture
-def anthropic_upstream(sim_upstream, settings):
-    settings.COMPACTWEB_PROVIDER_KEYS = (f"COMPACTWEB_KEY_GATEWAY_TEST={ANTHROPIC_UPSTREAM} "
-                                         "http://upstream.invalid/v1")
-    return sim_upstream
 
 
 def claude_route(*, mode: str = "upstream", rpm: int = 600, max_body: int = 8 * 1024 * 1024, name: str = "claude",
