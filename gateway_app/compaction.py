@@ -202,6 +202,14 @@ async def run_policy_compaction(*, gs: GatewaySession, history: list[dict[str, A
             logger.info("gateway session %s: %s; forwarding the compaction to the upstream", gs.session_id, reason)
             raise ForwardInstead(reason) from None
         logger.info("gateway session %s: %s; compacting by local summarisation instead", gs.session_id, reason)
-        compaction = await acompact_session(session_id=gs.session_id, ask=dataclasses.replace(
-            ask, strategy=Strategy.LOCAL.value, max_history_tokens=max(0, room.limit - 1)))
+        try:
+            compaction = await acompact_session(session_id=gs.session_id, ask=dataclasses.replace(
+                ask, strategy=Strategy.LOCAL.value, max_history_tokens=max(0, room.limit - 1)))
+        except CompactionFailed as still:
+            if still.kind != SHORT_OF_TARGET_KIND:
+                raise
+            # Said to the client's user (the 400's message): what is full, in their terms.
+            raise CompactionFailed(attempt=still.attempt, kind=still.kind, message=(
+                f"not even a summary brings the history under the client's limit: it {still} (the limit leaves "
+                f"room for {room.limit} tokens of history)")) from None
     return compaction

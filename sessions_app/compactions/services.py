@@ -465,8 +465,7 @@ def _short_of_target(plan: _Plan, outcome: CompactionOutcome, allowed: int | Non
     left = sum(count.count_item(item) for item in outcome.replacement_history or [])
     if left <= allowed:
         return ""
-    return (f"{plan.strategy.value} left {left} tokens of history, more than the {allowed} asked for; nothing was "
-            "installed")
+    return f"{plan.strategy.value} left {left} tokens of history, more than the {allowed} allowed; nothing was installed"
 
 
 def _actor(actor):

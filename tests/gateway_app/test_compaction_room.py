@@ -112,7 +112,7 @@ def test_what_not_even_summarisation_brings_under_the_clients_limit_is_a_400_cod
     error = response.json()["error"]
     assert error["code"] == "compaction_refused"
     assert error["message"].startswith(f"compactweb gateway: route {route.name}'s policy cannot compact this session")
-    assert "left" in error["message"]
+    assert "not even a summary brings the history under the client's limit" in error["message"]
     assert not Compaction.objects.filter(session=session).exists()
     assert live(session) == [wire(i) for i in codex.history]  # the request's history, no partial replacement
     assert GatewayAttempt.objects.filter(status=400, request_kind="compaction_v2").exists()
