@@ -1,0 +1,210 @@
+"""The alert room's rules one by one (issue 43: a planted bug dies in the alerts room): how long a snooze lasts,
+how the alerts API parts open, snoozed and acknowledged alerts, when a repeat counts and when it opens a new alert,
+who hears of a raise and when a rule pauses its session."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from compaction_app.engine import alerts as rules
+from compaction_app.models import Alert, AlertSilence, AuditEntry, Hook
+from sessions_app.compactions import alerts
+from sessions_app.models import Session
+from tests.compaction_app.api.test_alerts import SENT, compact, settings
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fast(no_engine_sleeps):
+    SENT.clear()
+
+
+def raise_alert(kind: rules.AlertKind, session_id: int, message: str = "m") -> list[Alert]:
+    with transaction.atomic():
+        return alerts._raise([rules.Alert(kind=kind, message=message)], session_id=session_id,
+                             limits=alerts.thresholds())
+
+
+def listed(api, **filters) -> list[int]:
+    answer = api.get("/api/v1/alerts", filters)
+    assert answer.status_code == 200, answer.content
+    return [a["id"] for a in answer.json()]
+
+
+def test_a_snooze_holds_alerts_back_only_until_it_ends(operator_api, reader):
+    snoozed = operator_api.post("/api/v1/alerts/silences", {"kind": "loop", "session": reader.pk, "minutes": 5},
+                                format="json").json()
+    until = AlertSilence.objects.get(pk=snoozed["id"]).until
+    assert timezone.now() + timedelta(minutes=4) < until <= timezone.now() + timedelta(minutes=5)
+    assert raise_alert(rules.AlertKind.LOOP, reader.pk) == []
+    AlertSilence.objects.filter(pk=snoozed["id"]).update(until=timezone.now() - timedelta(seconds=1))
+    (alert,) = raise_alert(rules.AlertKind.LOOP, reader.pk)
+    assert listed(operator_api, state="open") == [alert.pk]
+    assert alerts.is_silenced(kind="loop", session_id=reader.pk) is False
+
+
+def test_a_silence_without_minutes_lasts_until_lifted(operator_api, reader):
+    silenced = operator_api.post("/api/v1/alerts/silences", {"kind": "loop", "session": reader.pk},
+                                 format="json").json()
+    assert silenced["until"] is None
+    far = timezone.now() + timedelta(days=400)
+    assert alerts.is_silenced(kind="loop", session_id=reader.pk, now=far)
+
+
+def test_the_api_parts_unacknowledged_alerts_into_open_and_snoozed_and_lists_acknowledged_apart(
+        operator_api, reader, make_session):
+    other = make_session(title="other")
+    (loud,) = raise_alert(rules.AlertKind.LOOP, other.pk)
+    (quiet,) = raise_alert(rules.AlertKind.LOOP, reader.pk)
+    (done,) = raise_alert(rules.AlertKind.FAILURE_STREAK, reader.pk)  # acknowledged, in the snoozed session
+    assert operator_api.post(f"/api/v1/alerts/{done.pk}/acknowledge").status_code == 200
+    operator_api.post("/api/v1/alerts/silences", {"session": reader.pk, "minutes": 30}, format="json")
+
+    assert listed(operator_api, state="open") == [loud.pk]
+    assert listed(operator_api, state="snoozed") == [quiet.pk]
+    assert listed(operator_api, state="acknowledged") == [done.pk]
+    assert sorted(listed(operator_api)) == sorted([loud.pk, quiet.pk, done.pk])
+    assert sorted(listed(operator_api, kind="loop")) == sorted([loud.pk, quiet.pk])
+    assert listed(operator_api, session=other.pk) == [loud.pk]
+    assert sorted(listed(operator_api, session=reader.pk)) == sorted([quiet.pk, done.pk])
+    assert list(alerts.open_alerts()) == [loud]
+
+
+def test_the_api_lists_alerts_raised_since_a_time_newest_first(operator_api, reader, make_session):
+    (old,) = raise_alert(rules.AlertKind.LOOP, reader.pk)
+    Alert.objects.filter(pk=old.pk).update(last_at=timezone.now() - timedelta(hours=3))
+    (new,) = raise_alert(rules.AlertKind.FAILURE_STREAK, reader.pk)
+    since = (timezone.now() - timedelta(hours=1)).isoformat()
+    assert listed(operator_api, since=since) == [new.pk]
+    assert listed(operator_api) == [new.pk, old.pk]
+    assert listed(operator_api, limit=1) == [new.pk]
+
+
+def test_a_repeat_after_the_grouping_window_opens_a_new_alert(reader):
+    (first,) = raise_alert(rules.AlertKind.LOOP, reader.pk, "first")
+    (again,) = raise_alert(rules.AlertKind.LOOP, reader.pk, "again")
+    assert again.pk == first.pk and again.count == 2 and again.message == "again"
+    Alert.objects.filter(pk=first.pk).update(last_at=timezone.now() - timedelta(minutes=alerts.GROUP_MINUTES + 1))
+    (later,) = raise_alert(rules.AlertKind.LOOP, reader.pk, "later")
+    assert later.pk != first.pk and later.count == 1
+    assert Alert.objects.get(pk=first.pk).count == 2
+
+
+def test_a_repeat_counts_on_its_own_sessions_alert_and_rule_only(reader, make_session):
+    other = make_session(title="other")
+    (mine,) = raise_alert(rules.AlertKind.LOOP, reader.pk)
+    (theirs,) = raise_alert(rules.AlertKind.LOOP, other.pk)
+    (streak,) = raise_alert(rules.AlertKind.FAILURE_STREAK, reader.pk)
+    assert len({mine.pk, theirs.pk, streak.pk}) == 3
+    assert [Alert.objects.get(pk=pk).count for pk in (mine.pk, theirs.pk, streak.pk)] == [1, 1, 1]
+
+
+def test_hooks_hear_of_a_cause_once_and_the_raise_links_its_attempts(operator_api, reader, monkeypatch,
+                                                                    django_capture_on_commit_callbacks):
+    Hook.objects.create(name="recorder", event="alert", kind="callable",
+                        target="tests.compaction_app.api.test_alerts.record_alert")
+    monkeypatch.setattr(alerts.background, "submit", lambda task, **kwargs: task(**kwargs))
+    settings(failure_streak=1)
+    Session.objects.filter(pk=reader.pk).update(fault_injection={"fault": "overloaded"})
+    with django_capture_on_commit_callbacks(execute=True):
+        first = compact(operator_api, reader)["error"]["attempt_id"]
+    with django_capture_on_commit_callbacks(execute=True):
+        second = compact(operator_api, reader)["error"]["attempt_id"]
+    (alert,) = Alert.objects.filter(kind="failure_streak")
+    assert alert.count == 2 and set(alert.attempts.values_list("pk", flat=True)) == {first, second}
+    (sent,) = SENT
+    assert (sent["alert_id"], sent["paused"], sent["trigger"]) == (alert.pk, False, "auto") and sent["message"]
+
+
+def test_no_alert_hook_no_background_send(reader, monkeypatch, django_capture_on_commit_callbacks):
+    submitted = []
+    monkeypatch.setattr(alerts.background, "submit", lambda task, **kwargs: submitted.append(kwargs))
+    Hook.objects.create(name="off", event="alert", kind="callable", enabled=False,
+                        target="tests.compaction_app.api.test_alerts.record_alert")
+    with django_capture_on_commit_callbacks(execute=True):
+        raise_alert(rules.AlertKind.LOOP, reader.pk)
+    assert submitted == []
+
+
+@pytest.fixture
+def pauses():
+    asked: list[int] = []
+
+    def pause(sender, session_id, **kwargs):
+        asked.append(session_id)
+        return True
+
+    alerts.pause_requested.connect(pause)
+    yield asked
+    alerts.pause_requested.disconnect(pause)
+
+
+def test_a_rule_pauses_its_session_only_when_the_settings_say_so(reader, pauses):
+    settings(pause_on=["loop"])
+    (streak,) = raise_alert(rules.AlertKind.FAILURE_STREAK, reader.pk)
+    assert not streak.paused and pauses == []
+    (loop,) = raise_alert(rules.AlertKind.LOOP, reader.pk)
+    assert loop.paused and pauses == [reader.pk]
+    assert Alert.objects.get(pk=loop.pk).paused
+
+
+def test_a_pause_nobody_carried_out_is_not_reported(reader):
+    settings(pause_on=["loop"])
+    (loop,) = raise_alert(rules.AlertKind.LOOP, reader.pk)  # no simulator run behind the session
+    assert not loop.paused
+
+
+def test_a_fleet_storm_never_pauses_a_session(reader, pauses):
+    settings(pause_on=["fleet_storm", "storm"])
+    with transaction.atomic():
+        (fleet,) = alerts._raise([rules.Alert(kind=rules.AlertKind.FLEET_STORM, message="fleet")],
+                                 session_id=reader.pk, limits=alerts.thresholds())
+    assert fleet.session_id is None and not fleet.paused and pauses == []
+
+
+def test_the_live_card_of_a_session_shows_its_alerts_and_the_fleets_not_others_nor_acknowledged(
+        reader, make_session):
+    other = make_session(title="other")
+    (mine,) = raise_alert(rules.AlertKind.LOOP, reader.pk)
+    raise_alert(rules.AlertKind.LOOP, other.pk)
+    (acked,) = raise_alert(rules.AlertKind.FAILURE_STREAK, reader.pk)
+    alerts.do_acknowledge_alert(alert=acked, actor=None)
+    with transaction.atomic():
+        (fleet,) = alerts._raise([rules.Alert(kind=rules.AlertKind.FLEET_STORM, message="fleet")],
+                                 session_id=reader.pk, limits=alerts.thresholds())
+    assert {a.pk for a in alerts.recent_alerts(session_id=reader.pk)} == {mine.pk, fleet.pk}
+    assert len(alerts.recent_alerts()) == 3 and len(alerts.recent_alerts(limit=2)) == 2
+
+
+def test_a_silence_needs_a_scope_and_keeps_its_reason_to_200_characters(operator_user, reader):
+    with pytest.raises(ValueError):
+        alerts.do_silence_alerts(kind="", session_id=None, minutes=None, actor=operator_user)
+    silence = alerts.do_silence_alerts(kind="", session_id=reader.pk, minutes=None, actor=operator_user,
+                                       reason="x" * 300)
+    assert silence.reason == "x" * 200 and silence.until is None
+    entry = AuditEntry.objects.get(action=AuditEntry.Action.ALERT_SILENCE)
+    assert entry.detail == {"silence": silence.pk, "kind": "", "session": reader.pk, "until": None,
+                            "set_by": operator_user.username}
+
+
+def test_a_silence_whose_setter_was_removed_is_lifted_by_the_support_role_only(operator_user, support_user,
+                                                                             make_user, reader):
+    silence = alerts.do_silence_alerts(kind="loop", session_id=reader.pk, minutes=10, actor=operator_user)
+    AlertSilence.objects.filter(pk=silence.pk).update(created_by=None)
+    silence.refresh_from_db()
+    with pytest.raises(alerts.SilenceNotAllowed, match="set by a removed user"):
+        alerts.do_lift_silence(silence=silence, actor=operator_user)
+    alerts.do_lift_silence(silence=silence, actor=support_user)
+    assert not AlertSilence.objects.exists()
+    lift = AuditEntry.objects.get(action=AuditEntry.Action.ALERT_SILENCE_LIFT)
+    assert lift.detail["set_by"] == "a removed user" and lift.detail["until"] == silence.until.isoformat()
+
+
+def test_a_turn_without_a_watch_or_items_reads_nothing(reader):
+    assert alerts.record_turn(session_id=reader.pk, first_seq=1, last_seq=5) == []
+    assert alerts.record_turn(session_id=reader.pk, first_seq=0, last_seq=0) == []
