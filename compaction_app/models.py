@@ -349,6 +349,10 @@ class Compaction(models.Model):
     prompt_version = models.CharField(  # noqa: DJ001
         max_length=16, null=True, blank=True,
         help_text="That prompt's version: the first 12 hex digits of its text's SHA-256 (changes with the text).")
+    extra_instructions = models.TextField(
+        blank=True, default="",
+        help_text="The operator's extra instructions appended to the summarisation prompt (a manual local "
+        "compaction); empty when none were given. Also in the rollout: the `compacted` line's `extra_instructions`.")
     tokens_before = models.PositiveBigIntegerField(default=0)
     tokens_after = models.PositiveBigIntegerField(default=0)
     window_number = models.PositiveIntegerField(help_text="The window this compaction opened (§9).")

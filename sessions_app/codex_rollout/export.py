@@ -5,7 +5,9 @@ Output: a `session_meta` line first, then one line per compactweb line, each
 
 - `response_item`, `turn_context` and `event_msg` lines are written as they are.
 - `compacted` lines keep only CompactedItem fields (`message`, `replacement_history`, `window_number`,
-  `window_id`, `previous_window_id`, `first_window_id`), null ones omitted.
+  `window_id`, `previous_window_id`, `first_window_id`), null ones omitted. One that carries the operator's
+  `extra_instructions` is followed by a `compactweb_line` event of kind `compacted` carrying them, which the
+  importer merges back into the line.
 - compactweb-only kinds have no Codex equivalent. A kind whose payload carries a `replacement_history`
   (`rollback`, `redo`) changes the history, so it is written as a `compacted` line with `message: ""`, that
   replacement history and the payload's window fields: Codex's own resume installs a compacted line's
@@ -28,6 +30,7 @@ from typing import Any
 from sessions_app.codex_rollout.parse import (
     COMPACTED,
     EVENT_MSG,
+    EXTRA_INSTRUCTIONS,
     RESPONSE_ITEM,
     SESSION_META,
     THREAD_ROLLED_BACK,
@@ -135,6 +138,9 @@ def export_lines(
             yield _dump(timestamp, kind, payload, ordinals)
         elif kind == COMPACTED:
             yield _dump(timestamp, COMPACTED, _compacted_payload(payload, seq), ordinals)
+            if isinstance(payload, dict) and payload.get(EXTRA_INSTRUCTIONS):
+                extra = {EXTRA_INSTRUCTIONS: payload[EXTRA_INSTRUCTIONS]}
+                yield _dump(timestamp, EVENT_MSG, _marker_event(kind, seq, extra), ordinals)
         elif kind == SESSION_META:
             continue
         else:

@@ -53,6 +53,9 @@ USER_MESSAGE = "user_message"
 THREAD_ROLLED_BACK = "thread_rolled_back"
 
 WINDOW_FIELDS = ("window_number", "window_id", "previous_window_id", "first_window_id")
+# compactweb's own field of a `compacted` line: the operator's extra instructions for the summarisation prompt. Not
+# a CompactedItem field, so the export carries it in a `compactweb_line` event after the line (export.py).
+EXTRA_INSTRUCTIONS = "extra_instructions"
 
 
 SKIPPED = "skipped"

@@ -153,8 +153,8 @@ def later_live_compactions(*, compaction: Compaction, states: dict[str, Compacti
 
 
 def rollback_preview(compaction: Compaction) -> dict[str, Any]:
-    """What a rollback of `compaction` would do, for the confirmation form: the later compactions it also undoes,
-    and the history it would restore (item count, token estimate)."""
+    """What a rollback of `compaction` would do, for the confirmation form and the API: the later compactions it
+    also undoes (rows), and the history it would restore (item count, token estimate)."""
     states = compaction_states(session_id=compaction.session_id)
     state = states.get(_key_of(compaction))
     before = state_before(compaction=compaction)
@@ -162,23 +162,11 @@ def rollback_preview(compaction: Compaction) -> dict[str, Any]:
     return {
         "compaction": compaction.pk,
         "rolled_back": bool(state and state.rolled_back),
-        "undoes": [_describe(c) for c in later_live_compactions(compaction=compaction, states=states)],
+        "undoes": later_live_compactions(compaction=compaction, states=states),  # rows: the API's one shape of them
         "items_before": len(before.entries),
         "window_tokens_before": compaction.tokens_before,
         "restored_tokens_estimate": meter.base_tokens + meter.history_tokens,
         "window_number_before": before.header.window_number,
-    }
-
-
-def _describe(compaction: Compaction) -> dict[str, Any]:
-    return {
-        "id": compaction.pk,
-        "rollout_seq": compaction.rollout_seq,
-        "window_number": compaction.window_number,
-        "window_id": compaction.window_id,
-        "trigger": compaction.trigger,
-        "strategy": compaction.strategy,
-        "created_at": compaction.created_at.isoformat() if compaction.created_at else None,
     }
 
 
@@ -213,7 +201,7 @@ class RollbackResult:
             "kind": self.line.kind,
             "source": self.line.payload.get("source"),
             "compaction": self.compaction.pk if self.compaction else None,
-            "undoes": [_describe(c) for c in self.undoes],
+            "undoes": list(self.undoes),  # rows
             "removed_count": self.removed_count,
             "live_item_count": session.live_item_count,
             "tokens_in_window": session.tokens_in_window,
@@ -248,7 +236,7 @@ def _rollback_refusal(compaction: Compaction, states: dict, expect_undoes: Colle
         raise RollbackRefused(
             f"rolling back compaction {compaction.pk} would also undo the later compactions {named}; "
             f"name exactly those in expect_undoes to confirm (it named {sorted(set(expect_undoes)) or 'none'})",
-            code="undoes_not_confirmed", undoes=[_describe(c) for c in undoes],
+            code="undoes_not_confirmed", undoes=undoes,  # rows: the API names them in its one shape
         )
     return state, undoes
 

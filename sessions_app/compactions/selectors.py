@@ -1,11 +1,15 @@
-"""Reads of compactions: a session's compactions, one compaction, attempts, and the live history right before
-a compaction."""
+"""Reads of compactions: a session's compactions, one compaction, attempts, the live history right before a
+compaction, and where the prompt it was made with lives now."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db.models import QuerySet
 
-from compaction_app.models import Compaction, CompactionAttempt
+from compaction_app.engine.prompts import SUMMARIZATION_PROMPT, prompt_version
+from compaction_app.models import Compaction, CompactionAttempt, CompactionPolicy, Prompt
+from sessions_app.compactions.settings_builder import RETRY_PROMPT_SUFFIX
 from sessions_app.models import RolloutLine
 from sessions_app.rollout import projection as p
 
@@ -60,3 +64,38 @@ def history_before(*, session_id: int, seq: int) -> list[p.Entry]:
     for row in rows.iterator(chunk_size=1000):
         projection.apply(_line(row))
     return projection.entries
+
+
+@dataclass(frozen=True)
+class PromptSource:
+    """Where the summarisation prompt a compaction recorded lives now: its text when a configured prompt still has
+    that version (the default, a stored prompt, a policy's compact_prompt), the stored prompt or policy that holds
+    it (or, edited since, the stored prompt of that name and its current version)."""
+
+    text: str | None
+    prompt_id: int | None = None
+    policy_id: int | None = None
+    current_version: str | None = None
+
+
+def prompt_source(*, compaction: Compaction) -> PromptSource | None:
+    """The prompt a compaction was made with, found by its recorded version among the configured prompts (a few
+    rows); None when it recorded none."""
+    version = compaction.prompt_version
+    if not version:
+        return None
+    if prompt_version(SUMMARIZATION_PROMPT) == version:
+        return PromptSource(text=SUMMARIZATION_PROMPT)
+    stored = list(Prompt.objects.only("pk", "name", "text"))
+    for prompt in stored:
+        if prompt_version(prompt.text) == version:
+            return PromptSource(text=prompt.text, prompt_id=prompt.pk)
+    for pk, text in CompactionPolicy.objects.exclude(compact_prompt="").values_list("pk", "compact_prompt"):
+        if prompt_version(text) == version:
+            return PromptSource(text=text, policy_id=pk)
+    # Edited since: the text it was made with is no longer stored; the prompt of that name still is.
+    name = (compaction.prompt_name or "").removesuffix(RETRY_PROMPT_SUFFIX)
+    for prompt in stored:
+        if prompt.name == name:
+            return PromptSource(text=None, prompt_id=prompt.pk, current_version=prompt_version(prompt.text))
+    return PromptSource(text=None)

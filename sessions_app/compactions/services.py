@@ -58,6 +58,7 @@ from compaction_app.providers.config import ProviderConfig
 from compaction_app.providers.factory import build_client
 from compactweb import db_outage
 from compactweb.domain_errors import Conflict, Invalid, UpstreamFailed
+from sessions_app.codex_rollout.parse import EXTRA_INSTRUCTIONS
 from sessions_app.compactions import alerts
 from sessions_app.compactions.retention import retention_fields, session_carried_facts, session_pins
 from sessions_app.compactions.settings_builder import (
@@ -373,6 +374,9 @@ def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Co
         late_items = [line.payload for line in late if line.kind == p.RESPONSE_ITEM]
         compacted = outcome.compacted_item()
         compacted["replacement_history"] = [*compacted["replacement_history"], *late_items]
+        extra = plan.instructions.strip()
+        if extra:  # what the prompt was given (compaction_app.engine.strategies.local), kept with the window it made
+            compacted[EXTRA_INSTRUCTIONS] = extra
         lines = [NewLine(p.COMPACTED, compacted)]
         if outcome.reference_context_set:
             lines.append(NewLine(p.TURN_CONTEXT, {
@@ -393,7 +397,7 @@ def _install(plan: _Plan, outcome: CompactionOutcome, lease: Lease, actor) -> Co
             tokens_after=session.tokens_in_window, window_number=outcome.window.number,
             window_id=outcome.window.window_id, previous_window_id=outcome.window.previous_window_id or "",
             first_window_id=outcome.window.first_window_id, item_id=outcome.item_id,
-            injection=str(outcome.injection),
+            injection=str(outcome.injection), extra_instructions=extra,
             **prompt_record(names=plan.prompt_names, text=outcome.prompt),
             **retention_fields(outcome, flag_below=plan.flag_below),
         )

@@ -137,6 +137,7 @@ def compact_prompt(*, policy: CompactionPolicy) -> str | None:
 
 
 DEFAULT_PROMPT_NAME = "default (Codex's SUMMARIZATION_PROMPT)"
+RETRY_PROMPT_SUFFIX = " (retention retry prompt)"  # how a compaction names the retention retry prompt it used
 
 
 def prompt_names(*, policy: CompactionPolicy) -> dict[str, str]:
@@ -145,7 +146,7 @@ def prompt_names(*, policy: CompactionPolicy) -> dict[str, str]:
     compaction is planned, so an edit while it runs does not relabel it)."""
     names = {SUMMARIZATION_PROMPT: DEFAULT_PROMPT_NAME}
     if policy.retention_retry_prompt_id:
-        names[policy.retention_retry_prompt.text] = f"{policy.retention_retry_prompt.name} (retention retry prompt)"
+        names[policy.retention_retry_prompt.text] = f"{policy.retention_retry_prompt.name}{RETRY_PROMPT_SUFFIX}"
     if policy.prompt_id:
         names[policy.prompt.text] = policy.prompt.name
     if policy.compact_prompt.strip():

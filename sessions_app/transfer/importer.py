@@ -44,6 +44,7 @@ from sessions_app.codex_rollout.convert import convert_lines
 from sessions_app.codex_rollout.export import COMPACTWEB_EVENT
 from sessions_app.codex_rollout.labels import Labeler, Labels, implementation_of
 from sessions_app.codex_rollout.parse import (
+    EXTRA_INSTRUCTIONS,
     REPAIRED,
     SKIPPED,
     LineProblem,
@@ -96,7 +97,9 @@ _RESTORABLE_ALONE = frozenset({p.WINDOW_OPENED})
 def restore_compactweb_kinds(lines: list[ImportedLine]) -> list[ImportedLine]:
     """Undo the export's mapping of compactweb-only kinds: a `compacted` line with an empty message followed by a
     `compactweb_line` event for a rollback or redo becomes that line again (the event's payload plus the
-    replacement history), and a lone marker for a `window_opened` line becomes that line. Other lines pass."""
+    replacement history), a `compacted` line followed by one of kind `compacted` gets back its compactweb-only
+    field (the operator's extra instructions), and a lone marker for a `window_opened` line becomes that line.
+    Other lines pass."""
     out: list[ImportedLine] = []
     skip_next = False
     for line, following in itertools.zip_longest(lines, lines[1:]):
@@ -110,6 +113,12 @@ def restore_compactweb_kinds(lines: list[ImportedLine]) -> list[ImportedLine]:
         ):
             payload = {**marker["payload"], "replacement_history": line.payload["replacement_history"]}
             out.append(ImportedLine(marker["kind"], payload, line.timestamp, line.source_line_no))
+            skip_next = True
+            continue
+        if line.kind == p.COMPACTED and marker is not None and marker["kind"] == p.COMPACTED:
+            extra = marker["payload"].get(EXTRA_INSTRUCTIONS)
+            payload = {**line.payload, EXTRA_INSTRUCTIONS: extra} if isinstance(extra, str) and extra else line.payload
+            out.append(ImportedLine(line.kind, payload, line.timestamp, line.source_line_no))
             skip_next = True
             continue
         own = _marker(line)
@@ -326,6 +335,7 @@ def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[i
             previous_window_id=payload.get("previous_window_id") or "",
             first_window_id=payload.get("first_window_id") or "", item_id=f"imported-{row.seq}",
             rolled_back=states[key].rolled_back if key in states else False,
+            extra_instructions=str(payload.get(EXTRA_INSTRUCTIONS) or ""),
             inferred=dict(label.inferred), history=not live, **costs[row.seq],
         ))
     count = records.record_imported_compactions(compactions=created)
@@ -744,9 +754,9 @@ class _ImportStream:
     def _take(self, *, session: Session, source, raw: list[RawLine], converted: list[ImportedLine], actor) -> None:
         """Write a batch's converted lines (staged) and keep its file lines."""
         converted = [*self.carry, *converted]
-        # A compactweb rollback exported as `compacted` + marker may straddle two chunks: keep the last one back.
-        self.carry = [converted.pop()] if converted and converted[-1].kind == p.COMPACTED and not (
-            converted[-1].payload.get("message")) else []
+        # A compactweb rollback, or a compaction with extra instructions, exported as `compacted` + marker may
+        # straddle two chunks: keep a last `compacted` line back.
+        self.carry = [converted.pop()] if converted and converted[-1].kind == p.COMPACTED else []
         self._write(session, converted, actor)
         codex_sources.append_source_lines(source=source, raw=raw, seq_by_line=self.seq_by_line,
                                           first_number=self.source_lines + 1)

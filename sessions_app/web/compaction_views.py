@@ -14,8 +14,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from compaction_app.models import Compaction, CompactionPolicy, Provider, RetentionSettings
-from compactweb.roles import OPERATOR, SUPPORT, has_role, role_required
-from sessions_app.compactions import presentation, retention, rolled_up
+from compactweb.roles import ADMIN, OPERATOR, SUPPORT, has_role, role_required
+from sessions_app.compactions import presentation, retention, rolled_up, selectors
 from sessions_app.compactions.analytics import compaction_analytics
 from sessions_app.transfer import codex_sources
 from sessions_app.web.api.compaction_serializers import CompactionDetailSerializer
@@ -76,8 +76,22 @@ def compaction_detail(request, pk: int):
         "claude": codex_sources.is_claude_session(session=compaction.session),
         "rollback_url": _rollback_url(request, compaction),
         "redo_url": _redo_url(request, compaction),
+        **_prompt_links(request, compaction),
     }
     return render(request, "compaction_app/compaction_detail.html", context)
+
+
+def _prompt_links(request, compaction: Compaction) -> dict[str, Any]:
+    """The prompt a compaction was made with, as the inspector offers it: its text when still configured, and for
+    admins the admin page holding it (the stored prompt, or the policy whose compact_prompt it is)."""
+    source = selectors.prompt_source(compaction=compaction)
+    url = None
+    if source is not None and has_role(request.user, ADMIN):
+        if source.prompt_id is not None:
+            url = reverse("admin:compaction_app_prompt_change", args=[source.prompt_id])
+        elif source.policy_id is not None:
+            url = reverse("admin:compaction_app_compactionpolicy_change", args=[source.policy_id])
+    return {"prompt_source": source, "prompt_url": url}
 
 
 STATUS_COLOURS = {"running": 0, "completed": 1, "failed": 4, "interrupted": 6}  # indexes of the CSS palette

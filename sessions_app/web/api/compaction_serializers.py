@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from compaction_app.engine.vocabulary import MAX_EXTRA_INSTRUCTIONS, STRATEGY_MEMENTO
 from compaction_app.models import CompactionPolicy, Phase, Trigger
+from sessions_app.compactions.presentation import injection_of
 from sessions_app.web.api.serializers import WindowLineageSerializer
 
 STRATEGY_CHOICES = [c for c in CompactionPolicy.Strategy.values if c != CompactionPolicy.Strategy.AUTO]
@@ -201,6 +202,9 @@ class RetentionSerializer(serializers.Serializer):
 
 
 class CostSerializer(serializers.Serializer):
+    """What a compaction cost and saved, read from its row; the net fields only on the detail, which gathers them
+    onto the row as `roi` (sessions_app/compactions/roi.py)."""
+
     tokens_freed = serializers.IntegerField()
     call_tokens = serializers.IntegerField()
     probe_tokens = serializers.IntegerField()
@@ -214,6 +218,21 @@ class CostSerializer(serializers.Serializer):
     net_cost_saved = serializers.FloatField(required=False, allow_null=True,
                                             help_text="net_tokens × the provider's price per 1M tokens")
 
+    NET_FIELDS = ("requests_after", "tokens_saved_over_requests", "net_tokens", "net_formula",
+                  "price_per_million_tokens", "net_cost_saved")
+
+    def to_representation(self, compaction):
+        data = {name: self.fields[name].to_representation(getattr(compaction, name))
+                for name in ("tokens_freed", "call_tokens", "probe_tokens", "reread_tokens")}
+        roi = getattr(compaction, "roi", None) or {}  # a list row has no net: its nullable fields read null
+        for name in self.NET_FIELDS:
+            value = roi.get(name)
+            if value is not None:
+                data[name] = self.fields[name].to_representation(value)
+            elif self.fields[name].allow_null:
+                data[name] = None
+        return data
+
 
 class SessionNetSerializer(serializers.Serializer):
     compactions = serializers.IntegerField()
@@ -222,27 +241,58 @@ class SessionNetSerializer(serializers.Serializer):
 
 
 class PromptUsedSerializer(serializers.Serializer):
-    name = serializers.CharField(help_text="The default, the policy's compact_prompt, a stored prompt's name, or the "
-                                           "retention retry prompt's.")
-    version = serializers.CharField(help_text="The first 12 hex digits of the prompt text's SHA-256.")
+    """The summarisation prompt a compaction row records; null when it records none."""
+
+    name = serializers.CharField(source="prompt_name", help_text="The default, the policy's compact_prompt, a "
+                                 "stored prompt's name, or the retention retry prompt's.")
+    version = serializers.CharField(source="prompt_version",
+                                    help_text="The first 12 hex digits of the prompt text's SHA-256.")
+
+    def to_representation(self, compaction):
+        return super().to_representation(compaction) if compaction.prompt_version else None
+
+
+@extend_schema_field(serializers.CharField())
+class IsoDateTimeField(serializers.DateTimeField):
+    """A time as Python's isoformat writes it (`+00:00`, not DRF's `Z`): the compaction shapes' format since the
+    first API, kept so no client sees it change."""
+
+    def to_representation(self, value):
+        return value.isoformat() if value is not None else None
+
+
+@extend_schema_field(serializers.ChoiceField(choices=["do_not_inject", "before_last_user_message"]))
+class InjectionField(serializers.Field):
+    """Where the initial context went (spec §5.3): the row's mode, or its phase's default for an older row."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, compaction):
+        return str(injection_of(compaction))
 
 
 class CompactionSummarySerializer(WindowLineageSerializer):
+    """A Compaction row: the API's and the inspector's one shape of a compaction (its list row)."""
+
     id = serializers.IntegerField()
-    session = serializers.IntegerField()
+    session = serializers.IntegerField(source="session_id")
     rollout_seq = serializers.IntegerField()
     item_id = serializers.CharField()
     trigger = serializers.CharField()
     reason = serializers.CharField()
     phase = serializers.CharField()
     implementation = serializers.CharField()
-    method = serializers.CharField(help_text="compactweb's method: local, remote_v1, remote_v2, token_budget, ...")
-    strategy = serializers.CharField(help_text="Codex's analytics `strategy`: `memento` (spec §10).")
-    injection = serializers.ChoiceField(choices=["do_not_inject", "before_last_user_message"],
-                                        help_text="Where the initial context went (spec §5.3).")
+    method = serializers.CharField(source="strategy",
+                                   help_text="compactweb's method: local, remote_v1, remote_v2, token_budget, ...")
+    strategy = MementoField(help_text="Codex's analytics `strategy`: `memento` (spec §10).")
+    injection = InjectionField(help_text="Where the initial context went (spec §5.3).")
     summary = serializers.CharField(allow_blank=True)
-    prompt = PromptUsedSerializer(allow_null=True, help_text="The summarisation prompt the window was made with; "
-                                  "null when the method sent none (remote, token budget, plain masking).")
+    prompt = PromptUsedSerializer(source="*", allow_null=True, help_text="The summarisation prompt the window was "
+                                  "made with; null when the method sent none (remote, token budget, plain masking).")
+    extra_instructions = BlankAsNullField(
+        help_text="The operator's extra instructions appended to the summarisation prompt (a manual local "
+                  "compaction); null when none were given. The rollout's `compacted` line records them too.")
     tokens_before = serializers.IntegerField(
         help_text="Window tokens before: the session meter (server usage plus estimates since) when it started.")
     tokens_after = serializers.IntegerField(
@@ -250,11 +300,12 @@ class CompactionSummarySerializer(WindowLineageSerializer):
                   "the installed history's estimate, items that arrived meanwhile included).")
     tokens_freed = serializers.IntegerField(help_text="tokens_before − tokens_after (negative: it did not reduce); "
                                                       "the one figure every page shows as freed.")
+    previous_window_id = BlankAsNullField()
     rolled_back = serializers.BooleanField()
-    created_at = serializers.DateTimeField()
+    created_at = IsoDateTimeField()
     retention = RetentionSerializer(allow_null=True, help_text="Structural retention check (docs/retention.md).")
     probe_retention = RetentionSerializer(allow_null=True, help_text="Model-judged check, when the policy enables it.")
-    cost = CostSerializer()
+    cost = CostSerializer(source="*")
     flagged = serializers.CharField(allow_blank=True, help_text="Why the compaction was flagged (empty: it was not).")
     inferred = serializers.DictField(
         child=serializers.CharField(), required=False,
@@ -263,9 +314,11 @@ class CompactionSummarySerializer(WindowLineageSerializer):
 
 
 class CompactionListItemSerializer(CompactionSummarySerializer):
+    """The row with what presentation.compaction_listing gathered onto it."""
+
     message = serializers.CharField(allow_blank=True)
     replacement_history = serializers.ListField(child=serializers.JSONField(), help_text="Responses items.")
-    attempts = AttemptSerializer(many=True)
+    attempts = AttemptSerializer(source="attempt_rows", many=True)
 
 
 class WindowChangeSerializer(serializers.Serializer):
@@ -278,10 +331,12 @@ class WindowChangeSerializer(serializers.Serializer):
 
 
 class CompactionDetailSerializer(CompactionListItemSerializer):
+    """The row with what presentation.compaction_detail gathered onto it."""
+
     compacted_item = serializers.JSONField(help_text="The `compacted` line payload without the history (§1.5).")
     replacement_tokens = serializers.ListField(child=serializers.IntegerField())
     before_history = serializers.ListField(child=serializers.JSONField(), help_text="The history right before.")
     before_tokens = serializers.ListField(child=serializers.IntegerField())
     window_change = WindowChangeSerializer()
-    hook_runs = HookRunSerializer(many=True)
+    hook_runs = HookRunSerializer(source="hook_run_rows", many=True)
     session_net = SessionNetSerializer(required=False, help_text="The session's net over its installed compactions.")

@@ -3,6 +3,8 @@ sessions_app.compactions.rollback."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -13,6 +15,7 @@ from compactweb.api_errors import ApiError
 from compactweb.roles import IsSupport
 from sessions_app.codex_rollout import ThreadRollbackError
 from sessions_app.compactions import rollback
+from sessions_app.web.api.compaction_serializers import IsoDateTimeField
 from sessions_app.web.api.lookups import found, require_session
 
 
@@ -36,13 +39,26 @@ class ThreadRollbackSerializer(ReasonSerializer):
 
 
 class CompactionRefSerializer(serializers.Serializer):
+    """A Compaction row named by a rollback (one it also undoes)."""
+
     id = serializers.IntegerField()
     rollout_seq = serializers.IntegerField()
     window_number = serializers.IntegerField()
     window_id = serializers.CharField()
     trigger = serializers.CharField()
-    strategy = serializers.CharField()
-    created_at = serializers.CharField(allow_null=True)
+    strategy = serializers.CharField(help_text="compactweb's method (the compaction's `method`).")
+    created_at = IsoDateTimeField(allow_null=True)
+
+
+@contextmanager
+def refusal_named():
+    """A refusal that lists the later compactions a rollback would undo names them in their API shape."""
+    try:
+        yield
+    except rollback.RollbackRefused as exc:
+        if "undoes" in exc.extra:
+            exc.extra["undoes"] = CompactionRefSerializer(exc.extra["undoes"], many=True).data
+        raise
 
 
 class RollbackResultSerializer(serializers.Serializer):
@@ -103,11 +119,12 @@ class CompactionRollback(APIView):
         data = RollbackRequestSerializer(data=request.data if isinstance(request.data, dict) else {})
         data.is_valid(raise_exception=True)
         asked = data.validated_data
-        if asked["dry_run"]:
-            would = rollback.check_rollback(compaction_id=compaction.pk, expect_undoes=asked["expect_undoes"])
-            return Response(RollbackDryRunSerializer({**would, "dry_run": True}).data)
-        result = rollback.do_rollback_compaction(compaction_id=compaction.pk, actor=request.user,
-                                                 reason=asked["reason"], expect_undoes=asked["expect_undoes"])
+        with refusal_named():
+            if asked["dry_run"]:
+                would = rollback.check_rollback(compaction_id=compaction.pk, expect_undoes=asked["expect_undoes"])
+                return Response(RollbackDryRunSerializer({**would, "dry_run": True}).data)
+            result = rollback.do_rollback_compaction(compaction_id=compaction.pk, actor=request.user,
+                                                     reason=asked["reason"], expect_undoes=asked["expect_undoes"])
         return Response(RollbackResultSerializer(result.as_dict()).data)
 
 

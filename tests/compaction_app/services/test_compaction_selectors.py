@@ -17,12 +17,18 @@ from sessions_app.compactions import analytics, presentation, selectors
 from sessions_app.compactions.services import CompactionFailed, do_compact_session
 from sessions_app.jobs.tasks import do_request_compaction
 from sessions_app.models import LiveItem, Session
+from sessions_app.web.api.compaction_serializers import CompactionDetailSerializer
 
 U1, U2 = user_message("rename the package"), user_message("update the imports too")
 
 
 def assistant(text: str) -> dict:
     return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+
+
+def _detail(compaction: Compaction) -> dict:
+    """What presentation gathers onto a compaction's row, in its one shape (the API's)."""
+    return CompactionDetailSerializer(presentation.compaction_detail(compaction=compaction)).data
 
 
 @pytest.mark.django_db
@@ -32,9 +38,9 @@ def test_detail_has_the_history_before_and_what_left_and_stayed(make_session):
     history_before_second = list(
         LiveItem.objects.filter(session=session).order_by("position").values_list("item", "tokens"))
     second = do_compact_session(session_id=session.pk, strategy="remote_v1")
-    detail = presentation.compaction_detail(compaction=second)
+    detail = _detail(second)
     assert list(zip(detail["before_history"], detail["before_tokens"], strict=True)) == history_before_second
-    first_detail = presentation.compaction_detail(compaction=first)
+    first_detail = _detail(first)
     assert first_detail["before_history"] == [U1, assistant("Renamed."), U2, assistant("Imports updated.")]
     change = first_detail["window_change"]
     assert [k["item"] for k in change["kept"]] == [U1, U2]
@@ -44,7 +50,7 @@ def test_detail_has_the_history_before_and_what_left_and_stayed(make_session):
     assert first_detail["message"].endswith(first.summary)
     assert first_detail["tokens_freed"] == first.tokens_before - first.tokens_after == first_detail["cost"]["tokens_freed"]
     (attempt,) = first_detail["attempts"]
-    assert (attempt.status, attempt.implementation, attempt.trigger) == ("completed", "responses", "manual")
+    assert (attempt["status"], attempt["implementation"], attempt["trigger"]) == ("completed", "responses", "manual")
     assert [c.pk for c in selectors.list_compactions(session_id=session.pk)] == [first.pk, second.pk]
 
 
