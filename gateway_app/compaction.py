@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Sum
+from django.db.models import Sum
 
 from compaction_app.engine.strategies.masking import DEFAULT_TARGET_PERCENT, NOTHING_TO_MASK
 from compaction_app.engine.thresholds import auto_compact_limit
@@ -93,7 +93,7 @@ def record_history(*, exchange: recording.Exchange, counted: bool = True) -> Gat
     the request is forwarded afterwards and counted when that exchange is recorded."""
     with transaction.atomic():
         gs = recording.gateway_session_for(exchange)
-        GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + int(counted), pending_compaction=None)
+        recording.count_request(gs, by=int(counted), pending_compaction=None)
         session = Session.objects.select_related("provider", "policy").get(pk=gs.session_id)
         lines, _, _ = recording.history_lines(gs=gs, session=session, exchange=exchange)
         if lines:
@@ -103,7 +103,7 @@ def record_history(*, exchange: recording.Exchange, counted: bool = True) -> Gat
 
 def _store_handle(*, gs: GatewaySession, compaction_id: int) -> str:
     """A new handle for the installed compaction; the compaction request is counted here, as answered."""
-    GatewaySession.objects.filter(pk=gs.pk).update(requests=F("requests") + 1)
+    recording.count_answered(gs)
     handle = wire.new_handle()
     CompactionHandle.objects.create(handle=handle, gateway_session=gs, compaction_id=compaction_id,
                                     replacement=recording.live_history(gs.session_id))
@@ -121,14 +121,21 @@ async def compact_first(*, gs: GatewaySession, history: list[dict[str, Any]]) ->
     except Exception as exc:  # refused or failed: say so, forward what Codex sent
         notice = await lookups.run(operator.do_record_gateway_compaction, session_id=gs.session_id,
                                    compaction=None, prefix=history, replacement=history, error=str(exc))
-        await apublish_transient(session_id=gs.session_id, after_seq=0, kind=GATEWAY_NOTICE,
-                                 detail={"message": notice})
+        await _announce(gs, notice)
         return history, notice
     replacement = await lookups.run(recording.live_history, session_id=gs.session_id)
     notice = await lookups.run(operator.do_record_gateway_compaction, session_id=gs.session_id, compaction=done,
                                prefix=history, replacement=replacement)
-    await apublish_transient(session_id=gs.session_id, after_seq=0, kind=GATEWAY_NOTICE, detail={"message": notice})
+    await _announce(gs, notice)
     return replacement, notice
+
+
+async def _announce(gs: GatewaySession, notice: str) -> None:
+    """Tell the session's page what the gateway did, with the card's state after it: the request it answered is
+    no longer shown as pending."""
+    state = await lookups.run(operator.gateway_state_of, session_id=gs.session_id)
+    await apublish_transient(session_id=gs.session_id, after_seq=0, kind=GATEWAY_NOTICE,
+                             detail={"message": notice, "state": state})
 
 
 class ForwardInstead(Exception):

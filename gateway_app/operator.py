@@ -25,7 +25,7 @@ from django.db import transaction
 
 from compaction_app.audit import record_audit
 from compaction_app.engine.pins import PIN_EVENTS, is_pinned_block, pinned_block
-from compaction_app.engine.vocabulary import PinMode
+from compaction_app.engine.vocabulary import PinMode, method_label
 from compaction_app.models import AuditEntry, Compaction
 from gateway_app import steering
 from gateway_app.models import GatewaySession
@@ -143,10 +143,15 @@ def do_record_gateway_compaction(*, session_id: int, compaction: Compaction | No
         if compaction is not None:
             gs.substitutions = steering.with_rule(list(gs.substitutions or []), {
                 "kind": "compaction", "compaction_id": compaction.pk, "prefix": prefix, "replacement": replacement})
-            notice = (f"The gateway compacted Codex's history before forwarding its next request (compaction "
-                      f"#{compaction.pk}, {compaction.strategy}: {len(prefix)} items, {compaction.tokens_before} "
-                      f"tokens → {len(replacement)} items, {compaction.tokens_after} tokens); the upstream gets "
-                      "the compacted history from now on.")
+            figures = (f"compaction #{compaction.pk}, {method_label(compaction.strategy) or compaction.strategy}: "
+                       f"{len(prefix):,} items, {compaction.tokens_before:,} tokens → {len(replacement):,} items, "
+                       f"{compaction.tokens_after:,} tokens")
+            if compaction.tokens_freed > 0:
+                notice = (f"The gateway compacted Codex's history before forwarding its next request ({figures}); "
+                          "the upstream gets the compacted history from now on.")
+            else:  # nothing looks done that is not (issue 47): it ran, and freed nothing
+                notice = (f"The gateway ran the compaction before forwarding Codex's next request, but it freed "
+                          f"nothing ({figures}); the upstream gets its history from now on.")
         else:
             notice = f"The compaction asked for failed, the request went on uncompacted: {error}"
         gs.compact_requested_by = None
@@ -222,3 +227,25 @@ def rollback_note(*, gs: GatewaySession) -> str:
     ids = ", ".join(f"#{r.get('compaction_id')}" for r in rolled)
     return (f"Rolled back for the upstream: compaction {ids}. Codex's next requests are forwarded with the history "
             "before it; the Codex CLI itself still shows its own (compacted) view of the conversation.")
+
+
+def gateway_state(*, gs: GatewaySession) -> dict[str, Any]:
+    """What the gateway card's state list shows (its `gateway_state` partial, on first render and live): paused
+    or running, the compaction an operator asked for at the next request, the pins in force, the rollback note.
+    Plain values, so a live event can carry it."""
+    requester = gs.compact_requested_by
+    return {
+        "paused": gs.paused, "paused_by": gs.paused_by or "",
+        "compact_requested": gs.compact_requested_by_id is not None,
+        "compact_requested_by": requester.get_username() if requester is not None else "",
+        "pins_count": len(session_pins(session_id=gs.session_id)),
+        "pins_forwarded": gs.session.policy.pin_mode == PinMode.REINJECT,
+        "rollback_note": rollback_note(gs=gs),
+    }
+
+
+def gateway_state_of(*, session_id: int) -> dict[str, Any]:
+    """`gateway_state` of the session's gateway row as it is now."""
+    gs = (GatewaySession.objects.select_related("compact_requested_by", "session__policy")
+          .get(session_id=session_id))
+    return gateway_state(gs=gs)

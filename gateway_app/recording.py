@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 
 from compaction_app.engine.items import is_real_user_message, message_text
 from gateway_app import anthropic_wire, wire
@@ -34,6 +35,7 @@ from gateway_app.models import GatewayAttempt, GatewayRoute, GatewaySession
 from sessions_app.codex_rollout.labels import LOCAL, REMOTE_V1, REMOTE_V2, Labels
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.rollout import projection as p
+from sessions_app.rollout.events import GATEWAY_REQUESTS, publish_transient
 from sessions_app.rollout.services import (
     ClientOrigin,
     NewLine,
@@ -242,6 +244,28 @@ def _record_failure(exchange: Exchange, gs: GatewaySession | None) -> None:
                                   request_kind=exchange.kind, status=exchange.status, error=exchange.error[:4000])
 
 
+def count_request(gs: GatewaySession, by: int = 1, **fields: Any) -> None:
+    """Count `by` more requests on the (locked) gateway row, with any other `fields` in the same UPDATE, and tell
+    the session's page once committed: the card's count is live."""
+    if not by:
+        GatewaySession.objects.filter(pk=gs.pk).update(**fields)
+        return
+    GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + by, **fields)
+    _publish_count(gs, gs.requests + by)
+
+
+def count_answered(gs: GatewaySession) -> None:
+    """Count one more request on a gateway row not locked here (a compaction request, counted as answered), and
+    tell the session's page as `count_request` does."""
+    GatewaySession.objects.filter(pk=gs.pk).update(requests=F("requests") + 1)
+    _publish_count(gs, GatewaySession.objects.filter(pk=gs.pk).values_list("requests", flat=True).get())
+
+
+def _publish_count(gs: GatewaySession, requests: int) -> None:
+    transaction.on_commit(lambda: publish_transient(session_id=gs.session_id, after_seq=0, kind=GATEWAY_REQUESTS,
+                                                    detail={"requests": requests}, fleet=False))
+
+
 def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
     """Write one exchange into its session (see the module docstring)."""
     exchange = settled(exchange)
@@ -251,14 +275,14 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
             return None
         gs = gateway_session_for(exchange)
         if not exchange.ok:
-            GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + 1)
+            count_request(gs)
             _record_failure(exchange, gs)
             return gs
         session = Session.objects.select_related("provider", "policy").get(pk=gs.session_id)
         live, turn_id = _known.get(session)
         lines, labels, pending = history_lines(gs=gs, session=session, exchange=exchange, live=live, turn_id=turn_id)
         if lines is None:  # what it carried is recorded already (a later request recorded first)
-            GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + 1)
+            count_request(gs)
             return gs
         if exchange.kind in wire.COMPACTION_KINDS:
             text = "".join(message_text(i) for i in exchange.output
@@ -275,7 +299,7 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
             lines.append(usage_line(usage=_codex_usage(exchange.usage),
                                     model_context_window=session.provider.usable_context_window))
         # One UPDATE for the request count and what stays pending (the row is locked since gateway_session_for).
-        GatewaySession.objects.filter(pk=gs.pk).update(requests=gs.requests + 1, pending_compaction=pending)
+        count_request(gs, pending_compaction=pending)
         if lines:
             rows = append_rollout_lines(session=session, lines=lines)
             compacted = [r for r in rows if r.kind == p.COMPACTED]

@@ -4,24 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from compaction_app.engine.vocabulary import PinMode
 from compaction_app.models import AuditEntry
 from gateway_app.models import GatewaySession
-from gateway_app.operator import rollback_note
-from sessions_app.compactions.retention import session_pins
+from gateway_app.operator import gateway_state
 
 NOTICE_ACTIONS = (AuditEntry.Action.GATEWAY_COMPACTION,)
 
 
 def gateway_card(*, session_id: int) -> dict[str, Any]:
-    """The card's context: the gateway session (None for another session), its pins, rollback note and the
-    notice of the last compaction the gateway ran for an operator."""
+    """The card's context: the gateway session (None for another session), its request count, its state
+    (`gateway_state`) and the notice of the last compaction the gateway ran for an operator."""
     gs = (GatewaySession.objects.select_related("route", "compact_requested_by", "session__policy")
           .filter(session_id=session_id).first())
     if gs is None:
         return {"gs": None}
     notice = (AuditEntry.objects.filter(session_id=session_id, action__in=NOTICE_ACTIONS)
               .order_by("-created_at", "-pk").values_list("reason", flat=True).first())
-    return {"gs": gs, "pins_count": len(session_pins(session_id=session_id)),
-            "pins_forwarded": gs.session.policy.pin_mode == PinMode.REINJECT,
-            "rollback_note": rollback_note(gs=gs), "notice": notice or ""}
+    return {"gs": gs, "requests": gs.requests, **gateway_state(gs=gs), "notice": notice or ""}

@@ -9,12 +9,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Count, F, FilteredRelation, Q, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
 from compaction_app.engine.percentiles import nearest_rank
 from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
-from compaction_app.models import CompactionAttempt
+from compaction_app.models import TOKENS_FREED, Compaction, CompactionAttempt
 from sessions_app.compactions import rolled_up
 
 # The analytics dimensions: `method` is compactweb's choice, `strategy` Codex's analytics field (spec §10).
@@ -77,35 +77,49 @@ def compaction_analytics(
     exact: bool = False,
 ) -> dict[str, Any]:
     """Aggregates for the analytics page over attempts (spec §10): counts by trigger, reason, implementation,
-    phase and status, per day; window tokens freed by the compactions completed attempts installed (each one's
-    Compaction.tokens_freed, the inspector's figure); failure rate; latency percentiles. Policy and provider are
-    the ones each attempt ran under."""
+    phase and status, per day; window tokens freed (`compactions_freed`: each one's Compaction.tokens_freed, the
+    inspector's figure); failure rate; latency percentiles. Policy and provider are the ones each attempt ran
+    under."""
+    freed, installed = compactions_freed(policy_id=policy_id, provider_id=provider_id, since=since, exact=exact)
+    freed_figures = {"tokens_freed": freed, "tokens_freed_mean": (freed / installed) if installed else None}
     if since is None and not exact:
-        return rolled_up.compaction_analytics(policy_id=policy_id, provider_id=provider_id)
+        return {**rolled_up.compaction_analytics(policy_id=policy_id, provider_id=provider_id), **freed_figures}
     attempts = _attempts(policy_id=policy_id, provider_id=provider_id, since=since)
-    installed_by = "compaction"
-    if since is not None:
-        # A compaction is created after the attempt that installs it started, so over a period the join needs only
-        # the period's compactions: an index range on created_at instead of every compaction of a year (issue 34).
-        installed_by = "period_compaction"
-        attempts = attempts.annotate(period_compaction=FilteredRelation(
-            "compaction", condition=Q(compaction__created_at__gte=since)))
     figures = attempts.aggregate(
         total=Count("pk"),
         finished=Count("pk", filter=~Q(status=CompactionAttempt.Status.RUNNING)),
         failed=Count("pk", filter=Q(status=CompactionAttempt.Status.FAILED)),
-        freed=Sum(F(f"{installed_by}__tokens_before") - F(f"{installed_by}__tokens_after"),
-                  filter=Q(status=CompactionAttempt.Status.COMPLETED, **{f"{installed_by}__isnull": False})),
-        installed=Count(installed_by, filter=Q(status=CompactionAttempt.Status.COMPLETED)),
     )
     total, finished = figures["total"], figures["finished"]
-    freed, installed = figures["freed"] or 0, figures["installed"]
     return {
         "attempts": total,
         "totals": _totals(attempts, total),
         "per_day": _per_day(attempts),
-        "tokens_freed": freed,
-        "tokens_freed_mean": (freed / installed) if installed else None,
+        **freed_figures,
         "failure_rate": (figures["failed"] / finished) if finished else None,
         "latency_ms": _latency(attempts),
     }
+
+
+def compactions_freed(*, policy_id: int | None = None, provider_id: int | None = None,
+                      since: datetime | None = None, exact: bool = False) -> tuple[int, int]:
+    """(window tokens freed, compactions) by the compactions installed and not rolled back, imported ones
+    included: the one rule of the analytics page, the same compactions its "Retention and cost" tables sum (a
+    rolled-back compaction gave its tokens back). Policy and provider are the ones each was made under (the
+    provider: its session's). Over all time from the compaction roll-up, unless a provider is chosen (the
+    roll-up does not key by provider: the rows, and the archived sessions' kept shares) or `exact`."""
+    if since is None and provider_id is None and not exact:
+        return rolled_up.compactions_freed(policy_id=policy_id)
+    rows = Compaction.objects.filter(rolled_back=False)
+    if since is not None:
+        rows = rows.filter(created_at__gte=since)
+    if policy_id is not None:
+        rows = rows.filter(policy_id=policy_id)
+    if provider_id is not None:
+        rows = rows.filter(session__provider_id=provider_id)
+    figures = rows.aggregate(freed=Sum(TOKENS_FREED), compactions=Count("pk"))
+    freed, count = int(figures["freed"] or 0), figures["compactions"]
+    if since is None and provider_id is not None and not exact:  # all time keeps what archived sessions freed
+        archived, archived_count = rolled_up.archived_freed(provider_id=provider_id, policy_id=policy_id)
+        freed, count = freed + archived, count + archived_count
+    return freed, count

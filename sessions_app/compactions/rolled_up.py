@@ -17,6 +17,7 @@ from compaction_app.engine.percentiles import nearest_rank
 from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
 from compaction_app.models import (
     ArchivedDuration,
+    ArchivedShare,
     ArchivedRollup,
     AttemptRollup,
     CompactionAttempt,
@@ -24,7 +25,7 @@ from compaction_app.models import (
     CompactionRollup,
     LatencyRollup,
 )
-from compaction_app.rollup import ATTEMPT_LABELS, bucket_end
+from compaction_app.rollup import ATTEMPT_LABELS, bucket_end, compactions_part
 
 DIMENSIONS = ("trigger", "reason", "implementation", "phase", "method", "strategy", "status")
 PERCENTILES = (50, 90, 99)
@@ -110,13 +111,14 @@ def _latency(*, policy_id: int | None, provider_id: int | None) -> dict[str, Any
 
 
 def compaction_analytics(*, policy_id: int | None = None, provider_id: int | None = None) -> dict[str, Any]:
-    """sessions_app.compactions.analytics.compaction_analytics over all time, from the roll-up."""
+    """sessions_app.compactions.analytics.compaction_analytics over all time, from the roll-up (the attempts'
+    figures; what was freed is `compactions_freed`'s)."""
     rows = _scoped(AttemptRollup.objects.filter(attempts__gt=0), policy_id=policy_id, provider_id=provider_id)
     totals: dict[str, dict[str, int]] = {d: {} for d in DIMENSIONS}
     per_day: dict[str, dict[str, dict[str, int]]] = {}
-    total = finished = failed = installed = freed = 0
-    for day, trigger, reason, implementation, phase, method, status, n, installs, frees in rows.values_list(
-        "day", *ATTEMPT_LABELS, "attempts", "installed", "freed",
+    total = finished = failed = 0
+    for day, trigger, reason, implementation, phase, method, status, n in rows.values_list(
+        "day", *ATTEMPT_LABELS, "attempts",
     ).order_by():
         values = {
             "trigger": trigger,
@@ -134,17 +136,38 @@ def compaction_analytics(*, policy_id: int | None = None, provider_id: int | Non
         total += n
         finished += 0 if status == _RUNNING else n
         failed += n if status == _FAILED else 0
-        installed += installs
-        freed += frees
     return {
         "attempts": total,
         "totals": totals,
         "per_day": dict(sorted(per_day.items())),
-        "tokens_freed": freed,
-        "tokens_freed_mean": (freed / installed) if installed else None,
         "failure_rate": (failed / finished) if finished else None,
         "latency_ms": _latency(policy_id=policy_id, provider_id=provider_id),
     }
+
+
+def compactions_freed(*, policy_id: int | None = None) -> tuple[int, int]:
+    """sessions_app.compactions.analytics.compactions_freed over all time, from the compaction roll-up (the rows
+    `retention_rollup` sums, archived sessions' included)."""
+    rows = CompactionRollup.objects.all()
+    if policy_id is not None:
+        rows = rows.filter(policy_id=policy_id)
+    figures = rows.aggregate(freed=Sum("freed"), compactions=Sum("compactions"))
+    return int(figures["freed"] or 0), int(figures["compactions"] or 0)
+
+
+def archived_freed(*, provider_id: int, policy_id: int | None = None) -> tuple[int, int]:
+    """(window tokens freed, compactions) of the not restored archived sessions of one provider (and policy), from
+    their kept shares: what all time adds to the live rows when a provider is chosen (the compaction roll-up does
+    not key by provider)."""
+    freed = count = 0
+    for stored in (ArchivedShare.objects.filter(archive__provider_id=provider_id, restored_at__isnull=True)
+                   .values_list("compactions", flat=True)):
+        for (_table, key, field), amount in compactions_part(stored).items():
+            if policy_id is not None and key[2] != policy_id:
+                continue
+            freed += amount if field == "freed" else 0
+            count += amount if field == "compactions" else 0
+    return int(freed), int(count)
 
 
 def retention_rollup(*, by: str) -> list[dict[str, Any]]:

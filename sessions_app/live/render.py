@@ -29,7 +29,7 @@ from sessions_app.live.token_chart import Chart, Point, chart_geometry
 from sessions_app.models import Session
 from sessions_app.rollout import projection as p
 from sessions_app.rollout import selectors
-from sessions_app.rollout.events import GATEWAY_NOTICE
+from sessions_app.rollout.events import GATEWAY_NOTICE, GATEWAY_REQUESTS
 from sessions_app.transfer import codex_sources
 from sessions_app.transfer.importer import FOLLOWED
 
@@ -273,6 +273,7 @@ def _render_batch(*, session: Session, summary: Mapping[str, Any], after_seq: in
         advance_chart_state(session=session, after_seq=after_seq, upto=upto)
     if session.source == FOLLOWED:
         parts.append(file_lines(session_id=session_id))
+    parts.append(live_faults(session=session))
     if any(_changes_compaction_state(ln) for ln in lines):
         parts.append(
             _partial(SESSION_PAGE, "compaction_status", {**context, "attempt": ls.latest_attempt(session_id=session_id),
@@ -329,10 +330,9 @@ def session_transient(*, session_id: int, event: Mapping[str, Any]) -> str:
                 + _partial(SESSION_PAGE, "session_head", {"s": summary, "seq": summary["last_seq"], "oob": True})
                 + run_controls(session_id=session_id, oob=True))
     detail = event.get("detail") or {}
-    if event.get("kind") == GATEWAY_NOTICE:  # what the gateway did for an operator (gateway_app.compaction)
-        after = int(event.get("after_seq") or 0)
-        return marker(seq=after, after_seq=after, kind="transient") + render_to_string(
-            "gateway_app/partials/gateway_notice.html", {"notice": str(detail.get("message") or ""), "oob": True})
+    if event.get("kind") in (GATEWAY_NOTICE, GATEWAY_REQUESTS):  # the gateway card (gateway_app.compaction, recording)
+        return gateway_transient(event)
+    session = selectors.get_session(session_id=session_id)
     context = {
         "oob": True,
         "attempt": ls.latest_attempt(session_id=session_id),
@@ -340,10 +340,39 @@ def session_transient(*, session_id: int, event: Mapping[str, Any]) -> str:
         "progress": {"kind": event.get("kind", ""), "detail": detail},
         "expired": _compaction_job_refusal(event),
         # the live numbers too: whether the session is stuck depends on them (compaction_app.engine.stuck)
-        "s": selectors.session_summary(session=selectors.get_session(session_id=session_id)),
+        "s": selectors.session_summary(session=session),
     }
     after = int(event.get("after_seq") or 0)
-    return marker(seq=after, after_seq=after, kind="transient") + _partial(SESSION_PAGE, "compaction_status", context)
+    return (marker(seq=after, after_seq=after, kind="transient") + _partial(SESSION_PAGE, "compaction_status", context)
+            + live_faults(session=session))
+
+
+def live_faults(*, session: Session) -> str:
+    """The fault panel's list as it is now, out of band, for a session with injected faults ('' without): each
+    request the simulator answers may fire one, so its "N left · not fired yet" moves with the session's lines and
+    compaction progress instead of holding what the page loaded with."""
+    if not session.fault_injection:
+        return ""
+    return _partial(SESSION_PAGE, "fault_active", {"faults": fault_panel(session=session), "oob": True})
+
+
+GATEWAY_CARD = "gateway_app/partials/gateway_card.html"
+
+
+def gateway_transient(event: Mapping[str, Any]) -> str:
+    """The gateway card's parts an event changes, with the partials of its first render: the request count, the
+    card's state list (after a compaction the gateway ran: the request it answered is cleared) and the notice."""
+    detail = event.get("detail") or {}
+    after = int(event.get("after_seq") or 0)
+    parts = [marker(seq=after, after_seq=after, kind="transient")]
+    if "requests" in detail:
+        parts.append(_partial(GATEWAY_CARD, "gateway_requests", {"requests": int(detail["requests"]), "oob": True}))
+    if isinstance(detail.get("state"), dict):
+        parts.append(_partial(GATEWAY_CARD, "gateway_state", {**detail["state"], "oob": True}))
+    if event.get("kind") == GATEWAY_NOTICE:
+        parts.append(render_to_string("gateway_app/partials/gateway_notice.html",
+                                      {"notice": str(detail.get("message") or ""), "oob": True}))
+    return "".join(parts)
 
 
 ALERTS_PARTIAL = "compaction_app/partials/fleet_alerts.html"

@@ -179,10 +179,12 @@ def transient_event(*, session_id: int, after_seq: int, kind: str, detail: dict[
     }
 
 
-def publish_transient(*, session_id: int, after_seq: int, kind: str, detail: dict[str, Any]) -> None:
-    """Publish progress that is not a rollout line (compaction in flight, stream retries, step running)."""
-    _send([session_group(session_id), FLEET_GROUP],
-          transient_event(session_id=session_id, after_seq=after_seq, kind=kind, detail=detail))
+def publish_transient(*, session_id: int, after_seq: int, kind: str, detail: dict[str, Any],
+                      fleet: bool = True) -> None:
+    """Publish progress that is not a rollout line (compaction in flight, stream retries, step running);
+    `fleet=False`: to the session's page only (what no fleet row shows)."""
+    groups = [session_group(session_id), FLEET_GROUP] if fleet else [session_group(session_id)]
+    _send(groups, transient_event(session_id=session_id, after_seq=after_seq, kind=kind, detail=detail))
 
 
 async def apublish_transient(*, session_id: int, after_seq: int, kind: str, detail: dict[str, Any]) -> None:
@@ -192,8 +194,11 @@ async def apublish_transient(*, session_id: int, after_seq: int, kind: str, deta
 
 
 ALERT_KIND = "alert"
-# Transient: what the gateway did for an operator (a compaction at the next request), shown on the session page.
+# Transient: what the gateway did for an operator (a compaction at the next request), shown on the session page,
+# with the gateway card's state after it (`state`: gateway_app.selectors.gateway_state).
 GATEWAY_NOTICE = "gateway_notice"
+# Transient, to the session's page only: the gateway recorded one more request (`requests`: the count now).
+GATEWAY_REQUESTS = "gateway_requests"
 
 
 def publish_alert_event(*, session_id: int | None, alert_id: int) -> None:

@@ -21,6 +21,11 @@ from sessions_app.transfer import codex_sources
 from sessions_app.web.api.compaction_serializers import CompactionDetailSerializer
 from sessions_app.web.forms import DIMENSIONS, PERIODS, AnalyticsFilterForm
 
+# The one rule of the analytics page's freed figures (sessions_app.compactions.analytics.compactions_freed), said on
+# the page beside them.
+FREED_RULE = ("Tokens freed count the compactions installed and not rolled back (a rollback gives its tokens "
+              "back), imported ones included: the compactions \"Retention and cost\" counts, so without a policy or "
+              "provider chosen the figure is the sum of its By day rows.")
 ROLLBACK_URL_NAME = "compaction_rollback"  # the support-only confirmation form (sessions_app.compactions.rollback)
 RETENTION_DIMENSIONS = (("strategy", "method"), ("policy", "policy"), ("model", "model"), ("day", "day"))
 # `method` is compactweb's choice of method; `strategy` is Codex's analytics field (`memento`, spec §10).
@@ -155,6 +160,7 @@ def analytics(request):
         "failure_pct": None if data["failure_rate"] is None else round(100 * data["failure_rate"], 1),
         "archived_sessions": None if period else rolled_up.archived_sessions(),
         "archive_after_days": RetentionSettings.current().archive_after_days,
+        "freed_rule": FREED_RULE,
     }
     context["retention_tables"] = [
         (label, retention.retention_rollup(by=by, since=since)) for by, label in RETENTION_DIMENSIONS

@@ -51,8 +51,10 @@ class AnalyticsSerializer(serializers.Serializer):
         help_text="Attempts by value of each dimension.",
     )
     per_day = serializers.DictField(help_text="Per UTC day (oldest first), the same counts as totals.")
-    tokens_freed = serializers.IntegerField()
-    tokens_freed_mean = serializers.FloatField(allow_null=True)
+    tokens_freed = serializers.IntegerField(
+        help_text="Window tokens freed by the compactions installed and not rolled back (imported ones included): "
+                  "the compactions `retention` counts, so without a policy or provider it is the sum of its days.")
+    tokens_freed_mean = serializers.FloatField(allow_null=True, help_text="tokens_freed per such compaction.")
     failure_rate = serializers.FloatField(allow_null=True)
     latency_ms = LatencySerializer()
     retention = serializers.DictField(

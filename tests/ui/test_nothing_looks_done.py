@@ -1,0 +1,84 @@
+"""Nothing looks done that is not (issue 47, item 2): the fault panel's "N left · not fired yet" moves live as the
+fault fires (the same partial on first render and in the live batch), and the analytics headline's tokens freed is
+the sum of "Retention and cost" by day, one rule (installed and not rolled back) said on the page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+
+from sessions_app.live.render import session_batch
+from sessions_app.models import Session
+
+pytestmark = pytest.mark.django_db
+
+FAULT_LIST = re.compile(r'<div id="fault-active"( hx-swap-oob="true")?>.*?</div>', re.S)
+
+
+def login(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_fault_panels_count_moves_live_as_the_fault_fires(operator_user, operator_api, make_session,
+                                                                items_factory, no_engine_sleeps):
+    session = make_session(items=[items_factory.user("fix the parser " * 30), items_factory.assistant("done")])
+    client = login(operator_user)
+    client.post(f"/sessions/{session.pk}/faults/", {"fault": "overloaded", "times": "1"})
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    (first,) = FAULT_LIST.finditer(page)
+    assert first.group(1) is None and "1 left · not fired yet" in first.group(0)
+    seen = Session.objects.get(pk=session.pk).last_seq
+    compacted = operator_api.post(f"/api/v1/sessions/{session.pk}/compact", {"strategy": "local"}, format="json")
+    assert compacted.status_code == 201, compacted.content  # the one overloaded answer was absorbed by a retry
+    html, _ = session_batch(session_id=session.pk, after_seq=seen)  # what the page's live connection swaps in
+    (live,) = FAULT_LIST.finditer(html)
+    assert live.group(1) == ' hx-swap-oob="true"'
+    assert "0 left · fired 1 time, last" in live.group(0) and "not fired yet" not in live.group(0)
+
+
+def test_a_session_without_faults_gets_no_fault_list_in_its_live_batches(operator_api, make_session, items_factory,
+                                                                          no_engine_sleeps):
+    session = make_session(items=[items_factory.user("fix the parser " * 30), items_factory.assistant("done")])
+    operator_api.post(f"/api/v1/sessions/{session.pk}/compact", {"strategy": "local"}, format="json")
+    html, _ = session_batch(session_id=session.pk, after_seq=0)
+    assert 'id="fault-active"' not in html
+
+
+def _headline(page: str) -> int:
+    return int(re.search(r'id="analytics-freed">([\d,-]+)<', page).group(1).replace(",", ""))
+
+
+def _by_day(page: str) -> list[int]:
+    table = page[page.index('data-by="day"'):]
+    table = table[:table.index("</table>")]
+    return [int(cells[2].replace(",", "")) for cells in
+            (re.findall(r'<td class="num">(?:<span[^>]*>)?([^<]*)', row) for row in table.split("<tr>")[2:])]
+
+
+def test_the_analytics_headline_is_the_sum_of_by_day_with_rolled_back_compactions_left_out(
+        operator_user, operator_api, support_api, make_session, items_factory, no_engine_sleeps):
+    freed = []
+    for n in range(2):
+        session = make_session(title=f"s{n}", items=[items_factory.user(f"fix parser {n}"),
+                                                     items_factory.assistant("the parser log says " * 900),
+                                                     items_factory.user("now the docs " * 40),
+                                                     items_factory.assistant("done")])
+        made = operator_api.post(f"/api/v1/sessions/{session.pk}/compact", {"strategy": "local"}, format="json")
+        assert made.status_code == 201, made.content
+        freed.append((made.json()["id"], made.json()["tokens_freed"]))
+    rolled = support_api.post(f"/api/v1/compactions/{freed[1][0]}/rollback", {"reason": "lost the stack trace"},
+                              format="json")
+    assert rolled.status_code == 200, rolled.content
+    client = login(operator_user)
+    for period in ("", "7"):
+        page = client.get("/analytics/", {"period": period}).content.decode()
+        assert _headline(page) == sum(_by_day(page)) == freed[0][1] > 0, period
+        assert "Tokens freed count the compactions installed and not rolled back" in page
+        answer = operator_api.get("/api/v1/analytics", {"period": period}).json()
+        assert answer["tokens_freed"] == sum(r["freed"] for r in answer["retention"]["day"]) == freed[0][1]
+        assert answer["tokens_freed_mean"] == freed[0][1]
+
