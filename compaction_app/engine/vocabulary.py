@@ -201,3 +201,46 @@ def method_label(value: str) -> str | None:
     """The plain words for a compaction method, whichever value names it: a strategy (`local`) or the implementation
     Codex records (`responses`); None for a value that names no method."""
     return LABELS[Strategy].get(value) or LABELS[Implementation].get(value)
+
+
+# Codes a page shows that are not stored choices: where the initial context went (spec §5.3) and the progress
+# events a session page names while a compaction is queued or runs (sessions_app.jobs' `job.*` events; the
+# engine's events as `compaction.<type>`, spec §11).
+CODE_LABELS = {
+    "do_not_inject": "not injected (a new window starts without it)",
+    "before_last_user_message": "before the last user message",
+}
+PROGRESS_LABELS = {
+    "job.queued": "queued behind the session's running step",
+    "job.running": "started",
+    "job.finished": "finished",
+    "compaction.started": "started",
+    "compaction.stream_error": "reconnecting",
+    "compaction.hook_started": "hook running",
+    "compaction.hook_completed": "hook done",
+    "compaction.item_started": "working",
+    "compaction.item_completed": "item done",
+    "compaction.context_compacted": "installed",
+    "compaction.warning": "warning",
+    "compaction.error": "error",
+    "compaction.turn_started": "started",
+    "compaction.turn_complete": "done",
+    "compaction.turn_aborted": "stopped",
+    "compaction.raw_response_item": "answer arriving",
+    "compaction.token_count": "counting tokens",
+}
+PROGRESS_PREFIX = "compaction."  # an engine event the list above does not name reads as its type, in words
+# Where the same code means different things in two vocabularies, the first one here names it on pages: the
+# labels of what pages show most (a compaction's method, trigger, reason, phase, status).
+_PAGE_VOCABULARIES = (Strategy, Implementation, Trigger, Reason, Phase, AttemptStatus, HookEvent, HookKind,
+                      HookStatus, PinMode, Scope, RemoteSupport)
+PAGE_LABELS: dict[str, str] = {}
+for _vocabulary in reversed(_PAGE_VOCABULARIES):
+    PAGE_LABELS.update(LABELS[_vocabulary])
+PAGE_LABELS.update(CODE_LABELS)
+
+
+def code_label(value: str) -> str:
+    """The words a page shows for a stored or sent code, from the one vocabulary above (`remote_v2` -> "remote
+    compaction v2", `job.running` -> "started"); a code it does not name reads with spaces for underscores."""
+    return PAGE_LABELS.get(value) or PROGRESS_LABELS.get(value) or value.removeprefix(PROGRESS_PREFIX).replace("_", " ")

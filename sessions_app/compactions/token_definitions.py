@@ -23,10 +23,11 @@ DEFINITIONS = {
         "board, the inspector, the analytics and the API (tokens_freed); negative when the compaction did not reduce."
     ),
     "analytics_tokens": (
-        "Codex analytics before/after are Codex's record of the attempt (active_context_tokens_before/after, spec "
-        "§10): before is the server's input tokens for remote v2, or the estimate after trimming tool outputs for "
-        "remote v1/v2 (§6.3), else the meter at the start; after is the estimate of the history the compaction "
-        "built, without items that arrived while it ran."
+        # spec §10 (the fields), §6.3 (the trimmed estimate): cited here, not in the words pages show
+        "Codex analytics before/after are Codex's record of the attempt (active_context_tokens_before/after): "
+        "before is the server's input tokens for remote v2, or the estimate after trimming tool outputs for "
+        "remote v1/v2, else the meter at the start; after is the estimate of the history the compaction built, "
+        "without items that arrived while it ran."
     ),
     "restored_estimate": (
         "The restored history's estimate: base instructions plus each restored item's estimate, what the meter "

@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
 from django import template
+from django.utils.html import format_html
 
 from compaction_app.engine import items as it
 from compaction_app.engine.stuck import RECOVERIES, Stuck, stuck_state
-from compaction_app.engine.vocabulary import method_label
+from compaction_app.engine.vocabulary import code_label, method_label
 from sessions_app.compactions.token_definitions import DEFINITIONS
 from sessions_app.fleet.paging import fill
 from sessions_app.fleet.triage import summary_finished
 from sessions_app.live.token_chart import short_tokens
 
 register = template.Library()
+
+DATE_FORMAT = "%Y-%m-%d %H:%M:%S UTC"  # the one date format of every page (the `when` filter)
 
 COLLAPSE_CHARS = 600
 COLLAPSE_LINES = 12
@@ -177,8 +181,18 @@ def definition(name: str) -> str:
 
 @register.filter
 def label(value: Any) -> str:
-    """snake_case choice values as words (pre_turn -> pre turn)."""
-    return str(value or "").replace("_", " ")
+    """A code as words, from the one label vocabulary (compaction_app.engine.vocabulary.code_label: pre_turn ->
+    pre-turn, remote_v2 -> remote compaction v2, job.running -> started); unknown codes with spaces for `_`."""
+    return code_label(str(value or ""))
+
+
+@register.filter
+def when(moment: Any) -> str:
+    """A date and time as every page writes it: one format (UTC, to the second), in a <time> element."""
+    if not moment:
+        return ""
+    utc = moment.astimezone(UTC)
+    return format_html('<time datetime="{}">{}</time>', utc.isoformat(), utc.strftime(DATE_FORMAT))
 
 
 @register.filter

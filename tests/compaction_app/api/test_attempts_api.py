@@ -130,4 +130,4 @@ def test_the_analytics_page_and_the_inspector_name_method_and_codex_strategy_apa
     assert "memento" in analytics
     assert ">Method</dt><dd>remote compaction v2<" in inspector  # the method's label (h17's wording)
     assert ">Codex strategy</dt><dd>memento<" in inspector
-    assert ">Injection</dt><dd>do not inject<" in inspector
+    assert ">Injection</dt><dd>not injected (a new window starts without it)<" in inspector  # words, not the code
