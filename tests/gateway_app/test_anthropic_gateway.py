@@ -331,3 +331,23 @@ def test_a_pin_reaches_the_upstream_in_every_later_request_and_the_record_grows_
     assert live(session)[:-1] == [anthropic_wire.wire.wire_form(i) for i in
                                   anthropic_wire.items_of({"messages": forwarded})][:len(live(session)) - 1]
     proxy.close_recorder_connections()
+
+
+def test_claude_codes_requests_are_on_metrics_with_their_endpoints_and_a_cut_stream_is_an_upstream_error(
+        anthropic_upstream, client, settings):
+    from tests.gateway_app.test_gateway_metrics import Grew
+    from tests.metrics_reading import TOKEN
+    settings.COMPACTWEB_METRICS_TOKEN = TOKEN
+    route = claude_route()
+    claude = Claude(do_create_gateway_key(route=route, client_name="alice").key)
+    grew = Grew(client)
+    claude.turn("please fix parser bug number 3")
+    call("POST", "/gateway/anthropic/v1/messages/count_tokens", headers=claude.headers(),
+         json={"model": "claude-sonnet-4-5", "messages": claude.messages})
+    call("POST", "/gateway/anthropic/v1/messages", json=claude.body([{"role": "user", "content": "hi"}]),
+         headers={**claude.headers(), "x-sim-fault": "stream_closed"})
+    assert grew("compactweb_gateway_requests_total", route=route.name, endpoint="anthropic/messages",
+                mode="upstream", status="200") == len(claude.sent) + 1
+    assert grew("compactweb_gateway_requests_total", route=route.name, endpoint="anthropic/count_tokens",
+                mode="upstream", status="200") == 1
+    assert grew("compactweb_gateway_upstream_errors_total", route=route.name, reason="stream_failed") == 1
