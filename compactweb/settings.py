@@ -243,6 +243,7 @@ LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+FORMAT_MODULE_PATH = ["compactweb.formats"]  # one date format for the pages and the admin (compactweb/formats)
 USE_I18N = True
 USE_TZ = True
 

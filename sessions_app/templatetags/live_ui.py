@@ -12,6 +12,7 @@ from datetime import UTC
 from typing import Any
 
 from django import template
+from django.utils.formats import date_format
 from django.utils.html import format_html
 
 from compaction_app.engine import items as it
@@ -23,8 +24,6 @@ from sessions_app.fleet.triage import summary_finished
 from sessions_app.live.token_chart import short_tokens
 
 register = template.Library()
-
-DATE_FORMAT = "%Y-%m-%d %H:%M:%S UTC"  # the one date format of every page (the `when` filter)
 
 COLLAPSE_CHARS = 600
 COLLAPSE_LINES = 12
@@ -188,11 +187,12 @@ def label(value: Any) -> str:
 
 @register.filter
 def when(moment: Any) -> str:
-    """A date and time as every page writes it: one format (UTC, to the second), in a <time> element."""
+    """A date and time as every page writes it: the one DATETIME_FORMAT (compactweb/formats: UTC, to the second),
+    in a <time> element."""
     if not moment:
         return ""
     utc = moment.astimezone(UTC)
-    return format_html('<time datetime="{}">{}</time>', utc.isoformat(), utc.strftime(DATE_FORMAT))
+    return format_html('<time datetime="{}">{}</time>', utc.isoformat(), date_format(utc, "DATETIME_FORMAT"))
 
 
 @register.filter

@@ -86,3 +86,11 @@ def test_the_inspector_cites_no_spec_section(operator_user, operator_api, make_s
     made = _compacted(operator_api, make_session, items_factory)
     page = login(operator_user).get(f"/compactions/{made['id']}/").content.decode()
     assert "§" not in page and not re.search(r"\bspec \d", page)
+
+
+def test_the_admin_writes_dates_in_the_same_format(admin_user, operator_api, make_session, items_factory,
+                                                   no_engine_sleeps):
+    _compacted(operator_api, make_session, items_factory)
+    page = login(admin_user).get("/admin/compaction_app/compaction/").content.decode()
+    cell = re.search(r'<td class="field-created_at[^"]*">([^<]*)</td>', page)
+    assert cell and ONE_FORMAT.fullmatch(cell.group(1)), cell
