@@ -24,6 +24,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Sum
 
+from compaction_app.engine.select import select_strategy
 from compaction_app.engine.strategies.masking import DEFAULT_TARGET_PERCENT, NOTHING_TO_MASK
 from compaction_app.engine.thresholds import auto_compact_limit
 from compaction_app.engine.vocabulary import Strategy
@@ -35,6 +36,7 @@ from sessions_app.compactions.services import (
     CompactionFailed,
     acompact_session,
 )
+from sessions_app.compactions.settings_builder import compaction_settings
 from sessions_app.models import LiveItem, Session
 from sessions_app.rollout.events import GATEWAY_NOTICE, apublish_transient
 from sessions_app.rollout.services import append_rollout_lines, counter_for
@@ -161,6 +163,8 @@ class Room:
     history: int
     limit: int
     target: int
+    # The policy's strategy is local summarisation: it is the fallback itself, so nothing else could do better.
+    summarises: bool = False
 
 
 def room_of(*, session_id: int) -> Room:
@@ -170,7 +174,20 @@ def room_of(*, session_id: int) -> Room:
     policy_limit = auto_compact_limit(session.provider.context_window, session.policy.auto_compact_token_limit)
     if policy_limit is not None:
         limit = min(limit, max(0, policy_limit - counter_for(session).count_text(session.base_instructions)))
-    return Room(history=history, limit=limit, target=limit * TARGET_PERCENT // 100)
+    try:
+        summarises = select_strategy(compaction_settings(provider=session.provider, policy=session.policy)) \
+            is Strategy.LOCAL
+    except ValueError:  # a policy the provider cannot run: the compaction is refused and says why
+        summarises = False
+    return Room(history=history, limit=limit, target=limit * TARGET_PERCENT // 100, summarises=summarises)
+
+
+def _not_even_a_summary(failed: CompactionFailed, room: Room) -> CompactionFailed:
+    """The failure of a summary that leaves no room at all, said to the client's user (the 400's message) in
+    their terms: what is full."""
+    return CompactionFailed(attempt=failed.attempt, kind=failed.kind, message=(
+        f"not even a summary brings the history under the client's limit: it {failed} (the limit leaves room for "
+        f"{room.limit} tokens of history)"))
 
 
 async def compact(*, gs: GatewaySession, history: list[dict[str, Any]],
@@ -196,13 +213,19 @@ async def run_policy_compaction(*, gs: GatewaySession, history: list[dict[str, A
     `room_target=False` (Claude Code, which continues from the summary alone, not from the history the policy
     leaves): no target for that history, so a summary is not refused and made twice for it."""
     room = await lookups.run(room_of, session_id=gs.session_id)
+    # A policy that summarises on a route that falls back to summarising: its one summary must leave the history
+    # under the client's limit (a second one, made because the first missed the target, would be no better).
+    summary_only = room.summarises and fallback == GatewayRoute.Fallback.SUMMARISE
+    allowed = max(0, room.limit - 1) if summary_only else room.target
     ask = CompactionAsk(trigger="auto", reason="context_limit", phase=recording.phase_of(history),
-                        max_history_tokens=room.target if room_target else None)
+                        max_history_tokens=allowed if room_target else None)
     try:
         compaction = await acompact_session(session_id=gs.session_id, ask=ask)
     except CompactionFailed as short:
         if short.kind not in (NOTHING_TO_MASK, SHORT_OF_TARGET_KIND):
             raise
+        if summary_only:
+            raise _not_even_a_summary(short, room) from None
         reason = (f"the policy's compaction could not leave Codex room to work ({short}; the target is "
                   f"{room.target} of the {room.limit} tokens of history the client's limit leaves)")
         if fallback == GatewayRoute.Fallback.UPSTREAM:
@@ -215,8 +238,5 @@ async def run_policy_compaction(*, gs: GatewaySession, history: list[dict[str, A
         except CompactionFailed as still:
             if still.kind != SHORT_OF_TARGET_KIND:
                 raise
-            # Said to the client's user (the 400's message): what is full, in their terms.
-            raise CompactionFailed(attempt=still.attempt, kind=still.kind, message=(
-                f"not even a summary brings the history under the client's limit: it {still} (the limit leaves "
-                f"room for {room.limit} tokens of history)")) from None
+            raise _not_even_a_summary(still, room) from None
     return compaction

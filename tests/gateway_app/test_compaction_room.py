@@ -116,3 +116,21 @@ def test_what_not_even_summarisation_brings_under_the_clients_limit_is_a_400_cod
     assert not Compaction.objects.filter(session=session).exists()
     assert live(session) == [wire(i) for i in codex.history]  # the request's history, no partial replacement
     assert GatewayAttempt.objects.filter(status=400, request_kind="compaction_v2").exists()
+
+
+def test_a_summarising_policy_summarises_once_and_its_summary_need_only_be_under_the_clients_limit(sim_upstream, db):
+    # The user wrote at length: a summary keeps their words, so it cannot reach the target, only the limit. The
+    # policy's own summary is what the fallback would make again: it is installed, not made twice.
+    route = _embedded_route("team-summary", CompactionPolicy.objects.create(name="summary", strategy="local"))
+    codex = Codex(do_create_gateway_key(route=route, client_name="ci").key, output_lines=60)
+    codex.turn("please fix parser bug 3; " + "the loader reads the config twice and drops the last line. " * 30)
+    codex.turn()
+    session = gateway_session()
+    item = codex.compact_v2()
+    assert item["encrypted_content"].startswith("cwgh_")
+    (compaction,) = Compaction.objects.filter(session=session)
+    assert compaction.strategy == "local"
+    assert CompactionAttempt.objects.filter(session=session).count() == 1  # one summary, one model call
+    replacement = CompactionHandle.objects.get(handle=item["encrypted_content"]).replacement
+    history = [i for i in codex.sent[-1][1:-1]]
+    assert _tokens(session, history) * TARGET_PERCENT // 100 < _tokens(session, replacement) < _tokens(session, history)
