@@ -7,8 +7,9 @@ claim hold both and still say the opposite, and each has a shape that tells it:
   queue, not Redis streams"). A choice is read from its markers (`instead of`, `rather than`, `in place of`,
   `, not`, `chose ... over`, `in favour of`) as the words on the chosen side and the words on the rejected side;
 - **a prohibition without its negation**: the user said "don't run migrations against prod-20", the summary says
-  "migrations go to prod-20 now". A constraint with a negative (or one asking that something stay as it is) is
-  only kept by a claim that has one too;
+  "migrations go to prod-20 now". A constraint that restricts (a negative, asking that something stay as it is,
+  "must", "only", "has to") is only kept by a claim that restricts too ("npm install is fine" for "use pnpm
+  only" is not);
 - **a step still to do, claimed done**: "TODO: backfill invoice_lines for tenant t21" against "Already done:
   backfilled invoice_lines for tenant t21". A pending step is not kept by a claim that reports it finished
   (done words, or the step's own verb in the past tense) and does not say it is still open.
@@ -41,6 +42,7 @@ PRESERVE = re.compile(r"\b(?:keep|leave)\b.*\b(?:as (?:it is|they are|is)|unchan
 DONE = re.compile(r"\b(?:done|completed?|finished|already|resolved|closed|fixed|merged|shipped)\b")
 PENDING = re.compile(r"\b(?:todo|to do|to be|still|open|pending|next|remains?|remaining|must|needs?|should|"
                      r"not yet|yet to|outstanding|planned|will)\b")
+CHECKED = re.compile(r"\[x\]|☑|✅|✔")
 _IRREGULAR = {"run": "ran", "rerun": "reran", "write": "wrote", "rewrite": "rewrote", "make": "made", "do": "did",
               "redo": "redid", "build": "built", "rebuild": "rebuilt", "send": "sent", "find": "found",
               "take": "took", "give": "gave", "get": "got", "go": "went", "buy": "bought", "undo": "undid"}
@@ -82,9 +84,14 @@ def turns_choice_round(fact_text: str, claim: str) -> bool:
 
 @lru_cache(maxsize=8192)
 def prohibits(text: str) -> bool:
-    """Whether a text forbids something: a negative word, or asking that something stay as it is."""
+    """Whether a text restricts something: a negative word, asking that something stay as it is, or a modal of
+    obligation or exclusivity ("must finish before 06:00", "use pnpm only")."""
     lowered = text.lower().replace("’", "'")
-    return NEGATION.search(lowered) is not None or PRESERVE.search(lowered) is not None
+    return any(p.search(lowered) is not None for p in (NEGATION, PRESERVE, OBLIGATION))
+
+
+OBLIGATION = re.compile(r"\b(?:must|only|has to|have to|had to|required|requires?|always|exclusively|at most|"
+                        r"at least|no later than|mandatory)\b")
 
 
 def drops_negation(fact_text: str, claim: str) -> bool:
@@ -107,6 +114,8 @@ def claims_done(step_text: str, claim: str) -> bool:
     """Whether a claim reports a pending step finished: done words or the step's first verb in the past tense, and
     nothing that says it is still to do."""
     lowered = claim.lower()
+    if CHECKED.search(lowered):  # a checked box says done whatever its label ("todo: [x] ...")
+        return True
     if PENDING.search(lowered):
         return False
     if DONE.search(lowered):

@@ -3,7 +3,7 @@
 A test run's summary line (pytest's `3 failed, 12 passed in 4.51s`, jest's `Tests: 3 failed, 12 passed, 15 total`,
 cargo's `test result: FAILED. 12 passed; 3 failed`) is a fact made of counts, not of words or identifiers: a
 summary keeps it when it gives the same number of failures and either the same number of passes or the same total
-("3 of the 15 tests fail"), whatever the order, the wording and the duration it leaves out. A count that differs
+("3 of the 15 tests fail", "12/15 passing"), whatever the order, the wording and the duration it leaves out. A count that differs
 is a different run.
 
 Plain Python; the same texts always give the same verdict.
@@ -28,10 +28,17 @@ def _kind(word: str) -> str:
     return next(kind for prefix, kind in _WORD.items() if word.startswith(prefix))
 
 
+# "40/42 passing", "2/42 tests failed".
+_SLASH = re.compile(r"(?<![\w./])(\d+)/(\d+)\s+(?:tests?\s+)?(fail(?:ed|ing|s)?|pass(?:ed|ing|es)?)\b")
+
+
 def counts_of(text: str) -> dict[str, int]:
     """The failed, passed and total counts a text states (the first of each)."""
     found: dict[str, int] = {}
     lowered = text.lower()
+    for match in _SLASH.finditer(lowered):
+        found.setdefault(_kind(match.group(3)), int(match.group(1)))
+        found.setdefault(TOTAL, int(match.group(2)))
     for match in _OF.finditer(lowered):
         part, whole, kind = int(match.group(1)), int(match.group(2)), _kind(match.group(4))
         found.setdefault(kind, part)

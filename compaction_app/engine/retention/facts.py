@@ -35,6 +35,8 @@ from compaction_app.engine.items import (
 )
 from compaction_app.engine.retention.match import anchors_of, normalise, words_of
 from compaction_app.engine.retention.statements import (
+    TABLE_CELLS,
+    TABLE_HEADER,
     Statement,
     corrected_sources,
     latest_values,
@@ -115,9 +117,6 @@ ERROR_LINE = re.compile(
     # A resolver's or a linker's complaint: "... requires x<3.0, but you have x 3.1 which is incompatible".
     r"\bincompatible\b|\bconflicts?\b|\bunsatisfi(?:ed|able)\b",
     re.IGNORECASE)
-# A table's header row (`NAME  READY  STATUS  RESTARTS  AGE`) and a row's cells, two or more spaces apart.
-TABLE_HEADER = re.compile(r"^[A-Z][A-Z_-]*(?:\s{2,}[A-Z][A-Z_ -]*)+$")
-TABLE_CELLS = re.compile(r"\s{2,}")
 CONSTRAINT = re.compile(
     r"\b(?:must(?: not)?|never|always|do not|don't|only|without|avoid|"
     # A constraint that says what must stay as it is: "keep the field names as they are", "leave X alone".
@@ -130,8 +129,9 @@ DECISION = re.compile(
     re.IGNORECASE,
 )
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
-# A plain value the agent may go on to use: a number of 3+ digits, an id with letters and digits, a hex digest.
-VALUE_TOKEN = re.compile(r"(?<![\w./-])(?:\d{3,}|[A-Za-z]+[-_]?\d[\w-]*|[0-9a-f]{7,40})(?![\w/])")
+# A plain value the agent may go on to use: a number of 3+ digits, an id with letters and digits, a hex digest (a
+# git hash up to a sha256 image digest).
+VALUE_TOKEN = re.compile(r"(?<![\w./-])(?:\d{3,}|[A-Za-z]+[-_]?\d[\w-]*|[0-9a-f]{7,64})(?![\w/])")
 # An output that is one value: a digest, a version, an id with letters and digits, a number of 4+ digits.
 SOLE_VALUE = re.compile(r"[0-9a-f]{7,64}|v?\d+\.\d+(?:\.\d+)*[\w.+-]*|[A-Za-z][\w.-]*\d[\w.-]*|\d{4,}")
 MAX_ERRORS_PER_OUTPUT = 2
@@ -377,9 +377,10 @@ def _table_row(line: str, header: str | None) -> str:
 
 
 # Where a failure was raised: pytest's `src/a.py:212: AssertionError`, a compiler's `src/a.c:12:5: error`,
-# Python's `File "src/a.py", line 212, in f`, a JavaScript stack's `at f (src/a.js:12:5)`.
+# TypeScript's and MSBuild's `src/a.ts(12,5): error TS2345`, Python's `File "src/a.py", line 212, in f`, a
+# JavaScript stack's `at f (src/a.js:12:5)`.
 LOCATION = re.compile(
-    r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z]{1,6}):(\d+)(?::\d+)?\b|"
+    r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z]{1,6})(?::(\d+)(?::\d+)?\b|\((\d+),\d+\))|"
     r"File \"([^\"]+)\", line (\d+)")
 
 
@@ -390,11 +391,35 @@ def failure_location(output: str, code: int | None) -> tuple[str, str] | None:
         return None
     found = None
     for line in output_body(output):
-        for match in LOCATION.finditer(line):
-            path, number = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
-            if "::" not in line[match.end():match.end() + 2]:
-                found = (line, f"{path}:{number}")
+        place = place_in(line)
+        if place is not None:
+            found = (line, place)
     return found
+
+
+def place_in(line: str) -> str | None:
+    """The last place (`path:line`) a line names, in any of LOCATION's forms; None when it names none (a test's
+    own id, `tests/a.py::test_x`, is not a place)."""
+    found = None
+    for match in LOCATION.finditer(line):
+        if match.group(1):
+            path, number = match.group(1), match.group(2) or match.group(3)
+        else:
+            path, number = match.group(4), match.group(5)
+        if "::" not in line[match.end():match.end() + 2]:
+            found = f"{path}:{number}"
+    return found
+
+
+def _error_about(line: str) -> str | None:
+    """What proves a failure line that names its place: the place and the line's own identifiers (its error code
+    or class), not its prose ("TS2345 at src/a.ts line 12" states `src/a.ts(12,5): error TS2345: Argument of type
+    ...`). None for a line without a place (proved by its anchors and words)."""
+    place = place_in(line)
+    if place is None:
+        return None
+    names = [a for a in anchors_of(line) if not any(sep in a for sep in "/.,:") and any(ch.isalpha() for ch in a)]
+    return " ".join([place, *names])
 
 
 def error_lines(output: str, code: int | None) -> list[str]:
@@ -583,7 +608,7 @@ def extract_facts(items: list[Item], context: list[Item] | None = None,
                           "they exit?", about=command, status=code, subject=command)
             if output is not None:
                 for line in error_lines(text, code):
-                    c.add(FactKind.ERROR, line, "Which errors were seen?")
+                    c.add(FactKind.ERROR, line, "Which errors were seen?", about=_error_about(line))
                 place = failure_location(text, code)
                 if place is not None:  # proved by the place alone: "line 212 of src/a.py" states it
                     c.add(FactKind.ERROR, f"{place[0]} (raised at {place[1]})", "Where did the failure happen?",

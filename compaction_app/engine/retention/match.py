@@ -50,6 +50,7 @@ _TOKEN_ANY_CASE = re.compile(_TOKEN.pattern, re.IGNORECASE)
 _CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
 _NUMBER = re.compile(r"^-?\d+(?:[.,:]\d+)*$")
 _DIGIT_GROUPS = re.compile(r"^\d+(?:-\d+)+$")
+_THOUSANDS = re.compile(r"(?<![\d,.])\d{1,3}(?:,\d{3})+(?![\d,])")
 # A place in a file (`src/a.py:212`): a segment names it with the path and the number apart too ("line 212 of
 # src/a.py").
 _FILE_LINE = re.compile(r"^(.+\.[a-z0-9]{1,6}):(\d+)$")
@@ -141,6 +142,10 @@ HTTP_REASONS = {code: frozenset(stem(w) for w in reason.split()) for code, reaso
 }.items()}
 
 
+# Obligation in other words than "must".
+_MUST = re.compile(r"\b(?:has|have|had|needs?|is required) to\b")
+
+
 class Segment:
     """One searchable text of a window: its normalised form, its token set and its stemmed word set."""
 
@@ -163,7 +168,11 @@ class Segment:
                 pieces = re.split(r"[/\\]", part)
                 for i in range(1, len(pieces)):  # a path also names its shorter tails (src/a/b.py holds a/b.py)
                     self.tokens.add("/".join(pieces[i:]))
+        # A number written with thousands separators is also the number ("1,287" states 1287).
+        self.tokens.update(m.group().replace(",", "") for m in _THOUSANDS.finditer(self.text))
         self.words = {stem(t) for t in toks if t.isalpha()}
+        if _MUST.search(self.text):  # "has to be done by 06:00" says "must"
+            self.words.add("must")
         for code in HTTP_REASONS.keys() & self.tokens:  # "-> 404" says "Not Found"
             self.words |= HTTP_REASONS[code]
         self._digests: list[str] | None = None
@@ -269,8 +278,14 @@ def about_another(segment: Segment, source: str) -> bool:
 def source_ids(source: str) -> tuple[str, ...]:
     """The distinctive identifiers of where a setting was read (`shard_21`, `export/21`, `checkout-21`: a name with
     a digit and a letter), what a summary names the measured thing by when it leaves the setting's name out."""
-    return tuple(a for a in anchors_of(source) if any(ch.isdigit() for ch in a) and any(ch.isalpha() for ch in a)
-                 and not a.startswith("-"))
+    found = []
+    for anchor in anchors_of(source):
+        # A path's folders with a digit name the thing too (`web-11` of `web-11/package.json`).
+        for part in (anchor, *anchor.split("/")[:-1]):
+            if any(ch.isdigit() for ch in part) and any(ch.isalpha() for ch in part) and not part.startswith("-") \
+                    and part not in found:
+                found.append(part)
+    return tuple(found)
 
 
 def names_source(segment: Segment, source: str) -> bool:
@@ -284,6 +299,7 @@ def states_setting(segment: Segment, *, setting: str, value: str, source: str = 
     (a number with a unit in any unit that agrees, "1.8 GiB" for 1843 MiB; else the value's tokens), and not as
     the value of another thing of the same kind (`_about_another`)."""
     named = setting in segment.tokens or setting.replace("_", "") in segment.tokens or \
+        setting.replace("_", "-") in segment.tokens or \
         bool(setting_words(setting) & segment.words) or names_source(segment, source)
     if not named or (source and about_another(segment, source)):
         return False

@@ -28,6 +28,8 @@ for names, dimension, factor in (
     (("mib", "mebibyte", "mebibytes", "m"), BYTES, 2**20),
     (("gib", "gibibyte", "gibibytes", "g"), BYTES, 2**30),
     (("tib", "tebibyte", "tebibytes"), BYTES, 2**40),
+    # Kubernetes' binary suffixes (`1432Mi`), glued to the number only.
+    (("ki",), BYTES, 2**10), (("mi",), BYTES, 2**20), (("gi",), BYTES, 2**30), (("ti",), BYTES, 2**40),
     (("ns", "nanosecond", "nanoseconds"), SECONDS, 1e-9),
     (("us", "µs", "microsecond", "microseconds"), SECONDS, 1e-6),
     (("ms", "millisecond", "milliseconds", "msec", "msecs"), SECONDS, 1e-3),
@@ -40,7 +42,7 @@ for names, dimension, factor in (
     for name in names:
         _UNITS[name] = (dimension, factor)
 # Single letters (but "s") read as units only when glued to the number ("512M", "2h"): "5 m" may be anything.
-_GLUED_ONLY = frozenset({"k", "m", "g", "h", "d"})
+_GLUED_ONLY = frozenset({"k", "m", "g", "h", "d", "ki", "mi", "gi", "ti"})
 
 _QUANTITY = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(\s?)([a-zµ]+\b|%)", re.IGNORECASE)
 # A duration in several units, largest first: bash's `time` (`2m14.310s`), Go's (`1h2m3.5s`), a writer's

@@ -94,14 +94,48 @@ def _json_leaves(data: Any, key: str = "") -> list[Statement]:
     return found
 
 
+# A table's header row (`NAME  READY  STATUS  RESTARTS  AGE`, `NAME  CPU(cores)  MEMORY(bytes)`): names in capitals,
+# each with an optional unit in parentheses, two or more spaces apart.
+TABLE_HEADER = re.compile(r"^[A-Z][A-Z_-]*(?:\([a-z%]+\))?(?:\s{2,}[A-Z][A-Z_ -]*(?:\([a-z%]+\))?)+$")
+TABLE_CELLS = re.compile(r"\s{2,}")
+# A table longer than this is a listing, not a few measurements.
+MAX_TABLE_ROWS = 4
+
+
+def _table(lines: list[str]) -> list[Statement]:
+    """The cells of a short table with a header row (`kubectl top pod`): each cell holding a digit is a statement
+    named by its column (its unit in parentheses left out), and by its row's first cell when there are several
+    rows."""
+    header = next((i for i, line in enumerate(lines[:3]) if TABLE_HEADER.match(line)), None)
+    if header is None:
+        return []
+    names = [re.sub(r"\(.*\)$", "", cell) for cell in TABLE_CELLS.split(lines[header].strip())]
+    rows = [TABLE_CELLS.split(line.strip()) for line in lines[header + 1:]]
+    if not rows or len(rows) > MAX_TABLE_ROWS:
+        return []
+    found = []
+    for cells in rows:
+        if len(cells) != len(names):
+            continue
+        for name, cell in zip(names[1:], cells[1:], strict=True):
+            value = _plain_value(cell)
+            if value is not None and re.match(r"^[A-Za-z_]", name):
+                found.append(Statement(name if len(rows) == 1 else f"{cells[0]} {name}", value))
+    return found[:MAX_STATEMENTS_PER_TEXT]
+
+
 def structured(lines: list[str]) -> list[Statement]:
-    """The statements of a tool output's body lines: a JSON document's leaves, or its `name = value` lines."""
+    """The statements of a tool output's body lines: a JSON document's leaves, a short table's cells, or its
+    `name = value` lines."""
     text = "\n".join(lines).strip()
     if text[:1] in "{[":
         try:
             return _json_leaves(json.loads(text))[:MAX_STATEMENTS_PER_TEXT]
         except ValueError:
             pass
+    table = _table(lines)
+    if table:
+        return table
     found = []
     for line in lines:
         match = KV_LINE.match(line)

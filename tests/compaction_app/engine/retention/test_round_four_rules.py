@@ -185,3 +185,76 @@ TODO = [assistant("The export runs for small tenants.\nTODO: backfill invoice_li
 ])
 def test_a_step_still_to_do_is_not_kept_by_a_claim_that_it_is_done(claim, held):
     assert kept(TODO, claim, FactKind.NEXT_STEP, "tenant t7") is held
+
+
+# Rules added after blind_5's first run (labelled_set_round4.BLIND_5).
+
+TSC = [fcall("ts", "exec_command", cmd="npx tsc --noEmit"),
+       fout("ts", exec_out(2, "src/app/cart.ts(41,7): error TS2345: Argument of type 'string' is not assignable to "
+                              "parameter of type 'number'."))]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- tsc: TS2345 at src/app/cart.ts line 41 (a string where a number is expected)", True),
+    ("- tsc: TS2345 at src/app/cart.ts line 44", False),
+    ("- tsc: a type error in src/app/cart.ts", False),
+])
+def test_a_compiler_error_with_its_place_is_kept_by_the_place_and_its_code(claim, held):
+    assert kept(TSC, claim, FactKind.ERROR, "cart.ts(41,7)") is held
+
+
+def test_test_counts_as_a_fraction_of_the_total():
+    jest = [fcall("j", "exec_command", cmd="pnpm jest"),
+            fout("j", exec_out(1, "Tests:       2 failed, 40 passed, 42 total"))]
+    assert kept(jest, "- jest: 40/42 passing, 2 failing", FactKind.ERROR, "2 failed, 40 passed") is True
+    assert kept(jest, "- jest: 39/42 passing, 3 failing", FactKind.ERROR, "2 failed, 40 passed") is False
+
+
+def test_an_image_digest_the_agent_pinned_is_a_fact_and_a_tag_does_not_keep_it():
+    digest = "4f" * 32
+    push = [fcall("d", "exec_command", cmd="docker push registry.local/web:7"),
+            fout("d", exec_out(0, f"7: digest: sha256:{digest} size: 1573")),
+            assistant(f"Pinned the deploy to registry.local/web@sha256:{digest}.")]
+    assert kept(push, f"- deploy: registry.local/web@sha256:{digest}", FactKind.VALUE, digest) is True
+    assert kept(push, "- deploy: registry.local/web:7", FactKind.VALUE, digest) is False
+
+
+def test_a_number_with_thousands_separators_states_the_number():
+    sql = [fcall("q", "exec_command", cmd="psql -c 'UPDATE invoices SET currency=1'"),
+           fout("q", exec_out(0, "UPDATE 2407")), assistant("Moved 2407 invoices to EUR.")]
+    assert kept(sql, "- 2,407 invoices moved to EUR", FactKind.VALUE, "2407") is True
+    assert kept(sql, "- 2,470 invoices moved to EUR", FactKind.VALUE, "2407") is False
+
+
+def test_a_short_tables_cells_are_settings_and_kubernetes_sizes_are_bytes():
+    top = [fcall("k", "exec_command", cmd="kubectl top pod -l app=api-7"),
+           fout("k", exec_out(0, "NAME              CPU(cores)   MEMORY(bytes)\napi-7-7f9c5-x2x   250m         1432Mi"))]
+    assert kept(top, "- api-7 uses 1.40 GiB of memory", FactKind.VALUE, "1432Mi") is True
+    assert kept(top, "- api-7 uses 1432 KiB of memory", FactKind.VALUE, "1432Mi") is False
+
+
+def test_a_dependency_range_is_named_by_its_package_and_a_caret_is_not_a_tilde():
+    pkg = [fcall("p", "exec_command", cmd="jq .dependencies web-7/package.json"),
+           fout("p", exec_out(0, '{\n  "date-fns": "~4.21.3"\n}'))]
+    assert kept(pkg, "web-7 depends on date-fns ~4.21.3.", FactKind.VALUE, "date-fns = ~4.21.3") is True
+    assert kept(pkg, "web-7 depends on date-fns ^4.21.3.", FactKind.VALUE, "date-fns = ~4.21.3") is False
+
+
+RULES = [user_message("Start with the cart. Use pnpm only; npm install rewrites the lockfile of web-7."),
+         user_message("Last, the reports. The reports-7 job must finish before 06:00 UTC.")]
+
+
+@pytest.mark.parametrize(("claim", "tag", "held"), [
+    ("User: pnpm, never npm, in web-7 (npm rewrites the lockfile).", "web-7", True),
+    ("User: npm install is fine in web-7; the lockfile may be rewritten.", "web-7", False),
+    ("User: reports-7 has to be done by 06:00 UTC.", "reports-7", True),
+    ("User: reports-7 may run past 06:00 UTC.", "reports-7", False),
+])
+def test_a_restriction_by_only_or_must_is_only_kept_by_a_claim_that_still_restricts(claim, tag, held):
+    assert kept(RULES, claim, FactKind.CONSTRAINT, tag) is held
+
+
+def test_a_checked_box_says_done_whatever_its_label():
+    plan = [assistant("Plan:\n- [x] reproduce\n- [ ] add an index on orders_7.created_at")]
+    assert kept(plan, "  - todo: [ ] index on orders_7.created_at", FactKind.NEXT_STEP, "orders_7") is True
+    assert kept(plan, "  - todo: [x] index on orders_7.created_at added", FactKind.NEXT_STEP, "orders_7") is False
