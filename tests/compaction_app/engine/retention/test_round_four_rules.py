@@ -258,3 +258,11 @@ def test_a_checked_box_says_done_whatever_its_label():
     plan = [assistant("Plan:\n- [x] reproduce\n- [ ] add an index on orders_7.created_at")]
     assert kept(plan, "  - todo: [ ] index on orders_7.created_at", FactKind.NEXT_STEP, "orders_7") is True
     assert kept(plan, "  - todo: [x] index on orders_7.created_at added", FactKind.NEXT_STEP, "orders_7") is False
+
+
+def test_a_setting_is_named_by_its_hyphenated_name_or_by_its_sources_folder():
+    pkg = [fcall("p", "exec_command", cmd="jq .dependencies web-7/package.json"),
+           fout("p", exec_out(0, '{\n  "date-fns": "~4.21.3"\n}'))]
+    assert kept(pkg, "- date-fns stays at ~4.21.3", FactKind.VALUE, "date-fns = ~4.21.3") is True
+    assert kept(pkg, "- web-7: ~4.21.3", FactKind.VALUE, "date-fns = ~4.21.3") is True
+    assert kept(pkg, "- web-8: ~4.21.3", FactKind.VALUE, "date-fns = ~4.21.3") is False
