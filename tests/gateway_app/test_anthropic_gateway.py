@@ -351,3 +351,48 @@ def test_claude_codes_requests_are_on_metrics_with_their_endpoints_and_a_cut_str
     assert grew("compactweb_gateway_requests_total", route=route.name, endpoint="anthropic/count_tokens",
                 mode="upstream", status="200") == 1
     assert grew("compactweb_gateway_upstream_errors_total", route=route.name, reason="stream_failed") == 1
+
+
+def test_a_passing_route_sends_claude_codes_own_key_upstream_and_keeps_it_nowhere(anthropic_upstream, caplog):
+    import io
+    import logging
+
+    from django.core.management import call_command
+    own = "sk-ant-own-key-of-alice-5c1d"
+    route = claude_route()
+    route.pass_client_bearer = True
+    route.save()
+    key = do_create_gateway_key(route=route, client_name="alice").key
+    caplog.set_level(logging.DEBUG)
+    claude = Claude(own)  # ANTHROPIC_API_KEY is the user's own; the gateway key goes in its own header
+    body = claude.body([{"role": "user", "content": "hi"}])
+    response = call("POST", "/gateway/anthropic/v1/messages", json=body,
+                    headers={**claude.headers(), "x-compactweb-gateway-key": key})
+    assert response.status_code == 200
+    seen = anthropic_upstream.seen_headers[-1]
+    assert seen["x-api-key"] == own and "x-compactweb-gateway-key" not in seen
+    dump = io.StringIO()
+    call_command("dumpdata", stdout=dump)
+    assert own not in dump.getvalue() and own not in caplog.text
+    # On a route that does not pass it, the client's own key is dropped: the Provider's goes upstream.
+    route.pass_client_bearer = False
+    route.save()
+    proxy._keys.clear()
+    call("POST", "/gateway/anthropic/v1/messages", json=body,
+         headers={**claude.headers(), "x-compactweb-gateway-key": key})
+    assert anthropic_upstream.seen_headers[-1]["x-api-key"] == UPSTREAM_KEY
+
+
+def test_a_users_own_key_works_only_under_a_route_that_takes_user_keys(anthropic_upstream, operator_user):
+    from gateway_app.keys import do_create_user_gateway_key
+    route = claude_route()
+    key = do_create_user_gateway_key(user=operator_user, name="laptop").key
+    named = f"/gateway/r/{route.name}/anthropic/v1/messages"
+    body = Claude(key).body([{"role": "user", "content": "hi"}])
+    assert call("POST", named, json=body, headers={"x-api-key": key}).status_code == 401  # not allowed yet
+    route.allow_user_keys = True
+    route.save()
+    proxy._keys.clear()
+    assert call("POST", "/gateway/anthropic/v1/messages", json=body, headers={"x-api-key": key}).status_code == 401
+    assert call("POST", named, json=body, headers={"x-api-key": key}).status_code == 200
+    assert GatewaySession.objects.get().client_name == f"{operator_user.get_username()} (laptop)"
