@@ -21,6 +21,7 @@ from sessions_app.rollout.lease import (
     SessionReadOnly,
     acquire,
     keep_renewed,
+    lease_ttl,
     planned,
     reap_expired,
     refuse_if_followed,
@@ -259,3 +260,10 @@ async def test_renewing_stops_when_the_block_ends(session):
     ended = await sync_to_async(lambda: lease_row(session.pk)[2])()
     await asyncio.sleep(0.35)
     assert (await sync_to_async(lambda: lease_row(session.pk)[2])()) == ended
+
+
+def test_without_the_setting_a_lease_lasts_thirty_seconds(settings):
+    del settings.COMPACTWEB_LEASE_TTL_SECONDS
+    assert lease_ttl() == timedelta(seconds=30)
+    settings.COMPACTWEB_LEASE_TTL_SECONDS = "12.5"  # from the environment, a string
+    assert lease_ttl() == timedelta(seconds=12.5)
