@@ -24,6 +24,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Sum
 
+from compaction_app.engine.items import is_real_user_message
 from compaction_app.engine.select import select_strategy
 from compaction_app.engine.strategies.masking import DEFAULT_TARGET_PERCENT, NOTHING_TO_MASK
 from compaction_app.engine.thresholds import auto_compact_limit
@@ -87,7 +88,14 @@ async def expanded_input(*, items: list[dict[str, Any]], owner: Owner) -> list[d
         await lookups.run(_replacement_of, handle=handle, owner=owner)
     position, handle = found[-1]
     replacement = await lookups.run(_replacement_of, handle=handle, owner=owner)
-    return wire.expand(items, position, replacement)
+    return wire.expand(items, position, replacement, context=is_codex_context)
+
+
+def is_codex_context(item: dict[str, Any]) -> bool:
+    """Codex's own context (spec §1.2, §5.3): a developer message (permissions, skills) or a user message that is no
+    user turn (its environment context, AGENTS.md instructions)."""
+    return item.get("type") == "message" and (item.get("role") == "developer" or (
+        item.get("role") == "user" and not is_real_user_message(item)))
 
 
 def record_history(*, exchange: recording.Exchange, counted: bool = True) -> GatewaySession:

@@ -14,6 +14,7 @@ import json
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -220,11 +221,16 @@ def handles_in(items: list[dict[str, Any]]) -> list[tuple[int, str]]:
             and i["encrypted_content"].startswith(HANDLE_PREFIX)]
 
 
-def expand(items: list[dict[str, Any]], position: int, replacement: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def expand(items: list[dict[str, Any]], position: int, replacement: list[dict[str, Any]],
+           context: Callable[[dict[str, Any]], bool] = lambda item: False) -> list[dict[str, Any]]:
     """The input with everything before the newest handle (except the base instructions) replaced by the stored
-    replacement: what Codex kept before the compaction item is inside the replacement already."""
+    replacement: what Codex kept before the compaction item is inside the replacement already, except the
+    `context` items Codex put back there (its own context, spec §5.3) that the replacement does not hold (a summary
+    keeps only the user's messages): those follow the replacement, so the upstream still sees them."""
     base = [items[0]] if items and items[0].get("type") == "message" and items[0].get("role") == "developer" else []
-    return [*base, *replacement, *items[position + 1:]]
+    present = {fingerprint(i) for i in replacement}
+    kept = [i for i in items[len(base):position] if context(i) and fingerprint(i) not in present]
+    return [*base, *replacement, *kept, *items[position + 1:]]
 
 
 @dataclass

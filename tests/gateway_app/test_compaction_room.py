@@ -39,8 +39,16 @@ def _embedded_route(name: str, policy: CompactionPolicy, **fields) -> GatewayRou
                                        **fields)
 
 
+# Codex's own context at the start of its history, put back before the compaction item after a compaction.
+PERMISSIONS = {"type": "message", "role": "developer", "content": [
+    {"type": "input_text", "text": "<permissions instructions>sandbox_mode is workspace-write</permissions instructions>"}]}
+ENVIRONMENT = {"type": "message", "role": "user", "content": [
+    {"type": "input_text", "text": "<environment_context>\n  <cwd>/home/alice/parser</cwd>\n</environment_context>"}]}
+
+
 def _codex_over_its_limit(route: GatewayRoute) -> Codex:
     codex = Codex(do_create_gateway_key(route=route, client_name="ci").key, output_lines=30)
+    codex.history = [PERMISSIONS, ENVIRONMENT]
     for prompt in PROMPTS:
         codex.turn(prompt)
         codex.turn()
@@ -71,10 +79,15 @@ def test_a_masking_that_frees_too_little_is_not_installed_and_local_summarisatio
     # What the upstream will see is at most the target share of the history Codex asked to compact.
     replacement = CompactionHandle.objects.get(handle=item["encrypted_content"]).replacement
     assert _tokens(session, replacement) <= _tokens(session, history) * TARGET_PERCENT // 100
-    codex.history = [*[i for i in history if i.get("role") == "user"], item]
+    assert PERMISSIONS not in replacement and ENVIRONMENT not in replacement  # a summary keeps the user's words
+    # Codex keeps its real user messages and puts its context back before the compaction item (spec §4.3, §5.3).
+    codex.history = [PERMISSIONS, *[i for i in history if i.get("role") == "user"], item]
     codex.turn("and go on")
     received = sim_upstream.requests()[-1]["body"]["input"]
-    assert [wire(i) for i in received[1:-1]] == [wire(i) for i in replacement]
+    # The upstream sees the summary's history, then Codex's own context (not dropped with what the handle
+    # replaced), then the new turn; and that is what is recorded.
+    assert [wire(i) for i in received[1:-1]] == [wire(i) for i in [*replacement, PERMISSIONS, ENVIRONMENT]]
+    assert live(session)[:len(received) - 1] == [wire(i) for i in received[1:]]
 
 
 def test_a_route_that_says_upstream_forwards_what_its_policy_cannot_compact_enough(sim_upstream, db):
