@@ -49,10 +49,13 @@ from compaction_app.validators import validate_outbound_url
 from compactweb import background, statements
 from compactweb.domain_errors import Forbidden
 from compactweb.roles import SUPPORT, has_role
+from sessions_app.compactions import usage_lines
 from sessions_app.compactions.settings_builder import hook_runner_limits, hook_specs
 from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import events
+from sessions_app.rollout.lease import READ_ONLY_SOURCES
 from sessions_app.rollout.projection import RESPONSE_ITEM
+from sessions_app.rollout.services import append_rollout_lines
 
 logger = logging.getLogger(__name__)
 
@@ -177,8 +180,22 @@ def record_turn(*, session_id: int, first_seq: int, last_seq: int) -> list[Alert
         )
         _save(row, watch)
         if watch.reread_tokens != before_tax and watch.compaction_id:
-            records.add_reread_tokens(compaction_id=watch.compaction_id, tokens=watch.reread_tokens - before_tax)
+            tax = watch.reread_tokens - before_tax
+            records.add_reread_tokens(compaction_id=watch.compaction_id, tokens=tax)
+            _write_reread(session, compaction_id=watch.compaction_id, tokens=tax)
         return _raise(found, session_id=session_id, limits=limits)
+
+
+def _write_reread(session: Session, *, compaction_id: int, tokens: int) -> None:
+    """The re-read tax in the rollout too (usage_lines.REREAD_USAGE), so an export and re-import keeps it. Not in a
+    followed session's rollout: that is the file's, read back as Codex wrote it."""
+    if session.source in READ_ONLY_SOURCES:
+        return
+    compaction = Compaction.objects.filter(pk=compaction_id).values("window_id", "window_number").first()
+    if compaction is None:
+        return
+    append_rollout_lines(session=session, lines=[usage_lines.reread_line(
+        window_id=compaction["window_id"], window_number=compaction["window_number"], tokens=tokens)])
 
 
 # Repeats of one cause (same rule, same session) within this many minutes of its last raise, while the alert is

@@ -7,6 +7,11 @@ Right after the `compacted` line (and its `turn_context`), compactweb writes:
   not moved by it;
 - `retention_probe_usage`: the model-judged retention check's tokens, in the same shape.
 
+Later, after the turns that re-read what a compaction dropped (sessions_app/compactions/alerts.py), compactweb writes
+- `compaction_reread_usage`: the re-read tax added to that compaction, in the same shape, naming the compaction by
+  its `window_id` (and `window_number`): it comes after later lines, possibly after a later compaction, so it is
+  matched by window, not by position. A followed session's rollout is the file's and gets none.
+
 Both name the compaction's `item_id`. Import and follow give each imported compaction the usage lines that follow
 its `compacted` line, up to the next one (`usage_after`); a follower that reads the usage lines in a later read than
 their `compacted` line (the file was read between the two writes) adds them to that compaction then
@@ -26,6 +31,7 @@ from sessions_app.rollout.services import NewLine
 
 COMPACTION_USAGE = p.COMPACTION_USAGE
 PROBE_USAGE = "retention_probe_usage"
+REREAD_USAGE = "compaction_reread_usage"
 
 
 def _usage(kind: str, outcome: CompactionOutcome, *, input_tokens: int, output_tokens: int, total: int) -> NewLine:
@@ -75,6 +81,42 @@ def usage_after(*, session_id: int, compacted_seqs: list[int]) -> dict[int, dict
             field = "call_tokens" if payload.get("type") == COMPACTION_USAGE else "probe_tokens"
             found[owner][field] += _total(payload)
     return found
+
+
+def reread_line(*, window_id: str, window_number: int, tokens: int) -> NewLine:
+    """The re-read tax measured after a compaction, named by the window the compaction opened."""
+    return NewLine(p.EVENT_MSG, {
+        "type": REREAD_USAGE, "window_id": window_id, "window_number": window_number,
+        "info": {"last_token_usage": {"input_tokens": tokens, "cached_input_tokens": 0, "output_tokens": 0,
+                                      "reasoning_output_tokens": 0, "total_tokens": tokens}},
+    })
+
+
+def _reread_owner(session_id: int, payload: dict) -> int | None:
+    """The compaction a re-read line names: by the window id it opened, else by its window number."""
+    found = Compaction.objects.filter(session_id=session_id)
+    window_id = payload.get("window_id")
+    if window_id:
+        return found.filter(window_id=window_id).order_by("-rollout_seq").values_list("pk", flat=True).first()
+    number = payload.get("window_number")
+    if isinstance(number, int) and not isinstance(number, bool) and number > 0:
+        return found.filter(window_number=number).order_by("-rollout_seq").values_list("pk", flat=True).first()
+    return None
+
+
+def add_reread_lines(*, session_id: int, rows: list[RolloutLine]) -> int:
+    """Give each re-read line among `rows` to the compaction it names (import: every line once the compactions
+    exist; follow: as the lines arrive). Returns the lines applied."""
+    applied = 0
+    for row in rows:
+        if row.kind != p.EVENT_MSG or not isinstance(row.payload, dict) or row.payload.get("type") != REREAD_USAGE:
+            continue
+        owner = _reread_owner(session_id, row.payload)
+        tokens = _total(row.payload)
+        if owner is not None and tokens:
+            records.add_reread_tokens(compaction_id=owner, tokens=tokens)
+            applied += 1
+    return applied
 
 
 def is_usage_line(kind: str, payload: object) -> bool:

@@ -302,6 +302,8 @@ def do_append_followed_lines(*, source: CodexSource, lines: list[bytes]) -> int:
                                                      if n in seq_by_line}, live=True)
     # Usage lines read after their compaction was (the file was read between the two writes).
     usage_lines.add_late_usage(session_id=session.pk, rows=rows)
+    if not any(r.kind == p.COMPACTED for r in rows):  # else create_compactions read them
+        usage_lines.add_reread_lines(session_id=session.pk, rows=rows)
     live_alerts.run_alert_rules(session=session, rows=rows, before=before)
     window = latest_context_window(parsed.lines)
     if window and window != source.context_window:

@@ -58,7 +58,7 @@ from sessions_app.compactions.rollback import (
     fold_compaction_states,
 )
 from sessions_app.compactions.tasks import score_in_background
-from sessions_app.compactions.usage_lines import usage_after
+from sessions_app.compactions.usage_lines import REREAD_USAGE, add_reread_lines, usage_after
 from sessions_app.models import (
     CodexSource,
     CodexSourceLine,
@@ -339,6 +339,10 @@ def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[i
             inferred=dict(label.inferred), history=not live, **costs[row.seq],
         ))
     count = records.record_imported_compactions(compactions=created)
+    # The re-read tax written after these compactions (usage_lines.REREAD_USAGE), now that they exist: among the
+    # appended rows for a follower, every such line of the rollout for an import.
+    add_reread_lines(session_id=session.pk, rows=rows if live else list(RolloutLine.objects.filter(
+        session_id=session.pk, kind=p.EVENT_MSG, payload__type=REREAD_USAGE).order_by("seq")))
     score_in_background(session_id=session.pk)
     return count
 

@@ -125,3 +125,76 @@ def test_usage_lines_read_after_their_compaction_are_given_to_it(
     followed.refresh_from_db()
     assert (followed.call_tokens, followed.probe_tokens) == (made["cost"]["call_tokens"], made["cost"]["probe_tokens"])
     assert followed.probe_tokens > 0
+
+
+def _reread_session(make_session, operator_api):
+    """A session whose compaction dropped src/ledger.py, and a turn that read it again: a re-read tax."""
+    import random
+
+    from compaction_app.models import AlertSettings
+    from sessions_app.simulator import load_scenario
+    from sessions_app.simulator.tools import answer_tool_call
+    from sessions_app.turns.services import TurnScript
+
+    row = AlertSettings.current()
+    row.reread_min_calls, row.reread_turns = 1, 3
+    row.save()
+    read = {"type": "function_call", "call_id": "c1", "name": "read_file",
+            "arguments": json.dumps({"path": "src/ledger.py"})}
+    tools = load_scenario("fix-failing-test").build_tools(seed=1)
+    first, _ = answer_tool_call(read, tools, random.Random(1))
+    session = make_session(items=[user_message("look at src/ledger.py"), read, first, user_message("now fix it")])
+    made = operator_api.post(f"/api/v1/sessions/{session.pk}/compact", {"strategy": "local"}, format="json").json()
+    again = {**read, "call_id": "r1"}
+    client = FakeClient(streams=[[done(again), completed(500, 20)], [done(assistant("read it again")),
+                                                                      completed(900, 10)]])
+    assert run_turn(session_id=session.pk, user_input="what was in that file?", script=TurnScript(tools=tools),
+                    client=client).ok
+    original = operator_api.get(f"/api/v1/compactions/{made['id']}").json()
+    assert original["cost"]["reread_tokens"] > 0
+    return session, original
+
+
+def test_the_re_read_tax_is_a_rollout_line_and_survives_export_and_re_import(
+        operator_api, support_api, make_session, policy, django_capture_on_commit_callbacks):
+    session, original = _reread_session(make_session, operator_api)
+    (line,) = RolloutLine.objects.filter(session=session, payload__type="compaction_reread_usage")
+    assert line.payload["info"]["last_token_usage"]["total_tokens"] == original["cost"]["reread_tokens"]
+    exported = b"".join(operator_api.get(f"/api/v1/sessions/{session.pk}/export").streaming_content)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = support_api.post("/api/v1/sessions/import", {
+            "file": SimpleUploadedFile("rollout.jsonl", exported), "new_thread_id": "true"})
+    assert response.status_code == 201, response.content
+    (imported,) = Compaction.objects.filter(session_id=response.json()["session"])
+    again = operator_api.get(f"/api/v1/compactions/{imported.pk}").json()
+    for figure in ("reread_tokens", "call_tokens", "net_tokens"):
+        assert again["cost"][figure] == original["cost"][figure], figure
+
+
+def test_a_follower_reads_the_re_read_tax_when_it_arrives_after_the_compaction(
+        operator_api, make_session, policy, tmp_path, django_capture_on_commit_callbacks):
+    from sessions_app.transfer.follow import sync_file
+
+    session, original = _reread_session(make_session, operator_api)
+    exported = b"".join(operator_api.get(f"/api/v1/sessions/{session.pk}/export").streaming_content)
+    lines = exported.splitlines(keepends=True)
+    meta = json.loads(lines[0])
+    meta["payload"]["id"] = str(uuid.uuid4())
+    lines[0] = json.dumps(meta).encode() + b"\n"
+    at = next(i for i, line in enumerate(lines) if b"compaction_reread_usage" in line)
+    path = tmp_path / "sessions" / f"rollout-2026-12-07T05-00-00-{meta['payload']['id']}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(lines[:at]))
+    with django_capture_on_commit_callbacks(execute=True):
+        result = sync_file(path=path)
+    (followed,) = Compaction.objects.filter(session_id=result.session_id)
+    assert followed.reread_tokens == 0
+    with path.open("ab") as f:
+        f.write(b"".join(lines[at:]))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert sync_file(path=path).action == "appended"
+    followed.refresh_from_db()
+    assert followed.reread_tokens == original["cost"]["reread_tokens"]
+    # A followed session's rollout is the file's: the follower's own watch writes no re-read line into it.
+    assert RolloutLine.objects.filter(session_id=result.session_id,
+                                      payload__type="compaction_reread_usage").count() == 1
