@@ -52,6 +52,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     keep = []
+    if "nightly" not in (config.getoption("markexpr") or ""):
+        # The long scale-out runs are scripts/nightly scale's (`-m nightly`): a push's run leaves them out.
+        keep.append(lambda item: item.get_closest_marker("nightly") is None)
     if config.getoption("--database-tests-only"):
         keep.append(touches_a_service)
     if config.getoption("--postgresql-tests-elsewhere"):

@@ -16,6 +16,7 @@ import pytest
 from compactweb import worker_affinity
 from sessions_app.fleet import runtime as fleet
 from sessions_app.models import RolloutLine, SimulatorRun
+from tests.scale_out.checks import assert_fault_run_clean, database_deadlocks, logs_under
 from tests.scale_out.processes import child_env, start_scheduler, start_worker, stop, wait_for_log
 from tests.scale_out.test_redis_restart import wait_until
 
@@ -54,6 +55,7 @@ def test_a_frozen_then_killed_worker_loses_no_step_and_its_late_messages_run_not
 ):
     import redis
 
+    deadlocks_before = database_deadlocks()
     runs = fleet.do_start_fleet(scenario="many-short-turns", count=SESSIONS, provider=provider, policy=policy,
                                 turns_per_minute=120, loop=True, seed=34)
     session_ids = [r.session_id for r in runs]
@@ -115,3 +117,4 @@ def test_a_frozen_then_killed_worker_loses_no_step_and_its_late_messages_run_not
         seqs = list(RolloutLine.objects.filter(session_id=run.session_id).order_by("seq")
                     .values_list("seq", flat=True))
         assert seqs == list(range(1, len(seqs) + 1))
+    print(assert_fault_run_clean(session_ids, logs=logs_under(tmp_path), deadlocks_before=deadlocks_before))

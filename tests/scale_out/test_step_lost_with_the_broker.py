@@ -17,6 +17,7 @@ import pytest
 
 from sessions_app.fleet import runtime as fleet
 from sessions_app.models import RolloutLine
+from tests.scale_out.checks import assert_fault_run_clean, database_deadlocks, logs_under
 from tests.scale_out.processes import child_env, free_port, start_scheduler, start_worker, stop, wait_for_log
 from tests.scale_out.test_redis_restart import wait_until
 
@@ -61,6 +62,7 @@ def test_a_step_lost_with_the_broker_is_offered_again_within_seconds_of_its_retu
     port = free_port()
     own_redis = f"redis://127.0.0.1:{port}"
     env = child_env(redis_url=f"{own_redis}/0", broker_url=f"{own_redis}/1", var_dir=tmp_path)
+    deadlocks_before = database_deadlocks()
     (run,) = fleet.do_start_fleet(scenario="many-short-turns", count=1, provider=provider, policy=policy,
                                   turns_per_minute=600, loop=True, seed=15)
     broker = redis.Redis(port=port, db=1, socket_connect_timeout=0.5)
@@ -111,3 +113,4 @@ def test_a_step_lost_with_the_broker_is_offered_again_within_seconds_of_its_retu
     assert steps == list(range(len(steps))) and steps[0] == 0  # the lost step ran once, then the next ones
     seqs = list(RolloutLine.objects.filter(session_id=run.session_id).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
+    print(assert_fault_run_clean([run.session_id], logs=logs_under(tmp_path), deadlocks_before=deadlocks_before))

@@ -22,6 +22,7 @@ from sessions_app.compactions.services import do_compact_session
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.rollout.lease import SessionBusy
 from sessions_app.rollout.services import verify_projection
+from tests.scale_out.checks import assert_fault_run_clean, database_deadlocks, logs_under
 from tests.scale_out.processes import (
     child_env,
     forget_queue,
@@ -59,6 +60,7 @@ def test_a_worker_killed_mid_compaction_leaves_history_unchanged_and_the_next_co
     import redis
 
     session = make_session(items=[user_message("collect the deploy logs"), user_message("find the failing step")])
+    deadlocks_before = database_deadlocks()
     Session.objects.filter(pk=session.pk).update(fault_injection={"fault": f"slow={SLOW_SECONDS}"})
     before = history(session.pk)
     queue = f"compactweb-test-{uuid.uuid4().hex[:8]}"
@@ -118,3 +120,4 @@ def test_a_worker_killed_mid_compaction_leaves_history_unchanged_and_the_next_co
     assert RolloutLine.objects.filter(session=session, kind="compacted").count() == 1
     assert Session.objects.get(pk=session.pk).lease_holder == ""
     assert verify_projection(session=Session.objects.get(pk=session.pk)) == []
+    print(assert_fault_run_clean([session.pk], logs=logs_under(tmp_path), deadlocks_before=deadlocks_before))

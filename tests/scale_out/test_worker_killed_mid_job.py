@@ -19,6 +19,7 @@ from compaction_app.records import STALE_ATTEMPT_MESSAGE
 from sessions_app.compactions.services import do_compact_session
 from sessions_app.jobs.liveness import JOB_LOST_MESSAGE
 from sessions_app.models import Job, Session
+from tests.scale_out.checks import assert_fault_run_clean, database_deadlocks, logs_under
 from tests.scale_out.processes import (
     child_env,
     forget_queue,
@@ -43,6 +44,7 @@ def test_a_job_whose_worker_was_killed_ends_interrupted_within_the_ttl(on_postgr
     import redis
 
     session = make_session(items=[user_message("collect the deploy logs"), user_message("find the failing step")])
+    deadlocks_before = database_deadlocks()
     Session.objects.filter(pk=session.pk).update(fault_injection={"fault": f"slow={SLOW_SECONDS}"})
     before = history(session.pk)
     job = Job.objects.create(kind="compaction", session=session, params={"strategy": "local"})
@@ -113,3 +115,4 @@ def test_a_job_whose_worker_was_killed_ends_interrupted_within_the_ttl(on_postgr
     assert (attempt.status, attempt.error_message) == ("interrupted", STALE_ATTEMPT_MESSAGE)
     Session.objects.filter(pk=session.pk).update(fault_injection={})
     assert do_compact_session(session_id=session.pk, strategy="local") is not None  # the session is free again
+    print(assert_fault_run_clean([session.pk], logs=logs_under(tmp_path), deadlocks_before=deadlocks_before))
