@@ -44,6 +44,7 @@ from sessions_app.rollout.services import (
     usage_line,
 )
 from sessions_app.rollout.validation import ItemValidationError, validate_item
+from sessions_app.transfer import live_alerts
 from sessions_app.transfer.importer import create_compactions
 
 logger = logging.getLogger(__name__)
@@ -303,8 +304,10 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
         if lines:
             rows = append_rollout_lines(session=session, lines=lines)
             compacted = [r for r in rows if r.kind == p.COMPACTED]
-            if compacted:
-                create_compactions(session, rows, {compacted[0].seq: labels} if labels else None)
+            if compacted:  # live compactions: a storm counts them (imported history is never counted)
+                create_compactions(session, rows, {compacted[0].seq: labels} if labels else None, live=True)
+            # The alert rules run on a gateway session as on a followed one, as its lines arrive (issue 44).
+            live_alerts.run_alert_rules(session=session, rows=rows, before=list(live) if compacted else None)
             history, turn_id = _folded(live, turn_id, lines)
             last_seq = session.last_seq
             transaction.on_commit(lambda: _known.put(session.pk, last_seq, history, turn_id))

@@ -396,3 +396,20 @@ def test_a_users_own_key_works_only_under_a_route_that_takes_user_keys(anthropic
     assert call("POST", "/gateway/anthropic/v1/messages", json=body, headers={"x-api-key": key}).status_code == 401
     assert call("POST", named, json=body, headers={"x-api-key": key}).status_code == 200
     assert GatewaySession.objects.get().client_name == f"{operator_user.get_username()} (laptop)"
+
+
+def test_a_claude_session_compacting_in_a_burst_through_the_gateway_raises_a_storm(anthropic_upstream,
+                                                                                  operator_api):
+    route = claude_route()
+    claude = Claude(do_create_gateway_key(route=route, client_name="alice").key)
+    claude.turn("please fix parser bug number 3")
+    raised = []
+    for n in range(4):  # four compactions in a minute: more than the default three in ten minutes
+        claude.compact()
+        claude.turn(f"go on with step {n}")
+        raised.append([a["kind"] for a in operator_api.get("/api/v1/alerts").json()])
+    assert raised[:3] == [[], [], []]
+    assert "storm" in raised[3]
+    (storm,) = [a for a in operator_api.get("/api/v1/alerts").json() if a["kind"] == "storm"]
+    assert len(storm["compactions"]) == 4
+    assert not Compaction.objects.filter(history=True).exists()  # live, not imported history
