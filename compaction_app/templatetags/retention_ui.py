@@ -35,4 +35,14 @@ def category_label(name: str) -> str:
 
 @register.filter
 def forgotten(retention: dict | None) -> list[dict]:
-    return [f for f in (retention or {}).get("facts", []) if not f.get("kept")]
+    """The facts not kept, each text once: the same words found as two kinds of fact (a file both read and
+    changed, a command as a call and as its outcome) are one thing forgotten to the reader (issue 47 item 9: the
+    inspector listed one twice)."""
+    seen: set[str] = set()
+    lost = []
+    for fact in (retention or {}).get("facts", []):
+        key = " ".join(str(fact.get("text", "")).split()).casefold()
+        if not fact.get("kept") and key not in seen:
+            seen.add(key)
+            lost.append(fact)
+    return lost

@@ -45,7 +45,9 @@ def retention_fields(outcome: CompactionOutcome, *, flag_below: float | None) ->
     if score is not None:
         lost = [f.text for f in score.forgotten if f.kind is FactKind.PIN]
         if lost:
-            reasons.append(f"lost {len(lost)} pin(s)")
+            # Named, not counted (issue 47 item 9): the operator sees which pin to check in the summary.
+            named = ", ".join(f"“{' '.join(text.split())[:60]}”" for text in lost)
+            reasons.append(f"lost pin{'s' if len(lost) > 1 else ''} {named}")
         if flag_below is not None and score.score is not None and score.score < flag_below:  # opaque: None
             reasons.append(f"retention {score.score:.0%} below {flag_below:.0%}")
     retry = outcome.retention_retry

@@ -60,7 +60,9 @@ def session_roi(*, session_id: int) -> dict[int, dict[str, Any]]:
         end = compactions[index + 1].rollout_seq if index + 1 < len(compactions) else None
         start = bisect_right(seqs, compaction.rollout_seq)
         stop = bisect_right(seqs, end) if end is not None else len(seqs)
-        found[compaction.pk] = _figures(compaction, max(0, stop - start), price)
+        # The newest installed compaction's net is open: each request of the session adds its tokens freed, so
+        # the figure moves between two reloads of a running session's inspector (issue 47 item 9 says why).
+        found[compaction.pk] = {**_figures(compaction, max(0, stop - start), price), "net_open": end is None}
     return found
 
 

@@ -153,6 +153,8 @@ def test_the_inspector_labels_methods_and_totals_and_fills_summary_tokens(login,
     page = login("operator")
     page.goto(f"{web.url}/compactions/{compaction['id']}/")
     expect(page.locator(".inspector-head")).to_contain_text("local summarisation")
+    expect(page.locator("#token-totals-note")).to_be_hidden()  # folded under the figures (issue 47 item 9)
+    page.click("#token-definitions > summary")
     expect(page.locator("#token-totals-note")).to_be_visible()
     expect(page.locator("#before .card__head")).to_contain_text("item estimates")
     summary_cell = page.locator("#attempts tbody tr").first.locator("td").nth(9)

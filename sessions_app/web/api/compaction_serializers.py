@@ -214,11 +214,13 @@ class CostSerializer(serializers.Serializer):
     tokens_saved_over_requests = serializers.IntegerField(required=False)
     net_tokens = serializers.IntegerField(required=False, help_text="saved over requests − call − probes − re-read")
     net_formula = serializers.CharField(required=False, help_text="How the net was computed, with the figures.")
+    net_open = serializers.BooleanField(required=False, help_text="The session's newest installed compaction: every "
+                                        "later request adds its tokens freed, so the net grows until the next one.")
     price_per_million_tokens = serializers.FloatField(required=False, allow_null=True)
     net_cost_saved = serializers.FloatField(required=False, allow_null=True,
                                             help_text="net_tokens × the provider's price per 1M tokens")
 
-    NET_FIELDS = ("requests_after", "tokens_saved_over_requests", "net_tokens", "net_formula",
+    NET_FIELDS = ("requests_after", "tokens_saved_over_requests", "net_tokens", "net_formula", "net_open",
                   "price_per_million_tokens", "net_cost_saved")
 
     def to_representation(self, compaction):

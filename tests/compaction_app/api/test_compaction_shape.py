@@ -18,7 +18,7 @@ DETAIL_FIELDS = LIST_FIELDS | {"compacted_item", "replacement_tokens", "before_h
                                "window_change", "hook_runs", "session_net"}
 ROW_COST = {"tokens_freed", "call_tokens", "probe_tokens", "reread_tokens", "price_per_million_tokens",
             "net_cost_saved"}
-NET = {"requests_after", "tokens_saved_over_requests", "net_tokens", "net_formula"}
+NET = {"requests_after", "tokens_saved_over_requests", "net_tokens", "net_formula", "net_open"}
 
 
 @pytest.fixture

@@ -98,7 +98,7 @@ def test_a_lost_pin_flags_the_compaction(operator_api, support_api, history_sess
     support_api.post(f"/api/v1/sessions/{history_session.pk}/pins", {"text": "src/ledger.py"}, format="json")
     body = operator_api.post(f"/api/v1/sessions/{history_session.pk}/compact", {"strategy": "token_budget"},
                              format="json").json()
-    assert body["flagged"] == "lost 1 pin(s)"
+    assert body["flagged"] == "lost pin “src/ledger.py”"  # named, not counted (issue 47 item 9)
 
 
 @pytest.mark.django_db
