@@ -103,6 +103,19 @@ class HookAdmin(admin.ModelAdmin):
     list_filter = ("event", "kind", "matcher", "enabled")
     list_editable = ("enabled",)
     search_fields = ("name", "target")
+
+    def get_changelist_form(self, request, **kwargs):
+        # The list's "enabled" checkboxes get a label naming their hook: Django draws them without one, which
+        # a screen reader reads as an unnamed checkbox (axe-core's critical "label" rule; issue 47).
+        base = super().get_changelist_form(request, **kwargs)
+
+        class LabelledHookForm(base):
+            def __init__(self, *args, **form_kwargs):
+                super().__init__(*args, **form_kwargs)
+                name = self.instance.name if self.instance.pk else "new hook"
+                self.fields["enabled"].widget.attrs["aria-label"] = f"{name}: enabled"
+
+        return LabelledHookForm
     fieldsets = ((None, {
         "description": "Codex PreCompact / PostCompact hooks (spec §7): a PreCompact hook can stop the "
                        "compaction; the matcher selects manual or auto triggers. A callable is a dotted Python "

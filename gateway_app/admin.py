@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.forms.models import BaseInlineFormSet
 
 from gateway_app.keys import do_create_gateway_key, do_create_user_gateway_key
 from gateway_app.models import GatewayAttempt, GatewayKey, GatewayRoute, GatewaySession
 
 
+class LabelledKeyRows(BaseInlineFormSet):
+    """A tabular inline names its columns in the table head only: each row's inputs get a label naming their key,
+    so a screen reader does not read unnamed fields (axe-core's critical "label" rule; issue 47)."""
+
+    def add_fields(self, form, index):
+        super().add_fields(form, index)
+        key = form.instance.client_name or form.instance.prefix or "this key"
+        for name, what in (("client_name", "client name"), ("revoked", "revoked"), ("DELETE", "delete")):
+            if name in form.fields:
+                form.fields[name].widget.attrs["aria-label"] = f"{what}: {key}"
+
+
 class GatewayKeyInline(admin.TabularInline):
     model = GatewayKey
+    formset = LabelledKeyRows
     extra = 0
     fields = ("client_name", "prefix", "revoked", "created", "last_used")
     readonly_fields = ("prefix", "created", "last_used")

@@ -82,7 +82,7 @@ a11y = {}
 if os.environ.get("COMPACTWEB_SEED_A11Y"):
     from django.utils import timezone  # noqa: E402
 
-    from compaction_app.models import Alert, CompactionAttempt  # noqa: E402
+    from compaction_app.models import Alert, Compaction, CompactionAttempt  # noqa: E402
     from sessions_app.compactions.services import do_compact_session  # noqa: E402
     from sessions_app.fleet.runtime import do_start_fleet  # noqa: E402
 
@@ -103,10 +103,42 @@ if os.environ.get("COMPACTWEB_SEED_A11Y"):
         phase="pre_turn", strategy="remote_v1", status="failed", error_kind="context_window_exceeded",
         tokens_before=40_000, started_at=timezone.now())
     # Two runs: one a test stops (a refused run control), one that keeps its Pause on the board.
-    run, _ = do_start_fleet(scenario="many-short-turns", count=2, provider=provider, policy=policy,
+    run, kept_running = do_start_fleet(scenario="many-short-turns", count=2, provider=provider, policy=policy,
                             turns_per_minute=2, loop=True)
+    # Issue 47: a long history compacted (the inspector's height at 1280 px), a Claude Code transcript imported, a
+    # session recorded by the gateway (the session kinds the pages must not show as simulated), a second run
+    # (its session page's skip link to Pause).
+    from gateway_app.keys import do_create_gateway_key  # noqa: E402
+    from gateway_app.models import GatewayRoute, GatewaySession  # noqa: E402
+    from gateway_app.recording import GATEWAY_SOURCE, ORIGINATOR  # noqa: E402
+    from sessions_app.rollout.services import ClientOrigin  # noqa: E402
+    from sessions_app.transfer.importer import do_import_rollout  # noqa: E402
+    from tests.sessions_app.claude_transcript.transcripts import conversation_with_two_compactions  # noqa: E402
+
+    work = []
+    for n in range(60):
+        work += [message("user", f"Step {n}: run the billing tests and fix what fails in src/ledger_{n}.py"),
+                 {"type": "function_call", "call_id": f"c{n}", "name": "shell",
+                  "arguments": json.dumps({"command": ["bash", "-lc", f"pytest -q tests/test_{n}.py"]})},
+                 {"type": "function_call_output", "call_id": f"c{n}",
+                  "output": f"Exit code: {n % 2}\nOutput:\n" + "FAILED test_split AssertionError\n" * 6},
+                 message("assistant", f"Fixed the rounding in src/ledger_{n}.py; " + "checked " * 20)]
+    long_session = do_create_session(title="A long history", provider=provider, policy=policy, items=work)
+    long_compaction = do_compact_session(session_id=long_session.pk, strategy="local")
+    claude = do_import_rollout(lines=conversation_with_two_compactions().bytes().splitlines(keepends=True),
+                               source_name="claude.jsonl").session
+    route = GatewayRoute.objects.create(name="team-sim", provider=provider, policy=policy)
+    key = do_create_gateway_key(route=route, client_name="alice-laptop")
+    recorded = do_create_session(title="alice-laptop via team-sim: fix the parser", provider=provider, policy=policy,
+                                 items=turns, origin=ClientOrigin(source=GATEWAY_SOURCE, originator=ORIGINATOR,
+                                                                  model_provider="team-sim"))
+    GatewaySession.objects.create(session=recorded, route=route, key=key.row, client_name="alice-laptop",
+                                  group_key=f"thread:{recorded.thread_id}")
     a11y = {"summarised_session": summarised.pk, "local_compaction": local.pk, "stuck_seeded": stuck_seeded.pk,
-            "run_session": run.session_id}
+            "run_session": run.session_id, "kept_running": kept_running.session_id,
+            "long_compaction": long_compaction.pk, "claude_session": claude.pk, "route": route.pk,
+            "claude_compaction": Compaction.objects.filter(session=claude).order_by("rollout_seq").first().pk,
+            "gateway_session": recorded.pk}
 print(json.dumps({
     "a11y": a11y,
     "fleet": fleet,

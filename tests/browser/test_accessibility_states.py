@@ -31,6 +31,22 @@ def blocking(page: Page) -> list:
     return [v for v in axe_violations(page) if v["impact"] in BLOCKING]
 
 
+# Every state is checked as the three stories see it (issue 47): a laptop in the light scheme, the same in the
+# browser's dark scheme (the stylesheet follows prefers-color-scheme), and a phone (390 x 844) in the dark scheme.
+MODES = {
+    "light": ({"width": 1280, "height": 800}, "light"),
+    "dark": ({"width": 1280, "height": 800}, "dark"),
+    "phone-dark": ({"width": 390, "height": 844}, "dark"),
+}
+
+
+def mode_page(browser, web, role: str | None, mode: str) -> Page:
+    """checked_page (axe-core may be injected) with the mode's viewport and colour scheme."""
+    viewport, scheme = MODES[mode]
+    page = checked_page(browser, web, role, viewport=viewport, color_scheme=scheme)
+    return page
+
+
 def check(page: Page, screenshot_dir: Path, name: str) -> None:
     page.screenshot(path=str(screenshot_dir / f"a11y-{name}.png"), full_page=True)
     found = blocking(page)
@@ -49,12 +65,21 @@ STATES = {
     "audit-log": "/audit/",
     "import": "/import/",
     "not-found": "/nowhere/",
+    # issue 47: the long inspector, the session kinds that are not simulated, the pages that set the gateway up
+    "inspector-long-history": "/compactions/{long_compaction}/",
+    "claude-session": "/sessions/{claude_session}/",
+    "claude-inspector": "/compactions/{claude_compaction}/",
+    "gateway-session": "/sessions/{gateway_session}/",
+    "running-session": "/sessions/{kept_running}/",
+    "gateway-keys": "/gateway-keys/",
+    "api-tokens": "/api-tokens/",
 }
 
 
+@pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("name", list(STATES))
-def test_each_seeded_page_state_has_no_serious_or_critical_violation(browser, web, screenshot_dir, name):
-    page = checked_page(browser, web, "admin")
+def test_each_seeded_page_state_has_no_serious_or_critical_violation(browser, web, screenshot_dir, name, mode):
+    page = mode_page(browser, web, "admin", mode)
     page.goto(web.url + STATES[name].format(**web.seed["a11y"]))
     page.wait_for_load_state()
     if name == "fleet-with-alerts-and-stuck":
@@ -64,30 +89,48 @@ def test_each_seeded_page_state_has_no_serious_or_critical_violation(browser, we
         expect(page.locator("#fault-active")).to_contain_text("Server error")
     if name == "session-with-alerts-and-local-summary":
         expect(page.locator("#compaction-status")).to_be_visible()
-    check(page, screenshot_dir, name)
+    check(page, screenshot_dir, f"{name}-{mode}")
+    page.context.close()
 
 
-def test_the_forbidden_page_and_the_login_page(browser, web, screenshot_dir):
-    page = checked_page(browser, web, "none")
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_forbidden_page_and_the_login_page(browser, web, screenshot_dir, mode):
+    page = mode_page(browser, web, "none", mode)
     page.goto(f"{web.url}/analytics/")
     expect(page.locator(".error-page [data-reason]")).to_be_visible()
-    check(page, screenshot_dir, "forbidden")
-    login = checked_page(browser, web, None)
+    check(page, screenshot_dir, f"forbidden-{mode}")
+    login = mode_page(browser, web, None, mode)
     login.goto(f"{web.url}/login/")
     login.fill("#id_username", "nobody")
     login.fill("#id_password", "wrong")
     login.click("button[type=submit]")
     login.wait_for_load_state()
-    check(login, screenshot_dir, "login-refused")
+    check(login, screenshot_dir, f"login-refused-{mode}")
 
 
-def test_the_policy_form_and_the_admin_lists(browser, web, screenshot_dir):
-    page = checked_page(browser, web, "admin")
-    page.goto(f"{web.url}/admin/compaction_app/compactionpolicy/{web.seed['policy']}/change/")
-    expect(page.locator("#id_compact_prompt_helptext")).to_contain_text("Used by:")
-    check(page, screenshot_dir, "policy-form")
-    page.goto(f"{web.url}/admin/compaction_app/prompt/")
-    check(page, screenshot_dir, "prompt-list")
+ADMIN_PAGES = {
+    "policy-form": "/admin/compaction_app/compactionpolicy/{policy}/change/",
+    "policy-list": "/admin/compaction_app/compactionpolicy/",
+    "prompt-list": "/admin/compaction_app/prompt/",
+    "provider-form": "/admin/compaction_app/provider/{provider}/change/",
+    "hook-list": "/admin/compaction_app/hook/",
+    "alert-destination-add": "/admin/compaction_app/alertdestination/add/",
+    "gateway-route-form": "/admin/gateway_app/gatewayroute/{route}/change/",
+    "gateway-route-list": "/admin/gateway_app/gatewayroute/",
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_policy_form_and_the_admin_forms_the_project_adds(browser, web, screenshot_dir, mode):
+    page = mode_page(browser, web, "admin", mode)
+    ids = {"policy": web.seed["policy"], "provider": web.seed["provider"], "route": web.seed["a11y"]["route"]}
+    for name, path in ADMIN_PAGES.items():
+        page.goto(web.url + path.format(**ids))
+        if name == "policy-form":
+            expect(page.locator("#id_compact_prompt_helptext")).to_contain_text("Used by:")
+        assert page.locator("#content").count() == 1, name  # the admin page itself, not a 404 or the login
+        check(page, screenshot_dir, f"{name}-{mode}")
+    page.context.close()
 
 
 def test_refusal_notices_and_import_errors(browser, web, screenshot_dir):
@@ -173,3 +216,128 @@ def test_every_control_of_the_session_page_is_reachable_by_tab_in_reading_order(
     # The recoveries come before the fault form, as on the page.
     assert names.index("local") < names.index("fault")
     page.screenshot(path=str(screenshot_dir / "keyboard-session-page.png"))
+
+
+# --- issue 47: the inspector's height, the session page's skip links, the session head, dark mode, session kinds --
+
+UNFOLD = """() => {
+    for (const el of document.querySelectorAll('.items--scroll, .scroll-box, ul.forgotten')) el.style.maxHeight = 'none';
+    for (const el of document.querySelectorAll('details')) el.open = true;
+}"""
+
+
+def test_the_inspector_of_a_long_history_is_short_at_1280_px(browser, web, screenshot_dir):
+    page = checked_page(browser, web, "operator")
+    page.goto(f"{web.url}/compactions/{web.seed['a11y']['long_compaction']}/")
+    expect(page.locator("#before .item").first).to_be_visible()
+    height = page.evaluate("document.documentElement.scrollHeight")
+    page.screenshot(path=str(screenshot_dir / "inspector-long-1280.png"), full_page=True)
+    # The same page with every box unfolded is the inspector as it was (every item and definition laid out).
+    page.evaluate(UNFOLD)
+    unfolded = page.evaluate("document.documentElement.scrollHeight")
+    print(f"inspector height at 1280 px: {height} px (unfolded, as before: {unfolded} px)")
+    assert height <= 3200 and height * 2 <= unfolded, (height, unfolded)
+    page.reload()
+    # The figures come first; the definitions are one folded line after them.
+    definitions = page.locator("#token-definitions")
+    expect(definitions).not_to_have_attribute("open", "")
+    assert definitions.bounding_box()["y"] > page.locator("#tokens-before").bounding_box()["y"]
+    assert definitions.bounding_box()["height"] < 30
+    page.context.close()
+
+
+def test_pause_is_three_tabs_from_the_top_of_a_running_sessions_page(login, web, screenshot_dir):
+    page = login("operator")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{web.url}/sessions/{web.seed['a11y']['kept_running']}/")
+    expect(page.locator("#live-status, .live-dot").first).to_have_attribute("data-state", "open", timeout=LIVE_TIMEOUT)
+    expect(page.locator("#run-controls button", has_text="Pause")).to_be_visible()
+    page.keyboard.press("Tab")
+    assert focused(page) == "Skip to content|A"
+    page.keyboard.press("Tab")
+    assert focused(page) == "Skip to the run controls|A"
+    page.keyboard.press("Enter")
+    assert focused(page) == "Pause|BUTTON"
+    page.screenshot(path=str(screenshot_dir / "keyboard-session-pause.png"))
+    page.goto(f"{web.url}/sessions/{web.seed['a11y']['kept_running']}/")
+    for _ in range(3):
+        page.keyboard.press("Tab")
+    assert focused(page) == "Skip to Compact now|A"
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.activeElement.name") == "strategy"
+
+
+@pytest.mark.parametrize("viewport", [(1280, 800), (1920, 1080), (390, 844)])
+def test_the_session_heads_facts_never_break_inside_a_word(browser, web, screenshot_dir, viewport):
+    width, height = viewport
+    page = checked_page(browser, web, "operator", viewport={"width": width, "height": height})
+    page.goto(f"{web.url}/sessions/{web.seed['a11y']['kept_running']}/")
+    heights = page.evaluate("""() => Array.from(document.querySelectorAll('#session-head .facts dd'))
+        .map(dd => [dd.textContent.trim(), dd.getBoundingClientRect().height])""")
+    line = min(h for _, h in heights)
+    assert ("sim-1", line) in [(t, h) for t, h in heights], heights  # one line, like the shortest fact
+    assert all(h == line for _, h in heights), heights
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.screenshot(path=str(screenshot_dir / f"session-head-{width}.png"))
+    page.context.close()
+
+
+LUMINANCE = """(selector) => {
+    const parse = c => c.match(/[\\d.]+/g).slice(0, 3).map(Number);
+    const lum = rgb => { const [r, g, b] = rgb.map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+                         return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+    const el = document.querySelector(selector);
+    let bg = getComputedStyle(el).backgroundColor, node = el;
+    while (bg === 'rgba(0, 0, 0, 0)' && node.parentElement) { node = node.parentElement; bg = getComputedStyle(node).backgroundColor; }
+    if (bg === 'rgba(0, 0, 0, 0)') bg = getComputedStyle(document.body).backgroundColor;
+    const fg = lum(parse(getComputedStyle(el).color)), back = lum(parse(bg));
+    return {background: back, text: fg, contrast: (Math.max(fg, back) + 0.05) / (Math.min(fg, back) + 0.05)};
+}"""
+
+
+@pytest.mark.parametrize("path, selector", [
+    ("/", "#fleet-table td.c-title a"),
+    ("/sessions/{claude_session}/", "#history .item__body"),
+    ("/compactions/{long_compaction}/", "#tokens-before"),
+    ("/alerts/", "main h1"),
+    ("/analytics/", "main h1"),
+])
+def test_dark_mode_follows_the_browsers_preference_with_readable_text(browser, web, screenshot_dir, path, selector):
+    url = web.url + path.format(**web.seed["a11y"])
+    found = {}
+    for scheme in ("light", "dark"):
+        page = checked_page(browser, web, "admin", color_scheme=scheme)
+        page.goto(url)
+        found[scheme] = page.evaluate(LUMINANCE, selector)
+        found[scheme]["body"] = page.evaluate(LUMINANCE, "body")["background"]
+        page.screenshot(path=str(screenshot_dir / f"scheme-{scheme}-{path.strip('/').replace('/', '-') or 'fleet'}.png"))
+        page.context.close()
+    light, dark = found["light"], found["dark"]
+    assert light["body"] > 0.8 and dark["body"] < 0.05, found  # a dark page in the dark scheme, light otherwise
+    assert dark["text"] > dark["background"] and light["text"] < light["background"], found  # light ink on dark
+    assert dark["contrast"] >= 4.5 and light["contrast"] >= 4.5, found
+
+
+def test_sessions_the_simulator_does_not_drive_do_not_look_simulated(browser, web, screenshot_dir):
+    page = checked_page(browser, web, "operator")
+    seed = web.seed["a11y"]
+    for session in (seed["claude_session"], seed["gateway_session"]):
+        page.goto(f"{web.url}/sessions/{session}/")
+        expect(page.locator("#session-head h1")).to_be_visible()
+        expect(page.locator("#run-controls")).to_be_hidden()
+        expect(page.get_by_text("Simulated run")).to_have_count(0)
+    page.goto(f"{web.url}/sessions/{seed['claude_session']}/")
+    expect(page.locator("#session-head h1")).to_have_text("imported: fix parser bug 3")
+    expect(page.locator("#session-head .facts")).to_contain_text("claude-sonnet-4-5")
+    limit = int(page.locator(".chart__limit").first.get_attribute("data-limit"))
+    assert limit > 32_000  # the model's window, not the seeded provider's 32k
+    page.goto(f"{web.url}/compactions/{seed['claude_compaction']}/")
+    expect(page.locator("#claude-trigger")).to_have_text("auto-compact, near the context limit")
+    page.goto(f"{web.url}/sessions/{seed['kept_running']}/")
+    expect(page.locator("#run-controls h2")).to_have_text("Simulated run")
+    # The derived rows of the import and the scenario windows are not offered when starting sessions.
+    page.goto(f"{web.url}/")
+    offered = page.eval_on_selector_all("#start-form select[name=provider] option",
+                                        "options => options.map(o => o.textContent.trim())")
+    assert offered == ["embedded"], offered
+    page.context.close()

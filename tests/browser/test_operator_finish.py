@@ -12,10 +12,13 @@ from playwright.sync_api import Page, expect
 AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
 
 
-def checked_page(browser, web, role: str | None) -> Page:
+def checked_page(browser, web, role: str | None, *, viewport: dict | None = None,
+                 color_scheme: str = "light") -> Page:
     """A page of its own browser context, logged in as `role`, that may inject axe-core: the site's CSP refuses
-    inline scripts (as it should), so this context bypasses CSP for the checker only."""
-    page = browser.new_context(viewport={"width": 1280, "height": 800}, bypass_csp=True).new_page()
+    inline scripts (as it should), so this context bypasses CSP for the checker only. 1280 x 800 in the light
+    scheme unless told (`color_scheme="dark"` emulates the browser's dark preference)."""
+    page = browser.new_context(viewport=viewport or {"width": 1280, "height": 800}, bypass_csp=True,
+                               color_scheme=color_scheme).new_page()
     if role:
         user = web.user(role)
         page.goto(f"{web.url}/login/")

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _blocks(page: str) -> dict[str, str]:
     """The text of every <pre id=...> block of the page, unescaped, by id."""
     return {m.group(1): html.unescape(re.sub(r"<[^>]+>", "", m.group(2)))
-            for m in re.finditer(r'<pre id="([^"]+)">(.*?)</pre>', page, re.S)}
+            for m in re.finditer(r'<pre id="([^"]+)"[^>]*>(.*?)</pre>', page, re.S)}
 
 
 def test_the_keys_page_shows_both_codex_configs_with_this_host_and_the_new_key_and_they_work(
