@@ -109,11 +109,18 @@ def scores(room: str) -> int:
     score = f"{100 * killed / judged:.0f}%" if judged else "n/a"
     other = {status: len(names) for status, names in by_status.items()
              if status not in KILLED | {"survived", "no tests"}}
-    print(f"{room}: {killed}/{judged} non-equivalent mutants killed ({score})"
+    # Mutants only PostgreSQL runs survive this embedded run; the room lists the PostgreSQL test that kills each.
+    postgresql_only: dict[str, str] = spec.get("postgresql_only", {})
+    on_postgresql = len(postgresql_only.keys() & set(survived))
+    with_postgresql = (f"; {100 * (killed + on_postgresql) / judged:.0f}% with the {on_postgresql} that only the "
+                       "PostgreSQL pass runs, killed there" if on_postgresql and judged else "")
+    print(f"{room}: {killed}/{judged} non-equivalent mutants killed ({score}{with_postgresql})"
           f"{f', not judged: {other}' if other else ''}")
     for name in survived:
         if name in equivalent:
             print(f"    equivalent: {name}: {equivalent[name]}")
+        elif name in postgresql_only:
+            print(f"    PostgreSQL only: {name}: killed there by {postgresql_only[name]}")
         else:
             print(f"    {'no test reaches' if name in by_status.get('no tests', []) else 'survived'}: {name}")
     return 0
