@@ -254,7 +254,7 @@ class PromptUsedSerializer(serializers.Serializer):
         return super().to_representation(compaction) if compaction.prompt_version else None
 
 
-@extend_schema_field(serializers.CharField())
+@extend_schema_field(serializers.DateTimeField())
 class IsoDateTimeField(serializers.DateTimeField):
     """A time as Python's isoformat writes it (`+00:00`, not DRF's `Z`): the compaction shapes' format since the
     first API, kept so no client sees it change."""
