@@ -31,7 +31,7 @@ from compaction_app.engine.pins import is_pinned_block
 from compaction_app.providers.simulated import anthropic as messages
 from gateway_app import compaction, lookups, proxy, recording
 from gateway_app.models import GatewaySession
-from sessions_app.compactions.services import CompactionFailed, CompactionRefused
+from sessions_app.gateway_surface import CompactionFailed, CompactionRefused
 
 logger = logging.getLogger(__name__)
 

@@ -8,6 +8,6 @@ class GatewayAppConfig(AppConfig):
     def ready(self) -> None:
         # A rollback (or redo) of a gateway session's compaction changes what the gateway forwards (operator.py).
         from gateway_app import operator
-        from sessions_app.rollout.signals import rollout_appended
+        from sessions_app.gateway_surface import rollout_appended
 
         rollout_appended.connect(operator.on_rollout_appended, dispatch_uid="gateway-rollback")

@@ -31,16 +31,19 @@ from compaction_app.engine.thresholds import auto_compact_limit
 from compaction_app.engine.vocabulary import Strategy
 from gateway_app import lookups, operator, recording, wire
 from gateway_app.models import CompactionHandle, GatewayRoute, GatewaySession
-from sessions_app.compactions.services import (
+from sessions_app.gateway_surface import (
+    GATEWAY_NOTICE,
     SHORT_OF_TARGET_KIND,
     CompactionAsk,
     CompactionFailed,
+    LiveItem,
+    Session,
     acompact_session,
+    append_rollout_lines,
+    apublish_transient,
+    compaction_settings,
+    counter_for,
 )
-from sessions_app.compactions.settings_builder import compaction_settings
-from sessions_app.models import LiveItem, Session
-from sessions_app.rollout.events import GATEWAY_NOTICE, apublish_transient
-from sessions_app.rollout.services import append_rollout_lines, counter_for
 
 logger = logging.getLogger(__name__)
 

@@ -29,9 +29,8 @@ from compaction_app.engine.vocabulary import PinMode, method_label
 from compaction_app.models import AuditEntry, Compaction
 from gateway_app import steering
 from gateway_app.models import GatewaySession
-from sessions_app.compactions.retention import session_pins
-from sessions_app.models import LiveItem, RolloutLine
-from sessions_app.rollout import projection as p
+from sessions_app.gateway_surface import LiveItem, RolloutLine, session_pins
+from sessions_app.gateway_surface import projection as p
 
 logger = logging.getLogger(__name__)
 

@@ -55,8 +55,12 @@ from gateway_app import (
     wire,
 )
 from gateway_app.models import GatewayRoute
-from sessions_app.compactions.services import SHORT_OF_TARGET_KIND, CompactionFailed, CompactionRefused
-from sessions_app.compactions.settings_builder import provider_config
+from sessions_app.gateway_surface import (
+    SHORT_OF_TARGET_KIND,
+    CompactionFailed,
+    CompactionRefused,
+    provider_config,
+)
 
 logger = logging.getLogger(__name__)
 

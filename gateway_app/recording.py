@@ -32,20 +32,27 @@ from django.db.models import F
 from compaction_app.engine.items import is_real_user_message, message_text
 from gateway_app import anthropic_wire, wire
 from gateway_app.models import GatewayAttempt, GatewayRoute, GatewaySession
-from sessions_app.codex_rollout.labels import LOCAL, REMOTE_V1, REMOTE_V2, Labels
-from sessions_app.models import LiveItem, RolloutLine, Session
-from sessions_app.rollout import projection as p
-from sessions_app.rollout.events import GATEWAY_REQUESTS, publish_transient
-from sessions_app.rollout.services import (
+from sessions_app.gateway_surface import (
+    GATEWAY_REQUESTS,
+    LOCAL,
+    REMOTE_V1,
+    REMOTE_V2,
     ClientOrigin,
+    ItemValidationError,
+    Labels,
+    LiveItem,
     NewLine,
+    RolloutLine,
+    Session,
     append_rollout_lines,
+    create_compactions,
     do_create_session,
+    live_alerts,
+    publish_transient,
     usage_line,
+    validate_item,
 )
-from sessions_app.rollout.validation import ItemValidationError, validate_item
-from sessions_app.transfer import live_alerts
-from sessions_app.transfer.importer import create_compactions
+from sessions_app.gateway_surface import projection as p
 
 logger = logging.getLogger(__name__)
 
