@@ -10,7 +10,8 @@
   rollout as a `compaction_usage` line; **probes** the model-judged retention check's tokens, a
   `retention_probe_usage` line (both read back by import and follow: usage_lines.py);
 - **the re-read tax** counts only fetches, within the watch window, of content the compaction dropped and that had
-  not changed since (docs/alerts.md): re-running tests or re-applying a patch is not counted.
+  not changed since (docs/alerts.md): re-running tests or re-applying a patch is not counted; also in the rollout,
+  as `compaction_reread_usage` lines naming the compaction's window (read back by import and follow too).
 
 A session's net is the sum over its installed (not rolled-back) compactions.
 """

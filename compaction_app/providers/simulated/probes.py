@@ -62,7 +62,9 @@ def _visible_artifacts(items: list[dict[str, Any]]) -> list[str]:
 
 
 QUESTION_COMMAND = re.compile(r"^How did `(.+)` exit\?")
-QUESTION_SETTING = re.compile(r"^What is the latest value of (.+?) \(in .*\)\?$")
+QUESTION_SETTING = re.compile(r"^What is the latest value of (.+?) \(in (.*)\)\?$")
+# What names the thing a setting was read from (`checkout-21`, `export/21`, `shard_7`): a name with a digit.
+THING = re.compile(r"[a-z][\w@.-]*\d[\w@.-]*(?:/\d+)?|[a-z][\w-]*/\d+")
 
 
 def _window_lines(items: list[dict[str, Any]]) -> list[str]:
@@ -81,7 +83,8 @@ def _window_lines(items: list[dict[str, Any]]) -> list[str]:
 
 def pointed_answer(items: list[dict[str, Any]], question: str, artifacts: list[str]) -> str:
     """One numbered question answered from the window alone: the line that states the command's status or the
-    setting's value (the last such line: the latest), or "I do not know"."""
+    setting's value (the last such line: the latest), looked for by the setting's name, its longer words, then the
+    thing it was read from (as a reader would when the summary renamed it), or "I do not know"."""
     command = QUESTION_COMMAND.match(question)
     if command:
         wanted = command.group(1).lower()
@@ -91,11 +94,17 @@ def pointed_answer(items: list[dict[str, Any]], question: str, artifacts: list[s
     setting = QUESTION_SETTING.match(question)
     if setting:
         name = setting.group(1).lower()
+        things = {t.strip(".") for t in THING.findall(setting.group(2).lower())}
         lines = [line for line in _window_lines(items) if re.search(r"\d", line)]
-        stated = [line for line in lines if name in line.lower()]
+        # Of the lines that name the setting, those about the same thing (not a sibling service's port).
+        about = [line for line in lines if things & {t.strip(".") for t in THING.findall(line.lower())}]
+        stated = [line for line in about if name in line.lower()] or [line for line in lines if name in line.lower()]
         if not stated:  # the name in other words: a line with one of its longer words ("peaked" for peak memory)
             words = [w for w in re.split(r"[_\W]+", name) if len(w) >= 4]
-            stated = [line for line in lines if any(w in line.lower() for w in words)]
+            stated = [line for line in about if any(w in line.lower() for w in words)] or \
+                [line for line in lines if any(w in line.lower() for w in words)]
+        if not stated:  # the setting renamed: a line about the thing it was read from ("/export/21 answers in 421 ms")
+            stated = about
         return stated[-1] if stated else "I do not know."
     return "I do not know."
 

@@ -78,3 +78,28 @@ def test_probes_call_at_most_two_percent_of_lost_facts_kept_on_the_labelled_set(
     called_kept, lost = called_kept + more_kept, lost + more_lost
     assert lost > 1000
     assert called_kept / lost <= 0.02, (called_kept, lost)
+
+
+LATENCY = [fcall("l1", "exec_command", cmd="./scripts/latency --route /export/21"),
+           fout("l1", exec_out(0, "samples: 5000\np95_latency: 421 ms")),
+           fcall("l2", "exec_command", cmd="./scripts/latency --route /export/22"),
+           fout("l2", exec_out(0, "samples: 5000\np95_latency: 422 ms"))]
+
+
+def _setting_probe(summary: str, tag: str):
+    facts = [v.fact for v in score_compaction([user_message("go"), *LATENCY], [user_message("go")]).verdicts
+             if v.fact.setting == "p95_latency" and tag in v.fact.text]
+    after = [user_message("go"), user_message(f"{SUMMARY_PREFIX}\n{summary}")]
+    (verdict,) = asyncio.run(model_judged_check(facts=facts, after=after, client=CLIENT, model="sim")).verdicts
+    return verdict
+
+
+def test_the_simulated_model_finds_a_setting_the_summary_renamed_by_what_it_was_read_from():
+    verdict = _setting_probe("- /export/21 answers in 421 ms at the 95th percentile", "/export/21")
+    assert verdict.kept is True and "421 ms" in verdict.answer
+
+
+def test_the_simulated_model_answers_with_the_line_about_the_same_thing_not_a_siblings():
+    summary = "- p95_latency of /export/21: 421 ms\n- p95_latency of /export/22: 422 ms"
+    assert _setting_probe(summary, "/export/21").kept is True  # the last line naming p95_latency is /export/22's
+    assert _setting_probe("- p95_latency of /export/22: 422 ms", "/export/21").kept is False
