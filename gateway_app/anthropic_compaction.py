@@ -29,7 +29,7 @@ from typing import Any
 from compaction_app.engine.items import message_text
 from compaction_app.engine.pins import is_pinned_block
 from compaction_app.providers.simulated import anthropic as messages
-from gateway_app import compaction, lookups, proxy, recording
+from gateway_app import compaction, lookups, operator, proxy, recording
 from gateway_app.models import GatewaySession
 from sessions_app.gateway_surface import CompactionFailed, CompactionRefused
 
@@ -84,6 +84,9 @@ async def answer(caller: proxy.Caller, exchange: dict[str, Any], body: dict[str,
                                                       room_target=False)
         text = summary_of(await lookups.run(recording.live_history, session_id=gs.session_id), done.summary or "")
         await proxy.on_recorder(_set_pending, gs_id=gs.pk, compaction_id=done.pk)
+        # The recorded history is now the compaction's: a control cached before it would place the pinned block by
+        # the old history's positions in Claude Code's next (compacted) conversation, wherever they happen to fall.
+        operator.forget_controls()
     except compaction.ForwardInstead:  # the route says: forward what the policy cannot do (masking, nothing left)
         raise
     except Exception as exc:  # the history is as the request had it

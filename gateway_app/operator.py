@@ -59,6 +59,12 @@ def _forget() -> None:
     _controls.clear()  # this process sees a change at once
 
 
+def forget_controls() -> None:
+    """Drop the cached controls (a change to a session's recorded history that the operator's actions did not
+    make, such as a compaction the gateway answered)."""
+    _forget()
+
+
 def cached_control(*, route_id: int, key_id: int, group: str):
     """The control read within the last CONTROL_CACHE_SECONDS, or UNKNOWN (no database: the proxy reads this on
     the event loop and goes to the database only when it is UNKNOWN)."""
