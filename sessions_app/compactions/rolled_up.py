@@ -17,8 +17,8 @@ from compaction_app.engine.percentiles import nearest_rank
 from compaction_app.engine.vocabulary import STRATEGY_MEMENTO
 from compaction_app.models import (
     ArchivedDuration,
-    ArchivedShare,
     ArchivedRollup,
+    ArchivedShare,
     AttemptRollup,
     CompactionAttempt,
     CompactionPolicy,
