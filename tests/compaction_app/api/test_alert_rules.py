@@ -208,3 +208,21 @@ def test_a_silence_whose_setter_was_removed_is_lifted_by_the_support_role_only(o
 def test_a_turn_without_a_watch_or_items_reads_nothing(reader):
     assert alerts.record_turn(session_id=reader.pk, first_seq=1, last_seq=5) == []
     assert alerts.record_turn(session_id=reader.pk, first_seq=0, last_seq=0) == []
+
+
+def test_setting_and_lifting_a_silence_tell_the_sessions_live_pages(operator_user, reader, monkeypatch,
+                                                                    django_capture_on_commit_callbacks):
+    told = []
+    monkeypatch.setattr(alerts.events, "publish_alert_event", lambda **kwargs: told.append(kwargs))
+    with django_capture_on_commit_callbacks(execute=True):
+        silence = alerts.do_silence_alerts(kind="loop", session_id=reader.pk, minutes=5, actor=operator_user)
+    with django_capture_on_commit_callbacks(execute=True):
+        alerts.do_lift_silence(silence=silence, actor=operator_user)
+    assert told == [{"session_id": reader.pk, "alert_id": 0}] * 2
+
+
+def test_the_live_card_puts_the_cause_raised_last_first(reader, make_session):
+    (older,) = raise_alert(rules.AlertKind.LOOP, reader.pk)
+    (newer,) = raise_alert(rules.AlertKind.FAILURE_STREAK, reader.pk)
+    raise_alert(rules.AlertKind.LOOP, reader.pk)  # the older cause raised again: now the latest
+    assert [a.pk for a in alerts.recent_alerts(session_id=reader.pk)] == [older.pk, newer.pk]

@@ -267,3 +267,21 @@ def test_without_the_setting_a_lease_lasts_thirty_seconds(settings):
     assert lease_ttl() == timedelta(seconds=30)
     settings.COMPACTWEB_LEASE_TTL_SECONDS = "12.5"  # from the environment, a string
     assert lease_ttl() == timedelta(seconds=12.5)
+
+
+@pytest.mark.django_db
+def test_a_refused_take_touches_no_other_sessions_expired_lease(make_session, lost_holders):
+    busy, dead = make_session(), make_session()
+    live = acquire(session_id=busy.pk, purpose="compaction")
+    stale = acquire(session_id=dead.pk, purpose="turn")
+    expire(dead.pk)
+    with pytest.raises(SessionBusy):
+        acquire(session_id=busy.pk, purpose="turn")
+    assert lease_row(busy.pk)[0] == live.holder and lease_row(dead.pk)[0] == stale.holder
+    assert lost_holders == []
+
+
+@pytest.mark.django_db
+def test_an_unknown_session_is_named_in_the_refusal():
+    with pytest.raises(Session.DoesNotExist, match="no session 987654"):
+        acquire(session_id=987654, purpose="turn")
