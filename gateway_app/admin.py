@@ -81,8 +81,8 @@ class GatewaySessionAdmin(admin.ModelAdmin):
 
 @admin.register(GatewayAttempt)
 class GatewayAttemptAdmin(admin.ModelAdmin):
-    list_display = ("created", "route", "gateway_session", "endpoint", "request_kind", "status")
-    list_filter = ("route", "status")
+    list_display = ("created", "route", "gateway_session", "endpoint", "request_kind", "status", "cut")
+    list_filter = ("route", "status", "cut")
     readonly_fields = [f.name for f in GatewayAttempt._meta.fields]
 
     def has_add_permission(self, request):

@@ -138,6 +138,9 @@ class GatewayAttempt(models.Model):
     request_kind = models.CharField(max_length=32, blank=True)
     status = models.PositiveSmallIntegerField(help_text="HTTP status the client got (0: the client went away).")
     error = models.TextField(blank=True)
+    cut = models.BooleanField(
+        default=False, help_text="The gateway process ended (killed, or stopped mid-stream) before the exchange's "
+                                 "record was written: begun, never finished (gateway_app.journal).")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -162,3 +165,21 @@ class GatewayRateCount(models.Model):
 
     def __str__(self) -> str:
         return f"route {self.route_id}, minute {self.window}, process {self.process}: {self.count}"
+
+
+class GatewayInFlight(models.Model):
+    """An exchange the gateway accepted and is forwarding, noted while it goes to the upstream and removed in the
+    transaction that writes its record: one still here long after its process ended was cut by that process's end
+    (a SIGKILL, a crash, a stop mid-stream), and the sweep turns it into a `cut` GatewayAttempt (gateway_app.journal)."""
+
+    token = models.UUIDField(primary_key=True)
+    route = models.ForeignKey(GatewayRoute, on_delete=models.CASCADE, related_name="+")
+    key = models.ForeignKey(GatewayKey, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    group_key = models.CharField(max_length=300)
+    endpoint = models.CharField(max_length=64)
+    request_kind = models.CharField(max_length=32, blank=True)
+    process = models.CharField(max_length=200, help_text="host:pid:start of the gateway process that took it.")
+    begun = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} on route {self.route_id} since {self.begun:%Y-%m-%d %H:%M:%S}"

@@ -28,7 +28,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ from compactweb import gateway_metrics
 from compactweb.roles import role_of
 from gateway_app import (
     compaction,
+    journal,
     keys,
     limits,
     lookups,
@@ -167,8 +168,14 @@ async def _caller_of(presented: str, route_name: str, address: str) -> Caller | 
     return caller
 
 
-async def schedule_record(exchange: recording.Exchange) -> None:
+async def schedule_record(exchange: recording.Exchange, began: journal.Begun | None = None) -> None:
+    """Queue the exchange's record; one noted as begun is queued once its journal row is committed (the record
+    deletes it), and from then on is the recorder's to finish, not the exit's."""
+    if began is not None:
+        await began.noted()
     await recorder.recorder.put(exchange)
+    if began is not None:
+        journal.handed_over(began.token)
 
 
 async def on_recorder(fn, /, **kwargs):
@@ -180,6 +187,7 @@ def close_recorder_connections() -> None:
     """Close the recorder's, the lookups' and the rate counts' database connections (a test database is dropped after the tests)."""
     recorder.close_connections()
     lookups.close_connections()
+    journal.close_connections()
     limits.close_connections()
 
 
@@ -431,12 +439,15 @@ async def _coalesced(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
 
 async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: bytes, exchange: dict[str, Any],
                    receive, send) -> None:
+    # Noted as begun while it goes to the upstream (not waited for): a process killed from here on leaves a trace
+    # the sweep turns into a cut record (journal).
+    began = journal.begin(exchange)
     client, request = upstream.request(caller.config, "POST", endpoint, headers, raw, bearer=caller.client_bearer)
     try:
         response = await client.send(request, stream=True)
     except httpx.HTTPError as exc:
         message = f"the upstream did not answer: {upstream.describe(exc)}"
-        await schedule_record(recording.Exchange(**exchange, status=502, error=message))
+        await schedule_record(recording.Exchange(**exchange, status=502, error=message), began)
         await _send_error(send, 502, "upstream_unreachable", message, kind="server_error")
         return
     status = response.status_code
@@ -454,7 +465,8 @@ async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: 
     try:
         await _start(send, status, upstream.returned_headers(response.headers))
         hang_up = asyncio.ensure_future(_client_gone(receive))
-        pump = asyncio.ensure_future(_pump(response, send, kept, sse=answer_format == recording.SSE))
+        pump = asyncio.ensure_future(_pump(response, send, kept, sse=answer_format == recording.SSE,
+                                           before_end=began.noted))
         tasks += [pump, hang_up]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         error = pump.result() if pump.done() else CLIENT_GONE
@@ -468,7 +480,7 @@ async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: 
                     await task
         await response.aclose()
     await schedule_record(recording.Exchange(**exchange, status=status, error=error, answer=tuple(kept),
-                                       answer_format=answer_format))
+                                       answer_format=answer_format), began)
 
 
 async def _client_gone(receive) -> None:
@@ -483,18 +495,22 @@ async def _client_gone(receive) -> None:
 _STREAM_END = re.compile(rb'"type":\s*"(?:response\.(?:completed|failed|incomplete|done)|error)"')
 
 
-async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool) -> str:
+async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool,
+                before_end: Callable[[], Awaitable[None]]) -> str:
     """Pass the upstream's answer on, chunk by chunk; the error that cut it ("" when it ended whole). A stream
     that broke, or closed before it ended (no `response.completed`, `response.failed`, ...), is ended for the
     client with a `response.failed` event, as the Responses API fails a stream: never a clean end of a truncated
-    one."""
-    ended, tail = not sse, b""
+    one. The chunk that ends the answer waits for `before_end` (the exchange noted as begun, long done by then)."""
+    ended, tail, noted = not sse, b"", False
     try:
         async for chunk in _coalesced(response.aiter_bytes()):
             kept.append(chunk)
             if not ended:
                 ended = _STREAM_END.search(tail + chunk) is not None
                 tail = chunk[-64:]
+            if ended and not noted:
+                noted = True
+                await before_end()
             try:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except Exception:  # a server that does say so on send: stop reading the upstream too

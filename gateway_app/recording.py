@@ -31,7 +31,7 @@ from django.db.models import F
 
 from compaction_app.engine.items import is_real_user_message, message_text
 from gateway_app import anthropic_wire, wire
-from gateway_app.models import GatewayAttempt, GatewayRoute, GatewaySession
+from gateway_app.models import GatewayAttempt, GatewayInFlight, GatewayRoute, GatewaySession
 from sessions_app.gateway_surface import (
     GATEWAY_REQUESTS,
     LOCAL,
@@ -106,6 +106,8 @@ class Exchange:
     # `settled` reads it into output, usage, response id and error on the recorder's thread.
     answer: tuple[bytes, ...] = ()
     answer_format: str = ""  # SSE or JSON (a successful answer to read), "" (nothing to read)
+    # The token of the exchange's journal row (gateway_app.journal), deleted with the record's writing.
+    begun: uuid.UUID | None = None
 
     @property
     def ok(self) -> bool:
@@ -278,6 +280,8 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
     """Write one exchange into its session (see the module docstring)."""
     exchange = settled(exchange)
     with transaction.atomic():
+        if exchange.begun is not None:  # recorded: no longer an exchange begun and never finished
+            GatewayInFlight.objects.filter(pk=exchange.begun).delete()
         if not exchange.ok and not exchange.history:
             _record_failure(exchange, None)
             return None

@@ -20,4 +20,6 @@ def gateway_card(*, session_id: int) -> dict[str, Any]:
         return {"gs": None}
     notice = (AuditEntry.objects.filter(session_id=session_id, action__in=NOTICE_ACTIONS)
               .order_by("-created_at", "-pk").values_list("reason", flat=True).first())
-    return {"gs": gs, "requests": gs.requests, **gateway_state(gs=gs), "notice": notice or ""}
+    cut = gs.failed_attempts.filter(cut=True)
+    return {"gs": gs, "requests": gs.requests, **gateway_state(gs=gs), "notice": notice or "",
+            "cut_count": cut.count(), "last_cut": cut.order_by("-created", "-pk").first()}

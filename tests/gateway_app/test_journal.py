@@ -1,0 +1,152 @@
+"""Issue 41, "no record lost": every exchange the gateway forwards is noted as begun before its answer ends, its
+record removes the note, and a note whose gateway process ended becomes a `cut` attempt, visible on the session's
+page, with nothing else recorded. (The process really killed, and really stopped: tests/scale_out/
+test_gateway_on_daphne.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+
+import httpx
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import Group
+from django.core.asgi import get_asgi_application
+from django.core.management import call_command
+from django.utils import timezone
+
+from compactweb.roles import ROLES
+from compactweb.routing import http_router
+from gateway_app import journal, proxy
+from gateway_app.models import GatewayAttempt, GatewayInFlight, GatewaySession
+from sessions_app.models import LiveItem
+from tests.gateway_app.conftest import call
+from tests.gateway_app.test_proxy import BASE, bearer, meta, user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+THREAD = "0190eeee-0000-7000-8000-000000000001"
+
+
+def turn(key: str, items: list[dict], turn_id: str = "turn-1") -> httpx.Response:
+    body = {"model": "compactweb-sim", "stream": True, "input": [BASE, *items]}
+    return call("POST", "/gateway/v1/responses", json=body, headers={**bearer(key), **meta(THREAD, turn_id)})
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_the_end_of_an_answer_waits_until_the_exchange_is_noted_and_its_record_removes_the_note(
+        sim_upstream, gateway_key, monkeypatch):
+    held, release = threading.Event(), threading.Event()
+    real = journal.do_begin
+
+    def slow_note(**kwargs):
+        held.set()
+        assert release.wait(30)
+        real(**kwargs)
+
+    monkeypatch.setattr(journal, "do_begin", slow_note)
+    app = http_router(get_asgi_application())
+    raw = json.dumps({"model": "compactweb-sim", "stream": True, "input": [BASE, user("hello")]}).encode()
+    headers = {**bearer(gateway_key), **meta(THREAD), "content-type": "application/json"}
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/gateway/v1/responses", "raw_path": b"/gateway/v1/responses", "query_string": b"",
+             "root_path": "", "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80),
+             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
+    sent: list[dict] = []  # what the server would write to the client's socket, as it is handed over
+
+    async def go():
+        requests = [{"type": "http.request", "body": raw, "more_body": False}]
+
+        async def receive():
+            if requests:
+                return requests.pop()
+            return await asyncio.get_running_loop().create_future()  # the client stays
+
+        async def send(message):
+            sent.append(message)
+
+        served = asyncio.ensure_future(app(scope, receive, send))
+        assert await asyncio.to_thread(held.wait, 30)
+        await asyncio.sleep(0.5)  # the upstream's whole answer has long arrived
+        body = b"".join(m.get("body", b"") for m in sent)
+        ended = any(m["type"] == "http.response.body" and not m.get("more_body") for m in sent)
+        release.set()
+        await served
+        await proxy.drain()
+        return body, ended
+
+    before, ended_before = async_to_sync(go)()
+    # The answer's end did not go to the client before the exchange was noted (the simulated model sends its
+    # answer in one piece, so nothing of it went: a streamed answer's earlier events go on as they come).
+    assert b"response.completed" not in before and not ended_before
+    after = b"".join(m.get("body", b"") for m in sent)
+    assert b"response.completed" in after and not sent[-1].get("more_body")
+    assert not GatewayInFlight.objects.exists()  # the record removed the note in its own transaction
+    assert not GatewayAttempt.objects.exists() and GatewaySession.objects.get().requests == 1
+
+
+def test_an_exchange_whose_process_ended_is_recorded_as_cut_and_nothing_is_invented(sim_upstream, gateway_key,
+                                                                                      client, make_user):
+    assert turn(gateway_key, [user("fix the parser")]).status_code == 200
+    gs = GatewaySession.objects.get()
+    history = list(LiveItem.objects.filter(session_id=gs.session_id).values_list("item", flat=True))
+    # Three exchanges begun and never recorded: one by a process of this host that is gone, one by a process of
+    # this host that still runs (this test's parent), one by a process on another host, not yet old.
+    common = dict(route_id=gs.route_id, key_id=gs.key_id, group_key=gs.group_key, endpoint="responses",
+                  request_kind="turn", begun=timezone.now())
+    gone = GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{dead_pid()}:1", **common)
+    running = GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{os.getppid()}:1",
+                                             **common)
+    elsewhere = GatewayInFlight.objects.create(token=uuid.uuid4(), process="another-host:4242:1", **common)
+
+    call_command("gateway_sweep_cut")
+
+    (cut,) = GatewayAttempt.objects.all()
+    assert cut.cut and cut.status == 0 and cut.gateway_session_id == gs.pk and cut.endpoint == "responses"
+    assert gone.process in cut.error and "its process is gone" in cut.error
+    assert set(GatewayInFlight.objects.values_list("token", flat=True)) == {running.token, elsewhere.token}
+    gs.refresh_from_db()
+    assert gs.requests == 2  # the cut exchange was a request the session made
+    assert list(LiveItem.objects.filter(session_id=gs.session_id).values_list("item", flat=True)) == history
+
+    # Past the bound, a process elsewhere is taken for ended too.
+    GatewayInFlight.objects.filter(pk=elsewhere.pk).update(begun=timezone.now() - dt.timedelta(hours=2))
+    call_command("gateway_sweep_cut")
+    assert GatewayAttempt.objects.filter(cut=True).count() == 2
+    assert list(GatewayInFlight.objects.values_list("token", flat=True)) == [running.token]
+
+    for name in ROLES:  # (a transactional test before this one flushed the groups the migration made)
+        Group.objects.get_or_create(name=name)
+    client.force_login(make_user("operator"))
+    page = client.get(f"/sessions/{gs.session_id}/").content.decode()
+    assert 'id="gateway-cut"' in page and "2 exchanges cut" in page
+
+
+def test_the_next_exchange_is_recorded_whole_after_a_cut_one(sim_upstream, gateway_key, monkeypatch):
+    """The first exchange a process takes sweeps what the process before it left: the cut one is an attempt, and
+    the client's next request (its history without the cut answer) extends the history as usual."""
+    assert turn(gateway_key, [user("fix the parser")]).status_code == 200
+    gs = GatewaySession.objects.get()
+    GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{dead_pid()}:1",
+                                   route_id=gs.route_id, key_id=gs.key_id, group_key=gs.group_key,
+                                   endpoint="responses", request_kind="turn", begun=timezone.now())
+    monkeypatch.setattr(journal, "_swept", False)  # as in a process that just started
+    first = [i for i in LiveItem.objects.filter(session_id=gs.session_id).order_by("position")
+             .values_list("item", flat=True)]
+    assert turn(gateway_key, [*first, user("and the docs")], "turn-3").status_code == 200
+    assert GatewayAttempt.objects.filter(cut=True, gateway_session=gs).count() == 1
+    assert not GatewayInFlight.objects.exists()
+    gs.refresh_from_db()
+    assert not gs.session.rollout_lines.filter(kind__in=("compacted", "rollback")).exists()
