@@ -11,7 +11,7 @@ append request over Daphne went from 31 to 24 ms without them (docs/benchmarks.m
 
 Here a request borrows one of `threads` single-thread executors and hands it to ThreadSensitiveContext, so all its
 sync work still runs on one thread, as Django requires. A connection opened on such a thread is kept for
-REQUEST_CONN_MAX_AGE seconds, with Django's own end-of-request checks: `close_old_connections` still closes it when
+REQUEST_CONN_MAX_AGE seconds (compactweb.db_threads), with Django's own end-of-request checks: `close_old_connections` still closes it when
 it outlived that age, when an error left it unusable, or when autocommit was left changed; and it is health-checked
 before a request reuses it. When a thread has had no request for IDLE_CLOSE_SECONDS its connection is closed, so
 an idle web process holds no connection and a test database can be dropped. A request that finds every thread
@@ -23,20 +23,18 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import django
 from asgiref.sync import ThreadSensitiveContext
 from django.core.handlers.asgi import ASGIHandler
-from django.db import connections
-from django.db.backends.signals import connection_created
+
+from compactweb.db_threads import REQUEST_CONN_MAX_AGE, close_this_threads_connections, keep_connections_here
+
+__all__ = ["REQUEST_CONN_MAX_AGE", "PooledASGIHandler", "RequestThreads", "get_asgi_application"]
 
 REQUEST_THREADS = int(os.environ.get("COMPACTWEB_REQUEST_THREADS", "8"))
-REQUEST_CONN_MAX_AGE = 60.0
 IDLE_CLOSE_SECONDS = 1.0
-
-_pool_threads = threading.local()  # .member is True on the pool's threads
 
 
 class RequestThreads:
@@ -67,7 +65,7 @@ class RequestThreads:
             if worker.uses != uses_when_armed or worker not in self._free:
                 return  # used since, or lent out now: the next give_back arms a new check
             self._free.remove(worker)
-        future = worker.executor.submit(_close_this_threads_connections)
+        future = worker.executor.submit(close_this_threads_connections)
         future.add_done_callback(lambda _f: self._return_after_close(worker))
 
     def _return_after_close(self, worker: _Worker) -> None:
@@ -78,34 +76,13 @@ class RequestThreads:
         """Close every worker's database connections now, waiting for it (tests, shutdown)."""
         for worker in self._all:
             if worker.uses:
-                worker.executor.submit(_close_this_threads_connections).result()
+                worker.executor.submit(close_this_threads_connections).result()
 
 
 class _Worker:
     def __init__(self, name: str) -> None:
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name, initializer=_join_pool)
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name, initializer=keep_connections_here)
         self.uses = 0  # requests served so far
-
-
-def _join_pool() -> None:
-    _pool_threads.member = True
-
-
-def _close_this_threads_connections() -> None:
-    for conn in connections.all(initialized_only=True):
-        if not conn.in_atomic_block:
-            conn.close()
-
-
-def _keep_pool_connections(sender, connection, **kwargs) -> None:
-    """A connection opened on a pool thread lives REQUEST_CONN_MAX_AGE seconds and is health-checked when a
-    request reuses it (Django read both from the settings a moment ago: CONN_MAX_AGE 0, no checks)."""
-    if getattr(_pool_threads, "member", False):
-        connection.close_at = time.monotonic() + REQUEST_CONN_MAX_AGE
-        connection.health_check_enabled = True
-
-
-connection_created.connect(_keep_pool_connections, dispatch_uid="compactweb.request_threads")
 
 
 class PooledASGIHandler(ASGIHandler):

@@ -25,12 +25,13 @@ import logging
 import threading
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, connections, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import Sum
 
+from compactweb.db_threads import DatabaseThread
 from gateway_app.models import GatewayRateCount
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ PROCESS = uuid.uuid4().hex  # this dashboard process's name in GatewayRateCount
 REDIS_PREFIX = "compactweb:gateway:rpm"
 
 _redis: dict[int, object] = {}
-_sync_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compactweb-gateway-rate")
+_sync_thread = DatabaseThread("compactweb-gateway-rate")  # keeps its connection from one sync to the next
 
 
 def window_now() -> int:
@@ -93,7 +94,6 @@ class _Counts:
 
     def sync(self, route_id: int) -> Future:
         def run() -> None:
-            close_old_connections()
             with self._lock:
                 window, count = self._mine.get(route_id, (window_now(), 0))
             try:
@@ -157,7 +157,7 @@ def wait_for_syncs() -> None:
 
 
 def close_connections() -> None:
-    _sync_thread.submit(connections.close_all).result()
+    _sync_thread.close_connections()
 
 
 FAILED_KEYS_PER_MINUTE = 30

@@ -17,13 +17,13 @@ at once).
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
 
 from compaction_app.audit import record_audit
+from compaction_app.engine.lru import TtlLru
 from compaction_app.engine.pins import PIN_EVENTS, is_pinned_block, pinned_block
 from compaction_app.engine.vocabulary import PinMode, method_label
 from compaction_app.models import AuditEntry, Compaction
@@ -35,6 +35,7 @@ from sessions_app.gateway_surface import projection as p
 logger = logging.getLogger(__name__)
 
 CONTROL_CACHE_SECONDS = 2.0
+CONTROLS_CACHED = 10_000  # sessions whose control a process remembers, least recently used dropped first
 UNKNOWN = object()
 
 
@@ -52,7 +53,7 @@ class Control:
 
 
 NONE = Control()
-_controls: dict[tuple[int, int, str], tuple[float, Control]] = {}
+_controls: TtlLru[tuple[int, int, str], Control] = TtlLru(CONTROLS_CACHED, seconds=lambda: CONTROL_CACHE_SECONDS)
 
 
 def _forget() -> None:
@@ -70,10 +71,7 @@ def cached_control(*, route_id: int, key_id: int, group: str):
     the event loop and goes to the database only when it is UNKNOWN)."""
     if not group:
         return NONE
-    cached = _controls.get((route_id, key_id, group))
-    if cached is not None and cached[0] > time.monotonic():
-        return cached[1]
-    return UNKNOWN
+    return _controls.get((route_id, key_id, group), UNKNOWN)
 
 
 def control_of(*, route_id: int, key_id: int, group: str) -> Control:
@@ -101,9 +99,7 @@ def control_of(*, route_id: int, key_id: int, group: str) -> Control:
             if paused else None,
             compact_requested=compact_requested_by is not None, substitutions=list(substitutions or []),
             pins_block=block, pins_placed=placed)
-    if len(_controls) > 10_000:
-        _controls.clear()
-    _controls[(route_id, key_id, group)] = (time.monotonic() + CONTROL_CACHE_SECONDS, control)
+    _controls.put((route_id, key_id, group), control)
     return control
 
 

@@ -25,7 +25,6 @@ import functools
 import json
 import logging
 import re
-import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -36,6 +35,7 @@ import httpx
 from django.conf import settings
 
 from compaction_app.engine.errors import EngineErrorKind
+from compaction_app.engine.lru import TtlLru
 from compaction_app.engine.strategies.masking import NOTHING_TO_MASK
 from compaction_app.engine.unicode_text import LONE_SURROGATE, has_lone_surrogate
 from compaction_app.providers.config import ProviderConfig
@@ -93,8 +93,7 @@ class Caller:
     client_bearer: str = field(default="", repr=False)
 
 
-_keys: dict[tuple[str, str], tuple[float, Caller | None]] = {}
-_keys_lock = threading.Lock()
+KEYS_CACHED = 10_000  # keys (and unknown keys) remembered per process, least recently used dropped first
 
 
 def _lookup(presented: str, route_name: str) -> Caller | None:
@@ -146,14 +145,18 @@ def key_cache_seconds() -> float:
     return float(getattr(settings, "COMPACTWEB_GATEWAY_KEY_CACHE_SECONDS", 1.0))
 
 
+_keys: TtlLru[tuple[str, str], Caller | None] = TtlLru(KEYS_CACHED, seconds=key_cache_seconds)
+_UNCACHED = object()
+
+
 async def _caller_of(presented: str, route_name: str, address: str) -> Caller | None:
     digest = (keys.digest_of(presented), route_name)
-    now = time.monotonic()
-    cached = _keys.get(digest)
-    if cached is not None and cached[0] > now:
-        if cached[1] is None:
+    read_at = _keys.now()
+    cached = _keys.get(digest, _UNCACHED)
+    if cached is not _UNCACHED:
+        if cached is None:
             limits.failed_keys.note(address)
-        return cached[1]
+        return cached
     if limits.failed_keys.exceeded(address):
         raise TooManyFailedKeys
     caller = await lookups.run(_lookup, presented=presented, route_name=route_name)
@@ -161,10 +164,7 @@ async def _caller_of(presented: str, route_name: str, address: str) -> Caller | 
         limits.failed_keys.note(address)
     if caller is not None:  # the write goes to the recorder's thread: authentication never waits behind one
         recorder.recorder.later(functools.partial(keys.do_touch_key, key_id=caller.key_id))
-    with _keys_lock:
-        if len(_keys) > 10_000:
-            _keys.clear()
-        _keys[digest] = (now + key_cache_seconds(), caller)
+    _keys.put(digest, caller, read_at=read_at)  # (a revocation's bound counts from before the read)
     return caller
 
 

@@ -4,8 +4,8 @@ The proxy hands over an exchange as it ended (the answer's raw bytes, unparsed) 
 future, no parse, no database on the event loop, so a slow database delays the record, never the client. The
 thread takes every exchange waiting and writes them in one transaction, a savepoint each (one commit per batch
 rather than per exchange; a record that fails rolls back alone), in the order the exchanges ended, so a Codex
-session's exchanges land in order. It keeps its database connection open between batches (opening one per
-exchange cost more than the write) and drops it after an error, so the next batch reconnects.
+session's exchanges land in order. It keeps its database connection between batches (compactweb.db_threads:
+opening one per exchange cost more than the write) and drops it after an error, so the next batch reconnects.
 
 Jobs that must run after the records before them (compactweb mode brings the history up to the compaction
 request's before compacting) go through the same queue (`run`).
@@ -23,6 +23,7 @@ from typing import Any
 
 from django.db import connection, connections, transaction
 
+from compactweb.db_threads import fresh_connections, keep_connections_here
 from compactweb.metrics import recorder_wait
 from gateway_app import recording
 
@@ -137,6 +138,7 @@ class Recorder:
         return finished
 
     def _loop(self) -> None:
+        keep_connections_here()
         while True:
             batch = [self._queue.get()]
             while len(batch) < BATCH:
@@ -163,8 +165,7 @@ class Recorder:
     def _write(self, exchanges: list[recording.Exchange]) -> None:
         if not exchanges:
             return
-        if connection.connection is not None and not connection.is_usable():
-            connection.close()  # closed by the server while idle: reconnect rather than lose the batch
+        fresh_connections()  # closed by the server while idle, or old: reconnect rather than lose the batch
         try:
             with transaction.atomic():
                 for exchange in exchanges:

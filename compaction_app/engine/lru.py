@@ -1,5 +1,6 @@
 """The one bounded least-recently-used map of the process's caches (rendered live batches and chart states, the
-turn's per-session histories and contexts, idle sessions, the simulated model's prompt prefixes).
+turn's per-session histories and contexts, idle sessions, the simulated model's prompt prefixes), and the same map
+with entries that expire (`TtlLru`: the gateway's key and control caches).
 
 Thread-safe: every method takes the map's lock, and `lock` (re-entrant) lets a caller read, compute and write as one
 step. Plain Python (floor 1), so the engine, the providers and the stateful rooms share it."""
@@ -7,6 +8,7 @@ step. Plain Python (floor 1), so the engine, the providers and the stateful room
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -61,3 +63,38 @@ class Lru(Generic[K, V]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
+
+
+class TtlLru(Generic[K, V]):
+    """An Lru whose entries also expire `seconds()` after they were put (a callable, read at each put, so a
+    setting changed at run time applies to the next entry): the gateway's caches of who a key is and of a
+    session's operator controls. `get` answers `default` for a missing or expired entry, so None can be cached
+    (an unknown key)."""
+
+    def __init__(self, size: int, *, seconds: Callable[[], float],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._entries: Lru[K, tuple[float, V]] = Lru(size)
+        self._seconds = seconds
+        self._clock = clock
+
+    def get(self, key: K, default: V | object = None) -> V | object:
+        entry = self._entries.get(key)
+        if entry is None:
+            return default
+        if entry[0] <= self._clock():
+            self._entries.pop(key)
+            return default
+        return entry[1]
+
+    def now(self) -> float:
+        return self._clock()
+
+    def put(self, key: K, value: V, *, read_at: float | None = None) -> None:
+        """Keep `value`, read at `read_at` (default: now), until `seconds()` after it was read."""
+        self._entries.put(key, ((self._clock() if read_at is None else read_at) + self._seconds(), value))
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.db.backends.signals import connection_created
 
-from compactweb import request_threads
+from compactweb import db_threads
 from compactweb.request_threads import PooledASGIHandler, RequestThreads
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
@@ -71,7 +71,7 @@ async def test_an_idle_pool_thread_closes_its_connection(opened):
 
 
 async def test_a_pool_connection_older_than_its_age_is_closed_at_the_end_of_its_request(opened, monkeypatch):
-    monkeypatch.setattr(request_threads, "REQUEST_CONN_MAX_AGE", 0.0)
+    monkeypatch.setattr(db_threads, "REQUEST_CONN_MAX_AGE", 0.0)
     threads = RequestThreads(threads=1, idle_seconds=60)
     async with _client(threads) as client:
         for _ in range(2):

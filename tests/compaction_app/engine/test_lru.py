@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from compaction_app.engine.lru import Lru
+from compaction_app.engine.lru import Lru, TtlLru
 
 
 def test_beyond_its_size_the_least_recently_used_entry_goes():
@@ -84,3 +84,39 @@ def test_the_lock_makes_a_read_compute_write_one_step():
     for thread in threads:
         thread.join()
     assert cache.get("n") == 4000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_ttl_entry_expires_its_seconds_after_it_was_read_and_none_can_be_cached():
+    clock, missing = Clock(), object()
+    cache: TtlLru[str, int | None] = TtlLru(10, seconds=lambda: 2.0, clock=clock)
+    cache.put("known", 1)
+    cache.put("unknown", None)  # e.g. a key nobody has: remembered as such
+    cache.put("read-before", 3, read_at=99.5)  # read before the put: its time counts from the read
+    clock.now = 101.9
+    assert (cache.get("known"), cache.get("unknown", missing), cache.get("read-before", missing)) == (
+        1, None, missing)
+    clock.now = 102.0
+    assert cache.get("known", missing) is missing and cache.get("unknown", missing) is missing
+    assert len(cache) == 0  # an expired entry read is dropped
+
+
+def test_a_ttl_map_is_bounded_like_the_lru_and_reads_its_seconds_at_each_put():
+    clock, seconds = Clock(), [1.0]
+    cache: TtlLru[str, int] = TtlLru(2, seconds=lambda: seconds[0], clock=clock)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    cache.get("a")
+    cache.put("c", 3)
+    assert (cache.get("a"), cache.get("b"), cache.get("c")) == (1, None, 3)
+    seconds[0] = 5.0  # a setting changed at run time applies to the next entry
+    cache.put("d", 4)
+    clock.now += 2
+    assert (cache.get("c"), cache.get("d")) == (None, 4)
