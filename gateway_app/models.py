@@ -93,6 +93,10 @@ class GatewaySession(models.Model):
     pending_compaction = models.JSONField(
         null=True, blank=True, help_text="A forwarded compaction whose replacement Codex sends with its next request.")
     requests = models.PositiveIntegerField(default=0)
+    last_accepted = models.FloatField(
+        null=True, blank=True, help_text="When the newest request recorded was accepted (Unix time, by the clock of "
+                                         "the gateway process that took it): a record of a request accepted before "
+                                         "it that does not extend the history is late, and changes nothing.")
     paused = models.BooleanField(default=False, help_text="An operator paused it: its next requests are refused.")
     paused_by = models.CharField(max_length=150, blank=True)
     compact_requested_by = models.ForeignKey(

@@ -278,7 +278,8 @@ async def app(scope, receive, send) -> None:
     exchange = dict(route_id=caller.route_id, key_id=caller.key_id, client_name=caller.client_name,
                     group=group, endpoint=endpoint, kind=kind, meta=meta,
                     model=str(body.get("model") or ""), client_provider=wire.client_provider(headers),
-                    client_version=wire.client_version(headers), client_source=wire.client_source(headers))
+                    client_version=wire.client_version(headers), client_source=wire.client_source(headers),
+                    accepted=time.time())
     try:
         changed = await _rewrite_input(body, kind=kind, control=control, exchange=exchange)
     except compaction.UnknownHandle as exc:

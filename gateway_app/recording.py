@@ -108,6 +108,9 @@ class Exchange:
     answer_format: str = ""  # SSE or JSON (a successful answer to read), "" (nothing to read)
     # The token of the exchange's journal row (gateway_app.journal), deleted with the record's writing.
     begun: uuid.UUID | None = None
+    # When the gateway process accepted the request (Unix time; 0: not known): what orders one session's records
+    # that different processes write (history_lines).
+    accepted: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -296,6 +299,7 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
         if lines is None:  # what it carried is recorded already (a later request recorded first)
             count_request(gs)
             return gs
+        newest = max(gs.last_accepted or 0.0, exchange.accepted) or None
         if exchange.kind in wire.COMPACTION_KINDS:
             text = "".join(message_text(i) for i in exchange.output
                            if i.get("type") == "message" and i.get("role") == "assistant")
@@ -311,7 +315,7 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
             lines.append(usage_line(usage=_codex_usage(exchange.usage),
                                     model_context_window=session.provider.usable_context_window))
         # One UPDATE for the request count and what stays pending (the row is locked since gateway_session_for).
-        count_request(gs, pending_compaction=pending)
+        count_request(gs, pending_compaction=pending, last_accepted=newest)
         if lines:
             rows = append_rollout_lines(session=session, lines=lines)
             compacted = [r for r in rows if r.kind == p.COMPACTED]
@@ -353,6 +357,11 @@ def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
     if shared == len(live):
         lines += [NewLine(p.RESPONSE_ITEM, i) for i in _valid_items(history[shared:], gs)]
         return lines, None, None  # an extension: a compaction asked for before was not installed by Codex
+    if exchange.accepted and gs.last_accepted and exchange.accepted < gs.last_accepted:
+        # Not an extension, and a request the client sent after this one is recorded already (another process
+        # took it): the client went on from there, so this late record changes nothing, neither as a retry nor
+        # as a rewrite of the history the later request made.
+        return None, None, pending
     if shared == len(history):
         return _behind(live, exchange, lines, pending)
     if pending and pending.get("kind") == CLAUDE_COMPACTWEB:  # Claude Code took compactweb's summary (issue 44)

@@ -4,7 +4,8 @@ that streams a Responses answer as slowly as the request asks and notes what it 
 The `x-codex-test-stream` request header (the gateway forwards every `x-codex-*` header) picks the answer:
 `slow` (an event every `EVENT_SECONDS` for `SLOW_EVENTS` events, then `response.completed`), `die` (three events,
 then the connection is dropped mid-chunk), `hold` (the whole answer up to its `response.output_item.done`, then
-`response.completed` only once the test sets `release`), anything else (a short whole answer)."""
+`response.completed` only once the test sets `release`), `other` (a short whole answer in other words: a retry's
+answer that differs from the first), anything else (a short whole answer)."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ class SlowUpstream:
         writer.write(event({"type": "response.output_item.added", "output_index": 0, "item": item}))
         text = ""
         for n in range(count):
-            delta = f"word{n} "
+            delta = f"{'other' if stream.mode == 'other' else 'word'}{n} "
             text += delta
             writer.write(event({"type": "response.output_text.delta", "item_id": "msg_slow", "output_index": 0,
                                 "content_index": 0, "delta": delta}))

@@ -183,3 +183,80 @@ def test_a_request_recorded_after_the_next_one_by_another_process_makes_no_compa
         "please fix parser bug 3", answer["content"][0]["text"], "now the docs"]
     assert not gs.session.rollout_lines.filter(kind__in=("compacted", "rollback")).exists()
     assert not Compaction.objects.filter(session_id=gs.session_id).exists()
+
+
+def turn_through(port: int, key: str, items: list[dict], mode: str, turn: str) -> dict:
+    """One request through the gateway on `port`, read whole; the answer's output item."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as client:
+        client.sendall(request_bytes(port, key, items, mode, turn))
+        streamed = read_all(client)
+    assert b"response.completed" in streamed
+    return output_item(streamed)
+
+
+def output_item(streamed: bytes) -> dict:
+    (item,) = [json.loads(line[5:])["item"] for line in streamed.decode().split("\n")
+               if line.startswith("data:") and "output_item.done" in line]
+    return item
+
+
+def recorded(gs: GatewaySession) -> list[dict]:
+    return list(LiveItem.objects.filter(session_id=gs.session_id).order_by("position").values_list("item", flat=True))
+
+
+def texts(items: list[dict]) -> list[str]:
+    return [i["content"][0]["text"] for i in items]
+
+
+def test_a_retry_through_the_other_process_is_one_exchange_whose_answer_replaces_the_first(two_gateways):
+    (first_port, second_port), key, upstream = two_gateways
+    asked = [user("please fix parser bug 3")]
+    turn_through(first_port, key, asked, "short", "turn-1")
+    assert wait_for(lambda: GatewaySession.objects.filter(requests=1).exists())
+    # Codex did not get (or did not trust) the answer and sent the same request again; another process took it.
+    retried = turn_through(second_port, key, asked, "other", "turn-1")
+    gs = GatewaySession.objects.get()
+    assert wait_for(lambda: GatewaySession.objects.get(pk=gs.pk).requests == 2)
+    assert texts(recorded(gs)) == ["please fix parser bug 3", "other0 other1 "]  # one exchange: the retry's answer
+    (line,) = gs.session.rollout_lines.filter(kind="rollback")
+    assert line.payload["source"] == "client_retry"
+    # The session goes on from the retry's answer, through the first process: an extension.
+    turn_through(first_port, key, [*asked, retried, user("now the docs")], "short", "turn-2")
+    assert wait_for(lambda: GatewaySession.objects.get(pk=gs.pk).requests == 3)
+    assert texts(recorded(gs)) == ["please fix parser bug 3", "other0 other1 ", "now the docs", "word0 word1 "]
+    assert gs.session.rollout_lines.filter(kind="rollback").count() == 1
+    assert not gs.session.rollout_lines.filter(kind="compacted").exists()
+    assert not Compaction.objects.filter(session_id=gs.session_id).exists()
+
+
+def test_a_client_rewrite_through_the_other_process_is_a_rewrite_and_a_late_record_does_not_undo_one(two_gateways):
+    (first_port, second_port), key, upstream = two_gateways
+    u1, u2, u3 = user("please fix parser bug 3"), user("now the docs"), user("now the changelog")
+    a1 = turn_through(first_port, key, [u1], "short", "turn-1")
+    turn_through(second_port, key, [u1, a1, u2], "short", "turn-2")
+    assert wait_for(lambda: GatewaySession.objects.filter(requests=2).exists())
+    gs = GatewaySession.objects.get()
+    # The user edits their last message (Codex's backtrack): the history drops u2 and its answer.
+    a3 = turn_through(first_port, key, [u1, a1, u3], "short", "turn-3")
+    assert wait_for(lambda: GatewaySession.objects.get(pk=gs.pk).requests == 3)
+    assert texts(recorded(gs)) == texts([u1, a1, u3, a3])  # nothing of u2 and its answer
+    (line,) = gs.session.rollout_lines.filter(kind="rollback")
+    assert line.payload["source"] == "client_rewrite" and line.payload["removed_count"] == 2
+
+    u4, u5 = user("and the tests"), user("and the benchmarks")
+    with socket.create_connection(("127.0.0.1", first_port), timeout=60) as held:
+        # The next request streams through the first process; its record waits for the end of its stream.
+        held.sendall(request_bytes(first_port, key, [u1, a1, u3, a3, u4], "hold", "turn-4"))
+        read_until(held, b"response.output_item.done")
+        # The user edits that message too, and the edited request goes through the other process.
+        a5 = turn_through(second_port, key, [u1, a1, u3, a3, u5], "short", "turn-5")
+        assert wait_for(lambda: GatewaySession.objects.get(pk=gs.pk).requests == 4)
+        upstream.release.set()
+        assert b"response.completed" in read_all(held)
+    # The replaced request's record arrives last: the client went on from the edit, so it changes nothing (it is
+    # neither a rewrite back to the replaced history nor a retry).
+    assert wait_for(lambda: GatewaySession.objects.get(pk=gs.pk).requests == 5)
+    assert texts(recorded(gs)) == texts([u1, a1, u3, a3, u5, a5])
+    assert gs.session.rollout_lines.filter(kind="rollback").count() == 1
+    assert not gs.session.rollout_lines.filter(kind="compacted").exists()
+    assert not Compaction.objects.filter(session_id=gs.session_id).exists()
