@@ -65,6 +65,9 @@ class Begun:
     def __init__(self, token: uuid.UUID, future: asyncio.Future) -> None:
         self.token, self.future = token, future
 
+    def done(self) -> bool:
+        return self.future.done()
+
     async def noted(self) -> None:
         """Wait until the row is committed (a failed insert is logged: the exchange still goes on)."""
         with contextlib.suppress(Exception):
@@ -128,8 +131,8 @@ def _alive_here(process: str) -> bool:
         os.kill(pid_number, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's process has the pid now
-        return False
+    except PermissionError:  # a process of another user (the gateway's, or a new one): only the age bound tells
+        return True
     return True
 
 

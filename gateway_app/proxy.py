@@ -27,7 +27,7 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -467,7 +467,7 @@ async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: 
         await _start(send, status, upstream.returned_headers(response.headers))
         hang_up = asyncio.ensure_future(_client_gone(receive))
         pump = asyncio.ensure_future(_pump(response, send, kept, sse=answer_format == recording.SSE,
-                                           before_end=began.noted))
+                                           began=began))
         tasks += [pump, hang_up]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         error = pump.result() if pump.done() else CLIENT_GONE
@@ -496,12 +496,13 @@ async def _client_gone(receive) -> None:
 _STREAM_END = re.compile(rb'"type":\s*"(?:response\.(?:completed|failed|incomplete|done)|error)"')
 
 
-async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool,
-                before_end: Callable[[], Awaitable[None]]) -> str:
+async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool, began: journal.Begun) -> str:
     """Pass the upstream's answer on, chunk by chunk; the error that cut it ("" when it ended whole). A stream
     that broke, or closed before it ended (no `response.completed`, `response.failed`, ...), is ended for the
     client with a `response.failed` event, as the Responses API fails a stream: never a clean end of a truncated
-    one. The chunk that ends the answer waits for `before_end` (the exchange noted as begun, long done by then)."""
+    one. The event that ends the answer goes on only once the exchange is noted as begun (`began`, long done by
+    then; when not, what comes before that event in its chunk goes on first, so an answer that arrives in one
+    piece does not wait for the note before its first byte)."""
     ended, tail, noted = not sse, b"", False
     try:
         async for chunk in _coalesced(response.aiter_bytes()):
@@ -511,7 +512,9 @@ async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool,
                 tail = chunk[-64:]
             if ended and not noted:
                 noted = True
-                await before_end()
+                if not began.done():
+                    chunk = await _send_before_the_end(send, chunk)
+                    await began.noted()
             try:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except Exception:  # a server that does say so on send: stop reading the upstream too
@@ -527,6 +530,16 @@ async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool,
         await send({"type": "http.response.body", "body": wire.failed_event(error) if sse else b"",
                     "more_body": False})
     return error
+
+
+async def _send_before_the_end(send, chunk: bytes) -> bytes:
+    """Send the events of `chunk` before the one that ends the stream; the rest (to send once it may go)."""
+    found = _STREAM_END.search(chunk)
+    split = chunk.rfind(b"\n\n", 0, found.start()) + 2 if found is not None else 1
+    if split <= 1:  # the ending event starts the chunk (or began in the one before): nothing to send ahead
+        return chunk
+    await send({"type": "http.response.body", "body": chunk[:split], "more_body": True})
+    return chunk[split:]
 
 
 async def _compact_first(exchange: dict[str, Any], control: operator.Control) -> list[dict[str, Any]]:

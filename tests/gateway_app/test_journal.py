@@ -88,8 +88,9 @@ def test_the_end_of_an_answer_waits_until_the_exchange_is_noted_and_its_record_r
         return body, ended
 
     before, ended_before = async_to_sync(go)()
-    # The answer's end did not go to the client before the exchange was noted (the simulated model sends its
-    # answer in one piece, so nothing of it went: a streamed answer's earlier events go on as they come).
+    # The answer (the simulated model sends it in one piece) went on up to its ending event, which did not go to
+    # the client before the exchange was noted.
+    assert b"response.output_item.done" in before
     assert b"response.completed" not in before and not ended_before
     after = b"".join(m.get("body", b"") for m in sent)
     assert b"response.completed" in after and not sent[-1].get("more_body")

@@ -18,6 +18,7 @@ import time
 
 import psycopg
 import pytest
+
 from compaction_app.models import CompactionPolicy, Provider
 from gateway_app.keys import do_create_gateway_key
 from gateway_app.models import GatewayAttempt, GatewayInFlight, GatewayRoute, GatewaySession
