@@ -145,7 +145,8 @@ def key_cache_seconds() -> float:
     return float(getattr(settings, "COMPACTWEB_GATEWAY_KEY_CACHE_SECONDS", 1.0))
 
 
-_keys: TtlLru[tuple[str, str], Caller | None] = TtlLru(KEYS_CACHED, seconds=key_cache_seconds)
+# (the bound looked up at each put, through this module, as before the cache was a TtlLru)
+_keys: TtlLru[tuple[str, str], Caller | None] = TtlLru(KEYS_CACHED, seconds=lambda: key_cache_seconds())
 _UNCACHED = object()
 
 
