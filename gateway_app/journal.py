@@ -36,11 +36,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from compactweb.db_threads import DatabaseThread
-from gateway_app import recorder
+from gateway_app import recorder, recording
 from gateway_app.models import GatewayAttempt, GatewayInFlight, GatewaySession
 
 logger = logging.getLogger(__name__)
@@ -160,7 +159,7 @@ def do_sweep_cut(*, tokens: Iterable[uuid.UUID] | None = None, why: str = "") ->
 def _cut(row: GatewayInFlight, reason: str) -> None:
     gs = GatewaySession.objects.filter(route_id=row.route_id, key_id=row.key_id, group_key=row.group_key).first()
     if gs is not None:
-        GatewaySession.objects.filter(pk=gs.pk).update(requests=F("requests") + 1)
+        recording.count_answered(gs)  # a request the session made (the card's count is live)
     GatewayAttempt.objects.create(
         gateway_session=gs, route_id=row.route_id, endpoint=row.endpoint, request_kind=row.request_kind, status=0,
         cut=True, error=f"cut: gateway process {row.process} ended during this exchange ({reason}); begun "
