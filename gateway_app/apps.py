@@ -13,6 +13,6 @@ class GatewayAppConfig(AppConfig):
         rollout_appended.connect(operator.on_rollout_appended, dispatch_uid="gateway-rollback")
         # Exchanges begun by a gateway process that has since ended become cut records (journal.py).
         from gateway_app import journal
-        from sessions_app.fleet import scheduler
+        from sessions_app.gateway_surface import housekeeping_done
 
-        scheduler.housekeeping_done.connect(journal.sweep_on_housekeeping, dispatch_uid="gateway-sweep-cut")
+        housekeeping_done.connect(journal.sweep_on_housekeeping, dispatch_uid="gateway-sweep-cut")

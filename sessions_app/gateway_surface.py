@@ -16,6 +16,7 @@ from sessions_app.compactions.services import (
     acompact_session,
 )
 from sessions_app.compactions.settings_builder import compaction_settings, provider_config
+from sessions_app.fleet.scheduler import housekeeping_done
 from sessions_app.models import LiveItem, RolloutLine, Session
 from sessions_app.rollout import projection
 from sessions_app.rollout.events import (
@@ -61,6 +62,7 @@ __all__ = [
     "counter_for",
     "create_compactions",
     "do_create_session",
+    "housekeeping_done",
     "live_alerts",
     "projection",
     "provider_config",
