@@ -19,11 +19,12 @@ import os
 import secrets
 import stat
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from psycopg import sql
+
+from compactweb.set_database import app_database_url
 
 from sessions_app.rollout_guard import ARCHIVE_TABLE, DELETE_FUNCTION
 from sessions_app.rollout_guard import TABLE as ROLLOUT_TABLE
@@ -72,17 +73,6 @@ def _password(path: Path | None) -> str | None:
     with os.fdopen(fd, "w") as handle:
         handle.write(password + "\n")
     return password
-
-
-def app_database_url(owner_url: str, *, role: str, password: str | None) -> str:
-    """The owner's DATABASE_URL with the app role's user and password."""
-    parts = urlsplit(owner_url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    userinfo = quote(role, safe="") + (f":{quote(password, safe='')}" if password else "")
-    netloc = f"{userinfo}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 class Command(BaseCommand):
