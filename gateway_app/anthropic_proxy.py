@@ -33,6 +33,7 @@ from gateway_app import (
     anthropic_compaction,
     anthropic_wire,
     compaction,
+    journal,
     limits,
     lookups,
     operator,
@@ -221,8 +222,11 @@ def upstream_url(caller: proxy.Caller, endpoint: str) -> str:
 async def _forward(caller: proxy.Caller, endpoint: str, headers: dict[str, str], raw: bytes,
                    exchange: dict[str, Any] | None, receive, send) -> None:
     """Forward to the upstream and pass its answer on as it comes (the Responses gateway's stream path, with
-    Anthropic's end-of-stream events); the exchange is recorded afterwards (None: count_tokens, not recorded)."""
+    Anthropic's end-of-stream events); the exchange is recorded afterwards (None: count_tokens, not recorded). A
+    recorded exchange is noted as begun in the gateway's journal as it goes upstream, as the Responses gateway's
+    are: a process killed mid-exchange leaves a cut record (gateway_app.journal)."""
     config = caller.config
+    began = journal.begin(exchange) if exchange is not None else None
     client = httpx.AsyncClient(transport=upstream._Refused(config.refused)) if config.refused \
         else upstream.client_for(config)
     request = client.build_request("POST", upstream_url(caller, endpoint), content=raw,
@@ -232,7 +236,7 @@ async def _forward(caller: proxy.Caller, endpoint: str, headers: dict[str, str],
     except httpx.HTTPError as exc:
         message = f"the upstream did not answer: {upstream.describe(exc)}"
         if exchange is not None:
-            await proxy.schedule_record(recording.Exchange(**exchange, status=502, error=message))
+            await proxy.schedule_record(recording.Exchange(**exchange, status=502, error=message), began)
         await send_error(send, 502, message)
         return
     status = response.status_code
@@ -243,7 +247,8 @@ async def _forward(caller: proxy.Caller, endpoint: str, headers: dict[str, str],
     try:
         await send({"type": "http.response.start", "status": status, "headers": _returned(response.headers)})
         hang_up = asyncio.ensure_future(proxy._client_gone(receive))
-        pump = asyncio.ensure_future(_pump(response, send, kept, sse=answer_format == anthropic_wire.SSE))
+        pump = asyncio.ensure_future(_pump(response, send, kept, sse=answer_format == anthropic_wire.SSE,
+                                           began=began))
         tasks += [pump, hang_up]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         error = pump.result() if pump.done() else proxy.CLIENT_GONE
@@ -258,19 +263,27 @@ async def _forward(caller: proxy.Caller, endpoint: str, headers: dict[str, str],
         await response.aclose()
     if exchange is not None:
         await proxy.schedule_record(recording.Exchange(**exchange, status=status, error=error, answer=tuple(kept),
-                                                       answer_format=answer_format))
+                                                       answer_format=answer_format), began)
 
 
-async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool) -> str:
+async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool,
+                began: journal.Begun | None) -> str:
     """Pass the answer on; the error that cut it ("" when whole). A stream that broke or closed before
-    `message_stop` is ended for the client with an `error` event, never a clean end of a truncated one."""
-    ended, tail = not sse, b""
+    `message_stop` is ended for the client with an `error` event, never a clean end of a truncated one. As in the
+    Responses gateway (`proxy._pump`), the event that ends the answer goes on only once the exchange is noted as
+    begun (`began`; None: count_tokens, not journaled)."""
+    ended, tail, noted = not sse, b"", began is None
     try:
         async for chunk in proxy._coalesced(response.aiter_bytes()):
             kept.append(chunk)
             if not ended:
                 ended = anthropic_wire.STREAM_END.search(tail + chunk) is not None
                 tail = chunk[-64:]
+            if ended and not noted:
+                noted = True
+                if began is not None and not began.done():
+                    chunk = await proxy._send_before_the_end(send, chunk, anthropic_wire.STREAM_END)
+                    await began.noted()
             try:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except Exception:

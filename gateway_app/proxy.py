@@ -533,9 +533,10 @@ async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool,
     return error
 
 
-async def _send_before_the_end(send, chunk: bytes) -> bytes:
-    """Send the events of `chunk` before the one that ends the stream; the rest (to send once it may go)."""
-    found = _STREAM_END.search(chunk)
+async def _send_before_the_end(send, chunk: bytes, end: re.Pattern[bytes] = _STREAM_END) -> bytes:
+    """Send the events of `chunk` before the one that ends the stream (`end`: the wire's ending events); the rest
+    (to send once it may go)."""
+    found = end.search(chunk)
     split = chunk.rfind(b"\n\n", 0, found.start()) + 2 if found is not None else 1
     if split <= 1:  # the ending event starts the chunk (or began in the one before): nothing to send ahead
         return chunk

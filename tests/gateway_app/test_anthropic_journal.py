@@ -1,0 +1,127 @@
+"""Issue 41 for the Anthropic Messages gateway: a Claude Code exchange is noted as begun in the same journal as a
+Codex one (gateway_app.journal), the end of its answer waits for the note, its record removes the note, and a note
+whose gateway process ended becomes a `cut` attempt on the Claude session, with nothing else recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import Group
+from django.core.asgi import get_asgi_application
+from django.core.management import call_command
+
+from compactweb.roles import ROLES
+from compactweb.routing import http_router
+from gateway_app import anthropic_wire, journal, proxy, recorder
+from gateway_app.keys import do_create_gateway_key
+from gateway_app.models import GatewayAttempt, GatewayInFlight, GatewaySession
+from tests.gateway_app.test_anthropic_gateway import Claude, claude_route
+from tests.gateway_app.test_journal import dead_pid
+from tests.gateway_app.test_recording import live
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_end_of_a_claude_answer_waits_until_the_exchange_is_noted_and_its_record_removes_the_note(
+        anthropic_upstream, monkeypatch):
+    claude = Claude(do_create_gateway_key(route=claude_route(), client_name="alice").key)
+    held, release = threading.Event(), threading.Event()
+    real = journal.do_begin
+    noted: list[dict] = []
+
+    def slow_note(**kwargs):
+        noted.append(kwargs["exchange"])
+        held.set()
+        assert release.wait(30)
+        real(**kwargs)
+
+    monkeypatch.setattr(journal, "do_begin", slow_note)
+    app = http_router(get_asgi_application())
+    claude.messages = [{"role": "user", "content": [{"type": "text", "text": "fix the parser"}]}]
+    raw = json.dumps(claude.body(claude.messages)).encode()
+    headers = {**claude.headers(), "content-type": "application/json"}
+    path = "/gateway/anthropic/v1/messages"
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80),
+             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
+    sent: list[dict] = []  # what the server would write to the client's socket, as it is handed over
+
+    async def go():
+        requests = [{"type": "http.request", "body": raw, "more_body": False}]
+
+        async def receive():
+            if requests:
+                return requests.pop()
+            return await asyncio.get_running_loop().create_future()  # the client stays
+
+        async def send(message):
+            sent.append(message)
+
+        served = asyncio.ensure_future(app(scope, receive, send))
+        assert await asyncio.to_thread(held.wait, 30)
+        await asyncio.sleep(0.5)  # the upstream's whole answer has long arrived
+        body = b"".join(m.get("body", b"") for m in sent)
+        ended = any(m["type"] == "http.response.body" and not m.get("more_body") for m in sent)
+        release.set()
+        await served
+        await proxy.drain()
+        return body, ended
+
+    before, ended_before = async_to_sync(go)()
+    assert [n["endpoint"] for n in noted] == [anthropic_wire.MESSAGES]
+    # The answer went on up to its ending event, which did not go to the client before the exchange was noted.
+    assert b"content_block_delta" in before
+    assert b"message_stop" not in before and not ended_before
+    after = b"".join(m.get("body", b"") for m in sent)
+    assert b"message_stop" in after and not sent[-1].get("more_body")
+    assert not GatewayInFlight.objects.exists()  # the record removed the note in its own transaction
+    assert not GatewayAttempt.objects.exists() and GatewaySession.objects.get().requests == 1
+
+
+def test_a_claude_exchange_whose_process_ended_before_its_record_is_cut_on_its_session_and_the_next_is_whole(
+        anthropic_upstream, monkeypatch, client, make_user):
+    claude = Claude(do_create_gateway_key(route=claude_route(), client_name="alice").key)
+    claude.turn("fix the parser")
+    gs = GatewaySession.objects.get()
+    history = list(live(gs.session))
+    requests = gs.requests
+
+    # The process is killed after the answer reached Claude Code and before the recorder wrote it: the record
+    # never comes (its queue is lost with the process), the note stays, naming a process that is gone.
+    async def lost(exchange):
+        pass
+
+    with monkeypatch.context() as patched:
+        patched.setattr(recorder.recorder, "put", lost)
+        claude.messages.append({"role": "user", "content": [{"type": "text", "text": "and the docs"}]})
+        claude.messages.append({"role": "assistant", "content": claude.ask(claude.messages)})
+    (note,) = GatewayInFlight.objects.all()
+    assert note.endpoint == anthropic_wire.MESSAGES and note.group_key == gs.group_key
+    GatewayInFlight.objects.filter(pk=note.pk).update(process=f"{journal.HOST}:{dead_pid()}:1")
+
+    call_command("gateway_sweep_cut")
+
+    (cut,) = GatewayAttempt.objects.all()
+    assert cut.cut and cut.status == 0 and cut.gateway_session_id == gs.pk
+    assert cut.endpoint == anthropic_wire.MESSAGES and "its process is gone" in cut.error
+    assert not GatewayInFlight.objects.exists()
+    gs.refresh_from_db()
+    assert gs.requests == requests + 1  # the cut exchange was a request the session made
+    assert list(live(gs.session)) == history  # nothing of its answer is invented
+
+    for name in ROLES:  # (a transactional test before this one flushed the groups the migration made)
+        Group.objects.get_or_create(name=name)
+    client.force_login(make_user("operator"))
+    page = client.get(f"/sessions/{gs.session_id}/").content.decode()
+    assert 'id="gateway-cut"' in page and "1 exchange cut" in page
+
+    # Claude Code's next request carries the whole conversation, the cut answer too: the history extends as usual.
+    claude.turn("and the changelog")
+    gs.refresh_from_db()
+    assert not gs.session.rollout_lines.filter(kind__in=("compacted", "rollback")).exists()
+    assert len(live(gs.session)) > len(history) and not GatewayInFlight.objects.exists()
