@@ -193,6 +193,9 @@ COMPACTWEB_LEASE_TTL_SECONDS = float(os.environ.get("COMPACTWEB_LEASE_TTL_SECOND
 # A gateway key's route, user and role are remembered this long per process (gateway_app/proxy.py): the bound on
 # a revocation reaching every process (docs/gateway.md).
 COMPACTWEB_GATEWAY_KEY_CACHE_SECONDS = float(os.environ.get("COMPACTWEB_GATEWAY_KEY_CACHE_SECONDS", "1"))
+# A gateway exchange noted as begun by a process on another host is taken for cut once this old (gateway_app/
+# journal.py): the host cannot see that process's pid, so only the age tells (docs/gateway.md, "No exchange lost").
+COMPACTWEB_GATEWAY_CUT_AFTER_SECONDS = float(os.environ.get("COMPACTWEB_GATEWAY_CUT_AFTER_SECONDS", "3600"))
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or None
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None

@@ -27,6 +27,7 @@ from compactweb.routing import http_router
 from gateway_app import journal, proxy
 from gateway_app.models import GatewayAttempt, GatewayInFlight, GatewaySession
 from sessions_app.models import LiveItem
+from tests.compactweb.test_deployment_settings import _run
 from tests.gateway_app.conftest import call
 from tests.gateway_app.test_proxy import BASE, bearer, meta, user
 
@@ -151,3 +152,10 @@ def test_the_next_exchange_is_recorded_whole_after_a_cut_one(sim_upstream, gatew
     assert not GatewayInFlight.objects.exists()
     gs.refresh_from_db()
     assert not gs.session.rollout_lines.filter(kind__in=("compacted", "rollback")).exists()
+
+
+def test_the_age_bound_of_another_hosts_exchange_is_read_from_the_environment(tmp_path):
+    code = "import django; django.setup(); from gateway_app import journal; print(journal.cut_after_seconds())"
+    assert _run(["-c", code], tmp_path).stdout.split()[-1] == "3600.0"
+    bound = _run(["-c", code], tmp_path, COMPACTWEB_GATEWAY_CUT_AFTER_SECONDS="120")
+    assert bound.stdout.split()[-1] == "120.0", bound.stderr
