@@ -25,7 +25,6 @@ from django.db import connection, transaction
 from psycopg import sql
 
 from compactweb.set_database import app_database_url
-
 from sessions_app.rollout_guard import ARCHIVE_TABLE, DELETE_FUNCTION
 from sessions_app.rollout_guard import TABLE as ROLLOUT_TABLE
 
