@@ -39,7 +39,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from compactweb.db_threads import DatabaseThread
-from gateway_app import recorder, recording
+from gateway_app import recorder, recording, selectors
 from gateway_app.models import GatewayAttempt, GatewayInFlight, GatewaySession
 
 logger = logging.getLogger(__name__)
@@ -158,13 +158,13 @@ def do_sweep_cut(*, tokens: Iterable[uuid.UUID] | None = None, why: str = "") ->
 
 def _cut(row: GatewayInFlight, reason: str) -> None:
     gs = GatewaySession.objects.filter(route_id=row.route_id, key_id=row.key_id, group_key=row.group_key).first()
-    if gs is not None:
-        recording.count_answered(gs)  # a request the session made (the card's count is live)
     GatewayAttempt.objects.create(
         gateway_session=gs, route_id=row.route_id, endpoint=row.endpoint, request_kind=row.request_kind, status=0,
         cut=True, error=f"cut: gateway process {row.process} ended during this exchange ({reason}); begun "
                         f"{row.begun:%Y-%m-%d %H:%M:%S} UTC. Nothing of its answer is recorded (the client may have "
                         "received part of it).")
+    if gs is not None:  # a request the session made: the card's count and its cut line are live
+        recording.count_answered(gs, detail={"cut": selectors.cut_state(gs=gs)})
     row.delete()
 
 

@@ -267,16 +267,16 @@ def count_request(gs: GatewaySession, by: int = 1, **fields: Any) -> None:
     _publish_count(gs, gs.requests + by)
 
 
-def count_answered(gs: GatewaySession) -> None:
-    """Count one more request on a gateway row not locked here (a compaction request, counted as answered), and
-    tell the session's page as `count_request` does."""
+def count_answered(gs: GatewaySession, *, detail: dict[str, Any] | None = None) -> None:
+    """Count one more request on a gateway row not locked here (a compaction request, counted as answered, or a
+    cut exchange), and tell the session's page as `count_request` does (with `detail`'s other parts of the card)."""
     GatewaySession.objects.filter(pk=gs.pk).update(requests=F("requests") + 1)
-    _publish_count(gs, GatewaySession.objects.filter(pk=gs.pk).values_list("requests", flat=True).get())
+    _publish_count(gs, GatewaySession.objects.filter(pk=gs.pk).values_list("requests", flat=True).get(), detail)
 
 
-def _publish_count(gs: GatewaySession, requests: int) -> None:
+def _publish_count(gs: GatewaySession, requests: int, detail: dict[str, Any] | None = None) -> None:
     transaction.on_commit(lambda: publish_transient(session_id=gs.session_id, after_seq=0, kind=GATEWAY_REQUESTS,
-                                                    detail={"requests": requests}, fleet=False))
+                                                    detail={"requests": requests, **(detail or {})}, fleet=False))
 
 
 def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:

@@ -20,6 +20,12 @@ def gateway_card(*, session_id: int) -> dict[str, Any]:
         return {"gs": None}
     notice = (AuditEntry.objects.filter(session_id=session_id, action__in=NOTICE_ACTIONS)
               .order_by("-created_at", "-pk").values_list("reason", flat=True).first())
+    return {"gs": gs, "requests": gs.requests, **gateway_state(gs=gs), "notice": notice or "", **cut_state(gs=gs)}
+
+
+def cut_state(*, gs: GatewaySession) -> dict[str, Any]:
+    """What the card's `gateway_cut` partial shows (on first render, and live when an exchange is cut): how many of
+    the session's exchanges were cut and why the last one was."""
     cut = gs.failed_attempts.filter(cut=True)
-    return {"gs": gs, "requests": gs.requests, **gateway_state(gs=gs), "notice": notice or "",
-            "cut_count": cut.count(), "last_cut": cut.order_by("-created", "-pk").first()}
+    last = cut.order_by("-created", "-pk").values_list("error", flat=True).first()
+    return {"cut_count": cut.count(), "last_cut_error": last or ""}

@@ -361,7 +361,8 @@ GATEWAY_CARD = "gateway_app/partials/gateway_card.html"
 
 def gateway_transient(event: Mapping[str, Any]) -> str:
     """The gateway card's parts an event changes, with the partials of its first render: the request count, the
-    card's state list (after a compaction the gateway ran: the request it answered is cleared) and the notice."""
+    card's state list (after a compaction the gateway ran: the request it answered is cleared), the notice and the
+    line of exchanges cut (gateway_app.journal)."""
     detail = event.get("detail") or {}
     after = int(event.get("after_seq") or 0)
     parts = [marker(seq=after, after_seq=after, kind="transient")]
@@ -369,6 +370,8 @@ def gateway_transient(event: Mapping[str, Any]) -> str:
         parts.append(_partial(GATEWAY_CARD, "gateway_requests", {"requests": int(detail["requests"]), "oob": True}))
     if isinstance(detail.get("state"), dict):
         parts.append(_partial(GATEWAY_CARD, "gateway_state", {**detail["state"], "oob": True}))
+    if isinstance(detail.get("cut"), dict):  # an exchange was cut (gateway_app.journal): the card's cut line
+        parts.append(_partial(GATEWAY_CARD, "gateway_cut", {**detail["cut"], "oob": True}))
     if event.get("kind") == GATEWAY_NOTICE:
         parts.append(render_to_string("gateway_app/partials/gateway_notice.html",
                                       {"notice": str(detail.get("message") or ""), "oob": True}))

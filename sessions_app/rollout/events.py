@@ -197,7 +197,8 @@ ALERT_KIND = "alert"
 # Transient: what the gateway did for an operator (a compaction at the next request), shown on the session page,
 # with the gateway card's state after it (`state`: gateway_app.selectors.gateway_state).
 GATEWAY_NOTICE = "gateway_notice"
-# Transient, to the session's page only: the gateway recorded one more request (`requests`: the count now).
+# Transient, to the session's page only: the gateway recorded one more request (`requests`: the count now; with
+# `cut` when that request was an exchange cut by its process's end: gateway_app.selectors.cut_state).
 GATEWAY_REQUESTS = "gateway_requests"
 
 
