@@ -25,8 +25,8 @@ def test_the_fault_panel_moves_live_as_the_fault_fires(login, web, screenshot_di
     web.api("POST", f"sessions/{created['id']}/compact", body={"strategy": "local"})
     expect(panel).to_contain_text("0 left · fired 1 time", timeout=15_000)
     expect(panel).not_to_contain_text("not fired yet")
-    page.locator("#fault-active").scroll_into_view_if_needed()
-    page.screenshot(path=str(screenshot_dir / "fault-fired-live.png"))
+    # The panel is swapped in again at every live event, so it is never "stable" for a scroll: a full-page shot
+    page.screenshot(path=str(screenshot_dir / "fault-fired-live.png"), full_page=True)
 
 
 def test_the_inspector_shows_what_the_model_was_asked_in_words(login, web, screenshot_dir):
