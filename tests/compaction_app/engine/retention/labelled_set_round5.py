@@ -1,0 +1,447 @@
+"""Round five of the labelled set (issue 46): two held-out parts written before the scorer's value layer, never
+tuned on.
+
+Rounds three and four plant facts the scorer was then fixed on, so their *now* figures are tuned ones. These two
+parts were written first, their truth by hand, and run once on the scorer of their time (the first run, recorded in
+docs/benchmarks.md) before any change to it; they are kept out of every rule's design. They plant stated values of
+kinds and shapes the earlier parts lack, in sessions of other languages and tools:
+
+- `BLIND_6`, a Go and Rust service moved to a new cluster: a duration in a Helm values file (YAML, nested), an
+  nginx directive (`name value;`, no `=` or `:`), a certificate's expiry date (`notAfter=Mar 14 09:30:00 2027
+  GMT`), a Rust compiler error code (`error[E0502]`), a toolchain version in a tool's own words (`openjdk version
+  "21.0.4"`, `go1.22.7`, `psql (PostgreSQL) 16.3`), a file renamed with `git mv`, a logfmt error line (`code=...`);
+- `BLIND_7`, a data pipeline: a `df -h` table (sizes and a percentage by mount point), a missing file in a Python
+  traceback (a quoted path with a date folder), a training log whose metric changes every epoch (only the last
+  counts), a compose variable changed by a patch, a redirect URL with a port, an elapsed time in a log line
+  (`elapsed=1h12m09s`).
+
+Summaries render each claim in other units, formats and words (45 s as 45000 ms, 25m as 25 MiB, Mar 14 2027 as
+2027-03-14, 0.9131 as 91.31%, 1h12m09s as 72 min), in styles the earlier parts lack: a handoff note with bold
+labels, arrows (`label -> value`), a status report with a metrics table, INI-like `label = value` lines. Lost
+renderings carry a wrong unit, a neighbouring value, a stale value, an earlier epoch's value, the subject without
+its value, or nothing. Sessions are `labelled_set_round3.Session`s, built like round four's (a careful or sloppy
+summariser over one to three compactions), so `labelled_set_round3.evaluate` counts them the same way.
+"""
+
+from __future__ import annotations
+
+import random
+
+from compaction_app.engine.items import SUMMARY_PREFIX, user_message
+from tests.compaction_app.engine.retention.labelled_set import AGENTS, assistant, exec_out, fcall, fout
+from tests.compaction_app.engine.retention.labelled_set_round3 import Session, Step
+from tests.compaction_app.engine.retention.labelled_set_round4 import (
+    TEMPERAMENTS,
+    Claim,
+    Planted,
+    _first_mode,
+)
+
+BLIND_6 = "blind_6"
+BLIND_7 = "blind_7"
+PARTS = (BLIND_6, BLIND_7)
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+               "November", "December")
+
+
+def _id(n: int, phase: int, slot: str) -> str:
+    return f"r5_{n}_{phase}_{slot}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# BLIND_6: a Go and Rust service moved to a new cluster
+# ---------------------------------------------------------------------------------------------------------------
+
+def _blind_6(n: int, phase: int) -> list[Planted]:
+    k = n * 10 + phase
+    out: list[Planted] = []
+
+    # A duration in a Helm values file, nested two levels down.
+    key = ("drain_timeout", "idle_timeout", "shutdown_grace")[phase]
+    secs = 20 + k % 37
+    c = _id(n, phase, "yaml")
+    items = [fcall(c, "exec_command", cmd=f"cat deploy/ledger-{k}/values.yaml"),
+             fout(c, exec_out(0, f"replicaCount: 3\nserver:\n  port: 8443\n  {key}: {secs}s\n  max_inflight: 64\n"
+                                 f"image:\n  repository: registry.local/ledger\n  tag: \"1.{k}.0\"\n"))]
+    spoken = key.replace("_", " ")
+    out.append(Planted("value", key, "yaml duration", items, [
+        ("verbatim", True, True, None),
+        ("seconds", True, False, Claim(spoken, f"{secs} seconds", f"The {spoken} of ledger-{k} is {secs} seconds.")),
+        ("ms", True, False, Claim(key, f"{secs * 1000} ms", f"ledger-{k} sets {key} to {secs * 1000} ms.")),
+        ("wrong unit", False, False, Claim(key, f"{secs} ms", f"ledger-{k} sets {key} to {secs} ms.")),
+        ("wrong value", False, False, Claim(key, f"{secs + 15}s", f"ledger-{k} sets {key} to {secs + 15}s.")),
+        ("no value", False, False, Claim(key, "set in values.yaml", f"The {spoken} of ledger-{k} is set in "
+                                         "values.yaml.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # An nginx directive: `name value;`, no `=` or `:`.
+    c = _id(n, phase, "nginx")
+    if phase == 0:
+        directive, mb = "client_max_body_size", 8 + k % 40
+        raw = f"{mb}m"
+        held = [Claim("upload cap", f"{mb} MiB (client_max_body_size)", f"Uploads to ledger-{k} are capped at {mb} "
+                      "MiB by client_max_body_size."),
+                Claim(directive, f"{mb}M", f"nginx has {directive} {mb}M for ledger-{k}.")]
+        lost = [Claim(directive, f"{mb}k", f"nginx has {directive} {mb}k for ledger-{k}."),
+                Claim(directive, f"{mb * 10}m", f"nginx has {directive} {mb * 10}m for ledger-{k}.")]
+    elif phase == 1:
+        directive, minutes = "proxy_read_timeout", 2 + k % 5
+        raw = f"{minutes * 60}s"
+        held = [Claim(directive, f"{minutes} min", f"The nginx {directive} of ledger-{k} is {minutes} minutes."),
+                Claim(directive, f"{minutes * 60}s", f"nginx waits {minutes * 60}s for ledger-{k} "
+                      f"({directive}).")]
+        lost = [Claim(directive, f"{minutes * 60} ms", f"The nginx {directive} of ledger-{k} is {minutes * 60} ms."),
+                Claim(directive, f"{minutes} s", f"The nginx {directive} of ledger-{k} is {minutes} s.")]
+    else:
+        directive, count = "keepalive_requests", 1000 + k * 10
+        raw = str(count)
+        held = [Claim(directive, f"{count:,}", f"nginx allows {count:,} requests per keepalive connection "
+                      f"({directive}) for ledger-{k}."),
+                Claim(directive, str(count), f"{directive} is {count} for ledger-{k}.")]
+        lost = [Claim(directive, str(count + 100), f"{directive} is {count + 100} for ledger-{k}.")]
+    items = [fcall(c, "exec_command", cmd=f"grep -n {directive} /etc/nginx/conf.d/ledger-{k}.conf"),
+             fout(c, exec_out(0, f"{14 + phase}:    {directive} {raw};"))]
+    out.append(Planted("value", directive, "nginx directive", items, [
+        ("verbatim", True, True, None),
+        *((f"held {i}", True, False, claim) for i, claim in enumerate(held)),
+        *((f"lost {i}", False, False, claim) for i, claim in enumerate(lost)),
+        ("dropped", False, False, None),
+    ]))
+
+    # A certificate's expiry date.
+    month, day, year = phase * 4 + k % 4, 10 + k % 18, 2027 + phase
+    stamp = f"{MONTHS[month]} {day} 09:30:00 {year}"
+    c = _id(n, phase, "cert")
+    items = [fcall(c, "exec_command", cmd=f"openssl x509 -enddate -noout -in certs/api-{k}.pem"),
+             fout(c, exec_out(0, f"notAfter={stamp} GMT"))]
+    iso = f"{year}-{month + 1:02d}-{day:02d}"
+    out.append(Planted("value", stamp, "expiry date", items, [
+        ("verbatim", True, True, None),
+        ("iso", True, False, Claim(f"certs/api-{k}.pem expires", iso, f"The certs/api-{k}.pem certificate expires "
+                                   f"on {iso}.")),
+        ("words", True, False, Claim(f"api-{k} cert valid until", f"{day} {MONTH_NAMES[month]} {year}",
+                                     f"The api-{k} certificate is valid until {day} {MONTH_NAMES[month]} {year}.")),
+        ("wrong month", False, False, Claim(f"certs/api-{k}.pem expires", f"{year}-{(month + 1) % 12 + 1:02d}-"
+                                            f"{day:02d}", f"The certs/api-{k}.pem certificate expires on "
+                                            f"{year}-{(month + 1) % 12 + 1:02d}-{day:02d}.")),
+        ("wrong year", False, False, Claim(f"certs/api-{k}.pem expires", f"{year - 1}-{month + 1:02d}-{day:02d}",
+                                           f"The certs/api-{k}.pem certificate expires on {year - 1}-"
+                                           f"{month + 1:02d}-{day:02d}.")),
+        ("no date", False, False, Claim(f"certs/api-{k}.pem", "checked", f"Checked the expiry of certs/api-{k}.pem.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A Rust compiler error code.
+    code, field_name = (("E0502", "entries"), ("E0382", "batch"), ("E0308", "amount"))[phase]
+    line = 40 + k % 90
+    where = f"crates/ledger-core/src/book_{k}.rs"
+    message = {"E0502": f"cannot borrow `self.{field_name}` as mutable because it is also borrowed as immutable",
+               "E0382": f"borrow of moved value: `{field_name}`",
+               "E0308": "mismatched types"}[code]
+    c = _id(n, phase, "cargo")
+    items = [fcall(c, "exec_command", cmd="cargo build -p ledger-core"),
+             fout(c, exec_out(101, f"   Compiling ledger-core v0.{k}.0 (/repo/crates/ledger-core)\n"
+                                   f"error[{code}]: {message}\n  --> {where}:{line}:13\n   |\n"
+                                   f"{line} |         let first = self.{field_name}.first();\n   |\n"
+                                   f"error: could not compile `ledger-core` (lib) due to 1 previous error"))]
+    out.append(Planted("error", code, "rust error code", items, [
+        ("verbatim", True, True, None),
+        ("code and place", True, False, Claim("cargo build", f"{code} at book_{k}.rs:{line} ({field_name})",
+                                              f"cargo build fails with {code} on {field_name} in {where} line "
+                                              f"{line}.")),
+        ("code and message", True, False, Claim("cargo build", f"error {code}: {message} ({where}:{line})",
+                                                f"The build stops at {code}, {message}, {where}:{line}.")),
+        ("wrong code", False, False, Claim("cargo build", f"E0499 at book_{k}.rs:{line}", f"cargo build fails with "
+                                           f"E0499 in {where} line {line}.")),
+        ("generic", False, False, Claim("cargo build", "fails to compile", "ledger-core does not compile yet.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A toolchain version in the tool's own words.
+    c = _id(n, phase, "ver")
+    if phase == 0:
+        version = f"21.0.{1 + k % 8}"
+        items = [fcall(c, "exec_command", cmd="java -version"),
+                 fout(c, exec_out(0, f"openjdk version \"{version}\" 2024-07-16\nOpenJDK Runtime Environment "
+                                     f"(build {version}+7-Ubuntu)\nOpenJDK 64-Bit Server VM (build {version}+7, "
+                                     "mixed mode, sharing)"))]
+        held = [Claim("JDK", version, f"The build box runs OpenJDK {version}."),
+                Claim("java", f"openjdk {version}", f"java -version reports {version}.")]
+        lost = [Claim("JDK", "21", "The build box runs OpenJDK 21."),
+                Claim("JDK", f"21.0.{2 + k % 8}", f"The build box runs OpenJDK 21.0.{2 + k % 8}.")]
+    elif phase == 1:
+        version = f"1.22.{1 + k % 9}"
+        items = [fcall(c, "exec_command", cmd="go version"), fout(c, exec_out(0, f"go version go{version} linux/amd64"))]
+        held = [Claim("Go", version, f"The toolchain is Go {version}."),
+                Claim("go", f"go{version} (linux/amd64)", f"go version says go{version}.")]
+        lost = [Claim("Go", "1.22", "The toolchain is Go 1.22."),
+                Claim("Go", f"1.21.{1 + k % 9}", f"The toolchain is Go 1.21.{1 + k % 9}.")]
+    else:
+        version = f"16.{1 + k % 9}"
+        items = [fcall(c, "exec_command", cmd="psql --version"), fout(c, exec_out(0, f"psql (PostgreSQL) {version}"))]
+        held = [Claim("psql", f"PostgreSQL {version}", f"The client is PostgreSQL {version}."),
+                Claim("psql", f"v{version}", f"psql is v{version}.")]
+        lost = [Claim("psql", f"PostgreSQL 15.{1 + k % 9}", f"The client is PostgreSQL 15.{1 + k % 9}."),
+                Claim("psql", "PostgreSQL 16", "The client is PostgreSQL 16.")]
+    out.append(Planted("value", version, "tool version", items, [
+        ("verbatim", True, True, None),
+        *((f"held {i}", True, False, claim) for i, claim in enumerate(held)),
+        *((f"lost {i}", False, False, claim) for i, claim in enumerate(lost)),
+        ("dropped", False, False, None),
+    ]))
+
+    # A file renamed with git mv: where it lives now.
+    old, new = f"src/ledger/legacy_{k}.go", f"internal/ledger/book_{k}.go"
+    c = _id(n, phase, "mv")
+    items = [fcall(c, "exec_command", cmd=f"git mv {old} {new}"), fout(c, exec_out(0, "")),
+             assistant(f"Moved the ledger code of shard {k}; the imports follow.")]
+    out.append(Planted("command", new, "renamed path", items, [
+        ("verbatim", True, True, None),
+        ("moved", True, False, Claim("moved", f"{old} -> {new}", f"Moved {old} to {new} with git mv.")),
+        ("renamed from", True, False, Claim("ledger code", f"{new} (renamed from {old})", f"The ledger code of "
+                                            f"shard {k} is now {new}, renamed from {old}.")),
+        ("stale", False, False, Claim("ledger code", old, f"The ledger code of shard {k} is in {old}.")),
+        ("no target", False, False, Claim("moved", f"legacy_{k}.go renamed", f"Renamed legacy_{k}.go.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A logfmt error line.
+    order, reason = f"ord_{k}x9", ("card_declined", "expired_card", "processing_error")[phase]
+    c = _id(n, phase, "logs")
+    items = [fcall(c, "exec_command", cmd=f"kubectl logs deploy/ledger-{k} --since=10m | grep level=error"),
+             fout(c, exec_out(0, f"ts=2026-12-01T10:{10 + phase}:07Z level=error msg=\"capture failed\" "
+                                 f"order={order} code={reason} attempt=3"))]
+    other = ("insufficient_funds", "card_declined", "expired_card")[phase]
+    out.append(Planted("error", order, "logfmt error", items, [
+        ("verbatim", True, True, None),
+        ("paraphrase", True, False, Claim("capture", f"{order} failed: {reason}", f"Capturing {order} failed with "
+                                          f"{reason} (3 attempts).")),
+        ("wrong code", False, False, Claim("capture", f"{order} failed: {other}", f"Capturing {order} failed with "
+                                           f"{other}.")),
+        ("no code", False, False, Claim("capture", "one capture failed", "A payment capture failed in the logs.")),
+        ("dropped", False, False, None),
+    ]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# BLIND_7: a data pipeline
+# ---------------------------------------------------------------------------------------------------------------
+
+def _blind_7(n: int, phase: int) -> list[Planted]:
+    k = n * 10 + phase
+    out: list[Planted] = []
+
+    # A df -h table.
+    used = 84 + k % 14
+    avail = 500 * (100 - used) // 100
+    mount = f"/data/ingest-{k}"
+    c = _id(n, phase, "df")
+    items = [fcall(c, "exec_command", cmd=f"df -h {mount}"),
+             fout(c, exec_out(0, "Filesystem      Size  Used Avail Use% Mounted on\n"
+                                 f"/dev/nvme1n1    500G  {500 - avail}G  {avail}G  {used}% {mount}"))]
+    out.append(Planted("value", mount, "disk table", items, [
+        ("verbatim", True, True, None),
+        ("GiB", True, False, Claim(mount, f"{used}% used, {avail} GiB free", f"{mount} is {used}% full with "
+                                   f"{avail} GiB left.")),
+        ("G", True, False, Claim(mount, f"{avail}G avail ({used}%)", f"{mount}: {avail}G available, {used}% "
+                                 "used.")),
+        ("wrong percent", False, False, Claim(mount, f"{100 - used}% used, {avail} GiB free", f"{mount} is "
+                                              f"{100 - used}% full with {avail} GiB left.")),
+        ("wrong unit", False, False, Claim(mount, f"{used}% used, {avail} MiB free", f"{mount} is {used}% full with "
+                                           f"{avail} MiB left.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A missing file in a traceback: a quoted path with a date folder.
+    day = 10 + k % 19
+    path = f"data/raw/2026-11-{day}/batch_{k}.parquet"
+    c = _id(n, phase, "tb")
+    items = [fcall(c, "exec_command", cmd=f"python -m pipeline.ingest --day 2026-11-{day}"),
+             fout(c, exec_out(1, "Traceback (most recent call last):\n  File \"pipeline/ingest.py\", line 88, in "
+                                 "load\n    table = pq.read_table(path)\nFileNotFoundError: [Errno 2] No such file or "
+                                 f"directory: '{path}'"))]
+    out.append(Planted("error", f"batch_{k}.parquet", "missing file", items, [
+        ("verbatim", True, True, None),
+        ("paraphrase", True, False, Claim("ingest", f"{path} missing (FileNotFoundError)", f"The ingest of "
+                                          f"2026-11-{day} stops: {path} does not exist.")),
+        ("wrong day", False, False, Claim("ingest", f"data/raw/2026-11-{day + 1}/batch_{k}.parquet missing",
+                                          f"The ingest stops: data/raw/2026-11-{day + 1}/batch_{k}.parquet does not "
+                                          "exist.")),
+        ("generic", False, False, Claim("ingest", "a parquet file is missing", "The ingest stops on a missing parquet "
+                                        "file.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A training log: the metric changes every epoch, only the last counts.
+    metric = ("val_auc", "val_f1", "val_recall")[phase]
+    last = 0.9 + (k % 90) / 1000 + 0.0001 * (1 + k % 9)
+    values = [last - 0.0119, last - 0.0026, last]
+    c = _id(n, phase, "train")
+    lines = [f"epoch {e}/10 - loss {0.2214 - 0.006 * i:.4f} - {metric} {v:.4f}" for i, (e, v) in
+             enumerate(zip((8, 9, 10), values, strict=True))]
+    items = [fcall(c, "exec_command", cmd=f"tail -n 3 logs/train-{k}.log"), fout(c, exec_out(0, "\n".join(lines)))]
+    out.append(Planted("value", metric, "epoch metric", items, [
+        ("verbatim", True, True, None),
+        ("final", True, False, Claim(metric, f"{last:.4f} after epoch 10", f"The model of run {k} ends at {metric} "
+                                     f"{last:.4f} after 10 epochs.")),
+        ("percent", True, False, Claim(metric, f"{last * 100:.2f}%", f"Run {k} finishes with {metric} at "
+                                       f"{last * 100:.2f}%.")),
+        ("earlier epoch", False, False, Claim(metric, f"{values[0]:.4f}", f"Run {k} reaches {metric} "
+                                              f"{values[0]:.4f}.")),
+        ("swapped digits", False, False, Claim(metric, f"{last + 0.0090:.4f}", f"Run {k} reaches {metric} "
+                                               f"{last + 0.0090:.4f}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A compose variable, changed by a patch.
+    var = ("WORKER_CONCURRENCY", "PREFETCH_MULTIPLIER", "BATCH_ROWS")[phase]
+    old, new = 4 + k % 9, 16 + k % 9
+    compose = f"docker-compose.ingest-{k}.yml"
+    c, p = _id(n, phase, "env"), _id(n, phase, "patch")
+    items = [fcall(c, "exec_command", cmd=f"grep -n {var} {compose}"),
+             fout(c, exec_out(0, f"23:      {var}: \"{old}\"")),
+             {"type": "custom_tool_call", "call_id": p, "name": "apply_patch",
+              "input": f"*** Begin Patch\n*** Update File: {compose}\n@@\n-      {var}: \"{old}\"\n"
+                       f"+      {var}: \"{new}\"\n*** End Patch\n"},
+             {"type": "custom_tool_call_output", "call_id": p, "output": f"Success. Updated the following files:\n"
+                                                                        f"M {compose}"}]
+    out.append(Planted("value", var, "patched variable", items, [
+        ("verbatim", True, True, None),
+        ("now", True, False, Claim(var, f"{new} (was {old})", f"{var} in {compose} is {new} now, up from {old}.")),
+        ("assignment", True, False, Claim(var, f"{var}={new}", f"{compose} sets {var}={new}.")),
+        ("stale", False, False, Claim(var, str(old), f"{compose} sets {var} to {old}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A redirect URL with a port.
+    host, port = f"ingest-{k}.internal", 8443 + phase
+    url = f"https://{host}:{port}/healthz"
+    c = _id(n, phase, "curl")
+    items = [fcall(c, "exec_command", cmd=f"curl -sI http://{host}/healthz"),
+             fout(c, exec_out(0, f"HTTP/1.1 301 Moved Permanently\nServer: nginx\nLocation: {url}\n"
+                                 "Content-Length: 0"))]
+    out.append(Planted("value", url, "redirect url", items, [
+        ("verbatim", True, True, None),
+        ("url", True, False, Claim("healthz", f"301 to {url}", f"http://{host}/healthz redirects (301) to {url}.")),
+        ("no scheme", True, False, Claim("healthz", f"https on {host}:{port}/healthz", f"healthz moved to https, "
+                                         f"{host}:{port}/healthz.")),
+        ("no port", False, False, Claim("healthz", f"301 to https://{host}/healthz", f"healthz redirects to "
+                                        f"https://{host}/healthz.")),
+        ("wrong port", False, False, Claim("healthz", f"301 to https://{host}:{port + 1000}/healthz", f"healthz "
+                                           f"redirects to https://{host}:{port + 1000}/healthz.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # An elapsed time in a log line.
+    minutes, seconds = 5 + k % 50, 10 + k % 49
+    elapsed = f"1h{minutes:02d}m{seconds:02d}s"
+    rows = 18_000_000 + k * 1234
+    c = _id(n, phase, "elapsed")
+    items = [fcall(c, "exec_command", cmd=f"grep finished logs/ingest-{k}.log"),
+             fout(c, exec_out(0, f"2026-12-02 03:17:44 INFO ingest finished rows={rows:,} elapsed={elapsed}"))]
+    total = 60 + minutes
+    out.append(Planted("value", elapsed, "elapsed time", items, [
+        ("verbatim", True, True, None),
+        ("minutes", True, False, Claim(f"ingest-{k} run time", f"about {total} min", f"The last ingest-{k} run took "
+                                       f"about {total} minutes.")),
+        ("h:mm:ss", True, False, Claim(f"ingest-{k} elapsed", f"1:{minutes:02d}:{seconds:02d}", f"ingest-{k} "
+                                       f"finished in 1:{minutes:02d}:{seconds:02d}.")),
+        ("wrong", False, False, Claim(f"ingest-{k} run time", f"about {minutes} min", f"The last ingest-{k} run "
+                                     f"took about {minutes} minutes.")),
+        ("no time", False, False, Claim(f"ingest-{k}", "finished", f"The last ingest-{k} run finished.")),
+        ("dropped", False, False, None),
+    ]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Summary styles
+# ---------------------------------------------------------------------------------------------------------------
+
+STYLES = {BLIND_6: ("handoff", "arrows"), BLIND_7: ("report", "ini")}
+
+
+def render(style: str, claims: list[tuple[str, Claim]], rng: random.Random) -> str:
+    if not claims:
+        return "Nothing to hand over yet."
+    if style == "handoff":
+        return "Handoff note.\n\n" + "\n".join(f"**{c.label}** — {c.sentence}" for _, c in claims)
+    if style == "arrows":
+        return "\n".join(f"{c.label} -> {c.value}" for _, c in claims)
+    if style == "report":
+        prose = [c.sentence for g, c in claims if g in ("missing file", "patched variable")]
+        table = [c for g, c in claims if g not in ("missing file", "patched variable")]
+        out = ["Status: " + (" ".join(prose) if prose else "running.")]
+        if table:
+            out += ["", "| metric | value |", "|:--|--:|", *(f"| {c.label} | {c.value} |" for c in table)]
+        return "\n".join(out)
+    return "[state]\n" + "\n".join(f"{c.label.replace(' ', '_')} = {c.value}" for _, c in claims)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sessions: round four's way (a careful or sloppy summariser, one to three compactions)
+# ---------------------------------------------------------------------------------------------------------------
+
+def _build(n: int, part: str, rng: random.Random) -> Session:
+    make = {BLIND_6: _blind_6, BLIND_7: _blind_7}[part]
+    style = rng.choice(STYLES[part])
+    temperament = rng.choice(sorted(TEMPERAMENTS))
+    session = Session(name=f"{part}-{n}-{temperament}", part=part, style=style)
+    goal = user_message({BLIND_6: f"Move ledger {n} to the new cluster without downtime.",
+                         BLIND_7: f"Make nightly ingest {n} finish under an hour again."}[part])
+    window: list[dict] = [AGENTS, goal]
+    facts: dict[tuple[str, str], Planted] = {}
+    state: dict[tuple[str, str], tuple[str, bool, bool, Claim | None]] = {}
+    for phase in range(1 + (n * 5) % 3):
+        new = make(n, phase)
+        before = list(window)
+        for fact in new:
+            before += fact.items
+        fresh = list(new)
+        if phase and rng.random() < 0.4:  # the agent goes back to an earlier fact
+            again = facts[rng.choice(sorted(facts))]
+            before += again.items
+            fresh.append(again)
+        step = Step(before=before, after=[])
+        for fact in fresh:
+            key = (fact.kind, fact.tag)
+            facts[key] = fact
+            state[key] = _first_mode(fact, TEMPERAMENTS[temperament], rng)
+        for key, (name, held, verbatim, _claim) in list(state.items()):
+            if facts[key] in fresh:
+                continue
+            if held and rng.random() < 0.2:
+                state[key] = (f"{name}, then dropped", False, False, None)
+            elif held and (verbatim and rng.random() < 0.5 or not verbatim and rng.random() < 0.3):
+                other = rng.choice([m for m in facts[key].modes if m[1] and not m[2]])
+                state[key] = (f"{name}, then {other[0]}", True, False, other[3])
+        claims: list[tuple[str, Claim]] = []
+        kept: list[dict] = []
+        for key, (name, held, verbatim, claim) in state.items():
+            step.truth[key], step.labels[key], step.groups[key] = held, name, facts[key].group
+            if verbatim:
+                kept += facts[key].items
+            if claim is not None:
+                claims.append((facts[key].group, claim))
+        rng.shuffle(claims)
+        in_window = [item for item in before[2:] if any(item is k for k in kept)]
+        seen: set[int] = set()
+        in_window = [i for i in in_window if not (id(i) in seen or seen.add(id(i)))]
+        summary = user_message(f"{SUMMARY_PREFIX}\n{render(style, claims, rng)}")
+        step.after = [AGENTS, goal, *in_window, summary]
+        session.steps.append(step)
+        window = step.after
+    return session
+
+
+def sessions(part: str = BLIND_6, count: int = 40, seed: int = 465) -> list[Session]:
+    rng = random.Random(f"{seed}-{part}")
+    return [_build(n, part, rng) for n in range(1, count + 1)]
+
+
+GROUPS = {BLIND_6: ("yaml duration", "nginx directive", "expiry date", "rust error code", "tool version",
+                    "renamed path", "logfmt error"),
+          BLIND_7: ("disk table", "missing file", "epoch metric", "patched variable", "redirect url", "elapsed time")}
