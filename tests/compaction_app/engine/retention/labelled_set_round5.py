@@ -25,6 +25,7 @@ summariser over one to three compactions), so `labelled_set_round3.evaluate` cou
 
 from __future__ import annotations
 
+import json
 import random
 
 from compaction_app.engine.items import SUMMARY_PREFIX, user_message
@@ -39,7 +40,9 @@ from tests.compaction_app.engine.retention.labelled_set_round4 import (
 
 BLIND_6 = "blind_6"
 BLIND_7 = "blind_7"
-PARTS = (BLIND_6, BLIND_7)
+# Written after blind_6 and blind_7 had been run on the value layer, before any look at what it missed on them.
+BLIND_8 = "blind_8"
+PARTS = (BLIND_6, BLIND_7, BLIND_8)
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
                "November", "December")
@@ -386,12 +389,13 @@ def render(style: str, claims: list[tuple[str, Claim]], rng: random.Random) -> s
 # ---------------------------------------------------------------------------------------------------------------
 
 def _build(n: int, part: str, rng: random.Random) -> Session:
-    make = {BLIND_6: _blind_6, BLIND_7: _blind_7}[part]
+    make = {BLIND_6: _blind_6, BLIND_7: _blind_7, BLIND_8: _blind_8}[part]
     style = rng.choice(STYLES[part])
     temperament = rng.choice(sorted(TEMPERAMENTS))
     session = Session(name=f"{part}-{n}-{temperament}", part=part, style=style)
     goal = user_message({BLIND_6: f"Move ledger {n} to the new cluster without downtime.",
-                         BLIND_7: f"Make nightly ingest {n} finish under an hour again."}[part])
+                         BLIND_7: f"Make nightly ingest {n} finish under an hour again.",
+                         BLIND_8: f"Get nightly report {n} green before the audit."}[part])
     window: list[dict] = [AGENTS, goal]
     facts: dict[tuple[str, str], Planted] = {}
     state: dict[tuple[str, str], tuple[str, bool, bool, Claim | None]] = {}
@@ -430,7 +434,8 @@ def _build(n: int, part: str, rng: random.Random) -> Session:
         in_window = [item for item in before[2:] if any(item is k for k in kept)]
         seen: set[int] = set()
         in_window = [i for i in in_window if not (id(i) in seen or seen.add(id(i)))]
-        summary = user_message(f"{SUMMARY_PREFIX}\n{render(style, claims, rng)}")
+        text = render_8(style, claims) if part == BLIND_8 else render(style, claims, rng)
+        summary = user_message(f"{SUMMARY_PREFIX}\n{text}")
         step.after = [AGENTS, goal, *in_window, summary]
         session.steps.append(step)
         window = step.after
@@ -444,4 +449,166 @@ def sessions(part: str = BLIND_6, count: int = 40, seed: int = 465) -> list[Sess
 
 GROUPS = {BLIND_6: ("yaml duration", "nginx directive", "expiry date", "rust error code", "tool version",
                     "renamed path", "logfmt error"),
-          BLIND_7: ("disk table", "missing file", "epoch metric", "patched variable", "redirect url", "elapsed time")}
+          BLIND_7: ("disk table", "missing file", "epoch metric", "patched variable", "redirect url", "elapsed time"),
+          BLIND_8: ("oracle error", "database url", "json seconds", "du size", "commit date", "row count",
+                    "listening port")}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# BLIND_8: a Java and Python back office, written after blind_6 and blind_7 had been run on the value layer and
+# before any look at what it missed on them; run once at the end (the final held-out figure).
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _blind_8(n: int, phase: int) -> list[Planted]:
+    k = n * 10 + phase
+    out: list[Planted] = []
+
+    # An Oracle error code inside a Java exception.
+    code = ("ORA-00942", "ORA-01017", "ORA-12541")[phase]
+    text = {"ORA-00942": "table or view does not exist", "ORA-01017": "invalid username/password; logon denied",
+            "ORA-12541": "TNS:no listener"}[code]
+    c = _id(n, phase, "ora")
+    items = [fcall(c, "exec_command", cmd=f"./gradlew :reports-{k}:test --tests '*Nightly*'"),
+             fout(c, exec_out(1, f"> Task :reports-{k}:test\n\nNightlyReportTest > exportsLedger() FAILED\n"
+                                 f"    java.sql.SQLSyntaxErrorException: {code}: {text}\n"
+                                 f"        at oracle.jdbc.driver.T4CTTIoer11.processError(T4CTTIoer11.java:630)\n\n"
+                                 "1 test completed, 1 failed\n\nFAILURE: Build failed with an exception."))]
+    out.append(Planted("error", code, "oracle error", items, [
+        ("verbatim", True, True, None),
+        ("code", True, False, Claim(f"reports-{k} tests", f"{code} ({text})", f"The nightly report test of "
+                                    f"reports-{k} fails with {code}: {text}.")),
+        ("code only", True, False, Claim(f"reports-{k}", f"fails: {code}", f"reports-{k} test fails on {code}.")),
+        ("wrong code", False, False, Claim(f"reports-{k} tests", "ORA-00904 (invalid identifier)", f"The nightly "
+                                           f"report test of reports-{k} fails with ORA-00904.")),
+        ("generic", False, False, Claim(f"reports-{k} tests", "a database error", f"The nightly report test of "
+                                        f"reports-{k} fails on a database error.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A connection URL in a TOML file, as a quoted string.
+    host, port = f"db-{k}.internal", 5432 + phase
+    c = _id(n, phase, "toml")
+    items = [fcall(c, "exec_command", cmd=f"sed -n 1,12p services/reports-{k}/config.toml"),
+             fout(c, exec_out(0, f"[database]\nurl = \"postgresql://reports@{host}:{port}/ledger\"\n"
+                                 "pool = 10\n\n[http]\nbind = \"0.0.0.0\"\n"))]
+    out.append(Planted("value", host, "database url", items, [
+        ("verbatim", True, True, None),
+        ("url", True, False, Claim("database", f"postgresql://reports@{host}:{port}/ledger", f"reports-{k} talks "
+                                   f"to postgresql://reports@{host}:{port}/ledger.")),
+        ("host and port", True, False, Claim("database", f"{host}:{port}, db ledger, user reports", f"The database "
+                                             f"of reports-{k} is ledger on {host}:{port} (user reports).")),
+        ("wrong port", False, False, Claim("database", f"{host}:{port + 100}/ledger", f"The database of "
+                                           f"reports-{k} is on {host}:{port + 100}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A JSON API answer with a duration in seconds under a nested key.
+    key = ("oldest_age_seconds", "lag_seconds", "max_wait_seconds")[phase]
+    age = 60 * (30 + k % 90)
+    c = _id(n, phase, "json")
+    body = json.dumps({"queue": f"invoices-{k}", "stats": {"depth": 1200 + k, key: age}}, indent=2)
+    items = [fcall(c, "exec_command", cmd=f"curl -s http://queue.internal/api/queues/invoices-{k}"),
+             fout(c, exec_out(0, body))]
+    out.append(Planted("value", key, "json seconds", items, [
+        ("verbatim", True, True, None),
+        ("minutes", True, False, Claim(f"invoices-{k} {key.split('_')[0]}", f"{age // 60} minutes",
+                                       f"The {key.replace('_seconds', '').replace('_', ' ')} of queue invoices-{k} "
+                                       f"is {age // 60} minutes.")),
+        ("seconds", True, False, Claim(key, f"{age} s", f"invoices-{k}: {key} = {age}.")),
+        ("wrong unit", False, False, Claim(f"invoices-{k} {key.split('_')[0]}", f"{age // 60} s",
+                                           f"The {key.replace('_seconds', '').replace('_', ' ')} of queue "
+                                           f"invoices-{k} is {age // 60} seconds.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A size from du (value, tab, path).
+    tenths = 12 + k % 60
+    size = f"{tenths / 10:.1f}G"
+    folder = f"build/artifacts-{k}"
+    c = _id(n, phase, "du")
+    items = [fcall(c, "exec_command", cmd=f"du -sh {folder}"), fout(c, exec_out(0, f"{size}\t{folder}"))]
+    out.append(Planted("value", folder, "du size", items, [
+        ("verbatim", True, True, None),
+        ("GiB", True, False, Claim(folder, f"{tenths / 10:.1f} GiB", f"{folder} takes {tenths / 10:.1f} GiB.")),
+        ("MiB", True, False, Claim(folder, f"~{round(tenths / 10 * 1024)} MiB", f"{folder} is about "
+                                   f"{round(tenths / 10 * 1024)} MiB.")),
+        ("wrong unit", False, False, Claim(folder, f"{tenths / 10:.1f} MiB", f"{folder} takes {tenths / 10:.1f} "
+                                           "MiB.")),
+        ("no size", False, False, Claim(folder, "large", f"{folder} is large.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # The date of the last commit (one line, no name).
+    day = 10 + k % 19
+    stamp = f"Nov {day} 16:02:{10 + phase:02d} 2026"
+    c = _id(n, phase, "gitdate")
+    items = [fcall(c, "exec_command", cmd=f"git log -1 --format=%cd -- services/reports-{k}"),
+             fout(c, exec_out(0, f"Tue {stamp} +0100"))]
+    out.append(Planted("value", stamp, "commit date", items, [
+        ("verbatim", True, True, None),
+        ("iso", True, False, Claim(f"reports-{k} last commit", f"2026-11-{day}", f"services/reports-{k} was last "
+                                   f"changed on 2026-11-{day}.")),
+        ("words", True, False, Claim(f"reports-{k} last commit", f"{day} November 2026", f"services/reports-{k} "
+                                     f"last changed on {day} November 2026.")),
+        ("wrong day", False, False, Claim(f"reports-{k} last commit", f"2026-11-{day - 1}", f"services/reports-{k} "
+                                          f"was last changed on 2026-11-{day - 1}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A count from psql's table output.
+    count = 40000 + k * 37
+    c = _id(n, phase, "count")
+    items = [fcall(c, "exec_command", cmd=f"psql -c 'select count(*) from ledger_{k}.entries where posted'"),
+             fout(c, exec_out(0, f" count\n-------\n {count}\n(1 row)"))]
+    out.append(Planted("value", str(count), "row count", items, [
+        ("verbatim", True, True, None),
+        ("separators", True, False, Claim(f"ledger_{k}.entries posted", f"{count:,}", f"ledger_{k}.entries has "
+                                          f"{count:,} posted rows.")),
+        ("rounded", True, False, Claim(f"ledger_{k}.entries posted", f"~{count / 1000:.1f}k", f"ledger_{k}.entries "
+                                       f"has about {count / 1000:.1f}k posted rows.")),
+        ("wrong", False, False, Claim(f"ledger_{k}.entries posted", f"{count + 900:,}", f"ledger_{k}.entries has "
+                                      f"{count + 900:,} posted rows.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A listening port in ss's table.
+    port = 9000 + k
+    c = _id(n, phase, "ss")
+    items = [fcall(c, "exec_command", cmd="ss -ltnp"),
+             fout(c, exec_out(0, "State  Recv-Q Send-Q Local Address:Port Peer Address:Port Process\n"
+                                 f"LISTEN 0      2048   0.0.0.0:{port}     0.0.0.0:*     "
+                                 f"users:((\"gunicorn\",pid={3000 + k},fd=5))"))]
+    out.append(Planted("value", f"0.0.0.0:{port}", "listening port", items, [
+        ("verbatim", True, True, None),
+        ("address", True, False, Claim("gunicorn", f"listening on 0.0.0.0:{port}", f"gunicorn listens on "
+                                       f"0.0.0.0:{port}.")),
+        ("port", True, False, Claim("gunicorn port", str(port), f"gunicorn is on port {port}.")),
+        ("wrong port", False, False, Claim("gunicorn port", str(port + 1), f"gunicorn is on port {port + 1}.")),
+        ("dropped", False, False, None),
+    ]))
+    return out
+
+
+STYLES[BLIND_8] = ("wrapped", "stand")
+
+
+def _wrap(text: str, width: int = 72) -> str:
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return "\n".join([*lines, line])
+
+
+def render_8(style: str, claims: list[tuple[str, Claim]]) -> str:
+    """A commit-message-like summary wrapped at 72 columns (a claim may run over two lines), or a German status
+    note with the claims as label and value."""
+    if not claims:
+        return "Noch nichts."
+    if style == "wrapped":
+        return "Nightly reports: state of the work\n\n" + "\n\n".join(_wrap(c.sentence) for _, c in claims)
+    return "Stand der Arbeit:\n" + "\n".join(f"- {c.label}: {c.value}" for _, c in claims)
