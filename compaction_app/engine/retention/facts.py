@@ -33,7 +33,7 @@ from compaction_app.engine.items import (
     is_summary_message,
     message_text,
 )
-from compaction_app.engine.retention.match import anchors_of, normalise, words_of
+from compaction_app.engine.retention.match import anchors_of, is_code, names_of, normalise, words_of
 from compaction_app.engine.retention.statements import (
     TABLE_CELLS,
     TABLE_HEADER,
@@ -42,6 +42,7 @@ from compaction_app.engine.retention.statements import (
     latest_values,
     restated,
     structured,
+    version_statement,
 )
 
 
@@ -411,15 +412,37 @@ def place_in(line: str) -> str | None:
     return found
 
 
-def _error_about(line: str) -> str | None:
-    """What proves a failure line that names its place: the place and the line's own identifiers (its error code
-    or class), not its prose ("TS2345 at src/a.ts line 12" states `src/a.ts(12,5): error TS2345: Argument of type
-    ...`). None for a line without a place (proved by its anchors and words)."""
+def _error_about(line: str, command: str = "") -> str | None:
+    """What proves a failure line by its values rather than its prose: for a line that names its place, the place
+    and the line's own identifiers (its error code or class: "TS2345 at src/a.ts line 12" states `src/a.ts(12,5):
+    error TS2345: Argument of type ...`); else the identifiers the line adds to its command (a timestamp, a pid or
+    the command's own arguments are not the failure), when they say what failed by themselves: two or more (an
+    exception and the file it names, an order and its decline code) or an error code (`E0382`, `ORA-00942`). None
+    otherwise (the line is proved by its anchors and words)."""
     place = place_in(line)
     if place is None:
-        return None
+        own = set(anchors_of(command))
+        names = [a for a in names_of(anchors_of(line)) if a not in own and a.strip("-") not in own and
+                 not line_flag(line, a)]
+        codes = [a for a in names if is_code(a)]
+        # What the failure is about (a path, an id, a code), not its class: "data/raw/x.parquet does not exist"
+        # states `FileNotFoundError: ... 'data/raw/x.parquet'`.
+        values = [a for a in names if any(ch.isdigit() or ch in "/_" for ch in a) and not CLASS_NAME.search(a)]
+        if len(names) >= 2 and values:
+            return " ".join(values)
+        return " ".join(codes) if codes else None
     names = [a for a in anchors_of(line) if not any(sep in a for sep in "/.,:") and any(ch.isalpha() for ch in a)]
     return " ".join([place, *names])
+
+
+# An exception's or an error's class (`FileNotFoundError`, `java.sql.SQLSyntaxErrorException`): its kind, which a
+# summary may say in words.
+CLASS_NAME = re.compile(r"(?:error|exception|fault|failure)$")
+
+
+def line_flag(line: str, anchor: str) -> bool:
+    """Whether an anchor of a line is a command-line option there (`--rebuild`), not a value."""
+    return f"--{anchor}" in line.lower()
 
 
 def error_lines(output: str, code: int | None) -> list[str]:
@@ -455,8 +478,11 @@ def history_statements(context: list[Item]) -> Statements:
     by_item: dict[int, list[Statement]] = {}
     for index, item in enumerate(context):
         if item.get("type") in TOOL_OUTPUT_KINDS:
-            source = normalise(source_of(calls.get(item.get("call_id"))))
-            found = [Statement(s.key, s.value, source) for s in structured(output_body(output_text(item)))]
+            call = calls.get(item.get("call_id"))
+            source = normalise(source_of(call))
+            body = output_body(output_text(item))
+            own = version_statement(command_of(call) or "", body) if call is not None else None
+            found = [Statement(s.key, s.value, source) for s in ([own] if own else structured(body))]
             if found:
                 by_item[index] = found
     names = {s.name for found in by_item.values() for s in found}
@@ -601,14 +627,20 @@ def extract_facts(items: list[Item], context: list[Item] | None = None,
             text = output_text(output) if output is not None else ""
             code = exit_code(text) if output is not None else None
             if command:
-                if code is None:
+                values = anchors_of(command)
+                if code == 0 and values and not output_body(text):
+                    # A command that printed nothing and succeeded is its effect (`git mv a b`, `mkdir -p d`): a
+                    # claim of the effect ("moved a to b") states it by its values, with no exit status.
+                    c.add(FactKind.COMMAND, f"{command} (exit 0, no output)", "Which commands were run?",
+                          about=" ".join(values), subject=command)
+                elif code is None:
                     c.add(FactKind.COMMAND, command, "Which commands were run?")
                 else:
                     c.add(FactKind.COMMAND, f"exit {code} of {command}", "Which commands were run, and how did "
                           "they exit?", about=command, status=code, subject=command)
             if output is not None:
                 for line in error_lines(text, code):
-                    c.add(FactKind.ERROR, line, "Which errors were seen?", about=_error_about(line))
+                    c.add(FactKind.ERROR, line, "Which errors were seen?", about=_error_about(line, command or ""))
                 place = failure_location(text, code)
                 if place is not None:  # proved by the place alone: "line 212 of src/a.py" states it
                     c.add(FactKind.ERROR, f"{place[0]} (raised at {place[1]})", "Where did the failure happen?",

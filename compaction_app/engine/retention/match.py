@@ -19,8 +19,18 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
+from typing import Any
 
 from compaction_app.engine.retention.quantities import quantity_of, states_quantity
+from compaction_app.engine.retention.values import (
+    date_of,
+    dates,
+    number_of,
+    numbers,
+    numbers_agree,
+    version_of,
+    versions,
+)
 
 # Share of a fact's content words a segment must hold (with every anchor) to state the fact.
 WORD_COVER = 0.5
@@ -142,6 +152,9 @@ HTTP_REASONS = {code: frozenset(stem(w) for w in reason.split()) for code, reaso
 }.items()}
 
 
+_NAME_PARTS = re.compile(r"[_\-./:\\]+")
+# A token in which a name (replaced by NUL) stands between separators or at an end.
+_SEPARATED = re.compile(r"^(?:.*[_./:])?\0(?:[_./:].*)?$", re.DOTALL)
 # Obligation in other words than "must".
 _MUST = re.compile(r"\b(?:has|have|had|needs?|is required) to\b")
 
@@ -149,7 +162,7 @@ _MUST = re.compile(r"\b(?:has|have|had|needs?|is required) to\b")
 class Segment:
     """One searchable text of a window: its normalised form, its token set and its stemmed word set."""
 
-    __slots__ = ("text", "tokens", "words", "joined", "multi", "lines", "_digests")
+    __slots__ = ("text", "tokens", "words", "joined", "multi", "lines", "_digests", "_parts")
 
     def __init__(self, text: str, *, joined: bool = False, multi: bool = False) -> None:
         self.joined = joined  # two adjacent summary lines read as one (not for an exit status: headers sit there)
@@ -176,6 +189,20 @@ class Segment:
         for code in HTTP_REASONS.keys() & self.tokens:  # "-> 404" says "Not Found"
             self.words |= HTTP_REASONS[code]
         self._digests: list[str] | None = None
+        self._parts: set[str] | None = None
+
+    def in_compound(self, name: str) -> bool:
+        """Whether a name is a whole part of a compound token (`ingest-11` of `ingest-11_run_time`)."""
+        return any(name in _NAME_PARTS.split(t) or _SEPARATED.match(t.replace(name, "\0")) is not None
+                   for t in self.tokens if name in t and t != name)
+
+    def name_parts(self) -> set[str]:
+        """The stemmed words inside compound names (`ingest-11_elapsed` holds elapsed, `run_time` run and time): a
+        label written as an identifier still names its setting."""
+        if self._parts is None:
+            self._parts = {stem(part) for token in self.tokens if not token.isalpha()
+                           for part in _NAME_PARTS.split(token) if part.isalpha() and len(part) > 1}
+        return self._parts
 
     def has_anchor(self, anchor: str) -> bool:
         if anchor in self.tokens:
@@ -206,6 +233,22 @@ _PROTOCOL = re.compile(r"^[a-z]+/\d+(?:\.\d+)*$")
 _MEASURE = re.compile(r"^\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h|b|kb|mb|gb|kib|mib|gib)$")
 
 
+# A timestamp or a date of a log line (`2026-12-01t10:11:07z`, `10:11:07`): when it was said, loose like a pid.
+_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}(?:t[\d:.]+z?)?$|^\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?$")
+# An error code: letters and digits (`e0382`, `ts2345`, `ora-00942`, `40p01`), what names a failure by itself.
+_CODE = re.compile(r"^(?=.*\d)(?=.*[a-z])[a-z]{0,5}-?\d[\da-z]{1,7}$")
+
+
+def names_of(anchors: tuple[str, ...]) -> list[str]:
+    """A failure line's identifiers: its anchors that are not numbers, protocol versions, measures or timestamps."""
+    return [a for a in anchors if not (is_number(a) or _PROTOCOL.match(a) or _MEASURE.match(a) or _STAMP.match(a))]
+
+
+def is_code(anchor: str) -> bool:
+    """An error code (`e0382`, `ts2345`, `ora-00942`, `40p01`): it names a failure by itself."""
+    return _CODE.match(anchor) is not None
+
+
 def is_number(anchor: str) -> bool:
     return _NUMBER.match(anchor) is not None
 
@@ -216,7 +259,7 @@ def _anchors_held(segment: Segment, anchors: tuple[str, ...], loose_numbers: boo
     `HTTP/1.1`), all of them when the line has no identifier."""
     if not loose_numbers:
         return all(segment.has_anchor(a) for a in anchors)
-    numbers = [a for a in anchors if is_number(a) or _PROTOCOL.match(a) or _MEASURE.match(a)]
+    numbers = [a for a in anchors if is_number(a) or _PROTOCOL.match(a) or _MEASURE.match(a) or _STAMP.match(a)]
     names = [a for a in anchors if a not in numbers]
     if not names:  # the plain numbers carry the line (`HTTP/1.1 503 ...` is kept by 503)
         plain = [a for a in numbers if is_number(a)] or numbers
@@ -281,7 +324,9 @@ def source_ids(source: str) -> tuple[str, ...]:
     found = []
     for anchor in anchors_of(source):
         # A path's folders with a digit name the thing too (`web-11` of `web-11/package.json`).
-        for part in (anchor, *anchor.split("/")[:-1]):
+        folders = anchor.split("/")
+        stem_ = folders[-1].rsplit(".", 1)[0] if len(folders) > 1 else ""
+        for part in (anchor, *folders[:-1], stem_):  # a file's stem too (`ingest-11` of `logs/ingest-11.log`)
             if any(ch.isdigit() for ch in part) and any(ch.isalpha() for ch in part) and not part.startswith("-") \
                     and part not in found:
                 found.append(part)
@@ -291,25 +336,79 @@ def source_ids(source: str) -> tuple[str, ...]:
 def names_source(segment: Segment, source: str) -> bool:
     """Whether a segment names the thing a setting was read from ("/export/21 answers in 421 ms" for the
     `p95_latency` of `./scripts/latency --route /export/21`)."""
-    return any(segment.has_anchor(a) for a in source_ids(source)) if source else False
+    return any(segment.has_anchor(a) or segment.in_compound(a) for a in source_ids(source)) if source else False
 
 
 def states_setting(segment: Segment, *, setting: str, value: str, source: str = "") -> bool:
-    """Whether a segment states a setting's value: the setting named (its name, or one word of it) and the value
-    (a number with a unit in any unit that agrees, "1.8 GiB" for 1843 MiB; else the value's tokens), and not as
-    the value of another thing of the same kind (`_about_another`)."""
-    named = setting in segment.tokens or setting.replace("_", "") in segment.tokens or \
-        setting.replace("_", "-") in segment.tokens or \
-        bool(setting_words(setting) & segment.words) or names_source(segment, source)
-    if not named or (source and about_another(segment, source)):
+    """Whether a segment states a setting's value: the setting named (its name, or one word of it, or the thing it
+    was read from) and the value in any form that agrees (`states_value`), and not as the value of another thing
+    of the same kind (`_about_another`). A distinctive value (a date, a version, a URL, an identifier with letters
+    and digits) names its setting by itself: no other setting of the history has it."""
+    if not states_value(segment, value, as_version=is_version_setting(setting)):  # the cheap test first
         return False
-    return states_value(segment, value)
+    words = setting_words(setting)
+    named = setting in segment.tokens or setting.replace("_", "") in segment.tokens or \
+        setting.replace("_", "-") in segment.tokens or bool(words & segment.words) or \
+        bool(words & segment.name_parts()) or names_source(segment, source) or distinctive(value)
+    return named and not (source and about_another(segment, source))
 
 
-def states_value(segment: Segment, value: str) -> bool:
-    """Whether a segment states a value: a number with a unit in any unit that agrees, else the value's tokens."""
+def is_version_setting(setting: str) -> bool:
+    """A setting whose value is a version (`version`, `openjdk_version`, `release`): 16.3 is not 16.30 or 16."""
+    return "version" in setting or "release" in setting
+
+
+@lru_cache(maxsize=16384)
+def distinctive(value: str) -> bool:
+    """A value no other setting is likely to share: a date, a version with two dots or more, a URL, an identifier of
+    six characters or more with letters and digits (not a number with a unit)."""
+    value = value.strip().strip("\"'`")
+    if date_of(value) is not None or "://" in value:
+        return True
+    version = version_of(value)
+    if version is not None and version.count(".") >= 2:
+        return True
+    return len(value) >= 6 and " " not in value and any(ch.isdigit() for ch in value) and \
+        sum(ch.isalpha() for ch in value) >= 2 and quantity_of(value) is None
+
+
+def states_value(segment: Segment, value: str, *, as_version: bool = False) -> bool:
+    """Whether a segment states a value, compared by what it is (`values.py`): a number with a unit in any unit
+    that agrees, a date on the same day in any format, a version with the same dotted digits, a plain number
+    rounded or not, as a fraction or a percentage; else the value's tokens."""
+    kind, wanted = _wanted(value, as_version)
+    if kind == "quantity":
+        return states_quantity(segment.text, wanted)
+    if kind == "date":
+        return wanted in dates(segment.text)
+    if kind == "version":
+        return wanted in versions(segment.text) or any(_VERSION_TOKEN.sub("", t) == wanted for t in segment.tokens
+                                                       if wanted in t)
+    if kind == "number":
+        return any(numbers_agree(wanted, said) for said in numbers(segment.text))
+    return bool(wanted) and all(t in segment.tokens for t in wanted)
+
+
+@lru_cache(maxsize=16384)
+def _wanted(value: str, as_version: bool) -> tuple[str, Any]:
+    """What a value is, read once: a quantity, a date, a version, a plain number, else its tokens."""
+    value = value.strip()
     quantity = quantity_of(value)
     if quantity is not None:
-        return states_quantity(segment.text, quantity)
-    wanted = tokens(normalise(value))
-    return bool(wanted) and all(t in segment.tokens for t in wanted)
+        return "quantity", quantity
+    day = date_of(value)
+    if day is not None:
+        return "date", day
+    bare = value.lstrip("vV")
+    version = version_of(value) or (bare if as_version and _DOTTED.fullmatch(bare) else None)
+    if version is not None:
+        return "version", version
+    number = number_of(value)
+    if number is not None:
+        return "number", number
+    return "tokens", tuple(tokens(normalise(value)))
+
+
+_DOTTED = re.compile(r"\d+(?:\.\d+)+")
+# A version token's letters before its digits and anything after them (`go1.22.7`, `v16.3`, `21.0.4+7-ubuntu`).
+_VERSION_TOKEN = re.compile(r"^[a-z]*[-_]?(?=\d)|(?<=\d)[-+][\w.+-]*$")

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from compaction_app.engine.retention.values import clock_seconds
+
 BYTES, SECONDS, PERCENT = "bytes", "seconds", "percent"
 
 _UNITS: dict[str, tuple[str, float]] = {}
@@ -141,6 +143,10 @@ def states_quantity(text: str, wanted: Quantity) -> bool:
     with no unit after it (the unit left implicit, not a wrong one)."""
     found = quantities(text)
     if any(q.agrees(wanted) for q in found):
+        return True
+    # A duration written as a clock ("finished in 1:12:09" for `elapsed=1h12m09s`).
+    if wanted.dimension == SECONDS and any(abs(seconds - wanted.base) <= max(half, wanted.half_step)
+                                           for seconds, half in clock_seconds(text)):
         return True
     with_unit = {m.start(1) for m in _QUANTITY.finditer(text) if m.group(3).lower() in _UNITS}
     for match in _NUMBER.finditer(text):

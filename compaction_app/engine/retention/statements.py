@@ -1,8 +1,11 @@
 """Settings a history states, and which value of each is the latest (a later line supersedes an earlier one).
 
 A *statement* is a named value: a config line in a tool's output (`listen_port = 19000`, `worker_timeout: 50`,
-`14:RATE_LIMIT_PER_MIN=300`, `peak memory: 1843 MiB`, `Version: 7.1.3`), a leaf of a JSON output
-(`{"port": 24011}`), or a later sentence that names a setting already seen and gives it a value ("RATE_LIMIT_PER_MIN
+`14:RATE_LIMIT_PER_MIN=300`, `peak memory: 1843 MiB`, `Version: 7.1.3`, `notAfter=Mar 14 09:30:00 2027 GMT`), a
+leaf of a JSON output (`{"port": 24011}`), a cell of a short table (a header in capitals, or plain words as `df`
+prints them), the `key=value` pairs of a log line (`rows=18,204,551 elapsed=1h12m09s`), the fields of a list of
+measurements (`epoch 10/10 - loss 0.2094 - val_auc 0.9131`), a config directive (`client_max_body_size 25m;`), a
+tool's version (`go version go1.22.7`, or the first line a version command prints), or a later sentence that names a setting already seen and gives it a value ("RATE_LIMIT_PER_MIN
 is now 620", "raised worker_timeout from 50 to 100"). Values hold a digit (ports, ids, versions, sizes, timeouts):
 what the agent may need again and a summary may get wrong. Summaries are not read for statements: a summary
 restating a stale value is not a correction.
@@ -22,6 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from compaction_app.engine.retention.quantities import quantity_of
+from compaction_app.engine.retention.values import date_of
 
 # A config or report line: an optional grep line-number prefix, a name of up to four words, `=` or `:`, a value.
 KV_LINE = re.compile(
@@ -69,7 +73,7 @@ def _plain_value(value: str) -> str | None:
     value = re.sub(r"\s*\([^)]*\)\s*$", "", value.strip())  # a trailing note: "4 (12s ago)" states 4
     if not value or not any(ch.isdigit() for ch in value) or value.startswith("//"):
         return None
-    if len(value.split()) > MAX_VALUE_WORDS and quantity_of(value) is None:
+    if len(value.split()) > MAX_VALUE_WORDS and quantity_of(value) is None and date_of(value) is None:
         return None
     return value
 
@@ -124,16 +128,76 @@ def _table(lines: list[str]) -> list[Statement]:
     return found[:MAX_STATEMENTS_PER_TEXT]
 
 
+def _loose_table(lines: list[str]) -> list[Statement]:
+    """A short table whose header is plain words a space apart in any case (`df -h`: `Filesystem  Size  Used Avail
+    Use% Mounted on`): rows split on whitespace, the header's extra words joined into its last column."""
+    if len(lines) < 2 or len(lines) > MAX_TABLE_ROWS + 1:
+        return []
+    names = lines[0].split()
+    rows = [line.split() for line in lines[1:]]
+    width = len(rows[0])
+    if width < 3 or any(len(cells) != width for cells in rows) or len(names) < width or \
+            any(not LOOSE_HEADER_CELL.fullmatch(name) for name in names):
+        return []
+    names = [*names[:width - 1], " ".join(names[width - 1:])]
+    found = []
+    for cells in rows:
+        for name, cell in zip(names, cells, strict=True):
+            value = _plain_value(cell)
+            if value is not None and cell is not cells[0]:
+                found.append(Statement(name if len(rows) == 1 else f"{cells[0]} {name}", value))
+    return found[:MAX_STATEMENTS_PER_TEXT]
+
+
+# A header cell: a word, maybe with a unit or a percent sign (`Use%`, `CPU(cores)`), no digit.
+LOOSE_HEADER_CELL = re.compile(r"[A-Za-z][A-Za-z_.-]*%?(?:\([A-Za-z%]+\))?")
+# `key=value` pairs of a log line (logfmt: `level=error order=ord_1 elapsed=1h12m09s`), a value quoted or bare.
+PAIR = re.compile(r"""(?<![\w.-])(?P<key>[A-Za-z_][\w.-]*)=(?P<value>"[^"]*"|'[^']*'|(?:[^\s,;]|,(?=\d))+)""")
+# The fields of a line of measurements: `epoch 9/10 - loss 0.2107 - val_auc 0.9105`, `a: 1 | b: 2`, `a 1, b 2`.
+FIELD_SEPARATOR = re.compile(r"\s+[-|•·]\s+|\s*\|\s*|[,;]\s+|\t+|\s{2,}")
+FIELD = re.compile(r"^(?P<key>[A-Za-z_][\w.%/-]*(?: [A-Za-z_][\w.%-]*){0,2})\s*[=:]?\s+(?P<value>\S+)$")
+# A directive of a config file: a name with `_` or `.` in it, a space and a value (nginx's `client_max_body_size
+# 25m;`, sysctl's `vm.swappiness 10`), after an optional grep line number.
+DIRECTIVE = re.compile(r"^\s*(?:\d+[:-])?\s*(?P<key>[A-Za-z][\w-]*[_.][\w.-]*)\s+(?P<value>[^\s;]+)\s*;?\s*$")
+# A tool saying its own version: `openjdk version "21.0.4" 2024-07-16`, `go version go1.22.7 linux/amd64`.
+VERSION_LINE = re.compile(r"^\s*(?P<key>[A-Za-z][\w.+-]*(?: [A-Za-z][\w.+-]*)?) version\b[\s:]*\"?(?P<value>\S+?)\"?(?:\s|$)")
+
+
+def _line_fields(line: str) -> list[Statement]:
+    """The named values of one line that is not a `name = value` line: its `key=value` pairs (two or more), its
+    fields when it is a list of two or more `name value` measurements, a config directive, a tool's version."""
+    pairs = [(m.group("key"), m.group("value").strip("\"'")) for m in PAIR.finditer(line)]
+    if len(pairs) < 2:
+        fields = [FIELD.match(part.strip()) for part in FIELD_SEPARATOR.split(line.strip())]
+        pairs = [(m.group("key"), m.group("value")) for m in fields
+                 if m is not None and _plain_value(m.group("value")) is not None]
+        if len(pairs) < 2:  # one `name value` in a line is prose, not a list of measurements
+            pairs = []
+            for pattern in (DIRECTIVE, VERSION_LINE):
+                match = pattern.match(line)
+                if match is not None:
+                    key = match.group("key")
+                    pairs = [(f"{key} version" if pattern is VERSION_LINE else key, match.group("value"))]
+                    break
+    found = []
+    for key, raw in pairs:
+        value = _plain_value(raw.rstrip(",;"))
+        if value is not None:
+            found.append(Statement(key, value))
+    return found
+
+
 def structured(lines: list[str]) -> list[Statement]:
-    """The statements of a tool output's body lines: a JSON document's leaves, a short table's cells, or its
-    `name = value` lines."""
+    """The statements of a tool output's body lines: a JSON document's leaves, a short table's cells, or its named
+    values line by line (`name = value` and `name: value` lines, `key=value` pairs, lists of measurements, config
+    directives, a tool's version)."""
     text = "\n".join(lines).strip()
     if text[:1] in "{[":
         try:
             return _json_leaves(json.loads(text))[:MAX_STATEMENTS_PER_TEXT]
         except ValueError:
             pass
-    table = _table(lines)
+    table = _table(lines) or _loose_table(lines)
     if table:
         return table
     found = []
@@ -142,13 +206,35 @@ def structured(lines: list[str]) -> list[Statement]:
         if match is None:
             match = MEASURE_LINE.match(line)
             if match is None or quantity_of(match.group("value")) is None:
+                found += _line_fields(line)
                 continue
         value = _plain_value(match.group("value"))
         if value is not None:
             found.append(Statement(match.group("key"), value))
-            if len(found) == MAX_STATEMENTS_PER_TEXT:
-                break
-    return found
+    return _capped(found)
+
+
+def _capped(found: list[Statement]) -> list[Statement]:
+    """At most MAX_STATEMENTS_PER_TEXT statements, in order, each setting at the last value the text gives it (a
+    log printing a metric every epoch states its last value, however many lines came before)."""
+    last = {s.name: index for index, s in enumerate(found)}
+    return [s for index, s in enumerate(found) if last[s.name] == index][-MAX_STATEMENTS_PER_TEXT:]
+
+
+# A command that asks a program for its version (`psql --version`, `java -version`, `go version`, `node -v`).
+VERSION_COMMAND = re.compile(r"^(?P<program>[\w.+-]+)(?: (?:--version|-version|-V|-v|version))(?:\s|$)")
+
+
+def version_statement(command: str, lines: list[str]) -> Statement | None:
+    """The version a version command printed (`psql (PostgreSQL) 16.3` for `psql --version`): the first dotted
+    number of its output's first line, named after the program."""
+    match = VERSION_COMMAND.match(command)
+    if match is None or not lines:
+        return None
+    found = re.search(r"(?<![\w.])[a-z]*v?(\d+(?:\.\d+)+)", lines[0], re.IGNORECASE)
+    if found is None:
+        return None
+    return Statement(f"{match.group('program').rsplit('/', 1)[-1]} version", found.group(0))
 
 
 def restated(text: str, names: set[str]) -> list[Statement]:
