@@ -19,8 +19,6 @@ summary requests' usage (`upstream`), or answered with the route policy's summar
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import json
 from typing import Any
@@ -52,6 +50,10 @@ FORWARDED_PREFIXES = ("x-stainless-", "x-claude-code-", "x-sim-")  # x-sim-: the
 RETURNED = frozenset({"content-type", "cache-control", "retry-after", "request-id", "x-should-retry"})
 RETURNED_PREFIXES = ("anthropic-",)
 ANTHROPIC_VERSION = "2023-06-01"
+# The Messages wire for the gateway's one stream pump (proxy.relay): its ending events, and the `error` event that
+# ends a stream the upstream cut short.
+MESSAGES = proxy.StreamWire(end=anthropic_wire.STREAM_END, failed_event=anthropic_wire.error_event,
+                            unended="the upstream stream closed before message_stop")
 
 
 def handles(path: str) -> bool:
@@ -221,10 +223,11 @@ def upstream_url(caller: proxy.Caller, endpoint: str) -> str:
 
 async def _forward(caller: proxy.Caller, endpoint: str, headers: dict[str, str], raw: bytes,
                    exchange: dict[str, Any] | None, receive, send) -> None:
-    """Forward to the upstream and pass its answer on as it comes (the Responses gateway's stream path, with
-    Anthropic's end-of-stream events); the exchange is recorded afterwards (None: count_tokens, not recorded). A
-    recorded exchange is noted as begun in the gateway's journal as it goes upstream, as the Responses gateway's
-    are: a process killed mid-exchange leaves a cut record (gateway_app.journal)."""
+    """Forward to the upstream and pass its answer on as it comes (the Responses gateway's stream path,
+    `proxy.relay`, with Anthropic's end-of-stream events); the exchange is recorded afterwards (None: count_tokens,
+    not recorded). A recorded exchange is journaled as the Responses gateway's are: noted as begun as it goes
+    upstream, its whole record durable before the answer's end reaches Claude Code (gateway_app.journal), so a
+    process killed mid-stream leaves a cut record and one killed after the end loses nothing."""
     config = caller.config
     began = journal.begin(exchange) if exchange is not None else None
     client = httpx.AsyncClient(transport=upstream._Refused(config.refused)) if config.refused \
@@ -242,60 +245,8 @@ async def _forward(caller: proxy.Caller, endpoint: str, headers: dict[str, str],
     status = response.status_code
     sse = "text/event-stream" in response.headers.get("content-type", "")
     answer_format = (anthropic_wire.SSE if sse else anthropic_wire.JSON) if 200 <= status < 300 else ""
-    kept: list[bytes] = []
-    tasks: list[asyncio.Future] = []
-    try:
-        await send({"type": "http.response.start", "status": status, "headers": _returned(response.headers)})
-        hang_up = asyncio.ensure_future(proxy._client_gone(receive))
-        pump = asyncio.ensure_future(_pump(response, send, kept, sse=answer_format == anthropic_wire.SSE,
-                                           began=began))
-        tasks += [pump, hang_up]
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        error = pump.result() if pump.done() else proxy.CLIENT_GONE
-    except Exception:
-        error = proxy.CLIENT_GONE
-    finally:
-        for task in tasks:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
-        await response.aclose()
+    error, kept = await proxy.relay(response, _returned(response.headers), receive, send, MESSAGES,
+                                    sse=answer_format == anthropic_wire.SSE, began=began, answer_format=answer_format)
     if exchange is not None:
         await proxy.schedule_record(recording.Exchange(**exchange, status=status, error=error, answer=tuple(kept),
                                                        answer_format=answer_format), began)
-
-
-async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool,
-                began: journal.Begun | None) -> str:
-    """Pass the answer on; the error that cut it ("" when whole). A stream that broke or closed before
-    `message_stop` is ended for the client with an `error` event, never a clean end of a truncated one. As in the
-    Responses gateway (`proxy._pump`), the event that ends the answer goes on only once the exchange is noted as
-    begun (`began`; None: count_tokens, not journaled)."""
-    ended, tail, noted = not sse, b"", began is None
-    try:
-        async for chunk in proxy._coalesced(response.aiter_bytes()):
-            kept.append(chunk)
-            if not ended:
-                ended = anthropic_wire.STREAM_END.search(tail + chunk) is not None
-                tail = chunk[-64:]
-            if ended and not noted:
-                noted = True
-                if began is not None and not began.done():
-                    chunk = await proxy._send_before_the_end(send, chunk, anthropic_wire.STREAM_END)
-                    await began.noted()
-            try:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except Exception:
-                return proxy.CLIENT_GONE
-    except httpx.HTTPError as exc:
-        error = f"the upstream stream failed: {upstream.describe(exc)}"
-    else:
-        if ended:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            return ""
-        error = "the upstream stream closed before message_stop"
-    with contextlib.suppress(Exception):
-        await send({"type": "http.response.body", "body": anthropic_wire.error_event(error) if sse else b"",
-                    "more_body": False})
-    return error

@@ -184,6 +184,16 @@ class GatewayInFlight(models.Model):
     request_kind = models.CharField(max_length=32, blank=True)
     process = models.CharField(max_length=200, help_text="host:pid:start of the gateway process that took it.")
     begun = models.DateTimeField(db_index=True)
+    # Durable-first recording (issue 41): the exchange as the recorder takes it (its request part, JSON text: a
+    # history may hold characters PostgreSQL's jsonb refuses), written with the row; and once its answer ended
+    # (`ended`), the answer's raw bytes and how it ended, written before the answer's end reaches the client. A
+    # row whose process died after that is recorded whole by the sweep, not cut.
+    request = models.TextField(blank=True)
+    ended = models.BooleanField(default=False)
+    status = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    answer_format = models.CharField(max_length=16, blank=True)
+    answer = models.BinaryField(default=b"")
 
     def __str__(self) -> str:
         return f"{self.endpoint} on route {self.route_id} since {self.begun:%Y-%m-%d %H:%M:%S}"

@@ -27,7 +27,7 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,10 +170,15 @@ async def _caller_of(presented: str, route_name: str, address: str) -> Caller | 
 
 
 async def schedule_record(exchange: recording.Exchange, began: journal.Begun | None = None) -> None:
-    """Queue the exchange's record; one noted as begun is queued once its journal row is committed (the record
-    deletes it), and from then on is the recorder's to finish, not the exit's."""
+    """Queue the exchange's record. One noted as begun is first made durable in its journal row (a no-op when its
+    stream's end already did: `_pump`), so a process killed from then on loses nothing of it; then it is the
+    recorder's to finish, not the exit's (the record deletes the row)."""
     if began is not None:
         await began.noted()
+        await began.ended(status=exchange.status, error=exchange.error, answer_format=exchange.answer_format,
+                          answer=exchange.answer)
+        if not began.journaled:  # the insert failed (logged): there is no row for the record to delete
+            exchange = dataclasses.replace(exchange, begun=None)
     await recorder.recorder.put(exchange)
     if began is not None:
         journal.handed_over(began.token)
@@ -442,7 +447,7 @@ async def _coalesced(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
 async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: bytes, exchange: dict[str, Any],
                    receive, send) -> None:
     # Noted as begun while it goes to the upstream (not waited for): a process killed from here on leaves a trace
-    # the sweep turns into a cut record (journal).
+    # the sweep turns into a cut record, or, once the answer ended, the whole record (journal).
     began = journal.begin(exchange)
     client, request = upstream.request(caller.config, "POST", endpoint, headers, raw, bearer=caller.client_bearer)
     try:
@@ -453,22 +458,52 @@ async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: 
         await _send_error(send, 502, "upstream_unreachable", message, kind="server_error")
         return
     status = response.status_code
-    ok = 200 <= status < 300
     answer_format = ""
-    if ok:
+    if 200 <= status < 300:
         answer_format = recording.SSE if "text/event-stream" in response.headers.get("content-type", "") \
             else recording.JSON
+    error, kept = await relay(response, upstream.returned_headers(response.headers), receive, send, RESPONSES,
+                              sse=answer_format == recording.SSE, began=began, answer_format=answer_format)
+    await schedule_record(recording.Exchange(**exchange, status=status, error=error, answer=tuple(kept),
+                                             answer_format=answer_format), began)
+
+
+@dataclass(frozen=True)
+class StreamWire:
+    """What a wire's stream pump needs to know of it (issue 43: one pump for the Responses and Messages wires)."""
+
+    end: re.Pattern[bytes]  # the events that end an answer, matched on the raw bytes
+    failed_event: Callable[[str], bytes]  # the event that ends, for the client, a stream the upstream cut short
+    unended: str  # the error of a stream that closed before its end
+
+
+# The events that end a Responses stream, matched on the raw bytes (inside a JSON string a quote is escaped, so
+# a model's text that mentions one does not match).
+_STREAM_END = re.compile(rb'"type":\s*"(?:response\.(?:completed|failed|incomplete|done)|error)"')
+RESPONSES = StreamWire(end=_STREAM_END, failed_event=wire.failed_event,
+                       unended="the upstream stream closed before response.completed")
+
+
+async def relay(response: httpx.Response, headers: list[tuple[bytes, bytes]], receive, send, stream: StreamWire, *,
+                sse: bool, began: journal.Begun | None, answer_format: str) -> tuple[str, list[bytes]]:
+    """Pass the upstream's answer on (status line, then `_pump`) while listening for the client's hang-up; the
+    error that cut it ("" when whole, CLIENT_GONE on a hang-up) and the raw chunks passed, for the record. The
+    upstream's stream is closed on the way out, at once on a hang-up."""
     # The stream's path does nothing per chunk but keep it and pass it on: the recorder reads the answer later.
     kept: list[bytes] = []
     # Daphne never fails a send to a client that hung up; it says so on `receive` (http.disconnect). Listening
     # for it while the stream runs is what stops the upstream at once (closing its stream) rather than reading,
     # and billing, an answer nobody gets.
     tasks: list[asyncio.Future] = []
+
+    async def durable(error: str) -> None:  # the exchange's whole record, committed before the answer's end goes
+        if began is not None:
+            await began.ended(status=response.status_code, error=error, answer_format=answer_format, answer=kept)
+
     try:
-        await _start(send, status, upstream.returned_headers(response.headers))
+        await _start(send, response.status_code, headers)
         hang_up = asyncio.ensure_future(_client_gone(receive))
-        pump = asyncio.ensure_future(_pump(response, send, kept, sse=answer_format == recording.SSE,
-                                           began=began))
+        pump = asyncio.ensure_future(_pump(response, send, kept, stream, sse=sse, durable=durable))
         tasks += [pump, hang_up]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         error = pump.result() if pump.done() else CLIENT_GONE
@@ -481,8 +516,7 @@ async def _forward(caller: Caller, endpoint: str, headers: dict[str, str], raw: 
                 with contextlib.suppress(BaseException):
                     await task
         await response.aclose()
-    await schedule_record(recording.Exchange(**exchange, status=status, error=error, answer=tuple(kept),
-                                       answer_format=answer_format), began)
+    return error, kept
 
 
 async def _client_gone(receive) -> None:
@@ -492,30 +526,30 @@ async def _client_gone(receive) -> None:
         await asyncio.get_running_loop().create_future()
 
 
-# The events that end a Responses stream, matched on the raw bytes (inside a JSON string a quote is escaped, so
-# a model's text that mentions one does not match).
-_STREAM_END = re.compile(rb'"type":\s*"(?:response\.(?:completed|failed|incomplete|done)|error)"')
-
-
-async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool, began: journal.Begun) -> str:
+async def _pump(response: httpx.Response, send, kept: list[bytes], stream: StreamWire, *, sse: bool,
+                durable: Callable[[str], Awaitable[None]]) -> str:
     """Pass the upstream's answer on, chunk by chunk; the error that cut it ("" when it ended whole). A stream
-    that broke, or closed before it ended (no `response.completed`, `response.failed`, ...), is ended for the
-    client with a `response.failed` event, as the Responses API fails a stream: never a clean end of a truncated
-    one. The event that ends the answer goes on only once the exchange is noted as begun (`began`, long done by
-    then; when not, what comes before that event in its chunk goes on first, so an answer that arrives in one
-    piece does not wait for the note before its first byte)."""
-    ended, tail, noted = not sse, b"", False
+    that broke, or closed before it ended (`stream.end`), is ended for the client with the wire's failure event,
+    as the upstream's API fails a stream: never a clean end of a truncated one.
+
+    Durable first (issue 41): the end of the answer goes to the client only once the exchange's whole record is
+    committed (`durable`, the journal row's update): the event that ends a stream (what comes before it in its
+    chunk goes on first, so an answer that arrives in one piece does not wait before its first byte), the last
+    chunk of a JSON answer (each chunk goes on when the next arrives), or the failure event."""
+    ended, tail, held = False, b"", None
     try:
         async for chunk in _coalesced(response.aiter_bytes()):
             kept.append(chunk)
-            if not ended:
-                ended = _STREAM_END.search(tail + chunk) is not None
+            if not sse:  # the answer's end is the upstream's: hold the newest chunk until then
+                chunk, held = held, chunk
+            elif not ended:
+                ended = stream.end.search(tail + chunk) is not None
                 tail = chunk[-64:]
-            if ended and not noted:
-                noted = True
-                if not began.done():
-                    chunk = await _send_before_the_end(send, chunk)
-                    await began.noted()
+                if ended:
+                    chunk = await _send_before_the_end(send, chunk, stream.end)
+                    await durable("")
+            if chunk is None:
+                continue
             try:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except Exception:  # a server that does say so on send: stop reading the upstream too
@@ -523,12 +557,15 @@ async def _pump(response: httpx.Response, send, kept: list[bytes], *, sse: bool,
     except httpx.HTTPError as exc:
         error = f"the upstream stream failed: {upstream.describe(exc)}"
     else:
-        if ended:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if ended or not sse:
+            if not sse:
+                await durable("")
+            await send({"type": "http.response.body", "body": held or b"", "more_body": False})
             return ""
-        error = "the upstream stream closed before response.completed"
+        error = stream.unended
+    await durable(error)
     with contextlib.suppress(Exception):
-        await send({"type": "http.response.body", "body": wire.failed_event(error) if sse else b"",
+        await send({"type": "http.response.body", "body": stream.failed_event(error) if sse else held or b"",
                     "more_body": False})
     return error
 

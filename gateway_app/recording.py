@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -219,12 +220,15 @@ def live_history(session_id: int) -> list[dict[str, Any]]:
 class _Known:
     """The history and turn id the recorder left per session, valid while the session's `last_seq` is the one it
     left: a Codex session's next request then costs no read of its whole history. Used on the recorder thread
-    only; anything else that writes to the session (a compaction, another process) moves `last_seq`, and the
+    (and by the journal's sweep); anything else that writes to the session (a compaction, another process) moves `last_seq`, and the
     history is read again."""
 
     def __init__(self, limit: int = 256) -> None:
         self._entries: dict[int, tuple[int, list[dict[str, Any]], str]] = {}
         self._limit = limit
+        # The journal's sweep records on its own thread too (gateway_app.journal): the eviction's iteration must
+        # not meet the recorder's insert.
+        self._lock = threading.Lock()
 
     def get(self, session: Session) -> tuple[list[dict[str, Any]], str]:
         entry = self._entries.get(session.pk)
@@ -233,10 +237,11 @@ class _Known:
         return live_history(session.pk), _last_turn_id(session)
 
     def put(self, session_id: int, last_seq: int, history: list[dict[str, Any]], turn_id: str) -> None:
-        self._entries.pop(session_id, None)
-        if len(self._entries) >= self._limit:
-            self._entries.pop(next(iter(self._entries)))
-        self._entries[session_id] = (last_seq, history, turn_id)
+        with self._lock:
+            self._entries.pop(session_id, None)
+            if len(self._entries) >= self._limit:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[session_id] = (last_seq, history, turn_id)
 
 
 _known = _Known()
@@ -283,8 +288,12 @@ def do_record_exchange(*, exchange: Exchange) -> GatewaySession | None:
     """Write one exchange into its session (see the module docstring)."""
     exchange = settled(exchange)
     with transaction.atomic():
-        if exchange.begun is not None:  # recorded: no longer an exchange begun and never finished
-            GatewayInFlight.objects.filter(pk=exchange.begun).delete()
+        # Recorded: no longer an exchange begun and never finished. Its row gone means a sweep finished it already
+        # (recorded it whole from the journal, or cut it past the age bound): once is all (gateway_app.journal).
+        if exchange.begun is not None and not GatewayInFlight.objects.filter(pk=exchange.begun).delete()[0]:
+            logger.info("gateway: exchange %s was finished by the journal's sweep; not recorded again",
+                        exchange.begun)
+            return None
         if not exchange.ok and not exchange.history:
             _record_failure(exchange, None)
             return None

@@ -1,6 +1,8 @@
 """Issue 41 for the Anthropic Messages gateway: a Claude Code exchange is noted as begun in the same journal as a
-Codex one (gateway_app.journal), the end of its answer waits for the note, its record removes the note, and a note
-whose gateway process ended becomes a `cut` attempt on the Claude session, with nothing else recorded."""
+Codex one (gateway_app.journal), the end of its answer waits for the note and for its whole record in the note
+(durable-first), its record removes the note; a note whose gateway process ended after the answer's end is
+recorded whole, and one whose process ended mid-stream becomes a `cut` attempt on the Claude session, with nothing
+else recorded."""
 
 from __future__ import annotations
 
@@ -26,20 +28,21 @@ from tests.gateway_app.test_recording import live
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_the_end_of_a_claude_answer_waits_until_the_exchange_is_noted_and_its_record_removes_the_note(
-        anthropic_upstream, monkeypatch):
+@pytest.mark.parametrize("held_step", ["do_begin", "do_end"])
+def test_the_end_of_a_claude_answer_waits_for_the_note_and_its_whole_record_and_the_record_removes_it(
+        anthropic_upstream, monkeypatch, held_step):
     claude = Claude(do_create_gateway_key(route=claude_route(), client_name="alice").key)
     held, release = threading.Event(), threading.Event()
-    real = journal.do_begin
+    real = getattr(journal, held_step)  # the row's insert, or its update with the answer (durable-first)
     noted: list[dict] = []
 
     def slow_note(**kwargs):
-        noted.append(kwargs["exchange"])
+        noted.append(kwargs)
         held.set()
         assert release.wait(30)
         real(**kwargs)
 
-    monkeypatch.setattr(journal, "do_begin", slow_note)
+    monkeypatch.setattr(journal, held_step, slow_note)
     app = http_router(get_asgi_application())
     claude.messages = [{"role": "user", "content": [{"type": "text", "text": "fix the parser"}]}]
     raw = json.dumps(claude.body(claude.messages)).encode()
@@ -73,7 +76,11 @@ def test_the_end_of_a_claude_answer_waits_until_the_exchange_is_noted_and_its_re
         return body, ended
 
     before, ended_before = async_to_sync(go)()
-    assert [n["endpoint"] for n in noted] == [anthropic_wire.MESSAGES]
+    (note,) = noted
+    if held_step == "do_begin":
+        assert note["exchange"]["endpoint"] == anthropic_wire.MESSAGES
+    else:  # the whole answer, its end included, is in the row before the end goes
+        assert note["status"] == 200 and b"message_stop" in note["answer"] and not note["error"]
     # The answer went on up to its ending event, which did not go to the client before the exchange was noted.
     assert b"content_block_delta" in before
     assert b"message_stop" not in before and not ended_before
@@ -83,7 +90,7 @@ def test_the_end_of_a_claude_answer_waits_until_the_exchange_is_noted_and_its_re
     assert not GatewayAttempt.objects.exists() and GatewaySession.objects.get().requests == 1
 
 
-def test_a_claude_exchange_whose_process_ended_before_its_record_is_cut_on_its_session_and_the_next_is_whole(
+def test_a_claude_exchange_whose_process_ended_after_its_answer_is_recorded_whole_and_one_cut_mid_stream_is_cut(
         anthropic_upstream, monkeypatch, client, make_user):
     claude = Claude(do_create_gateway_key(route=claude_route(), client_name="alice").key)
     claude.turn("fix the parser")
@@ -92,7 +99,8 @@ def test_a_claude_exchange_whose_process_ended_before_its_record_is_cut_on_its_s
     requests = gs.requests
 
     # The process is killed after the answer reached Claude Code and before the recorder wrote it: the record
-    # never comes (its queue is lost with the process), the note stays, naming a process that is gone.
+    # never comes (its queue is lost with the process); the journal row, naming a process that is gone, holds
+    # the whole exchange (durable-first).
     async def lost(exchange):
         pass
 
@@ -101,8 +109,25 @@ def test_a_claude_exchange_whose_process_ended_before_its_record_is_cut_on_its_s
         claude.messages.append({"role": "user", "content": [{"type": "text", "text": "and the docs"}]})
         claude.messages.append({"role": "assistant", "content": claude.ask(claude.messages)})
     (note,) = GatewayInFlight.objects.all()
-    assert note.endpoint == anthropic_wire.MESSAGES and note.group_key == gs.group_key
+    assert note.endpoint == anthropic_wire.MESSAGES and note.group_key == gs.group_key and note.ended
     GatewayInFlight.objects.filter(pk=note.pk).update(process=f"{journal.HOST}:{dead_pid()}:1")
+
+    call_command("gateway_sweep_cut")
+
+    assert not GatewayAttempt.objects.exists() and not GatewayInFlight.objects.exists()
+    gs.refresh_from_db()
+    assert gs.requests == requests + 1
+    whole = list(live(gs.session))
+    assert whole[:len(history)] == history and len(whole) == len(history) + 2  # its question and its answer
+    assert "and the docs" in json.dumps(whole[len(history)])
+
+    # Killed mid-stream (its answer had not ended): a cut attempt on the session, nothing of its answer invented.
+    with monkeypatch.context() as patched:
+        patched.setattr(recorder.recorder, "put", lost)
+        claude.messages.append({"role": "user", "content": [{"type": "text", "text": "and the tests"}]})
+        claude.messages.append({"role": "assistant", "content": claude.ask(claude.messages)})
+    (note,) = GatewayInFlight.objects.all()
+    GatewayInFlight.objects.filter(pk=note.pk).update(process=f"{journal.HOST}:{dead_pid()}:1", ended=False)
 
     call_command("gateway_sweep_cut")
 
@@ -111,8 +136,8 @@ def test_a_claude_exchange_whose_process_ended_before_its_record_is_cut_on_its_s
     assert cut.endpoint == anthropic_wire.MESSAGES and "its process is gone" in cut.error
     assert not GatewayInFlight.objects.exists()
     gs.refresh_from_db()
-    assert gs.requests == requests + 1  # the cut exchange was a request the session made
-    assert list(live(gs.session)) == history  # nothing of its answer is invented
+    assert gs.requests == requests + 2  # the cut exchange was a request the session made
+    assert list(live(gs.session)) == whole  # nothing of its answer is invented
 
     for name in ROLES:  # (a transactional test before this one flushed the groups the migration made)
         Group.objects.get_or_create(name=name)
@@ -124,4 +149,4 @@ def test_a_claude_exchange_whose_process_ended_before_its_record_is_cut_on_its_s
     claude.turn("and the changelog")
     gs.refresh_from_db()
     assert not gs.session.rollout_lines.filter(kind__in=("compacted", "rollback")).exists()
-    assert len(live(gs.session)) > len(history) and not GatewayInFlight.objects.exists()
+    assert len(live(gs.session)) > len(whole) and not GatewayInFlight.objects.exists()

@@ -1,7 +1,8 @@
-"""Issue 41, "no record lost": every exchange the gateway forwards is noted as begun before its answer ends, its
-record removes the note, and a note whose gateway process ended becomes a `cut` attempt, visible on the session's
-page, with nothing else recorded. (The process really killed, and really stopped: tests/scale_out/
-test_gateway_on_daphne.py.)"""
+"""Issue 41, "no record lost": every exchange the gateway forwards is noted as begun, and its whole record is in
+the note, before its answer ends (durable-first); its record removes the note; a note whose gateway process ended
+mid-stream becomes a `cut` attempt, visible on the session's page, with nothing else recorded, and one whose
+answer had ended is recorded whole. (The process really killed, and really stopped: tests/scale_out/
+test_gateway_records_on_daphne.py.)"""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from django.utils import timezone
 
 from compactweb.roles import ROLES
 from compactweb.routing import http_router
-from gateway_app import journal, proxy
+from gateway_app import journal, proxy, recorder, recording
 from gateway_app.models import GatewayAttempt, GatewayInFlight, GatewaySession
 from sessions_app.models import LiveItem
 from tests.compactweb.test_deployment_settings import _run
@@ -47,17 +48,18 @@ def dead_pid() -> int:
     return child.pid
 
 
-def test_the_end_of_an_answer_waits_until_the_exchange_is_noted_and_its_record_removes_the_note(
-        sim_upstream, gateway_key, monkeypatch):
+@pytest.mark.parametrize("held_step", ["do_begin", "do_end"])
+def test_the_end_of_an_answer_waits_for_the_note_and_its_whole_record_and_the_record_removes_the_note(
+        sim_upstream, gateway_key, monkeypatch, held_step):
     held, release = threading.Event(), threading.Event()
-    real = journal.do_begin
+    real = getattr(journal, held_step)  # the row's insert, or its update with the answer (durable-first)
 
     def slow_note(**kwargs):
         held.set()
         assert release.wait(30)
         real(**kwargs)
 
-    monkeypatch.setattr(journal, "do_begin", slow_note)
+    monkeypatch.setattr(journal, held_step, slow_note)
     app = http_router(get_asgi_application())
     raw = json.dumps({"model": "compactweb-sim", "stream": True, "input": [BASE, user("hello")]}).encode()
     headers = {**bearer(gateway_key), **meta(THREAD), "content-type": "application/json"}
@@ -159,3 +161,43 @@ def test_the_age_bound_of_another_hosts_exchange_is_read_from_the_environment(tm
     assert _run(["-c", code], tmp_path).stdout.split()[-1] == "3600.0"
     bound = _run(["-c", code], tmp_path, COMPACTWEB_GATEWAY_CUT_AFTER_SECONDS="120")
     assert bound.stdout.split()[-1] == "120.0", bound.stderr
+
+
+@pytest.mark.parametrize("finished_by", ["a dead process's sweep", "the age bound"])
+def test_an_exchange_a_sweep_finished_is_not_recorded_again_by_its_own_process(sim_upstream, gateway_key,
+                                                                               monkeypatch, finished_by):
+    """Its row gone, the record of an exchange the sweep already finished changes nothing: one exchange is counted
+    once, whether the sweep wrote it whole (its answer had ended) or cut it (a stream older than the age bound,
+    on a host whose processes the sweep cannot see)."""
+    assert turn(gateway_key, [user("fix the parser")]).status_code == 200
+    gs = GatewaySession.objects.get()
+    history = list(LiveItem.objects.filter(session_id=gs.session_id).order_by("position")
+                   .values_list("item", flat=True))
+    queued: list = []
+
+    async def held(exchange):  # the process's recorder, slower than the sweep
+        queued.append(exchange)
+
+    monkeypatch.setattr(recorder.recorder, "put", held)
+    assert turn(gateway_key, [*history, user("and the docs")], "turn-2").status_code == 200
+    (row,) = GatewayInFlight.objects.all()
+    if finished_by == "the age bound":
+        GatewayInFlight.objects.filter(pk=row.pk).update(process="another-host:4242:1", ended=False,
+                                                         begun=timezone.now() - dt.timedelta(hours=2))
+    else:
+        GatewayInFlight.objects.filter(pk=row.pk).update(process=f"{journal.HOST}:{dead_pid()}:1")
+    call_command("gateway_sweep_cut")
+    gs.refresh_from_db()
+    swept = list(LiveItem.objects.filter(session_id=gs.session_id).order_by("position")
+                 .values_list("item", flat=True))
+    assert gs.requests == 2 and not GatewayInFlight.objects.exists()
+    assert GatewayAttempt.objects.filter(cut=True).count() == (finished_by == "the age bound")
+
+    (exchange,) = queued
+    recording.do_record_exchange(exchange=exchange)  # the process's own record, after the sweep's
+
+    gs.refresh_from_db()
+    assert gs.requests == 2  # counted once
+    assert list(LiveItem.objects.filter(session_id=gs.session_id).order_by("position")
+                .values_list("item", flat=True)) == swept
+    assert len(swept) == len(history) + (2 if finished_by != "the age bound" else 0)

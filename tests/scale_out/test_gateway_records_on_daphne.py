@@ -3,6 +3,10 @@
 - A gateway process SIGKILLed mid-stream: the exchange it was streaming had been noted as begun, so once a gateway
   process starts again (or the scheduler's housekeeping runs) it is recorded as cut, on its session, with nothing
   of its answer; the session's next request is recorded as usual.
+- A gateway process SIGKILLed after the client got its answer's end and before the recorder wrote the exchange (the
+  database holds the recorder back): the exchange's record was durable before that end went (durable-first
+  recording), so the next gateway process writes it whole, for a Codex (Responses) and a Claude Code (Messages)
+  exchange alike, the first request of its session too: nothing the client received is lost.
 - A gateway process stopped (SIGTERM) with records still queued (the database holds the recorder back) and a stream
   in flight: it exits within a bound, every answered exchange's record is written first, and the stream the stop
   cut is recorded as cut."""
@@ -132,6 +136,106 @@ def recorder_held_back():
         held.execute("LOCK TABLE gateway_app_gatewaysession IN EXCLUSIVE MODE")  # plain reads still go
         yield held
         held.rollback()
+
+
+def row_unlocked() -> bool:
+    """Whether the journal's rows can be locked: a killed process's backend, waiting on the table lock when the
+    kill came, has ended its transaction (it notices the client gone only once its statement runs)."""
+    with psycopg.connect(database_env()["DATABASE_URL"], autocommit=False) as probe:
+        try:
+            probe.execute("SELECT token FROM gateway_app_gatewayinflight FOR UPDATE NOWAIT").fetchall()
+            return True
+        except psycopg.errors.LockNotAvailable:
+            return False
+
+
+def killed_after_the_end(start, ask) -> bytes:
+    """Start a gateway process, let `ask(port)` get an answer whole while the recorder is held back, SIGKILL the
+    process (the record still queued), then let the database go; the answer the client got."""
+    port = free_port()
+    web = start(port)
+    with recorder_held_back():
+        answer = ask(port)
+        (row,) = GatewayInFlight.objects.all()
+        assert row.ended  # the whole record was committed before the answer's end reached the client
+        assert not GatewaySession.objects.exists() and not GatewayAttempt.objects.exists()  # not yet recorded
+        web.send_signal(signal.SIGKILL)
+        web.wait(timeout=30)
+    assert wait_for(row_unlocked)
+    assert not GatewaySession.objects.exists() and GatewayInFlight.objects.count() == 1  # the kill lost the queue
+    return answer
+
+
+def test_a_gateway_killed_after_the_answer_ended_loses_nothing_of_the_exchange(setting):
+    start, key, upstream = setting
+    asked = [user("fix parser bug 3")]
+
+    def ask(port: int) -> bytes:
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as c:
+            c.sendall(request_bytes(port, key, asked, "short", "turn-1"))
+            answer = read_all(c)
+        assert b"response.completed" in answer
+        return answer
+
+    answer = killed_after_the_end(start, ask)
+    (answered,) = [json.loads(line[5:])["item"] for line in answer.decode().split("\n")
+                   if line.startswith("data:") and "output_item.done" in line]
+
+    # A gateway process starts again; its first exchange sweeps the killed one's journal: the record is written
+    # whole, before this exchange's, which extends it as usual.
+    port = free_port()
+    start(port)
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as c:
+        c.sendall(request_bytes(port, key, [*asked, answered, user("now the docs")], "short", "turn-2"))
+        assert b"response.completed" in read_all(c)
+    assert wait_for(lambda: GatewaySession.objects.filter(requests=2).exists())
+    gs = GatewaySession.objects.get()
+    history = history_of(gs)
+    assert len(history) == 4 and history[0] == asked[0] and history[2] == user("now the docs")
+    assert assistant_texts(history) == ["word0 word1 ", "word0 word1 "]  # the killed process's answer, recorded
+    assert not GatewayAttempt.objects.exists() and not GatewayInFlight.objects.exists()  # nothing cut
+    assert not gs.session.rollout_lines.filter(kind__in=("compacted", "rollback")).exists()
+    assert gs.session.rollout_lines.filter(kind="event_msg").count() == 2  # both answers' usage
+
+
+def test_a_gateway_killed_after_a_claude_answer_ended_loses_nothing_of_the_exchange(setting):
+    start, key, upstream = setting
+    provider = Provider.objects.create(name="embedded-anthropic", base_url="embedded", wire_api="anthropic",
+                                       model="claude-sonnet-4-5", context_window=200_000)
+    route = GatewayRoute.objects.create(name="claude-records", provider=provider,
+                                        policy=CompactionPolicy.objects.create(name="claude-records"))
+    claude_key = do_create_gateway_key(route=route, client_name="laptop").key
+    session_id = "5b9c7a1e-0000-4000-8000-000000000041"
+    first = {"role": "user", "content": [{"type": "text", "text": "fix the parser"}]}
+
+    def post(port: int, messages: list[dict]) -> bytes:
+        body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 1024, "stream": True, "system": "Be brief.",
+                           "messages": messages, "metadata": {"user_id": json.dumps({"session_id": session_id})}})
+        head = (f"POST /gateway/anthropic/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                f"x-api-key: {claude_key}\r\nanthropic-version: 2023-06-01\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as c:
+            c.sendall(head.encode() + body.encode())
+            answer = read_all(c)
+        assert b"message_stop" in answer
+        return answer
+
+    answer = killed_after_the_end(start, lambda port: post(port, [first]))
+    text = "".join(json.loads(line[5:])["delta"].get("text", "") for line in answer.decode().split("\n")
+                   if line.startswith("data:") and "content_block_delta" in line)
+    assert text
+
+    port = free_port()
+    start(port)
+    post(port, [first, {"role": "assistant", "content": [{"type": "text", "text": text}]},
+                {"role": "user", "content": [{"type": "text", "text": "and the docs"}]}])
+    assert wait_for(lambda: GatewaySession.objects.filter(requests=2).exists())
+    gs = GatewaySession.objects.get()
+    assert gs.route_id == route.pk and not GatewayAttempt.objects.exists() and not GatewayInFlight.objects.exists()
+    recorded = history_of(gs)
+    said = [i for i in recorded if i.get("role") == "assistant"]
+    assert len(said) == 2 and text in json.dumps(said[0])  # the killed process's answer, recorded whole
+    assert not gs.session.rollout_lines.filter(kind__in=("compacted", "rollback")).exists()
 
 
 def test_a_stopped_gateway_writes_every_answered_record_and_the_cut_stream_then_exits_in_bounded_time(setting):
