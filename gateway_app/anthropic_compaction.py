@@ -15,8 +15,9 @@ continued from a previous conversation ..."), not the policy's items: the record
 `rollback` line of source `claude_code_summary` (the compaction is already recorded, so no second Compaction),
 and from there on the history grows by extension and is what the upstream received.
 
-A compaction the policy cannot run is answered 400 (Claude Code shows the message), one a retry may cure 500;
-either way the history is as the request had it.
+A compaction the policy cannot run is answered 400 (Claude Code shows the message), one a retry may cure (the model
+or the database failed) 500 `api_error` with a fixed message, never the exception's text (that is in the session's
+attempt and the log); either way the history is as the request had it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from sessions_app.gateway_surface import CompactionFailed, CompactionRefused
 logger = logging.getLogger(__name__)
 
 PENDING_KIND = recording.CLAUDE_COMPACTWEB
+# What Claude Code is told when compactweb's own compaction failed (docs/claude-code.md): no exception text.
+INTERNAL_FAILURE = ("compactweb gateway could not compact this session (an internal failure; the attempt is in the "
+                    "session's attempts); try again")
 
 
 class Refusal(Exception):
@@ -95,10 +99,15 @@ async def answer(caller: proxy.Caller, exchange: dict[str, Any], body: dict[str,
             status = 400
             message = (f"compactweb gateway: route {caller.route_name}'s policy cannot compact this session "
                        f"({exc}); start a new session, or ask an operator to change the route's policy")
+            error = message
         else:
-            status, message = 500, f"compactweb gateway could not compact this session: {exc}"
-        logger.info("gateway: compactweb compaction for Claude Code on route %s: %s", caller.route_name, message)
-        await proxy.schedule_record(recording.Exchange(**exchange, status=status, error=message))
+            # A failure of compactweb's own (the model, the database): a 500 `api_error`, which Claude Code
+            # retries, saying only that; what failed is for the operator (the attempt and the log), not for the
+            # client: an exception's text can carry a query, a host name or an upstream's answer.
+            status, message = 500, INTERNAL_FAILURE
+            error = f"compactweb gateway could not compact this session: {exc}"
+        logger.info("gateway: compactweb compaction for Claude Code on route %s: %s", caller.route_name, error)
+        await proxy.schedule_record(recording.Exchange(**exchange, status=status, error=error))
         raise Refusal(status, message) from exc
     usage = messages.usage(int(done.tokens_before or 0), max(1, len(text) // 4), 0)
     answer_ = messages.message("msg_cw_" + secrets.token_hex(12), str(body.get("model") or caller.config.model),
