@@ -39,3 +39,45 @@ def test_compactweb_modes_own_failure_is_a_500_api_error_without_the_exceptions_
     assert "upstream.invalid" in attempt.error or "could not compact" in attempt.error
     assert not Compaction.objects.filter(session=Session.objects.get(source="gateway")).exists()
 
+
+SUMMARY_PROMPT = "Your task is to create a detailed summary of the conversation so far."
+
+
+def test_claude_codes_mid_turn_summary_request_without_the_newest_answer_is_no_retry(anthropic_upstream):
+    """Claude Code 2.1.332 compacting mid-turn (seen with the real CLI): its summary request is its previous
+    request with the summary prompt added to the last user message (the tool result), without the answer to it
+    (a tool call it has run); its next request is the summary, then that call and its result. Recorded: one
+    compaction, no `client_retry` rollback (nothing was retried), and the history after it is what Claude Code
+    sent next."""
+    from gateway_app.recording import CLIENT_RETRY
+    from sessions_app.models import RolloutLine
+    from tests.gateway_app.test_anthropic_gateway import CONTINUED, items_of
+    from tests.gateway_app.test_recording import live, wire
+
+    route = claude_route()
+    claude = Claude(do_create_gateway_key(route=route, client_name="alice").key)
+    # (a prompt the simulated model answers with three tool calls, one at a time)
+    claude.messages = [{"role": "user", "content": [{"type": "text", "text": "now write the docs for the loader module"}]}]
+    answer = claude.ask(claude.messages)
+    while True:  # to the first answer to a tool result that is a tool call again: mid-turn
+        calls = [b for b in answer if b["type"] == "tool_use"]
+        assert calls, answer
+        if len(claude.messages) > 1:
+            break
+        claude.messages += [{"role": "assistant", "content": answer}, {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": c["id"], "content": "ran it"} for c in calls]}]
+        answer = claude.ask(claude.messages)  # the newest answer: a tool call Claude Code runs, then compacts
+    with_prompt = [*claude.messages[:-1], {"role": "user", "content": [
+        *claude.messages[-1]["content"], {"type": "text", "text": SUMMARY_PROMPT}]}]
+    summary = "".join(b.get("text", "") for b in claude.ask(with_prompt))
+    claude.messages = [{"role": "user", "content": [{"type": "text", "text": CONTINUED + summary}]},
+                       {"role": "assistant", "content": answer},
+                       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": c["id"],
+                                                     "content": "ran it too"} for c in calls]}]
+    claude.ask(claude.messages)
+    session = Session.objects.get(source="gateway")
+    sources = [r.payload.get("source") for r in RolloutLine.objects.filter(session=session, kind="rollback")]
+    assert CLIENT_RETRY not in sources, sources
+    (compaction,) = Compaction.objects.filter(session=session)
+    assert compaction.trigger == "auto" and summary in compaction.summary
+    assert [wire(i) for i in live(session)][:len(items_of(claude.messages))] == items_of(claude.messages)
