@@ -110,9 +110,11 @@ def test_an_upstream_5xx_passed_on_is_an_upstream_error_and_a_4xx_is_not(client,
                 status="429") == 1
 
 
-def test_a_client_that_hangs_up_mid_stream_is_counted(client, sim_upstream, route, gateway_key):
-    """The client goes away at the first chunk (as tests/gateway_app/test_proxy.py plays it), through the wrapper
-    the dashboard's router mounts."""
+def test_a_server_whose_send_fails_after_a_hang_up_has_it_counted_as_one(client, sim_upstream, route, gateway_key):
+    """An ASGI server that raises on a send to a client that left (the ASGI spec allows an OSError there; Daphne
+    never does: it says so with `http.disconnect`, which tests/scale_out/test_gateway_metrics_on_daphne.py and
+    tests/scale_out/test_gateway_on_daphne.py prove with real sockets). The pump's other way of noticing a hang-up,
+    through the wrapper the dashboard's router mounts."""
     body = json.dumps({"model": "compactweb-sim", "stream": True, "input": [BASE, user("hello")]}).encode()
     headers = [(b"authorization", f"Bearer {gateway_key}".encode()), (b"content-type", b"application/json"),
                (b"x-codex-turn-metadata", json.dumps({"thread_id": "0190aaaa-0000-7000-8000-0000000000d1",

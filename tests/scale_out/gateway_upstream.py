@@ -5,7 +5,9 @@ The `x-codex-test-stream` request header (the gateway forwards every `x-codex-*`
 `slow` (an event every `EVENT_SECONDS` for `SLOW_EVENTS` events, then `response.completed`), `die` (three events,
 then the connection is dropped mid-chunk), `hold` (the whole answer up to its `response.output_item.done`, then
 `response.completed` only once the test sets `release`), `other` (a short whole answer in other words: a retry's
-answer that differs from the first), anything else (a short whole answer)."""
+answer that differs from the first), anything else (a short whole answer). A request to `.../v1/messages` is
+answered as Anthropic's Messages API streams (`message_start` ... `message_stop`), its mode read from the
+`x-sim-test-stream` header (the Messages gateway forwards `x-sim-*` headers, not Codex's)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ EVENT_SECONDS = 0.1
 class Stream:
     mode: str
     body: dict
+    messages: bool = False  # an Anthropic Messages request
     events_sent: int = 0
     closed_by_gateway: bool = False  # the gateway closed the connection before the answer ended
     finished: bool = False  # the whole answer was written
@@ -73,7 +76,9 @@ class SlowUpstream:
                 name, _, value = line.partition(":")
                 headers[name.strip().lower()] = value.strip()
             body = json.loads(await reader.readexactly(int(headers.get("content-length", "0"))))
-            stream = Stream(mode=headers.get("x-codex-test-stream", "short"), body=body)
+            messages = head.split(b" ", 2)[1].split(b"?")[0].endswith(b"/v1/messages")
+            mode = headers.get("x-sim-test-stream" if messages else "x-codex-test-stream", "short")
+            stream = Stream(mode=mode, body=body, messages=messages)
             self.streams.append(stream)
             self._note()
             await self._answer(stream, reader, writer)
@@ -93,16 +98,26 @@ class SlowUpstream:
             return chunk(f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n".encode())
 
         response = {"id": "resp_slow", "object": "response", "status": "in_progress", "output": []}
-        writer.write(event({"type": "response.created", "response": response}))
+        message = {"id": "msg_slow", "type": "message", "role": "assistant", "model": "slow-model", "content": [],
+                   "stop_reason": None, "usage": {"input_tokens": 10, "output_tokens": 0}}
+        if stream.messages:
+            writer.write(event({"type": "message_start", "message": message}))
+            writer.write(event({"type": "content_block_start", "index": 0,
+                                "content_block": {"type": "text", "text": ""}}))
+        else:
+            writer.write(event({"type": "response.created", "response": response}))
         count = {"slow": SLOW_EVENTS, "die": 3}.get(stream.mode, 2)
         gone = asyncio.ensure_future(reader.read(1))  # b"" once the gateway closes its end
         item = {"type": "message", "role": "assistant", "id": "msg_slow", "content": []}
-        writer.write(event({"type": "response.output_item.added", "output_index": 0, "item": item}))
+        if not stream.messages:
+            writer.write(event({"type": "response.output_item.added", "output_index": 0, "item": item}))
         text = ""
         for n in range(count):
             delta = f"{'other' if stream.mode == 'other' else 'word'}{n} "
             text += delta
-            writer.write(event({"type": "response.output_text.delta", "item_id": "msg_slow", "output_index": 0,
+            writer.write(event({"type": "content_block_delta", "index": 0,
+                                "delta": {"type": "text_delta", "text": delta}} if stream.messages else
+                               {"type": "response.output_text.delta", "item_id": "msg_slow", "output_index": 0,
                                 "content_index": 0, "delta": delta}))
             await writer.drain()
             stream.events_sent += 1
@@ -117,6 +132,17 @@ class SlowUpstream:
             writer.write(b"40\r\nevent: response.output_te")  # a chunk cut short, then the connection drops
             await writer.drain()
             writer.transport.abort()
+            return
+        if stream.messages:
+            writer.write(event({"type": "content_block_stop", "index": 0}))
+            writer.write(event({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                                "usage": {"output_tokens": count}}))
+            writer.write(event({"type": "message_stop"}))
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            stream.finished = True
+            self._note()
+            gone.cancel()
             return
         done_item = {**item, "status": "completed", "content": [{"type": "output_text", "text": text,
                                                                   "annotations": []}]}

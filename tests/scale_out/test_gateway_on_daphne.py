@@ -3,7 +3,7 @@
 - A client that hangs up mid-stream: the gateway notices (Daphne's `http.disconnect`), closes the upstream stream
   at once rather than reading (and paying for) the rest of an answer nobody gets, and records a client-gone
   attempt; the abandoned answer is never recorded, so the client's next request (its history without that answer)
-  is an extension, not a compaction.
+  is an extension, not a compaction. The same for Claude Code through the Messages gateway (one stream pump).
 - An upstream that dies mid-stream: the client gets a `response.failed` event, not a clean end of a truncated
   stream, and the exchange is recorded as failed.
 - Two Daphne processes behind one balancer: a request recorded by one process after the next request of the same
@@ -94,7 +94,9 @@ def _gateways(redis_url, tmp_path, count: int):
                                         policy=CompactionPolicy.objects.create(name="hang-up"))
     key = do_create_gateway_key(route=route, client_name="laptop").key
     env = child_env(redis_url=redis_url, broker_url=redis_url, var_dir=tmp_path)
-    env.update({KEY_ENV: "upstream-secret", "COMPACTWEB_PROVIDER_KEYS": f"{KEY_ENV}={base_url}",
+    # (the same server is a Messages-API upstream at /anthropic: a Claude Code route's test makes its Provider)
+    env.update({KEY_ENV: "upstream-secret",
+                "COMPACTWEB_PROVIDER_KEYS": f"{KEY_ENV}={base_url} http://127.0.0.1:{up_port}/anthropic",
                 "COMPACTWEB_OUTBOUND_ALLOW": f"127.0.0.1:{up_port}"})
     webs = []
     with SlowUpstream(port=up_port) as upstream:
@@ -143,6 +145,53 @@ def test_a_client_that_hangs_up_mid_stream_stops_the_upstream_and_leaves_no_answ
     assert answered is history[-1] and answered["content"][0]["text"] == "word0 word1 "
     assert not gs.session.rollout_lines.filter(kind="compacted").exists()
     assert not Compaction.objects.filter(session_id=gs.session_id).exists()
+
+
+def test_a_claude_code_client_that_hangs_up_mid_stream_stops_the_upstream_and_leaves_no_answer_in_the_record(
+        gateway):
+    """The same through the Messages gateway (the one stream pump, proxy.relay): a real socket that closes."""
+    port, _, upstream = gateway
+    up_port = int(Provider.objects.get().base_url.split(":")[2].split("/")[0])
+    provider = Provider.objects.create(name="slow-anthropic", base_url=f"http://127.0.0.1:{up_port}/anthropic",
+                                       wire_api="anthropic", model="slow-model", context_window=200_000,
+                                       api_key_env=KEY_ENV)
+    route = GatewayRoute.objects.create(name="claude-hang-up", provider=provider,
+                                        policy=CompactionPolicy.objects.create(name="claude-hang-up"))
+    key = do_create_gateway_key(route=route, client_name="laptop").key
+    ask = {"role": "user", "content": [{"type": "text", "text": "write a long essay"}]}
+
+    def claude_request(messages: list[dict], mode: str) -> bytes:
+        body = json.dumps({"model": "slow-model", "max_tokens": 1024, "stream": True, "messages": messages,
+                           "metadata": {"user_id": json.dumps({"session_id": "5b9c7a1e-0000-4000-8000-00000000004e"})}})
+        return (f"POST /gateway/anthropic/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nx-api-key: {key}\r\n"
+                f"anthropic-version: 2023-06-01\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nx-sim-test-stream: {mode}\r\nConnection: close\r\n\r\n"
+                ).encode() + body.encode()
+
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as client:
+        client.sendall(claude_request([ask], "slow"))
+        assert b"word1 " in read_until(client, b"word1 ")  # the answer is streaming to Claude Code
+    assert upstream.wait_for(lambda: upstream.streams[0].closed_by_gateway or upstream.streams[0].finished,
+                             timeout=SLOW_EVENTS * EVENT_SECONDS + 30)
+    (stream,) = upstream.streams
+    assert stream.messages and stream.closed_by_gateway and not stream.finished
+    assert stream.events_sent < SLOW_EVENTS
+    assert wait_for(lambda: GatewayAttempt.objects.filter(status=0).exists())
+    attempt = GatewayAttempt.objects.get()
+    assert "disconnected" in attempt.error and attempt.gateway_session is not None
+
+    # Claude Code asks again without the abandoned answer; that exchange completes and is the only answer recorded.
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as client:
+        client.sendall(claude_request([ask, {"role": "assistant", "content": [{"type": "text", "text": "(stopped)"}]},
+                                       {"role": "user", "content": [{"type": "text", "text": "shorter"}]}], "short"))
+        assert b"message_stop" in read_all(client)
+    gs = GatewaySession.objects.get()
+    assert wait_for(lambda: GatewaySession.objects.get(pk=gs.pk).requests == 2)
+    said = [i for i in LiveItem.objects.filter(session_id=gs.session_id).order_by("position")
+            .values_list("item", flat=True) if i.get("role") == "assistant"]
+    assert len(said) == 2 and "(stopped)" in json.dumps(said[0])  # nothing of the abandoned answer
+    assert "word0 word1 " in json.dumps(said[1])
+    assert not gs.session.rollout_lines.filter(kind="compacted").exists()
 
 
 def test_an_upstream_that_dies_mid_stream_gives_the_client_a_failed_event_not_a_clean_end(gateway):
