@@ -24,7 +24,7 @@ With `--per-event` the simulated model sends each SSE event as its own HTTP chun
 server that flushes every event as it makes it) instead of the whole answer in one write: the hop's per-event cost
 (the HTTP client reading each chunk) is then in the figures.
 
-    .venv/bin/python bench/bench_gateway.py [--streams 20] [--rounds 10] [--upstream-process] [--per-event]
+    .venv/bin/python bench/bench_gateway.py [--streams 20] [--rounds 10] [--upstream-process] [--per-event] [--port N]
 """
 
 from __future__ import annotations
@@ -207,12 +207,15 @@ def main() -> None:
     parser.add_argument("--per-event", action="store_true",
                         help="the simulated model sends one HTTP chunk per SSE event (X-Sim-Stream: events) instead "
                              "of the whole answer in one write")
+    parser.add_argument("--port", type=int, default=0,
+                        help="serve the gateway on this port (and a second process's upstream on the next one) "
+                             "instead of free ones: a shared machine's range of your own")
     args = parser.parse_args()
     if args.per_event:
         PER_EVENT["X-Sim-Stream"] = "events"
     with tempfile.TemporaryDirectory(prefix="bench-gateway-") as var:
-        port, sim_token = _free_port(), secrets.token_hex(16)
-        up_port = _free_port() if args.upstream_process else port
+        port, sim_token = args.port or _free_port(), secrets.token_hex(16)
+        up_port = (args.port + 1 if args.port else _free_port()) if args.upstream_process else port
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")}
         env.update(COMPACTWEB_VAR_DIR=var, SQLITE_PATH=str(Path(var) / "bench.sqlite3"), DJANGO_DEBUG="0",
                    LOG_LEVEL="WARNING", COMPACTWEB_SIM_TOKEN=sim_token, COMPACTWEB_KEY_SIM=sim_token,
