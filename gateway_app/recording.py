@@ -371,6 +371,12 @@ def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
         # took it): the client went on from there, so this late record changes nothing, neither as a retry nor
         # as a rewrite of the history the later request made.
         return None, None, pending
+    if shared == len(history) and is_claude_code(exchange) and exchange.kind in wire.COMPACTION_KINDS:
+        # Claude Code summarises the conversation up to some point and keeps its newest messages verbatim after
+        # the summary ("The messages after this summary are the most recent messages from before compaction"):
+        # its summary request sends a prefix of the recorded history. Nothing is undone; the compaction stays
+        # pending until its next request installs it.
+        return lines, None, pending
     if shared == len(history):
         return _behind(live, exchange, lines, pending)
     if pending and pending.get("kind") == CLAUDE_COMPACTWEB:  # Claude Code took compactweb's summary (issue 44)

@@ -117,13 +117,15 @@ class Claude:
             self.messages.append({"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": c["id"], "content": f"ran {c['input']}"} for c in calls]})
 
-    def compact(self, *, times: int = 1) -> str:
+    def compact(self, *, times: int = 1, keep: int = 0) -> str:
         """Claude Code's compaction: the summary request (sent `times` times), then the conversation restarts
-        from the summary, in Claude Code's framing."""
+        from the summary, in Claude Code's framing. With `keep`, the newest `keep` messages are left out of the
+        summary request and kept verbatim after the summary, as Claude Code 2.x does."""
+        summarised, kept = (self.messages[:-keep], self.messages[-keep:]) if keep else (self.messages, [])
         for _ in range(times):
-            blocks = self.ask([*self.messages, {"role": "user", "content": [{"type": "text", "text": SUMMARY_PROMPT}]}])
+            blocks = self.ask([*summarised, {"role": "user", "content": [{"type": "text", "text": SUMMARY_PROMPT}]}])
         summary = "".join(b.get("text", "") for b in blocks)
-        self.messages = [{"role": "user", "content": [{"type": "text", "text": CONTINUED + summary}]}]
+        self.messages = [{"role": "user", "content": [{"type": "text", "text": CONTINUED + summary}]}, *kept]
         return summary
 
 
@@ -256,6 +258,23 @@ def test_upstream_mode_records_claude_codes_compaction_with_its_summary_requests
     assert [anthropic_wire.wire.wire_form(i) for i in live(session)] == items_of(claude.messages)
     assert not RolloutLine.objects.filter(session=session, kind="rollback").exists()
     assert upstream_bodies(anthropic_upstream) == claude.sent
+
+
+def test_a_summary_request_that_leaves_out_the_newest_messages_is_a_compaction_not_a_retry(anthropic_upstream):
+    """Claude Code summarises up to some point and keeps its newest messages verbatim after the summary: its
+    summary request is a prefix of the recorded history. That is the compaction's request, not a retry of an
+    older turn: nothing recorded is undone, and its next request installs the compaction."""
+    route = claude_route()
+    claude = Claude(do_create_gateway_key(route=route, client_name="alice").key)
+    claude.turn("please fix parser bug number 3 in the notes")
+    claude.turn("now write the docs for the loader module")
+    claude.compact(times=2, keep=2)  # the newest user message and its answer stay verbatim
+    claude.turn("add a changelog entry for the parser fix")
+    session = Session.objects.get(source="gateway")
+    (compaction,) = Compaction.objects.filter(session=session)
+    assert compaction.strategy == "local" and compaction.trigger == "auto"
+    assert not RolloutLine.objects.filter(session=session, kind="rollback").exists()
+    assert [anthropic_wire.wire.wire_form(i) for i in live(session)] == items_of(claude.messages)
 
 
 def test_an_upstream_error_passes_through_and_is_an_attempt_not_history(anthropic_upstream):
