@@ -372,9 +372,10 @@ def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
         # as a rewrite of the history the later request made.
         return None, None, pending
     if shared == len(history) and is_claude_code(exchange) and exchange.kind in wire.COMPACTION_KINDS:
-        # Claude Code summarises the conversation up to some point and keeps its newest messages verbatim after
-        # the summary ("The messages after this summary are the most recent messages from before compaction"):
-        # its summary request sends a prefix of the recorded history. Nothing is undone; the compaction stays
+        # Claude Code's summary request can send a prefix of the recorded history: compacting mid-turn (2.1.332)
+        # it leaves out the newest answer (a tool call it has run), and it may summarise up to some point and keep
+        # its newest messages verbatim after the summary ("The messages after this summary are the most recent
+        # messages from before compaction"). Neither is a retry: nothing is undone, and the compaction stays
         # pending until its next request installs it.
         return lines, None, pending
     if shared == len(history):
@@ -425,19 +426,13 @@ def _behind(live: list[dict[str, Any]], exchange: Exchange, lines: list[NewLine]
     - what follows in the record is only the model's answer to this same history (no input of the client's came
       after it): a retry that the client took the new answer of, so the retry's answer replaces the old one (one
       exchange, not two);
-    - else the client moved on without this answer (a later request is recorded): nothing to add;
-    - Claude Code's summary request that leaves out the newest answer (it compacts mid-turn, that answer to follow
-      the summary) is no retry either: nothing removed, its compaction pending."""
+    - else the client moved on without this answer (a later request is recorded): nothing to add.
+    (A Claude Code summary request that leaves out the newest messages never comes here: `history_lines` keeps it
+    pending first.)"""
     rest = live[len(exchange.history):]
     answer = [wire.wire_form(i) for i in exchange.output]
     if [wire.wire_form(i) for i in rest[:len(answer)]] == answer or any(_client_input(i) for i in rest):
         return None, None, pending
-    if exchange.kind == wire.COMPACTION_LOCAL and is_claude_code(exchange):
-        # Claude Code compacting mid-turn (2.1.332) asks for a summary of the conversation its previous request
-        # carried, its prompt added to that request's last message: the newest answer (a tool call it has run)
-        # is left out, to follow the summary in its next request. No retry: nothing is removed, and the
-        # compaction it asks for is pending (the record below; the next request installs it).
-        return lines, None, pending
     lines.append(NewLine(p.ROLLBACK, {
         "source": CLIENT_RETRY, "replacement_history": list(exchange.history), "removed_count": len(rest),
         "kept_count": len(exchange.history),
