@@ -48,8 +48,8 @@ class Control:
     compact_requested: bool = False
     substitutions: list[dict[str, Any]] = field(default_factory=list)
     pins_block: dict[str, Any] | None = None
-    # The pinned blocks of the recorded history: (index in the history, block).
-    pins_placed: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    # The pinned blocks of the recorded history: (index in the history, block, the recorded item before it).
+    pins_placed: list[tuple[int, dict[str, Any], dict[str, Any] | None]] = field(default_factory=list)
 
 
 NONE = Control()
@@ -74,6 +74,18 @@ def cached_control(*, route_id: int, key_id: int, group: str):
     return _controls.get((route_id, key_id, group), UNKNOWN)
 
 
+def _placed_pins(session_id: int) -> list[tuple[int, dict[str, Any], dict[str, Any] | None]]:
+    """The recorded history's pinned blocks as (position, block, the item before it): the item before is what
+    steering.with_pins checks a request against before putting a block back at that position, since this read
+    is cached (CONTROL_CACHE_SECONDS) and another process may have changed the history since."""
+    blocks = [(position, item) for position, item in LiveItem.objects.filter(
+        session_id=session_id, item__role="developer").order_by("position").values_list("position", "item")
+        if is_pinned_block(item)]
+    before = dict(LiveItem.objects.filter(session_id=session_id, position__in=[p - 1 for p, _ in blocks])
+                  .values_list("position", "item")) if blocks else {}
+    return [(position, item, before.get(position - 1)) for position, item in blocks]
+
+
 def control_of(*, route_id: int, key_id: int, group: str) -> Control:
     """The control of the caller's own session of that group (sync; cached)."""
     if not group:
@@ -89,9 +101,7 @@ def control_of(*, route_id: int, key_id: int, group: str) -> Control:
         if pin_mode == PinMode.REINJECT:
             pins = session_pins(session_id=session_id)
             block = pinned_block(pins) if pins else None
-            placed = [(position, item) for position, item in LiveItem.objects.filter(
-                session_id=session_id, item__role="developer").order_by("position").values_list("position", "item")
-                if is_pinned_block(item)]
+            placed = _placed_pins(session_id)
         control = Control(
             session_id=session_id,
             paused_message=(f"compactweb: an operator ({paused_by or 'unknown'}) paused this session "

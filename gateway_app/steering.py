@@ -67,16 +67,26 @@ def substituted(history: list[Item], rules: list[dict[str, Any]]) -> list[Item]:
     return history
 
 
-def with_pins(history: list[Item], block: Item | None, placed: list[tuple[int, Item]] = ()) -> list[Item]:
-    """The history with the pins kept: the pinned blocks the recorded history holds (`placed`, (index, block)),
-    each put back where it is, so the history still extends what was recorded; when Codex's history no longer
-    reaches one of those places (Codex compacted since) or holds none, the block in force (`block`) right after
-    the base instructions, unless the history holds a pinned block already."""
+def _not_there(out: list[Item], index: int, before: Item | None) -> bool:
+    """Whether `index` of `out` is not the place a block was recorded at: past the end, taken by a pinned block,
+    or (the control it comes from is read through a per-process cache, so it can be seconds old and another
+    process may have changed the recorded history since) not after the item the record has before it."""
+    if index > len(out) or any(is_pinned_block(i) for i in out[index:index + 1]):
+        return True
+    return before is not None and (index == 0 or not _same(out[index - 1], before))
+
+
+def with_pins(history: list[Item], block: Item | None, placed: list[tuple] = ()) -> list[Item]:
+    """The history with the pins kept: the pinned blocks the recorded history holds (`placed`, (index, block,
+    the recorded item before it or None)), each put back where it is, so the history still extends what was
+    recorded; when Codex's history no longer reaches one of those places (Codex compacted since, or the record
+    changed since the control was read) or holds none, the block in force (`block`) right after the base
+    instructions, unless the history holds a pinned block already."""
     out = history
-    for index, item in placed:
+    for index, item, *before in placed:
         if index < len(out) and _same(out[index], item):
             continue
-        if index > len(out) or any(is_pinned_block(i) for i in out[index:index + 1]):
+        if _not_there(out, index, before[0] if before else None):
             out = history  # not where it was recorded: start again from the block in force
             break
         out = [*out[:index], item, *out[index:]]

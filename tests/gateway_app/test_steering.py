@@ -37,6 +37,24 @@ def test_pinned_blocks_go_back_where_they_were_recorded_else_first():
     assert steering.with_pins(h, None) is h
 
 
+def test_a_pin_position_from_a_stale_control_is_used_only_after_the_item_recorded_before_it():
+    """The control (and the pins' places in it) is cached per process for seconds, and another process may have
+    changed the recorded history since: a block goes back at its recorded index only where the request has the
+    recorded item before it there; elsewhere the block in force goes first, never into the middle or the end."""
+    a, b, c = msg("a"), msg("b", "assistant"), msg("c")
+    placed = [(2, BLOCK, b)]  # recorded: a, b, BLOCK, c
+    assert steering.with_pins([a, {**b, "id": "msg_1"}, c], BLOCK, placed) == [a, {**b, "id": "msg_1"}, BLOCK, c]
+    # Codex compacted since (another process recorded it; this process's control is older): two items, neither
+    # of them b. The stale index 2 is the end of this history: the block must not follow the newest message.
+    compacted = [msg("summary of a and b", "assistant"), msg("d")]
+    assert steering.with_pins(compacted, BLOCK, placed) == [BLOCK, *compacted]
+    # The user edited history since: index 2 is inside it, after another item than b.
+    edited = [a, msg("b, edited", "assistant"), msg("e"), msg("f", "assistant")]
+    assert steering.with_pins(edited, BLOCK, placed) == [BLOCK, *edited]
+    # A block recorded first has no item before it.
+    assert steering.with_pins([a, c], BLOCK, [(0, BLOCK, None)]) == [BLOCK, a, c]
+
+
 def test_steered_keeps_the_base_instructions_first_and_says_when_nothing_changes():
     items = [BASE, msg("a")]
     assert steering.steered(items, has_instructions=False, rules=[], block=BLOCK) == [BASE, BLOCK, msg("a")]
