@@ -7,8 +7,9 @@ request). So, on a `compactweb` route, its summary request is not forwarded: the
 carries, runs the route policy's compaction on the session through the same service as every compactweb
 compaction (the admin's summarisation prompt, pins, retention probes, hooks, attempts, atomic install; masking
 that has nothing left to mask falls back to local summarisation, as for Codex), and answers, as a Messages API
-answer (SSE or JSON, as asked), with the policy's summary and the pinned block in force, in the `<summary>` block
-Claude Code's prompt asks for (`summary_of`). Claude Code's next conversation starts from that text.
+answer (SSE or JSON, as asked), with the policy's summary in the `<summary>` block Claude Code's prompt asks for
+(`summary_of`; the pinned block in force is not in it: the gateway adds it to every later request). Claude
+Code's next conversation starts from that text.
 
 Claude Code's next request then carries the summary in Claude Code's own framing ("This session is being
 continued from a previous conversation ..."), not the policy's items: the recorder installs that history with a
@@ -51,15 +52,13 @@ class Refusal(Exception):
 
 
 def summary_of(history: list[dict[str, Any]], summary: str) -> str:
-    """The text Claude Code continues from, in the `<summary>` block its prompt asks for: the policy's summary and
-    the pinned block in force. Claude Code's own compaction continues from a summary alone, so the user messages
-    a Codex replacement keeps beside it are not repeated (the policy's summary carries the user's requests); a
-    strategy that writes no summary (masking) gives the whole history it left, as text."""
-    parts = [message_text(i).strip() for i in history if is_pinned_block(i)]
-    if summary.strip():
-        parts.append(summary.strip())
-    else:
-        parts += [_as_text(i) for i in history if not is_pinned_block(i)]
+    """The text Claude Code continues from, in the `<summary>` block its prompt asks for: the policy's summary.
+    Claude Code's own compaction continues from a summary alone, so the user messages a Codex replacement keeps
+    beside it are not repeated (the policy's summary carries the user's requests); a strategy that writes no
+    summary (masking) gives the whole history it left, as text. The pinned blocks are not in it: the gateway puts
+    the block in force into every later request of the session (`steering.with_pins`, the policy reinjects pins:
+    only then does the history hold them), so inside Claude Code's summary too it would reach the upstream twice."""
+    parts = [summary.strip()] if summary.strip() else [_as_text(i) for i in history if not is_pinned_block(i)]
     return "<summary>\n" + "\n\n".join(p for p in parts if p) + "\n</summary>"
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from compaction_app.engine.items import message_text
 from compaction_app.engine.port import CompactRequest, CompactResponse, ResponsesRequest, StreamEvent, Usage
 from compaction_app.engine.provider_errors import ErrorKind, ProviderError
 from compaction_app.providers.anthropic_format import (
@@ -31,11 +32,21 @@ EMBEDDED_ANTHROPIC_URL = "http://embedded.invalid/anthropic"  # the embedded sim
 MAX_TOKENS = 16_000
 
 
+def _is_instruction(item: dict[str, Any]) -> bool:
+    return item.get("type") == "message" and item.get("role") in ("developer", "system")
+
+
 def messages_body(request: ResponsesRequest) -> dict[str, Any]:
+    """The Messages request. Developer and system messages (the operator's pinned block, issue 44) go into `system`
+    after the instructions: in `messages` they could only be user text, joined to the user's next words, and a
+    summary would then report the pins as something the user asked for (and restate them beside the block the
+    gateway puts back)."""
+    items = list(request.input)
     body: dict[str, Any] = {"model": request.model, "max_tokens": MAX_TOKENS,
-                            "messages": items_messages(list(request.input))}
-    if request.instructions:
-        body["system"] = request.instructions
+                            "messages": items_messages([i for i in items if not _is_instruction(i)])}
+    system = [request.instructions or "", *(message_text(i) for i in items if _is_instruction(i))]
+    if any(part.strip() for part in system):
+        body["system"] = "\n\n".join(part for part in system if part.strip())
     tools = tools_of(request.tools)
     if tools:
         body["tools"] = tools

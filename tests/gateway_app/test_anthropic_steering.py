@@ -81,3 +81,32 @@ def test_claude_codes_mid_turn_summary_request_without_the_newest_answer_is_no_r
     (compaction,) = Compaction.objects.filter(session=session)
     assert compaction.trigger == "auto" and summary in compaction.summary
     assert [wire(i) for i in live(session)][:len(items_of(claude.messages))] == items_of(claude.messages)
+
+
+def _pinned_compactweb_claude(client, support_user):
+    """A Claude Code session on a compactweb route (local summarisation) with a pin, compacted once by the
+    policy; the forwarded requests reach the recording upstream."""
+    policy = CompactionPolicy.objects.create(name="claude-compactweb-pins", strategy="local")
+    route = claude_route(mode="compactweb", base_url="embedded", policy=policy)
+    claude = Claude(do_create_gateway_key(route=route, client_name="alice").key)
+    claude.turn("please fix parser bug number 3 in the notes")
+    session = Session.objects.get(source="gateway")
+    client.force_login(support_user)
+    client.post(f"/sessions/{session.pk}/pins/", {"kind": "constraint", "text": "never touch prod.yaml"})
+    claude.turn("now write the docs for the loader module")
+    return claude, session
+
+
+def test_compactweb_mode_sends_the_pin_upstream_once_after_claude_code_continues_from_the_summary(
+        anthropic_upstream, client, support_user):
+    """The pinned block reaches the upstream once per request: as the block the gateway puts in, not again inside
+    the summary compactweb answered with, nor restated by the policy's summary as a request of the user's (the
+    summarising call sends it as `system`, not as user text)."""
+    from tests.gateway_app.test_anthropic_gateway import upstream_bodies
+    claude, session = _pinned_compactweb_claude(client, support_user)
+    claude.compact()
+    for text in ("add a changelog entry for the parser fix", "go on"):
+        claude.turn(text)
+        received = json.dumps(upstream_bodies(anthropic_upstream)[-1]["messages"])
+        assert received.count("never touch prod.yaml") == 1, received
+
