@@ -174,18 +174,28 @@ async def app(scope, receive, send) -> None:
     if control.paused_message:
         await send_error(send, 403, control.paused_message)
         return
-    if control.pins_block is not None or control.pins_placed:  # the operator's pins reach the upstream
-        steered = steering.with_pins(items, control.pins_block, control.pins_placed)
-        messages = anthropic_wire.with_pins(body, steered) if steered is not items else None
-        if messages is not None:
-            body["messages"], items = messages, steered
-            raw = json.dumps(body).encode("utf-8")
+    # The operator's decisions reach the upstream as for Codex (gateway_app.steering): substitutions (a compaction
+    # the gateway ran at a request, support's rollback of one) and pins. Claude Code's `system` is its base
+    # instructions, never in `messages`.
+    steered = steering.steered(items, has_instructions=True, rules=control.substitutions,
+                               block=control.pins_block, placed=control.pins_placed)
+    changed = steered is not None
+    if changed:
+        body["messages"] = anthropic_wire.steered_messages(body, steered)
+        items = anthropic_wire.items_of(body)  # what the upstream receives is what is recorded
     kind = anthropic_wire.request_kind(items)
     exchange = dict(route_id=caller.route_id, key_id=caller.key_id, client_name=caller.client_name, group=group,
                     endpoint=endpoint, kind=kind, meta=anthropic_wire.turn_metadata(claude_session),
                     model=str(body.get("model") or ""), client_provider="anthropic",
                     base_instructions=anthropic_wire.base_instructions(body),
                     history=anthropic_wire.history_of(items, kind))
+    if control.compact_requested and kind == wire.TURN:  # an operator asked: the policy compacts, then it goes on
+        history = await proxy._compact_first(exchange, control)
+        body["messages"] = anthropic_wire.steered_messages(body, history)
+        exchange["history"] = anthropic_wire.history_of(anthropic_wire.items_of(body), kind)
+        changed = True
+    if changed:
+        raw = json.dumps(body).encode("utf-8")
     if caller.mode == GatewayRoute.Mode.COMPACTWEB and kind == wire.COMPACTION_LOCAL:
         try:
             await anthropic_compaction.answer(caller, exchange, body, send)

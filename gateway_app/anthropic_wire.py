@@ -23,7 +23,14 @@ from typing import Any
 
 from compaction_app.engine.items import is_message, message_text
 from compaction_app.engine.pins import PINNED_OPEN, is_pinned_block
-from compaction_app.providers.anthropic_format import MessagesFormatError, content_items, usage_as_responses
+from compaction_app.providers.anthropic_format import (
+    MessagesFormatError,
+    content_items,
+    result_text,
+    text_block,
+    tool_input,
+    usage_as_responses,
+)
 from compaction_app.providers.simulated.anthropic import is_summary_request
 from gateway_app import wire
 
@@ -131,6 +138,60 @@ def with_pins(body: dict[str, Any], steered: list[dict[str, Any]]) -> list[dict[
         out.append(message)
     blocks_here()
     return out if at == len(steered) else None
+
+
+def messages_of(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Items as Messages `messages` that read back (`items_of`) as the same items: what the gateway sends for a
+    history Claude Code did not send (a substitution's replacement, a compaction run at this request). Each
+    message item is a message of its own (two in one would read back as one item with both parts), a developer
+    message is the user's text (a pinned block stays alone, and reads back as the block); a tool call joins the
+    assistant message before it, a tool result the user message of tool results before it (as Claude Code sends
+    them). Items with no Messages form (reasoning, compaction) are left out."""
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, block: dict[str, Any], *, join: bool) -> None:
+        if join and out and out[-1]["role"] == role:
+            out[-1]["content"].append(block)
+        else:
+            out.append({"role": role, "content": [block]})
+
+    for item in items:
+        kind = item.get("type")
+        if kind == "message":
+            content = item.get("content")
+            parts = [{"type": "input_text", "text": content}] if isinstance(content, str) else content or []
+            blocks = [b for b in (text_block(p) for p in parts if isinstance(p, dict)) if b is not None]
+            if blocks:
+                out.append({"role": "assistant" if item.get("role") == "assistant" else "user", "content": blocks})
+        elif kind == "function_call":
+            add("assistant", {"type": "tool_use", "id": str(item.get("call_id", "")),
+                              "name": str(item.get("name", "")), "input": tool_input(item.get("arguments"))},
+                join=True)
+        elif kind == "function_call_output":
+            output = item.get("output")
+            block = {"type": "tool_result", "tool_use_id": str(item.get("call_id", "")),
+                     "content": output if isinstance(output, str) else result_text(output)}
+            add("user", block, join=bool(out) and out[-1]["content"][-1].get("type") == "tool_result")
+    return out
+
+
+def steered_messages(body: dict[str, Any], steered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request's messages for `steered` (gateway_app.steering's view of its items, or a compacted history):
+    when only pinned blocks were put in, Claude Code's messages as sent with those blocks (`with_pins`); else the
+    longest run of Claude Code's last messages whose items end `steered` kept as sent (their cache marks and
+    thinking blocks with them), and what comes before written from the items (`messages_of`)."""
+    pinned = with_pins(body, steered)
+    if pinned is not None:
+        return pinned
+    messages = body["messages"]
+    kept, tail = 0, 0
+    for n in range(len(messages) - 1, -1, -1):
+        own = [wire.wire_form(i) for i in _message_items(n, messages[n])]
+        end = len(steered) - tail
+        if len(own) > end or [wire.wire_form(i) for i in steered[end - len(own):end]] != own:
+            break
+        kept, tail = kept + 1, tail + len(own)
+    return [*messages_of(steered[:len(steered) - tail]), *messages[len(messages) - kept:]]
 
 
 def claude_session(body: dict[str, Any], headers: dict[str, str]) -> str:

@@ -90,7 +90,7 @@ def content_items(role: str, content: Any, *, keep_text: Callable[[str], bool] =
     return items
 
 
-def _tool_input(arguments: Any) -> Any:
+def tool_input(arguments: Any) -> Any:
     if isinstance(arguments, dict):
         return arguments
     try:
@@ -100,7 +100,7 @@ def _tool_input(arguments: Any) -> Any:
     return value if isinstance(value, dict) else {"value": value}
 
 
-def _text_block(part: dict[str, Any]) -> dict[str, Any] | None:
+def text_block(part: dict[str, Any]) -> dict[str, Any] | None:
     if part.get("type") in ("input_text", "output_text", "text") and part.get("text"):
         return {"type": "text", "text": str(part["text"])}
     if part.get("type") == "input_image" and isinstance(part.get("image_url"), str):
@@ -132,12 +132,12 @@ def items_messages(items: list[Item]) -> list[dict[str, Any]]:
             content = item.get("content")
             parts = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
             for part in parts:
-                block = _text_block(part) if isinstance(part, dict) else None
+                block = text_block(part) if isinstance(part, dict) else None
                 if block is not None:
                     add(role, block)
         elif kind == "function_call":
             add("assistant", {"type": "tool_use", "id": str(item.get("call_id", "")), "name": str(item.get("name", "")),
-                              "input": _tool_input(item.get("arguments"))})
+                              "input": tool_input(item.get("arguments"))})
         elif kind == "function_call_output":
             output = item.get("output")
             text = output if isinstance(output, str) else result_text(output)

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from compaction_app.engine.items import message_text
 from compaction_app.models import Compaction, CompactionPolicy
 from gateway_app import anthropic_compaction
 from gateway_app.keys import do_create_gateway_key
@@ -110,3 +111,76 @@ def test_compactweb_mode_sends_the_pin_upstream_once_after_claude_code_continues
         received = json.dumps(upstream_bodies(anthropic_upstream)[-1]["messages"])
         assert received.count("never touch prod.yaml") == 1, received
 
+
+def _text(messages) -> str:
+    """Every text and tool result of a request's messages, as read (json.dumps would escape the newlines)."""
+    from tests.gateway_app.test_anthropic_gateway import items_of
+    return "\n".join(i.get("output") if i.get("type") == "function_call_output" else message_text(i)
+                     for i in items_of(messages) if i.get("type") != "function_call")
+
+
+def _wire(items):
+    from gateway_app import wire
+    return [wire.wire_form(i) for i in items]
+
+
+def test_compact_at_the_next_request_compacts_claude_codes_history_before_forwarding_it(anthropic_upstream, client,
+                                                                                        operator_user):
+    """An operator's "compact at the next request" on a Claude Code session: the route policy compacts before the
+    next request goes on, the upstream gets the compacted history (Claude Code still sends its whole one), and
+    keeps getting it at every later request (a substitution); the record is what the upstream received, grown by
+    extension."""
+    from tests.gateway_app.test_anthropic_gateway import items_of, upstream_bodies
+    from tests.gateway_app.test_recording import live
+    policy = CompactionPolicy.objects.create(name="claude-operator", strategy="local")
+    route = claude_route(base_url="embedded", policy=policy)  # (the policy's summary from the embedded model)
+    claude = Claude(do_create_gateway_key(route=route, client_name="alice").key)
+    claude.turn("please fix parser bug number 3 in the notes")
+    claude.turn("now write the docs for the loader module")
+    session = Session.objects.get(source="gateway")
+    client.force_login(operator_user)
+    assert client.post(f"/gateway-sessions/{session.pk}/compact/").status_code == 302
+    asked = len(upstream_bodies(anthropic_upstream))
+    claude.turn("add a changelog entry for the parser fix")
+    (compaction,) = Compaction.objects.filter(session=session)
+    assert compaction.trigger == "manual" and compaction.summary
+    first = upstream_bodies(anthropic_upstream)[asked]
+    sent = claude.sent[-len(upstream_bodies(anthropic_upstream)) + asked]
+    assert compaction.summary in _text(first["messages"])  # the upstream got the compacted history ...
+    assert compaction.summary not in _text(sent["messages"])  # ... Claude Code sent its whole one
+    assert len(items_of(first["messages"])) < len(items_of(sent["messages"]))
+    claude.turn("go on")
+    last = upstream_bodies(anthropic_upstream)[-1]
+    assert compaction.summary in _text(last["messages"])  # every later request too
+    assert compaction.summary not in _text(claude.sent[-1]["messages"])
+    assert Compaction.objects.filter(session=session).count() == 1
+    from sessions_app.models import RolloutLine
+    assert not RolloutLine.objects.filter(session=session, kind="rollback").exists()  # no rewrite: an extension
+    assert _wire(live(session))[:len(items_of(last["messages"]))] == items_of(last["messages"])
+
+
+def test_support_rolls_back_claude_codes_compaction_and_the_upstream_gets_the_history_before_it(
+        anthropic_upstream, client, support_user):
+    """Support rolls back a compaction Claude Code made (upstream mode): Claude Code keeps sending its summary,
+    the upstream gets the history before the compaction instead, with what came after it."""
+    from tests.gateway_app.test_anthropic_gateway import CONTINUED, items_of, upstream_bodies
+    from tests.gateway_app.test_recording import live
+    route = claude_route()
+    claude = Claude(do_create_gateway_key(route=route, client_name="alice").key)
+    claude.turn("please fix parser bug number 3 in the notes")
+    claude.turn("now write the docs for the loader module")
+    before = items_of(claude.messages)
+    claude.compact()
+    claude.turn("add a changelog entry for the parser fix")
+    session = Session.objects.get(source="gateway")
+    compaction = Compaction.objects.get(session=session)
+    client.force_login(support_user)
+    client.post(f"/compactions/{compaction.pk}/rollback/", {"reason": "the summary lost the parser notes"})
+    assert Compaction.objects.get(pk=compaction.pk).rolled_back
+    claude.turn("try again")
+    assert CONTINUED in _text(claude.sent[-1]["messages"])  # Claude Code still continues from its summary
+    received = upstream_bodies(anthropic_upstream)[-1]["messages"]
+    assert CONTINUED not in _text(received)  # the upstream does not: it gets the history before it ...
+    assert items_of(received)[:len(before)] == before
+    assert "try again" in json.dumps(received)  # ... and what came after
+    assert _wire(live(session))[:len(items_of(received))] == items_of(received)
