@@ -42,7 +42,10 @@ BLIND_6 = "blind_6"
 BLIND_7 = "blind_7"
 # Written after blind_6 and blind_7 had been run on the value layer, before any look at what it missed on them.
 BLIND_8 = "blind_8"
-PARTS = (BLIND_6, BLIND_7, BLIND_8)
+# Written after blind_8's one run had shown the value layer did not carry over (29% recall), before the changes
+# that run prompted; run once after them.
+BLIND_9 = "blind_9"
+PARTS = (BLIND_6, BLIND_7, BLIND_8, BLIND_9)
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
                "November", "December")
@@ -389,13 +392,14 @@ def render(style: str, claims: list[tuple[str, Claim]], rng: random.Random) -> s
 # ---------------------------------------------------------------------------------------------------------------
 
 def _build(n: int, part: str, rng: random.Random) -> Session:
-    make = {BLIND_6: _blind_6, BLIND_7: _blind_7, BLIND_8: _blind_8}[part]
+    make = {BLIND_6: _blind_6, BLIND_7: _blind_7, BLIND_8: _blind_8, BLIND_9: _blind_9}[part]
     style = rng.choice(STYLES[part])
     temperament = rng.choice(sorted(TEMPERAMENTS))
     session = Session(name=f"{part}-{n}-{temperament}", part=part, style=style)
     goal = user_message({BLIND_6: f"Move ledger {n} to the new cluster without downtime.",
                          BLIND_7: f"Make nightly ingest {n} finish under an hour again.",
-                         BLIND_8: f"Get nightly report {n} green before the audit."}[part])
+                         BLIND_8: f"Get nightly report {n} green before the audit.",
+                         BLIND_9: f"Find why the ledger app {n} got slow on mobile."}[part])
     window: list[dict] = [AGENTS, goal]
     facts: dict[tuple[str, str], Planted] = {}
     state: dict[tuple[str, str], tuple[str, bool, bool, Claim | None]] = {}
@@ -434,7 +438,7 @@ def _build(n: int, part: str, rng: random.Random) -> Session:
         in_window = [item for item in before[2:] if any(item is k for k in kept)]
         seen: set[int] = set()
         in_window = [i for i in in_window if not (id(i) in seen or seen.add(id(i)))]
-        text = render_8(style, claims) if part == BLIND_8 else render(style, claims, rng)
+        text = render_8(style, claims) if part in (BLIND_8, BLIND_9) else render(style, claims, rng)
         summary = user_message(f"{SUMMARY_PREFIX}\n{text}")
         step.after = [AGENTS, goal, *in_window, summary]
         session.steps.append(step)
@@ -451,7 +455,9 @@ GROUPS = {BLIND_6: ("yaml duration", "nginx directive", "expiry date", "rust err
                     "renamed path", "logfmt error"),
           BLIND_7: ("disk table", "missing file", "epoch metric", "patched variable", "redirect url", "elapsed time"),
           BLIND_8: ("oracle error", "database url", "json seconds", "du size", "commit date", "row count",
-                    "listening port")}
+                    "listening port"),
+          BLIND_9: ("redis memory", "lb hostname", "node engines", "container memory", "curl timing",
+                    "cron schedule")}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -609,6 +615,125 @@ def render_8(style: str, claims: list[tuple[str, Claim]]) -> str:
     note with the claims as label and value."""
     if not claims:
         return "Noch nichts."
+    if style == "standup":
+        half = (len(claims) + 1) // 2
+        return ("Yesterday:\n" + "\n".join(f"  * {c.sentence}" for _, c in claims[:half]) + "\nToday:\n"
+                + "\n".join(f"  * {c.sentence}" for _, c in claims[half:]))
+    if style == "csv":
+        return "topic,value\n" + "\n".join(f"{c.label},\"{c.value}\"" for _, c in claims)
     if style == "wrapped":
         return "Nightly reports: state of the work\n\n" + "\n\n".join(_wrap(c.sentence) for _, c in claims)
     return "Stand der Arbeit:\n" + "\n".join(f"- {c.label}: {c.value}" for _, c in claims)
+
+
+STYLES[BLIND_9] = ("standup", "csv")
+
+
+def _blind_9(n: int, phase: int) -> list[Planted]:
+    k = n * 10 + phase
+    out: list[Planted] = []
+
+    # Redis's INFO, `key:value` with no space.
+    key = ("used_memory_human", "used_memory_peak_human", "maxmemory_human")[phase]
+    hundredths = 110 + k % 80
+    gib = hundredths / 100
+    c = _id(n, phase, "redis")
+    items = [fcall(c, "exec_command", cmd=f"redis-cli -h cache-{k} INFO memory | grep {key}"),
+             fout(c, exec_out(0, f"{key}:{gib:.2f}G"))]
+    out.append(Planted("value", key, "redis memory", items, [
+        ("verbatim", True, True, None),
+        ("GiB", True, False, Claim(f"cache-{k} {key}", f"{gib:.2f} GiB", f"Redis on cache-{k} reports {key} "
+                                   f"{gib:.2f} GiB.")),
+        ("MiB", True, False, Claim(f"cache-{k} {key}", f"~{round(gib * 1024)} MiB", f"Redis on cache-{k}: {key} is "
+                                   f"about {round(gib * 1024)} MiB.")),
+        ("wrong unit", False, False, Claim(f"cache-{k} {key}", f"{gib:.2f} MiB", f"Redis on cache-{k} reports {key} "
+                                           f"{gib:.2f} MiB.")),
+        ("shifted", False, False, Claim(f"cache-{k} {key}", f"{gib * 10:.1f}G", f"Redis on cache-{k} reports {key} "
+                                        f"{gib * 10:.1f}G.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A load balancer's name, the only thing terraform printed.
+    dns = f"ledger-lb-{k}-{1000000 + k * 7919}.eu-west-1.elb.amazonaws.com"
+    c = _id(n, phase, "tf")
+    items = [fcall(c, "exec_command", cmd=f"terraform -chdir=infra/env-{k} output -raw lb_dns_name"),
+             fout(c, exec_out(0, dns))]
+    out.append(Planted("value", dns, "lb hostname", items, [
+        ("verbatim", True, True, None),
+        ("name", True, False, Claim("load balancer", dns, f"The env-{k} load balancer answers at {dns}.")),
+        ("neighbour", False, False, Claim("load balancer", dns.replace(f"-{k}-", f"-{k + 1}-"), f"The env-{k} load "
+                                          f"balancer answers at {dns.replace(f'-{k}-', f'-{k + 1}-')}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # The Node versions package.json accepts.
+    low = f"18.{10 + k % 20}"
+    spec = f">={low} <21"
+    c = _id(n, phase, "engines")
+    items = [fcall(c, "exec_command", cmd=f"node -p \"require('./apps/mobile-api-{k}/package.json').engines.node\""),
+             fout(c, exec_out(0, spec))]
+    out.append(Planted("value", f">={low}", "node engines", items, [
+        ("verbatim", True, True, None),
+        ("same", True, False, Claim(f"mobile-api-{k} engines.node", spec, f"mobile-api-{k} accepts Node {spec}.")),
+        ("words", True, False, Claim(f"mobile-api-{k} node", f"{low} up to, not including, 21", f"mobile-api-{k} "
+                                     f"runs on Node {low} or newer, below 21.")),
+        ("major only", False, False, Claim(f"mobile-api-{k} engines.node", ">=18 <21", f"mobile-api-{k} accepts "
+                                           "Node >=18 <21.")),
+        ("no upper", False, False, Claim(f"mobile-api-{k} engines.node", f">={low}", f"mobile-api-{k} accepts Node "
+                                         f">={low}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # docker stats: a container's memory in a table whose header has spaces inside its columns.
+    mem = 300 + k + 0.3
+    c = _id(n, phase, "stats")
+    items = [fcall(c, "exec_command", cmd=f"docker stats --no-stream api-{k}"),
+             fout(c, exec_out(0, "CONTAINER ID   NAME      CPU %     MEM USAGE / LIMIT     MEM %     NET I/O\n"
+                                 f"3f2a1b9c8d7e   api-{k}    12.50%    {mem:.1f}MiB / 1GiB    "
+                                 f"{mem / 10.24:.2f}%    1.2MB / 800kB"))]
+    out.append(Planted("value", f"{mem:.1f}MiB", "container memory", items, [
+        ("verbatim", True, True, None),
+        ("rounded", True, False, Claim(f"api-{k} memory", f"{round(mem)} MiB of 1 GiB", f"The api-{k} container "
+                                       f"uses {round(mem)} MiB of its 1 GiB limit.")),
+        ("GiB", True, False, Claim(f"api-{k} memory", f"{mem / 1024:.2f} GiB", f"api-{k} uses {mem / 1024:.2f} GiB.")),
+        ("wrong unit", False, False, Claim(f"api-{k} memory", f"{mem:.1f} KiB", f"api-{k} uses {mem:.1f} KiB.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # curl's timing: seconds, said by curl's own variable names only.
+    total = 0.4 + (k % 50) / 100 + 0.007
+    c = _id(n, phase, "curl")
+    items = [fcall(c, "exec_command", cmd=f"curl -o /dev/null -s -w 'connect=%{{time_connect}} "
+                                          f"total=%{{time_total}}\\n' https://api-{k}.example/health"),
+             fout(c, exec_out(0, f"connect=0.012 total={total:.3f}"))]
+    out.append(Planted("value", f"total={total:.3f}", "curl timing", items, [
+        ("verbatim", True, True, None),
+        ("ms", True, False, Claim(f"api-{k} /health", f"{round(total * 1000)} ms total", f"A request to api-{k} "
+                                  f"/health takes {round(total * 1000)} ms in total.")),
+        ("s", True, False, Claim(f"api-{k} /health", f"{total:.3f} s total", f"api-{k} /health: {total:.3f} s "
+                                 "total.")),
+        ("wrong unit", False, False, Claim(f"api-{k} /health", f"{total:.3f} ms total", f"api-{k} /health: "
+                                           f"{total:.3f} ms total.")),
+        ("connect only", False, False, Claim(f"api-{k} /health", "connect 12 ms", f"api-{k} /health connects in "
+                                             "12 ms.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A cron schedule.
+    minute, hour = 5 + k % 50, 1 + phase
+    script = f"/opt/ledger/bin/nightly-{k}.sh"
+    c = _id(n, phase, "cron")
+    items = [fcall(c, "exec_command", cmd="crontab -l | grep nightly"),
+             fout(c, exec_out(0, f"{minute} {hour} * * * {script} >> /var/log/nightly.log 2>&1"))]
+    out.append(Planted("value", f"nightly-{k}.sh", "cron schedule", items, [
+        ("verbatim", True, True, None),
+        ("time", True, False, Claim(f"nightly-{k}.sh", f"daily at {hour:02d}:{minute:02d}", f"cron runs "
+                                    f"nightly-{k}.sh every day at {hour:02d}:{minute:02d}.")),
+        ("cron", True, False, Claim(f"nightly-{k}.sh", f"{minute} {hour} * * *", f"nightly-{k}.sh is scheduled "
+                                    f"as `{minute} {hour} * * *`.")),
+        ("swapped", False, False, Claim(f"nightly-{k}.sh", f"daily at {minute:02d}:{hour:02d}", f"cron runs "
+                                        f"nightly-{k}.sh every day at {minute:02d}:{hour:02d}.")),
+        ("no time", False, False, Claim(f"nightly-{k}.sh", "runs nightly", f"nightly-{k}.sh runs from cron.")),
+        ("dropped", False, False, None),
+    ]))
+    return out

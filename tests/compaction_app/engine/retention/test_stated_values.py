@@ -10,13 +10,7 @@ import pytest
 
 from compaction_app.engine.retention.facts import FactKind
 from tests.compaction_app.engine.retention.labelled_set import exec_out, fcall, fout
-from tests.compaction_app.engine.retention.labelled_set_round5 import (
-    BLIND_6,
-    BLIND_7,
-    BLIND_8,
-    GROUPS,
-    sessions,
-)
+from tests.compaction_app.engine.retention.labelled_set_round5 import GROUPS, PARTS, sessions
 from tests.compaction_app.engine.retention.test_round_four_rules import kept
 
 
@@ -148,7 +142,7 @@ def test_the_segfault_of_a_command_needs_more_than_the_command_line():
     assert kept(history, "- ./bin/indexer-4 --rebuild segfaulted (core dumped)", FactKind.ERROR, "indexer-4")
 
 
-@pytest.mark.parametrize("part", [BLIND_6, BLIND_7, BLIND_8])
+@pytest.mark.parametrize("part", PARTS)
 def test_round_five_plants_every_family_held_and_lost(part):
     from compaction_app.engine.retention.score import score_compaction
     from tests.compaction_app.engine.retention import labelled_set_round3 as r3
