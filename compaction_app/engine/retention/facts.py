@@ -40,10 +40,13 @@ from compaction_app.engine.retention.statements import (
     Statement,
     corrected_sources,
     latest_values,
+    named_values,
+    normalise_key,
     restated,
     structured,
     version_statement,
 )
+from compaction_app.engine.retention.values import typed_values
 
 
 class Category(StrEnum):
@@ -151,6 +154,10 @@ def needle(text: str, limit: int = NEEDLE_CHARS) -> str:
     return cut.rsplit(" ", 1)[0] if " " in cut else cut
 
 
+# The question of a value read from a short output (`short_output_values`), which also marks such a fact.
+SHORT_OUTPUT_QUESTION = "Which values did the short outputs you asked for state?"
+
+
 @dataclass(frozen=True)
 class ProbeFact:
     """One fact that left the window. It is kept when one segment of the new window holds all its `anchors`,
@@ -187,7 +194,10 @@ class ProbeFact:
 
     @property
     def key(self) -> str:
-        """The fact's identity: a setting is one fact whatever its value (a later value supersedes it)."""
+        """The fact's identity: a setting is one fact whatever its value (a later value supersedes it); a value of a
+        short output is one fact per value (`ss -ltn` run again lists other ports, it does not correct them)."""
+        if self.setting and self.question == SHORT_OUTPUT_QUESTION:
+            return f"{self.kind.value}:setting:{self.subject}:{self.setting}={normalise(self.value)}"
         if self.setting:  # `subject` is where the setting was stated (a file, a command)
             return f"{self.kind.value}:setting:{self.subject}:{self.setting}"
         return f"{self.kind.value}:{normalise(self.text)}"
@@ -427,7 +437,8 @@ def _error_about(line: str, command: str = "") -> str | None:
         codes = [a for a in names if is_code(a)]
         # What the failure is about (a path, an id, a code), not its class: "data/raw/x.parquet does not exist"
         # states `FileNotFoundError: ... 'data/raw/x.parquet'`.
-        values = [a for a in names if any(ch.isdigit() or ch in "/_" for ch in a) and not CLASS_NAME.search(a)]
+        values = [a for a in names if (any(ch.isdigit() or ch == "_" for ch in a) or PATH_LIKE.search(a))
+                  and not CLASS_NAME.search(a)]
         if len(names) >= 2 and values:
             return " ".join(values)
         return " ".join(codes) if codes else None
@@ -438,6 +449,10 @@ def _error_about(line: str, command: str = "") -> str | None:
 # An exception's or an error's class (`FileNotFoundError`, `java.sql.SQLSyntaxErrorException`): its kind, which a
 # summary may say in words.
 CLASS_NAME = re.compile(r"(?:error|exception|fault|failure)$")
+
+
+# A path, not two words with a slash ("username/password"): a file extension or two folders.
+PATH_LIKE = re.compile(r"\.[a-z0-9]{1,6}$|/.*/")
 
 
 def line_flag(line: str, anchor: str) -> bool:
@@ -455,7 +470,10 @@ def error_lines(output: str, code: int | None) -> list[str]:
     if not errors and code not in (None, 0) and body:
         errors = [body[-1]]
     picked = errors[:1] + [e for e in errors[-1:] if e not in errors[:1]]
-    return picked[:MAX_ERRORS_PER_OUTPUT]
+    # A line between them that names the failure by its code (`java.sql...Exception: ORA-00942: ...`, `npm ERR!
+    # code ERESOLVE`): the failure itself, where the first and last lines are often its frame.
+    coded = next((e for e in errors[1:-1] if any(is_code(a) for a in anchors_of(e))), None)
+    return [*picked[:MAX_ERRORS_PER_OUTPUT], *([coded] if coded else [])]
 
 
 def source_of(call: Item | None) -> str:
@@ -530,6 +548,37 @@ def sole_value(output: str) -> str | None:
         return None
     token = body[0].strip("'\"`")
     return token if SOLE_VALUE.fullmatch(token) else None
+
+
+# An output of at most this many lines was asked for what it says: each value in it is a fact.
+SHORT_OUTPUT_LINES = 4
+MAX_SHORT_OUTPUT_VALUES = 3
+
+
+def short_output_values(output: str, call: str, known: set[str], command: str = "") -> list[tuple[str, str]]:
+    """The values a short output states without naming them (`du -sh d` prints `1.2G  d`, `git log -1
+    --format=%cd` a date, `psql -c 'select count(*) ...'` a number under its column, `ss -ltn` an address), each
+    with a name: the word before it on its line, else its column's header, else the program's output. Values its
+    call already holds (the folder `du` was asked about) and values already facts (`known`) are left out."""
+    body = output_body(output)
+    if not body or len(body) > SHORT_OUTPUT_LINES:
+        return []
+    known = known | named_values(body)
+    header = body[0].split() if len(body) > 1 and not any(ch.isdigit() for ch in body[0]) else []
+    program = (command.split() or ["the"])[0].rsplit("/", 1)[-1] if command else "the"
+    found: list[tuple[str, str]] = []
+    lowered = call.lower()
+    for line in body[1:] if header else body:
+        for start, value in typed_values(line):
+            if any(value in k for k in known) or value.lower() in lowered or any(value == v for _, v in found):
+                continue
+            before = re.findall(r"([A-Za-z][\w.-]*)\W{0,3}$", line[:start])
+            column = len(line[:start].split())
+            name = before[0] if before else header[column] if column < len(header) else f"{program} output"
+            found.append((name, value))
+            if len(found) == MAX_SHORT_OUTPUT_VALUES:
+                return found
+    return found
 
 
 class _Collector:
@@ -664,9 +713,17 @@ def extract_facts(items: list[Item], context: list[Item] | None = None,
                 c.add(FactKind.VALUE, f"{sole} (from the output of `{source}`)", "Which values did you use?",
                       about=sole)
             own = frozenset(s.value for s in stated.get(positions.get(id(item), -1), ()))
-            for value in used_values(output_text(item), positions.get(id(item), -1), uses, call_said, own):
+            used = used_values(output_text(item), positions.get(id(item), -1), uses, call_said, own)
+            for value in used:
                 c.add(FactKind.VALUE, f"{value} (from the output of `{source}`)", "Which values did you use?",
                       about=value)
+            where = normalise(source_of(call))
+            # The values an output named are its settings (superseded ones too); the others are read for what
+            # they are.
+            for name, value in short_output_values(output_text(item), call_said, {*own, *used, sole or ""},
+                                                   command_of(call) if call is not None else ""):
+                c.add(FactKind.VALUE, f"{name} = {value} (in {where})", SHORT_OUTPUT_QUESTION, about=value,
+                      subject=where, setting=normalise_key(name), value=value)
     if last_goal is not None:
         c.add(FactKind.NEXT_STEP, f"continue: {needle(last_goal)}", "What is the next step?", about=last_goal)
     return list(c.facts.values())

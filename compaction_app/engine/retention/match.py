@@ -23,11 +23,13 @@ from typing import Any
 
 from compaction_app.engine.retention.quantities import quantity_of, states_quantity
 from compaction_app.engine.retention.values import (
+    address_of,
     date_of,
     dates,
     number_of,
     numbers,
     numbers_agree,
+    states_address,
     version_of,
     versions,
 )
@@ -363,7 +365,7 @@ def distinctive(value: str) -> bool:
     """A value no other setting is likely to share: a date, a version with two dots or more, a URL, an identifier of
     six characters or more with letters and digits (not a number with a unit)."""
     value = value.strip().strip("\"'`")
-    if date_of(value) is not None or "://" in value:
+    if date_of(value) is not None or "://" in value or address_of(value) is not None:
         return True
     version = version_of(value)
     if version is not None and version.count(".") >= 2:
@@ -384,6 +386,8 @@ def states_value(segment: Segment, value: str, *, as_version: bool = False) -> b
     if kind == "version":
         return wanted in versions(segment.text) or any(_VERSION_TOKEN.sub("", t) == wanted for t in segment.tokens
                                                        if wanted in t)
+    if kind == "address":
+        return states_address(segment.text, *wanted)
     if kind == "number":
         return any(numbers_agree(wanted, said) for said in numbers(segment.text))
     return bool(wanted) and all(t in segment.tokens for t in wanted)
@@ -399,6 +403,9 @@ def _wanted(value: str, as_version: bool) -> tuple[str, Any]:
     day = date_of(value)
     if day is not None:
         return "date", day
+    address = address_of(value)
+    if address is not None:
+        return "address", address
     bare = value.lstrip("vV")
     version = version_of(value) or (bare if as_version and _DOTTED.fullmatch(bare) else None)
     if version is not None:

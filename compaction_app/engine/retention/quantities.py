@@ -52,7 +52,8 @@ _QUANTITY = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(\s?)([a-zµ]+\b|%)", re.I
 _DURATION_PART = r"\d+(?:\.\d+)?\s?(?:h|hr|hrs|hours?|m|min|mins|minutes?|s|sec|secs|seconds?|ms)"
 _COMPOUND = re.compile(rf"(?<![\w.])({_DURATION_PART})(?:(?:\s|\s?and\s)?({_DURATION_PART})){{1,2}}\b")
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s?([a-z]+)", re.IGNORECASE)
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?![\w.])")
+# A bare number; a sentence's full stop after it is not a decimal point ("... = 3000.").
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?!\w|\.\d)")
 RELATIVE_SLACK = 0.005
 
 

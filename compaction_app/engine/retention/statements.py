@@ -191,6 +191,10 @@ def structured(lines: list[str]) -> list[Statement]:
     """The statements of a tool output's body lines: a JSON document's leaves, a short table's cells, or its named
     values line by line (`name = value` and `name: value` lines, `key=value` pairs, lists of measurements, config
     directives, a tool's version)."""
+    return [with_key_unit(s) for s in _structured(lines)]
+
+
+def _structured(lines: list[str]) -> list[Statement]:
     text = "\n".join(lines).strip()
     if text[:1] in "{[":
         try:
@@ -214,11 +218,38 @@ def structured(lines: list[str]) -> list[Statement]:
     return _capped(found)
 
 
+def named_values(lines: list[str]) -> set[str]:
+    """Every value the lines give a name to, a superseded one included (a log's earlier epochs)."""
+    found = set()
+    for line in lines:
+        match = KV_LINE.match(line) or MEASURE_LINE.match(line)
+        if match is not None:
+            found.add(match.group("value").strip())
+        found |= {s.value for s in _line_fields(line)}
+    return found
+
+
 def _capped(found: list[Statement]) -> list[Statement]:
     """At most MAX_STATEMENTS_PER_TEXT statements, in order, each setting at the last value the text gives it (a
     log printing a metric every epoch states its last value, however many lines came before)."""
     last = {s.name: index for index, s in enumerate(found)}
     return [s for index, s in enumerate(found) if last[s.name] == index][-MAX_STATEMENTS_PER_TEXT:]
+
+
+# A name that says its value's unit (`oldest_age_seconds`, `timeout_ms`, `size_bytes`, `heap_mb`).
+KEY_UNIT = re.compile(r"(?:^|[_.-])(seconds|secs|sec|ms|millis|minutes|mins|hours|bytes|kb|mb|gb|kib|mib|gib|pct|"
+                      r"percent)$", re.IGNORECASE)
+_KEY_UNITS = {"millis": "ms", "secs": "s", "sec": "s", "mins": "min", "pct": "%"}
+
+
+def with_key_unit(statement: Statement) -> Statement:
+    """A plain number under a name that says its unit, with that unit (`oldest_age_seconds: 1800` is 1800 s)."""
+    unit = KEY_UNIT.search(statement.key)
+    if unit is None or not re.fullmatch(r"-?\d+(?:\.\d+)?", statement.value):
+        return statement
+    word = unit.group(1).lower()
+    return Statement(statement.key, f"{statement.value} {_KEY_UNITS.get(word, word)}", statement.source,
+                     statement.about)
 
 
 # A command that asks a program for its version (`psql --version`, `java -version`, `go version`, `node -v`).

@@ -166,3 +166,54 @@ def clock_seconds(text: str) -> tuple[tuple[float, float], ...]:
         decimals = len(seconds.split(".", 1)[1]) if "." in seconds else 0
         found.append((hours * 3600 + int(match.group("m")) * 60 + float(seconds), 0.5 * 10 ** -decimals))
     return tuple(found)
+
+
+# A network address: a host (a name with a dot, an IPv4 address, a wildcard) and a port; a URL's host and port.
+_URL = re.compile(r"^(?:[a-z][\w+.-]*://)?(?:[^@/\s]+@)?(?P<host>\[?[\w.*:-]*?\]?)(?::(?P<port>\d{1,5}))?(?P<path>/\S*)?$",
+                  re.IGNORECASE)
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "*", "::", "[::]", ""})
+
+
+def address_of(value: str) -> tuple[str, str | None] | None:
+    """The host and port a value names when it is a URL (`postgresql://u@db-3.internal:5432/ledger`) or an address
+    (`db-3.internal:5432`, `0.0.0.0:9020`), else None. A wildcard host (`0.0.0.0`, `*`, `[::]`) is "": the port is
+    then the whole address ("listens on port 9020" states `0.0.0.0:9020`)."""
+    value = value.strip().strip("\"'`")
+    if "://" not in value and not re.fullmatch(r"[\w.*\[\]:-]+:\d{1,5}(?:/\S*)?", value):
+        return None
+    match = _URL.match(value)
+    if match is None:
+        return None
+    host = match.group("host").lower()
+    if "://" not in value and not ("." in host or host in WILDCARD_HOSTS):
+        return None  # `file.py:12` is a place, `a:1` a pair
+    return ("" if host in WILDCARD_HOSTS else host), match.group("port")
+
+
+def states_address(text: str, host: str, port: str | None) -> bool:
+    """Whether a normalised text names an address: its host (a whole name) and its port next to it or as "port N"."""
+    if host and re.search(rf"(?<![\w.-]){re.escape(host)}(?![\w-]|\.\w)", text) is None:
+        return False
+    if port is None:
+        return True
+    near = rf"{re.escape(host)}:{port}\b" if host else rf"(?<![\w.])(?:[\w.*\[\]:-]+:|port\s*)?{port}\b"
+    return re.search(near, text) is not None or re.search(rf"\bport\s*:?\s*{port}\b", text) is not None
+
+
+# What a short output states without naming it: a URL, an address, a date, a number with a unit, a version, an id
+# with letters and digits, a number of three digits or more.
+TYPED = re.compile(
+    r"(?P<url>[a-z][\w+.-]*://\S+)|"
+    r"(?P<address>(?<![\w.])(?:\d{1,3}(?:\.\d{1,3}){3}|\*|\[::\]|[a-z][\w-]*(?:\.[\w-]+)+):\d{1,5}(?![\w.]))|"
+    rf"(?P<date>{_MONTH_FIRST.pattern}|(?<![\d.])\d{{4}}-\d{{2}}-\d{{2}}(?:[t ][\d:.]+z?)?)|"
+    r"(?P<quantity>(?<![\w.])\d+(?:\.\d+)?\s?(?:[kmgt]i?b|[kmgt]i?|ms|s|min|h|%)(?![\w.]))|"
+    r"(?P<version>(?<![\w.])v?\d+\.\d+\.\d+[\w.+-]*)|"
+    r"(?P<id>(?<![\w./-])(?=[\w.-]*\d)(?=[\w.-]*[a-z])[a-z][\w.-]*[a-z0-9](?![\w/])(?!\"?\s*[:=]))|"
+    r"(?P<number>(?<![\w.,:/-])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w.,])|(?<![\w.,:/-])\d{3,}(?:\.\d+)?(?![\w.,:])|"
+    r"(?<![\w.,:/-])\d+\.\d+(?![\w.,:]))",
+    re.IGNORECASE)
+
+
+def typed_values(line: str) -> list[tuple[int, str]]:
+    """The values a line states by what they are, with where each starts."""
+    return [(m.start(), m.group().rstrip(".,;)")) for m in TYPED.finditer(line)]

@@ -150,3 +150,50 @@ def test_round_five_plants_every_family_held_and_lost(part):
     tallies = r3.evaluate(sessions(part), lambda before, after, carried: score_compaction([], []), lambda d: [])
     for name in (*GROUPS[part], *r3.ORDINALS.values()):
         assert tallies[name].lost >= 30 and tallies[name].held >= 30, (part, name)
+
+
+DU = output("du -sh build/artifacts-4", "1.2G\tbuild/artifacts-4")
+GIT_DATE = output("git log -1 --format=%cd -- services/reports-4", "Tue Nov 24 16:02:11 2026 +0100")
+COUNT = output("psql -c 'select count(*) from ledger_4.entries'", " count\n-------\n 48213\n(1 row)")
+SS = output("ss -ltnp", "State  Recv-Q Send-Q Local Address:Port Peer Address:Port Process\nLISTEN 0      2048   "
+                        "0.0.0.0:9024     0.0.0.0:*     users:((\"gunicorn\",pid=3024,fd=5))")
+
+
+@pytest.mark.parametrize(("history", "tag", "claim", "held"), [
+    (DU, "1.2G", "- build/artifacts-4 takes about 1229 MiB", True),
+    (DU, "1.2G", "- build/artifacts-4 takes 1.2 MiB", False),
+    (GIT_DATE, "Nov 24 16:02:11 2026", "- services/reports-4 last changed on 2026-11-24", True),
+    (GIT_DATE, "Nov 24 16:02:11 2026", "- services/reports-4 last changed on 2026-11-23", False),
+    (COUNT, "48213", "- ledger_4.entries has about 48.2k rows", True),
+    (COUNT, "48213", "- ledger_4.entries has 48,312 rows", False),
+    (SS, "0.0.0.0:9024", "- gunicorn is on port 9024", True),
+    (SS, "0.0.0.0:9024", "- gunicorn is on port 9025", False),
+])
+def test_a_short_output_states_its_values_without_naming_them(history, tag, claim, held):
+    assert kept(history, claim, FactKind.VALUE, tag) is held
+
+
+TOML = output("sed -n 1,3p services/reports-4/config.toml",
+              "[database]\nurl = \"postgresql://reports@db-4.internal:5432/ledger\"\npool = 10")
+QUEUE = output("curl -s http://queue.internal/api/queues/invoices-4",
+               '{"queue": "invoices-4", "stats": {"depth": 1204, "oldest_age_seconds": 1800}}')
+
+
+@pytest.mark.parametrize(("history", "tag", "claim", "held"), [
+    (TOML, "db-4.internal", "- the database is ledger on db-4.internal:5432 (user reports)", True),
+    (TOML, "db-4.internal", "- the database is on db-4.internal:5532", False),
+    (QUEUE, "oldest_age_seconds", "- the oldest message of invoices-4 is 30 minutes old", True),
+    (QUEUE, "oldest_age_seconds", "- invoices-4: oldest_age_seconds = 1800.", True),
+    (QUEUE, "oldest_age_seconds", "- the oldest message of invoices-4 is 30 seconds old", False),
+])
+def test_an_address_is_its_host_and_port_and_a_name_can_say_its_unit(history, tag, claim, held):
+    assert kept(history, claim, FactKind.VALUE, tag) is held
+
+
+def test_a_failure_named_by_its_code_between_its_first_and_last_lines_is_a_fact():
+    history = output("./gradlew :reports-4:test", "NightlyReportTest > exportsLedger() FAILED\n    java.sql."
+                     "SQLSyntaxErrorException: ORA-00942: table or view does not exist\n        at oracle.jdbc."
+                     "driver.T4CTTIoer11.processError(T4CTTIoer11.java:630)\n\nFAILURE: Build failed with an "
+                     "exception.", code=1)
+    assert kept(history, "- the reports-4 test fails on ORA-00942", FactKind.ERROR, "ORA-00942")
+    assert not kept(history, "- the reports-4 test fails on a database error", FactKind.ERROR, "ORA-00942")
