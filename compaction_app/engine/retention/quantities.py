@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from compaction_app.engine.retention.values import clock_seconds
 
@@ -105,6 +106,12 @@ def _compound(text: str) -> Quantity | None:
 
 def quantities(text: str) -> list[Quantity]:
     """Every number-with-unit of a text, in order (a duration in several units also as one)."""
+    return list(_quantities(text))
+
+
+@lru_cache(maxsize=16384)
+def _quantities(text: str) -> tuple[Quantity, ...]:
+    """`quantities`, read once per text (a window's segments are asked about every fact)."""
     found, spans = [], []
     for match in _COMPOUND.finditer(text):
         compound = _compound(match.group())
@@ -125,7 +132,7 @@ def quantities(text: str) -> list[Quantity]:
         dimension, factor = _UNITS[unit]
         found.append(Quantity(number=value, dimension=dimension, base=value * factor, half_step=half * factor,
                               factor=factor))
-    return found
+    return tuple(found)
 
 
 def quantity_of(text: str) -> Quantity | None:
@@ -142,16 +149,22 @@ def quantity_of(text: str) -> Quantity | None:
 def states_quantity(text: str, wanted: Quantity) -> bool:
     """Whether a text states `wanted`: a quantity of the same dimension that agrees with it, or the bare number
     with no unit after it (the unit left implicit, not a wrong one)."""
-    found = quantities(text)
-    if any(q.agrees(wanted) for q in found):
+    if any(q.agrees(wanted) for q in _quantities(text)):
         return True
     # A duration written as a clock ("finished in 1:12:09" for `elapsed=1h12m09s`).
     if wanted.dimension == SECONDS and any(abs(seconds - wanted.base) <= max(half, wanted.half_step)
                                            for seconds, half in clock_seconds(text)):
         return True
+    return wanted.number in _bare_numbers(text)
+
+
+@lru_cache(maxsize=16384)
+def _bare_numbers(text: str) -> frozenset[float]:
+    """The numbers of a text with no unit after them."""
     with_unit = {m.start(1) for m in _QUANTITY.finditer(text) if m.group(3).lower() in _UNITS}
+    found = set()
     for match in _NUMBER.finditer(text):
         parsed = _number(match.group())
-        if parsed is not None and parsed[0] == wanted.number and match.start() not in with_unit:
-            return True
-    return False
+        if parsed is not None and match.start() not in with_unit:
+            found.add(parsed[0])
+    return frozenset(found)
