@@ -26,7 +26,9 @@ recall of lost facts and the share of held facts called lost, per fact kind and 
 and on the held-out part, beside the round-two scorer's figures on the same set, and the scoring time per session.
 
 A third table (issue 46, round four) scores the two blind parts of labelled_set_round4.py the same way, beside each
-part's first run (the scorer before round four, before any rule was fixed on it).
+part's first run (the scorer before round four, before any rule was fixed on it). A fourth (round five) scores the
+four held-out parts of labelled_set_round5.py beside the scorer before its value layer, and says which of them were
+read while building it.
 
     .venv/bin/python bench/bench_retention.py            # prints the tables (under a minute)
     .venv/bin/python bench/bench_retention.py --write    # also updates docs/benchmarks.md
@@ -337,6 +339,92 @@ ROUND_FOUR_NOTE = (
 )
 
 
+ROUND_FIVE_SECTION = "## Retention benchmark: round five's held-out parts, stated values (issue 46)"
+# The scorer of main before round five's value layer (490697a), on round five's parts: (found, lost, false lost,
+# held) per row. Each part's first run; measured with `round_five_rows` on that tree.
+ROUND_FIVE_BEFORE = {
+    "blind_6": {"yaml duration": (84, 84, 0, 52), "nginx directive": (0, 71, 0, 65), "expiry date": (0, 65, 0, 71),
+                "rust error code": (67, 67, 24, 69), "tool version": (0, 71, 0, 65),
+                "renamed path": (79, 79, 44, 57), "logfmt error": (77, 77, 30, 59),
+                "first compactions": (98, 157, 26, 123), "second compactions": (117, 196, 39, 182),
+                "third compactions": (92, 161, 33, 133), "all": (307, 514, 98, 438)},
+    "blind_7": {"disk table": (0, 69, 0, 67), "missing file": (60, 60, 41, 76), "epoch metric": (0, 62, 0, 74),
+                "patched variable": (74, 74, 0, 62), "redirect url": (64, 64, 0, 72), "elapsed time": (0, 67, 0, 69),
+                "first compactions": (48, 102, 12, 138), "second compactions": (76, 155, 16, 169),
+                "third compactions": (74, 139, 13, 113), "all": (198, 396, 41, 420)},
+    "blind_8": {"oracle error": (0, 60, 0, 76), "database url": (81, 81, 41, 55), "json seconds": (62, 62, 30, 74),
+                "du size": (0, 73, 0, 63), "commit date": (0, 93, 0, 43), "row count": (0, 64, 0, 72),
+                "listening port": (0, 66, 0, 70), "first compactions": (39, 128, 18, 152),
+                "second compactions": (58, 201, 31, 177), "third compactions": (46, 170, 22, 124),
+                "all": (143, 499, 71, 453)},
+    "blind_9": {"redis memory": (60, 64, 0, 72), "lb hostname": (65, 65, 0, 71), "node engines": (0, 71, 0, 65),
+                "container memory": (0, 80, 0, 56), "curl timing": (85, 85, 31, 51), "cron schedule": (0, 69, 0, 67),
+                "first compactions": (63, 128, 9, 112), "second compactions": (86, 170, 11, 154),
+                "third compactions": (61, 136, 11, 116), "all": (210, 434, 31, 382)},
+}
+ROUND_FIVE_NOTE = (
+    "How far each *now* can be trusted, in the order the parts were written. blind_6 and blind_7 were written "
+    "first and run once on the scorer of main (*before*); the value layer was then built while reading their "
+    "misses, so their *now* is a tuned figure. blind_8 was written next, before any of those misses was read, and "
+    "run on the first value layer: recall 29% (143/499), 14% (62/453) held facts called lost, no better than main "
+    "(29%, 16%): the first layer had been shaped by the parts it was built on. Its misses were then read and fixed "
+    "in general terms (short outputs, names that say their unit, addresses, a failure's code line), so its *now* "
+    "is tuned too. blind_9 was written before those fixes and run once after them, never debugged on: **recall 67% "
+    "(290/434), 8% (31/382) held facts called lost** (main: 48%, 8%). That is the figure to expect on a benchmark "
+    "never seen, and it is below the goals (90% recall, 2% false lost): a Node engines range (`>=18.17 <21`) and a "
+    "cron schedule (`15 3 * * *`) are values no rule reads, and curl's `total=0.847` is in seconds only by curl's "
+    "convention (a summary's \"847 ms\" is called lost). blind_7's disk table is 67% false lost by its truth, which "
+    "counts a `df` row kept when its use and free space are: the scorer holds every cell of the row a fact, and "
+    "calls the size and used columns the summary left out lost. Cost: the value layer against the scorer before it "
+    "(490697a) on the 280 sessions of rounds three and four, run alternately three times (best of two passes per "
+    "run) on the shared machine under load (load average 13-15): 1.28, 1.27 and 1.19 times (40.3 against 31.4, "
+    "49.0 against 38.7, 42.7 against 35.9 ms per session); the 900-item settings session above 1.00, 1.01 and "
+    "0.95 s against 0.81, 0.78 and 0.73 s, its ratio to the plain session 1.5-1.9 (before 1.7-2.0). Items are "
+    "still tokenized once; each window segment's dates, numbers and quantities are read once per text (cached), "
+    "not once per fact."
+)
+
+
+def round_five_rows() -> tuple[dict[str, dict[str, tuple]], float]:
+    """part -> row -> (found, lost, false lost, held) on round five's parts, and ms of scoring per session."""
+    from compaction_app.engine.retention.score import carried_facts, score_compaction
+    from tests.compaction_app.engine.retention import labelled_set_round3 as r3
+    from tests.compaction_app.engine.retention import labelled_set_round5 as r5
+
+    parts = {part: r5.sessions(part) for part in r5.PARTS}
+    started = time.perf_counter()
+    tallies = {part: r3.evaluate(cases, score_compaction, carried_facts) for part, cases in parts.items()}
+    ms = (time.perf_counter() - started) * 1000 / sum(len(c) for c in parts.values())
+    rows = {part: {name: (t.found, t.lost, t.false_lost, t.held)
+                   for name in (*r5.GROUPS[part], *r3.ORDINALS.values(), "all")
+                   for t in [tallies[part].get(name, r3.Tally())]} for part in parts}
+    return rows, ms
+
+
+def round_five_table() -> str:
+    rows, ms = round_five_rows()
+    lines = [
+        ROUND_FIVE_SECTION, "",
+        "`bench/bench_retention.py`: four held-out parts written for round five "
+        "(tests/compaction_app/engine/retention/labelled_set_round5.py: Helm, nginx, openssl, cargo, toolchain "
+        "versions, git mv and logfmt; df, tracebacks, training logs, compose patches, redirects and elapsed times; "
+        "Oracle codes, TOML URLs, JSON seconds, du, git dates, psql counts and ss; Redis INFO, terraform, Node "
+        "engines, docker stats, curl timings and cron; handoff, arrow, report, INI, wrapped, German, stand-up and "
+        "CSV summaries), 40 sessions each, ground truth written before any scorer ran. *Before*: the scorer of main "
+        f"before the value layer (each part's first run); *now*: today's. Scoring: {ms:.1f} ms per session on "
+        "these parts.", "",
+        "| part | facts | recall, before | recall now | false lost, before | false lost now |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for part, by_row in rows.items():
+        for name, (found, lost, false_lost, held) in by_row.items():
+            b_found, b_lost, b_false, b_held = ROUND_FIVE_BEFORE[part][name]
+            lines.append(f"| {part} | {name} | {_ratio(b_found, b_lost)} | {_ratio(found, lost)} | "
+                         f"{_ratio(b_false, b_held)} | {_ratio(false_lost, held)} |")
+    lines += ["", ROUND_FIVE_NOTE]
+    return "\n".join([*lines, ""])
+
+
 def large_session_seconds() -> tuple[float, float]:
     """Seconds to score a long session full of settings, and the same session with plain outputs (the floor)."""
     from compaction_app.engine.items import user_message
@@ -422,12 +510,15 @@ def main() -> None:
     print(labelled)
     round_four = round_four_table()
     print(round_four)
+    round_five = round_five_table()
+    print(round_five)
     if args.write:
         from bench.doc_section import write_section
 
         write_section(SECTION, text)
         write_section(LABELLED_SECTION, labelled)
         write_section(ROUND_FOUR_SECTION, round_four)
+        write_section(ROUND_FIVE_SECTION, round_five)
 
 
 if __name__ == "__main__":
