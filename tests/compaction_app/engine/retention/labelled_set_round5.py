@@ -45,7 +45,10 @@ BLIND_8 = "blind_8"
 # Written after blind_8's one run had shown the value layer did not carry over (29% recall), before the changes
 # that run prompted; run once after them.
 BLIND_9 = "blind_9"
-PARTS = (BLIND_6, BLIND_7, BLIND_8, BLIND_9)
+# Written after blind_9's one run, before the change that followed it (values compared by their normal form inside
+# every fact, not only settings); run once after it.
+BLIND_10 = "blind_10"
+PARTS = (BLIND_6, BLIND_7, BLIND_8, BLIND_9, BLIND_10)
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
                "November", "December")
@@ -392,14 +395,15 @@ def render(style: str, claims: list[tuple[str, Claim]], rng: random.Random) -> s
 # ---------------------------------------------------------------------------------------------------------------
 
 def _build(n: int, part: str, rng: random.Random) -> Session:
-    make = {BLIND_6: _blind_6, BLIND_7: _blind_7, BLIND_8: _blind_8, BLIND_9: _blind_9}[part]
+    make = {BLIND_6: _blind_6, BLIND_7: _blind_7, BLIND_8: _blind_8, BLIND_9: _blind_9, BLIND_10: _blind_10}[part]
     style = rng.choice(STYLES[part])
     temperament = rng.choice(sorted(TEMPERAMENTS))
     session = Session(name=f"{part}-{n}-{temperament}", part=part, style=style)
     goal = user_message({BLIND_6: f"Move ledger {n} to the new cluster without downtime.",
                          BLIND_7: f"Make nightly ingest {n} finish under an hour again.",
                          BLIND_8: f"Get nightly report {n} green before the audit.",
-                         BLIND_9: f"Find why the ledger app {n} got slow on mobile."}[part])
+                         BLIND_9: f"Find why the ledger app {n} got slow on mobile.",
+                         BLIND_10: f"Take over the refunds monolith {n} from Dana."}[part])
     window: list[dict] = [AGENTS, goal]
     facts: dict[tuple[str, str], Planted] = {}
     state: dict[tuple[str, str], tuple[str, bool, bool, Claim | None]] = {}
@@ -438,7 +442,7 @@ def _build(n: int, part: str, rng: random.Random) -> Session:
         in_window = [item for item in before[2:] if any(item is k for k in kept)]
         seen: set[int] = set()
         in_window = [i for i in in_window if not (id(i) in seen or seen.add(id(i)))]
-        text = render_8(style, claims) if part in (BLIND_8, BLIND_9) else render(style, claims, rng)
+        text = render_8(style, claims) if part in (BLIND_8, BLIND_9, BLIND_10) else render(style, claims, rng)
         summary = user_message(f"{SUMMARY_PREFIX}\n{text}")
         step.after = [AGENTS, goal, *in_window, summary]
         session.steps.append(step)
@@ -457,7 +461,9 @@ GROUPS = {BLIND_6: ("yaml duration", "nginx directive", "expiry date", "rust err
           BLIND_8: ("oracle error", "database url", "json seconds", "du size", "commit date", "row count",
                     "listening port"),
           BLIND_9: ("redis memory", "lb hostname", "node engines", "container memory", "curl timing",
-                    "cron schedule")}
+                    "cron schedule"),
+          BLIND_10: ("memory constraint", "deadline", "make variable", "k8s event", "cache location",
+                     "csv amount")}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -615,6 +621,11 @@ def render_8(style: str, claims: list[tuple[str, Claim]]) -> str:
     note with the claims as label and value."""
     if not claims:
         return "Noch nichts."
+    if style == "email":
+        return ("Hi team,\n\nwhere the refunds work stands:\n\n" + "\n".join(c.sentence for _, c in claims)
+                + "\n\nBest,\nthe agent")
+    if style == "outline":
+        return "\n".join(f"{i}. {c.label}\n   - {c.value}" for i, (_, c) in enumerate(claims, 1))
     if style == "standup":
         half = (len(claims) + 1) // 2
         return ("Yesterday:\n" + "\n".join(f"  * {c.sentence}" for _, c in claims[:half]) + "\nToday:\n"
@@ -734,6 +745,114 @@ def _blind_9(n: int, phase: int) -> list[Planted]:
         ("swapped", False, False, Claim(f"nightly-{k}.sh", f"daily at {minute:02d}:{hour:02d}", f"cron runs "
                                         f"nightly-{k}.sh every day at {minute:02d}:{hour:02d}.")),
         ("no time", False, False, Claim(f"nightly-{k}.sh", "runs nightly", f"nightly-{k}.sh runs from cron.")),
+        ("dropped", False, False, None),
+    ]))
+    return out
+
+
+STYLES[BLIND_10] = ("email", "outline")
+
+
+def _blind_10(n: int, phase: int) -> list[Planted]:
+    k = n * 10 + phase
+    out: list[Planted] = []
+
+    # A constraint with a quantity, said by the user.
+    gb = 2 + k % 3
+    message = f"Speed up refund export {k}. Export {k} must stay under {gb} GB of memory."
+    out.append(Planted("constraint", f"export {k} must stay", "memory constraint", [user_message(message)], [
+        ("verbatim", True, True, None),
+        ("MB", True, False, Claim(f"export {k} memory", f"must stay below {gb * 1000} MB", f"Export {k} must stay "
+                                  f"below {gb * 1000} MB of memory.")),
+        ("words", True, False, Claim(f"export {k} memory", f"{gb} GB at most", f"Export {k} must never use more "
+                                     f"than {gb} GB of memory.")),
+        ("wrong unit", False, False, Claim(f"export {k} memory", f"must stay under {gb} MB", f"Export {k} must "
+                                           f"stay under {gb} MB of memory.")),
+        ("no limit", False, False, Claim(f"export {k} memory", "no limit", f"Export {k} may use as much memory "
+                                         "as it needs.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A deadline, said by the user.
+    month, day = 1 + (k + phase) % 12, 10 + k % 18
+    names = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+    message = f"Then tenant {k}. Tenant {k} must be migrated by {names[month - 1]} {day}, 2027."
+    iso = f"2027-{month:02d}-{day:02d}"
+    out.append(Planted("constraint", f"tenant {k} must be migrated", "deadline", [user_message(message)], [
+        ("verbatim", True, True, None),
+        ("iso", True, False, Claim(f"tenant {k} deadline", iso, f"Tenant {k} must be migrated by {iso}.")),
+        ("day first", True, False, Claim(f"tenant {k} deadline", f"{day} {MONTH_NAMES[month - 1]} 2027",
+                                         f"Tenant {k} has to be migrated by {day} {MONTH_NAMES[month - 1]} 2027.")),
+        ("wrong day", False, False, Claim(f"tenant {k} deadline", f"2027-{month:02d}-{day + 1:02d}",
+                                          f"Tenant {k} must be migrated by 2027-{month:02d}-{day + 1:02d}.")),
+        ("no date", False, False, Claim(f"tenant {k} deadline", "soon", f"Tenant {k} must be migrated soon.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A Makefile variable, as `make -p` prints it.
+    var = ("PARALLEL", "SHARDS", "RETRIES")[phase]
+    value = 3 + k % 9
+    c = _id(n, phase, "make")
+    items = [fcall(c, "exec_command", cmd=f"make -pn -C services/refunds-{k} | grep '^{var} '"),
+             fout(c, exec_out(0, f"{var} := {value}"))]
+    out.append(Planted("value", var, "make variable", items, [
+        ("verbatim", True, True, None),
+        ("assignment", True, False, Claim(f"refunds-{k} Makefile", f"{var}={value}", f"The refunds-{k} Makefile sets "
+                                          f"{var} to {value}.")),
+        ("wrong", False, False, Claim(f"refunds-{k} Makefile", f"{var}={value + 2}", f"The refunds-{k} Makefile sets "
+                                      f"{var} to {value + 2}.")),
+        ("no value", False, False, Claim(f"refunds-{k} Makefile", f"{var} is set", f"The refunds-{k} Makefile sets "
+                                         f"{var}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A Kubernetes event: a failure without the word error, in a table.
+    pod = f"worker-{k}-x9z"
+    c = _id(n, phase, "events")
+    items = [fcall(c, "exec_command", cmd="kubectl get events -n refunds --field-selector reason=BackOff"),
+             fout(c, exec_out(0, "LAST SEEN   TYPE      REASON    OBJECT              MESSAGE\n"
+                                 f"2m          Warning   BackOff   pod/{pod}    Back-off restarting failed "
+                                 f"container worker in pod {pod}_refunds"))]
+    out.append(Planted("error", pod, "k8s event", items, [
+        ("verbatim", True, True, None),
+        ("paraphrase", True, False, Claim("kubernetes", f"{pod} in BackOff", f"Pod {pod} is in BackOff: its worker "
+                                          "container keeps failing and restarting.")),
+        ("wrong pod", False, False, Claim("kubernetes", f"worker-{k + 1}-x9z in BackOff", f"Pod worker-{k + 1}-x9z "
+                                          "is in BackOff.")),
+        ("generic", False, False, Claim("kubernetes", "a worker restarts", "A worker pod restarts now and then.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A Python dict printed by the app's settings.
+    location = f"redis://cache-{k}:6379/{1 + phase}"
+    c = _id(n, phase, "caches")
+    items = [fcall(c, "exec_command", cmd="python -c \"from django.conf import settings; "
+                                          "print(settings.CACHES['default'])\""),
+             fout(c, exec_out(0, "{'BACKEND': 'django_redis.cache.RedisCache', "
+                                 f"'LOCATION': '{location}', 'TIMEOUT': 300}}"))]
+    out.append(Planted("value", f"cache-{k}:6379/{1 + phase}", "cache location", items, [
+        ("verbatim", True, True, None),
+        ("url", True, False, Claim("default cache", location, f"Django's default cache is {location}.")),
+        ("words", True, False, Claim("default cache", f"cache-{k}:6379, database {1 + phase}", f"The default cache "
+                                     f"is Redis on cache-{k}:6379, database {1 + phase}.")),
+        ("wrong db", False, False, Claim("default cache", f"redis://cache-{k}:6379/{5 + phase}", f"Django's default "
+                                         f"cache is redis://cache-{k}:6379/{5 + phase}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A CSV report: the amount on the last day.
+    amount = 9000 + k * 13 + 0.25
+    c = _id(n, phase, "csv")
+    items = [fcall(c, "exec_command", cmd=f"tail -n 2 reports/refunds_{k}.csv"),
+             fout(c, exec_out(0, f"2026-11-30,412,{amount - 311:.2f}\n2026-12-01,388,{amount:.2f}"))]
+    out.append(Planted("value", f"{amount:.2f}", "csv amount", items, [
+        ("verbatim", True, True, None),
+        ("separators", True, False, Claim(f"refunds_{k} on 2026-12-01", f"€{amount:,.2f} (388 refunds)",
+                                          f"On 2026-12-01 report {k} shows 388 refunds worth €{amount:,.2f}.")),
+        ("plain", True, False, Claim(f"refunds_{k} 2026-12-01", f"{amount:.2f} EUR", f"refunds_{k}.csv: "
+                                     f"{amount:.2f} EUR refunded on 2026-12-01.")),
+        ("wrong", False, False, Claim(f"refunds_{k} on 2026-12-01", f"€{amount + 90:,.2f}", f"On 2026-12-01 report "
+                                      f"{k} shows refunds worth €{amount + 90:,.2f}.")),
         ("dropped", False, False, None),
     ]))
     return out
