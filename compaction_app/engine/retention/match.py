@@ -23,6 +23,7 @@ from typing import Any
 
 from compaction_app.engine.retention.quantities import quantity_of, states_quantity
 from compaction_app.engine.retention.values import (
+    DATE_PATTERNS,
     address_of,
     date_of,
     dates,
@@ -271,23 +272,25 @@ def _anchors_held(segment: Segment, anchors: tuple[str, ...], loose_numbers: boo
 
 
 def states(segment: Segment, *, anchors: tuple[str, ...], words: tuple[str, ...], status: int | None = None,
-           cover: float | None = None, loose_numbers: bool = False) -> bool:
+           cover: float | None = None, loose_numbers: bool = False, values: int = 0) -> bool:
     """Whether a segment states a fact: every anchor, enough content words, and the exit status when there is one."""
     if not _anchors_held(segment, anchors, loose_numbers):
         return False
     if len(anchors) >= ALL_ANCHORS_SUFFICE and all(segment.has_anchor(a) for a in anchors):
         pass  # four identifiers and numbers, every one of them: the claim is this fact whatever its verbs
     elif words:
+        # Values compared by what they are (`values`, checked by the caller) count as anchors here.
+        pinned = len(anchors) + values
         need = cover if cover is not None else (
-            NO_ANCHOR_WORD_COVER if not anchors else
-            MANY_ANCHORS_WORD_COVER if len(anchors) >= MANY_ANCHORS else WORD_COVER)
+            NO_ANCHOR_WORD_COVER if not pinned else
+            MANY_ANCHORS_WORD_COVER if pinned >= MANY_ANCHORS else WORD_COVER)
         held = sum(1 for w in words if w in segment.words)
         required = math.ceil(need * len(words) - 1e-9)
-        if anchors:
+        if pinned:
             required = min(required, ANCHORED_MAX_WORDS)
         if held < max(1, required):
             return False
-    elif not anchors:
+    elif not anchors and not values:
         return False
     return status is None or bool(status_pattern(status).search(segment.text))
 
@@ -419,3 +422,40 @@ def _wanted(value: str, as_version: bool) -> tuple[str, Any]:
 _DOTTED = re.compile(r"\d+(?:\.\d+)+")
 # A version token's letters before its digits and anything after them (`go1.22.7`, `v16.3`, `21.0.4+7-ubuntu`).
 _VERSION_TOKEN = re.compile(r"^[a-z]*[-_]?(?=\d)|(?<=\d)[-+][\w.+-]*$")
+
+
+# A number and its unit, as a fact's text writes it ("2 GB", "30 s", "512M").
+_QUANTITY_SPAN = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*\s?(?:[a-zµ]+\b|%)", re.IGNORECASE)
+
+
+@lru_cache(maxsize=8192)
+def stated_values(text: str) -> tuple[tuple[tuple[str, Any], ...], frozenset[str]]:
+    """The dates and quantities a fact's text states (each as ("date", day) or ("quantity", Quantity)), and the
+    tokens and stemmed words they were written in (which a restatement in another format need not repeat)."""
+    values: list[tuple[str, Any]] = []
+    covered: set[str] = set()
+    for pattern in DATE_PATTERNS:
+        for match in pattern.finditer(text):
+            day = date_of(match.group())
+            if day is not None and ("date", day) not in values:
+                values.append(("date", day))
+                covered |= _written_in(match.group())
+    for match in _QUANTITY_SPAN.finditer(text):
+        quantity = quantity_of(match.group())
+        if quantity is not None and not any(match.group() in w for w in covered):
+            values.append(("quantity", quantity))
+            covered |= _written_in(match.group())
+    return tuple(values), frozenset(covered)
+
+
+def _written_in(text: str) -> set[str]:
+    found = set(tokens(normalise(text))) | {stem(t) for t in tokens(normalise(text)) if t.isalpha()}
+    return found | {a for a in anchors_of(text)}
+
+
+def holds_value(segment: Segment, value: tuple[str, Any]) -> bool:
+    """Whether a segment states a date (the same day in any format) or a quantity (in any unit that agrees)."""
+    kind, wanted = value
+    if kind == "date":
+        return wanted in dates(segment.text)
+    return states_quantity(segment.text, wanted)

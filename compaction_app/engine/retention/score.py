@@ -43,7 +43,15 @@ from compaction_app.engine.retention.facts import (
     left_items,
     output_text,
 )
-from compaction_app.engine.retention.match import Segment, about_another, states, states_setting, states_value
+from compaction_app.engine.retention.match import (
+    Segment,
+    about_another,
+    holds_value,
+    stated_values,
+    states,
+    states_setting,
+    states_value,
+)
 
 # The cumulative score carries at most this many facts from one compaction to the next (newest kept).
 MAX_CARRIED = 400
@@ -200,12 +208,25 @@ def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
     counts = run_counts(fact.text) if loose else None
     if counts is not None:  # a test run's counts, in any order or as "3 of 15 fail" (`counts.py`)
         return any(states_counts(segment.text, counts) for segment in found if not segment.joined)
+    anchors, words, values = fact.anchors, fact.words, ()
+    if fact.kind in _SAID:
+        values, covered = stated_values(fact.text)
+        if values:  # its dates and quantities are compared by what they are, not as the tokens they were written in
+            anchors = tuple(a for a in anchors if a not in covered)
+            words = tuple(w for w in words if w not in covered)
     return any(
-        states(segment if not fact.subject else _without(segment, fact.subject), anchors=fact.anchors,
-               words=fact.words, status=fact.status, loose_numbers=loose) and not contradicts(fact, _claim(fact, segment))
+        states(segment if not fact.subject else _without(segment, fact.subject), anchors=anchors,
+               words=words, status=fact.status, loose_numbers=loose, values=len(values))
+        and all(holds_value(segment, value) for value in values) and not contradicts(fact, _claim(fact, segment))
         # A command and its exit status are one claim: read within one line or sentence, not across two.
         for segment in found if not ((segment.joined or segment.multi) and fact.status is not None)
     )
+
+
+# Facts said in words (by the user, the agent or a pin), whose dates and quantities a summary may restate in another
+# format or unit ("2 GB" as "2000 MB", "Jul 15, 2027" as "2027-07-15"). Facts read from tool outputs have settings
+# for that, and a failure line's numbers are loose.
+_SAID = frozenset({FactKind.GOAL, FactKind.CONSTRAINT, FactKind.DECISION, FactKind.NEXT_STEP, FactKind.PIN})
 
 
 # Facts whose words a claim can keep while saying the opposite (`contradictions.py`).

@@ -52,6 +52,9 @@ _PLAIN = re.compile(r"(?<![\w.])(?P<n>-?\d{1,3}(?:[,_]\d{3})+(?:\.\d+)?|-?\d+(?:
 _CLOCK = re.compile(r"(?<![\d:.])(?:(?P<h>\d{1,3}):)?(?P<m>\d{1,2}):(?P<s>\d{2}(?:\.\d+)?)(?![\d:])")
 
 
+DATE_PATTERNS = (_ISO_DATE, _MONTH_FIRST, _DAY_FIRST)
+
+
 @lru_cache(maxsize=16384)
 def dates(text: str) -> frozenset[str]:
     """The ISO days a text names."""

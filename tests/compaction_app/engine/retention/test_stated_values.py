@@ -197,3 +197,19 @@ def test_a_failure_named_by_its_code_between_its_first_and_last_lines_is_a_fact(
                      "exception.", code=1)
     assert kept(history, "- the reports-4 test fails on ORA-00942", FactKind.ERROR, "ORA-00942")
     assert not kept(history, "- the reports-4 test fails on a database error", FactKind.ERROR, "ORA-00942")
+
+
+@pytest.mark.parametrize(("said", "tag", "claim", "held"), [
+    ("Speed up export 4. Export 4 must stay under 2 GB of memory.", "export 4 must",
+     "- export 4 must stay below 2000 MB of memory", True),
+    ("Speed up export 4. Export 4 must stay under 2 GB of memory.", "export 4 must",
+     "- export 4 must stay under 2 MB of memory", False),
+    ("Then tenant 4. Tenant 4 must be migrated by Jul 15, 2027.", "tenant 4 must",
+     "- tenant 4 must be migrated by 2027-07-15", True),
+    ("Then tenant 4. Tenant 4 must be migrated by Jul 15, 2027.", "tenant 4 must",
+     "- tenant 4 must be migrated by 2027-07-16", False),
+])
+def test_a_users_dates_and_quantities_are_compared_by_what_they_are(said, tag, claim, held):
+    from compaction_app.engine.items import user_message
+
+    assert kept([user_message(said)], claim, FactKind.CONSTRAINT, tag) is held
