@@ -570,7 +570,10 @@ def short_output_values(output: str, call: str, known: set[str], command: str = 
     lowered = call.lower()
     for line in body[1:] if header else body:
         for start, value in typed_values(line):
-            if any(value in k for k in known) or value.lower() in lowered or any(value == v for _, v in found):
+            # Left out: a value its call holds, one already a fact, or one holding such a fact (the address
+            # `0.0.0.0:18001` of a port 18001 the agent went on to use).
+            if any(value in k or k in value for k in known if k) or value.lower() in lowered or \
+                    any(value == v for _, v in found):
                 continue
             before = re.findall(r"([A-Za-z][\w.-]*)\W{0,3}$", line[:start])
             column = len(line[:start].split())
