@@ -31,6 +31,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from compaction_app.engine.items import is_real_user_message, message_text
+from compaction_app.models import Compaction
 from gateway_app import anthropic_wire, wire
 from gateway_app.models import GatewayAttempt, GatewayInFlight, GatewayRoute, GatewaySession
 from sessions_app.gateway_surface import (
@@ -381,6 +382,8 @@ def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
     if shared == len(history):
         return _behind(live, exchange, lines, pending)
     if pending and pending.get("kind") == CLAUDE_COMPACTWEB:  # Claude Code took compactweb's summary (issue 44)
+        if pending.get("compaction_id") and _claude_compact_command(history):
+            _label_user_requested(pending["compaction_id"])
         lines.append(NewLine(p.ROLLBACK, {
             "source": CLAUDE_CODE_SUMMARY, "replacement_history": _valid_items(history, gs),
             "removed_count": len(live) - shared, "kept_count": shared, "compaction_id": pending.get("compaction_id"),
@@ -438,6 +441,19 @@ def _behind(live: list[dict[str, Any]], exchange: Exchange, lines: list[NewLine]
         "kept_count": len(exchange.history),
         "reason": "the client retried its newest request: the retry's answer replaces the one recorded"}))
     return lines, None, pending
+
+
+def _label_user_requested(compaction_id: int) -> None:
+    """compactweb answered Claude Code's summary request, and wrote its Compaction then, as `auto`: neither the
+    request (its prompt is the same for both) nor anything before it says whose it was. The request after it does,
+    when it records Claude Code's /compact command: the compaction was the user's, labelled as upstream mode labels
+    one (trigger `manual`, reason `user_requested`, a standalone turn), with that evidence."""
+    row = Compaction.objects.filter(pk=compaction_id, trigger="auto").first()
+    if row is None:
+        return
+    row.trigger, row.reason, row.phase = "manual", "user_requested", "standalone_turn"
+    row.inferred = {**(row.inferred or {}), "trigger": CLAUDE_COMPACT_SEEN}
+    row.save(update_fields=["trigger", "reason", "phase", "inferred"])
 
 
 def _claude_compact_command(history: list[dict[str, Any]]) -> bool:

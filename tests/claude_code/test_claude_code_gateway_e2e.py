@@ -240,6 +240,11 @@ def test_claude_code_through_the_gateway_in_compactweb_mode_continues_from_the_p
     _check_history_is_what_the_upstream_received(lines, bodies)
     compactions = _compactions(api, session)
     assert len(compactions) >= 3 and all(c["method"] == "local" for c in compactions)
+    # Each compaction has the trigger Claude Code gave its compact boundary: the `/compact` manual, the others auto
+    # (compactweb answered the summary request, so only that request could say which).
+    boundaries = [e["compactMetadata"]["trigger"] for e in run.transcript()
+                  if e.get("type") == "system" and e.get("subtype") == "compact_boundary"]
+    assert "manual" in boundaries and [c["trigger"] for c in compactions][:len(boundaries)] == boundaries
     # The summary Claude Code continues from is the policy's: each compaction's summary is in the summary entry
     # Claude Code wrote after its compact boundary, and in the first message of the requests it sent next.
     written = [json.dumps(e["message"]["content"]) for e in run.transcript() if e.get("isCompactSummary")]

@@ -184,3 +184,28 @@ def test_support_rolls_back_claude_codes_compaction_and_the_upstream_gets_the_hi
     assert items_of(received)[:len(before)] == before
     assert "try again" in json.dumps(received)  # ... and what came after
     assert _wire(live(session))[:len(items_of(received))] == items_of(received)
+
+
+# How Claude Code 2.1.332 records its /compact in the conversation it sends after the compaction.
+COMPACT_COMMAND = ("<command-name>/compact</command-name>\n            <command-message>compact</command-message>\n"
+                   "            <command-args></command-args>")
+
+
+def test_compactweb_mode_records_claude_codes_compact_command_as_manual_and_its_own_compaction_as_auto(
+        anthropic_upstream):
+    """compactweb answers the summary request (the same prompt for both) before anything says whose it was; the
+    request after a `/compact` records the command, and the compaction is then the user's."""
+    policy = CompactionPolicy.objects.create(name="claude-triggers", strategy="local")
+    route = claude_route(mode="compactweb", base_url="embedded", policy=policy)
+    claude = Claude(do_create_gateway_key(route=route, client_name="alice").key)
+    claude.turn("please fix parser bug number 3 in the notes")
+    claude.compact()  # Claude Code's automatic compaction
+    claude.turn("now write the docs for the loader module")
+    claude.compact()  # the user's /compact: Claude Code records the command after the summary
+    claude.messages.append({"role": "user", "content": [{"type": "text", "text": COMPACT_COMMAND}]})
+    claude.turn("add a changelog entry for the parser fix")
+    session = Session.objects.get(source="gateway")
+    rows = list(Compaction.objects.filter(session=session).order_by("pk"))
+    assert [(c.trigger, c.reason) for c in rows] == [("auto", "context_limit"), ("manual", "user_requested")]
+    assert "/compact" in rows[1].inferred["trigger"]
+
