@@ -180,6 +180,23 @@ def _replacement_at(session_id: int, seq: int) -> list[dict[str, Any]] | None:
     return history if isinstance(history, list) else None
 
 
+# The source of the line that installs the history Claude Code continued from after a compaction compactweb answered
+# (gateway_app.recording.CLAUDE_CODE_SUMMARY; recording is a room above this one).
+CLAUDE_CODE_SUMMARY = "claude_code_summary"
+
+
+def _continued_from(session_id: int, ref: dict[str, Any], until_seq: int) -> list[dict[str, Any]] | None:
+    """After a compaction compactweb answered for Claude Code, what Claude Code sends is not the compaction's
+    replacement but the summary in its own framing, which the request after it installed (a `rollback` line of
+    source claude_code_summary naming the compaction): the history a rollback's rule must find in its requests."""
+    payload = (RolloutLine.objects.filter(session_id=session_id, kind=p.ROLLBACK, seq__gt=ref["seq"],
+                                          seq__lt=until_seq, payload__source=CLAUDE_CODE_SUMMARY,
+                                          payload__compaction_id=ref.get("id"))
+               .order_by("seq").values_list("payload", flat=True).first())
+    history = (payload or {}).get("replacement_history")
+    return history if isinstance(history, list) and history else None
+
+
 def on_rollout_appended(*, session_id: int, lines, **_: Any) -> None:
     """`_on_rollout_appended`, never raising: the append it follows is committed already, and a rule that could not
     be stored must not turn it into an error for whoever appended (it is logged)."""
@@ -213,7 +230,8 @@ def _on_rollout_appended(*, session_id: int, lines) -> None:
             continue
         undone = [payload.get("rolled_back_compaction") or {}, *(payload.get("undoes") or [])]
         newest = max((ref for ref in undone if ref.get("seq")), key=lambda ref: ref["seq"], default=None)
-        prefix = _replacement_at(session_id, newest["seq"]) if newest else None
+        prefix = (_continued_from(session_id, newest, seq) or _replacement_at(session_id, newest["seq"])) \
+            if newest else None
         before = payload.get("replacement_history")
         if not prefix or not isinstance(before, list):
             continue
