@@ -48,7 +48,9 @@ BLIND_9 = "blind_9"
 # Written after blind_9's one run, before the change that followed it (values compared by their normal form inside
 # every fact, not only settings); run once after it.
 BLIND_10 = "blind_10"
-PARTS = (BLIND_6, BLIND_7, BLIND_8, BLIND_9, BLIND_10)
+# Written after blind_10's one run, before its misses were read and fixed; run once after that.
+BLIND_11 = "blind_11"
+PARTS = (BLIND_6, BLIND_7, BLIND_8, BLIND_9, BLIND_10, BLIND_11)
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
                "November", "December")
@@ -395,7 +397,8 @@ def render(style: str, claims: list[tuple[str, Claim]], rng: random.Random) -> s
 # ---------------------------------------------------------------------------------------------------------------
 
 def _build(n: int, part: str, rng: random.Random) -> Session:
-    make = {BLIND_6: _blind_6, BLIND_7: _blind_7, BLIND_8: _blind_8, BLIND_9: _blind_9, BLIND_10: _blind_10}[part]
+    make = {BLIND_6: _blind_6, BLIND_7: _blind_7, BLIND_8: _blind_8, BLIND_9: _blind_9, BLIND_10: _blind_10,
+            BLIND_11: _blind_11}[part]
     style = rng.choice(STYLES[part])
     temperament = rng.choice(sorted(TEMPERAMENTS))
     session = Session(name=f"{part}-{n}-{temperament}", part=part, style=style)
@@ -403,7 +406,8 @@ def _build(n: int, part: str, rng: random.Random) -> Session:
                          BLIND_7: f"Make nightly ingest {n} finish under an hour again.",
                          BLIND_8: f"Get nightly report {n} green before the audit.",
                          BLIND_9: f"Find why the ledger app {n} got slow on mobile.",
-                         BLIND_10: f"Take over the refunds monolith {n} from Dana."}[part])
+                         BLIND_10: f"Take over the refunds monolith {n} from Dana.",
+                         BLIND_11: f"Prepare the billing service {n} for the Black Friday peak."}[part])
     window: list[dict] = [AGENTS, goal]
     facts: dict[tuple[str, str], Planted] = {}
     state: dict[tuple[str, str], tuple[str, bool, bool, Claim | None]] = {}
@@ -442,7 +446,7 @@ def _build(n: int, part: str, rng: random.Random) -> Session:
         in_window = [item for item in before[2:] if any(item is k for k in kept)]
         seen: set[int] = set()
         in_window = [i for i in in_window if not (id(i) in seen or seen.add(id(i)))]
-        text = render_8(style, claims) if part in (BLIND_8, BLIND_9, BLIND_10) else render(style, claims, rng)
+        text = render_8(style, claims) if part in (BLIND_8, BLIND_9, BLIND_10, BLIND_11) else render(style, claims, rng)
         summary = user_message(f"{SUMMARY_PREFIX}\n{text}")
         step.after = [AGENTS, goal, *in_window, summary]
         session.steps.append(step)
@@ -463,7 +467,8 @@ GROUPS = {BLIND_6: ("yaml duration", "nginx directive", "expiry date", "rust err
           BLIND_9: ("redis memory", "lb hostname", "node engines", "container memory", "curl timing",
                     "cron schedule"),
           BLIND_10: ("memory constraint", "deadline", "make variable", "k8s event", "cache location",
-                     "csv amount")}
+                     "csv amount"),
+          BLIND_11: ("user budget", "postgres setting", "go test failure", "certificate serial", "latency table")}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -621,6 +626,8 @@ def render_8(style: str, claims: list[tuple[str, Claim]]) -> str:
     note with the claims as label and value."""
     if not claims:
         return "Noch nichts."
+    if style == "ticket":
+        return "Status update (ticket)\n" + "\n".join(f"[{c.label}] {c.sentence}" for _, c in claims)
     if style == "email":
         return ("Hi team,\n\nwhere the refunds work stands:\n\n" + "\n".join(c.sentence for _, c in claims)
                 + "\n\nBest,\nthe agent")
@@ -853,6 +860,99 @@ def _blind_10(n: int, phase: int) -> list[Planted]:
                                      f"{amount:.2f} EUR refunded on 2026-12-01.")),
         ("wrong", False, False, Claim(f"refunds_{k} on 2026-12-01", f"€{amount + 90:,.2f}", f"On 2026-12-01 report "
                                       f"{k} shows refunds worth €{amount + 90:,.2f}.")),
+        ("dropped", False, False, None),
+    ]))
+    return out
+
+
+STYLES[BLIND_11] = ("ticket", "stand")
+
+
+def _blind_11(n: int, phase: int) -> list[Planted]:
+    k = n * 10 + phase
+    out: list[Planted] = []
+
+    # A budget the user sets, in another currency format.
+    euros = 1200 + k * 10
+    message = f"Before the peak: billing {k}. The cloud bill for billing {k} has to stay below EUR {euros:,} a month."
+    out.append(Planted("constraint", f"billing {k} has to stay", "user budget", [user_message(message)], [
+        ("verbatim", True, True, None),
+        ("symbol", True, False, Claim(f"billing {k} budget", f"< €{euros:,}/month", f"The cloud bill for billing {k} "
+                                      f"has to stay below €{euros:,} a month.")),
+        ("plain", True, False, Claim(f"billing {k} budget", f"max {euros} EUR per month", f"billing {k} must not "
+                                     f"cost more than {euros} EUR per month in the cloud.")),
+        ("wrong", False, False, Claim(f"billing {k} budget", f"< €{euros + 500:,}/month", f"The cloud bill for "
+                                      f"billing {k} has to stay below €{euros + 500:,} a month.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A PostgreSQL setting, as SHOW prints it.
+    name = ("work_mem", "shared_buffers", "statement_timeout")[phase]
+    raw, held, wrong = {
+        "work_mem": (f"{16 + k % 48}MB", f"{(16 + k % 48) * 1024} kB", f"{16 + k % 48} kB"),
+        "shared_buffers": (f"{2 + k % 6}GB", f"{(2 + k % 6) * 1024} MB", f"{2 + k % 6} MB"),
+        "statement_timeout": (f"{30 + k % 30}s", f"{(30 + k % 30) * 1000} ms", f"{30 + k % 30} ms"),
+    }[name]
+    c = _id(n, phase, "show")
+    items = [fcall(c, "exec_command", cmd=f"psql -h pg-{k} -c 'SHOW {name}'"),
+             fout(c, exec_out(0, f" {name} \n{'-' * (len(name) + 2)}\n {raw}\n(1 row)"))]
+    out.append(Planted("value", name, "postgres setting", items, [
+        ("verbatim", True, True, None),
+        ("same", True, False, Claim(f"pg-{k} {name}", raw, f"pg-{k} runs with {name} = {raw}.")),
+        ("converted", True, False, Claim(f"pg-{k} {name}", held, f"On pg-{k}, {name} is {held}.")),
+        ("wrong unit", False, False, Claim(f"pg-{k} {name}", wrong, f"On pg-{k}, {name} is {wrong}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A Go test failure: file and line, and the values compared.
+    line, got, want = 40 + k % 60, 1990 + k, 2000 + k
+    c = _id(n, phase, "gotest")
+    items = [fcall(c, "exec_command", cmd=f"go test ./internal/invoice{k}/..."),
+             fout(c, exec_out(1, f"--- FAIL: TestTotal (0.00s)\n    total_test.go:{line}: got {got}, want {want}\n"
+                                 f"FAIL\nFAIL\texample.com/billing/internal/invoice{k}\t0.012s"))]
+    out.append(Planted("error", f"total_test.go:{line}", "go test failure", items, [
+        ("verbatim", True, True, None),
+        ("words", True, False, Claim(f"invoice{k} tests", f"TestTotal fails at total_test.go line {line}: {got} "
+                                     f"instead of {want}", f"TestTotal in internal/invoice{k} fails at "
+                                     f"total_test.go:{line}, got {got} where {want} was expected.")),
+        ("wrong line", False, False, Claim(f"invoice{k} tests", f"TestTotal fails at total_test.go:{line + 7}",
+                                           f"TestTotal in internal/invoice{k} fails at total_test.go:{line + 7}.")),
+        ("no line", False, False, Claim(f"invoice{k} tests", "TestTotal fails", f"TestTotal in internal/invoice{k} "
+                                        "fails.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A certificate's serial number (hex with colons) from openssl.
+    serial = ":".join(f"{(k * 37 + i * 11) % 256:02X}" for i in range(8))
+    c = _id(n, phase, "serial")
+    items = [fcall(c, "exec_command", cmd=f"openssl x509 -serial -noout -in certs/billing-{k}.pem"),
+             fout(c, exec_out(0, f"serial={serial.replace(':', '')}"))]
+    out.append(Planted("value", serial.replace(":", ""), "certificate serial", items, [
+        ("verbatim", True, True, None),
+        ("colons", True, False, Claim(f"billing-{k} cert serial", serial.lower(), f"The billing-{k} certificate has "
+                                      f"serial {serial.lower()}.")),
+        ("plain", True, False, Claim(f"billing-{k} cert serial", serial.replace(":", ""), f"billing-{k}.pem: serial "
+                                     f"{serial.replace(':', '')}.")),
+        ("other cert", False, False, Claim(f"billing-{k} cert serial", serial.replace(":", "")[:-2] + "00",
+                                           f"billing-{k}.pem: serial {serial.replace(':', '')[:-2]}00.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A latency table from a load test (percentiles as columns).
+    p50, p99 = 20 + k % 30, 300 + k * 3
+    c = _id(n, phase, "vegeta")
+    items = [fcall(c, "exec_command", cmd=f"vegeta report results-{k}.bin"),
+             fout(c, exec_out(0, "Requests      [total, rate, throughput]  6000, 100.02, 99.87\n"
+                                 f"Latencies     [min, mean, 50, 90, 95, 99, max]  3.1ms, 41.2ms, {p50}.4ms, 88.0ms, "
+                                 f"120.5ms, {p99}.9ms, 1.2s\nSuccess       [ratio]  99.95%"))]
+    out.append(Planted("value", f"{p99}.9ms", "latency table", items, [
+        ("verbatim", True, True, None),
+        ("p99", True, False, Claim(f"results-{k} p99", f"{p99 + 1} ms", f"In results-{k} the p99 latency is about "
+                                   f"{p99 + 1} ms.")),
+        ("seconds", True, False, Claim(f"results-{k} p99", f"{(p99 + 0.9) / 1000:.3f} s", f"results-{k}: p99 "
+                                       f"{(p99 + 0.9) / 1000:.3f} s.")),
+        ("p50 as p99", False, False, Claim(f"results-{k} p99", f"{p50}.4 ms", f"In results-{k} the p99 latency is "
+                                           f"{p50}.4 ms.")),
         ("dropped", False, False, None),
     ]))
     return out
