@@ -437,8 +437,10 @@ def _error_about(line: str, command: str = "") -> str | None:
         codes = [a for a in names if is_code(a)]
         # What the failure is about (a path, an id, a code), not its class: "data/raw/x.parquet does not exist"
         # states `FileNotFoundError: ... 'data/raw/x.parquet'`.
-        values = [a for a in names if (any(ch.isdigit() or ch == "_" for ch in a) or PATH_LIKE.search(a))
-                  and not CLASS_NAME.search(a)]
+        values = [KIND_PREFIX.sub("", a) for a in names
+                  if (any(ch.isdigit() or ch == "_" for ch in a) or PATH_LIKE.search(a)) and not CLASS_NAME.search(a)]
+        # A name that extends another one is that thing qualified (`worker-3_refunds` of `worker-3`).
+        values = [a for a in values if not any(b != a and b in a for b in values)]
         if len(names) >= 2 and values:
             return " ".join(values)
         return " ".join(codes) if codes else None
@@ -451,6 +453,8 @@ def _error_about(line: str, command: str = "") -> str | None:
 CLASS_NAME = re.compile(r"(?:error|exception|fault|failure)$")
 
 
+# A resource's kind before its name (`pod/worker-3`, `deployment/api-7`): the name is what a summary repeats.
+KIND_PREFIX = re.compile(r"^[a-z]{2,16}/(?=[\w.-]*\d[\w.-]*$)")
 # A path, not two words with a slash ("username/password"): a file extension or two folders.
 PATH_LIKE = re.compile(r"\.[a-z0-9]{1,6}$|/.*/")
 

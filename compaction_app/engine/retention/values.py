@@ -177,7 +177,7 @@ _URL = re.compile(r"^(?:[a-z][\w+.-]*://)?(?:[^@/\s]+@)?(?P<host>\[?[\w.*:-]*?\]
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "*", "::", "[::]", ""})
 
 
-def address_of(value: str) -> tuple[str, str | None] | None:
+def address_of(value: str) -> tuple[str, str | None, tuple[str, ...]] | None:
     """The host and port a value names when it is a URL (`postgresql://u@db-3.internal:5432/ledger`) or an address
     (`db-3.internal:5432`, `0.0.0.0:9020`), else None. A wildcard host (`0.0.0.0`, `*`, `[::]`) is "": the port is
     then the whole address ("listens on port 9020" states `0.0.0.0:9020`)."""
@@ -190,12 +190,17 @@ def address_of(value: str) -> tuple[str, str | None] | None:
     host = match.group("host").lower()
     if "://" not in value and not ("." in host or host in WILDCARD_HOSTS):
         return None  # `file.py:12` is a place, `a:1` a pair
-    return ("" if host in WILDCARD_HOSTS else host), match.group("port")
+    # A path's parts with a digit identify (a database index, an id); its words may be said in other words.
+    ids = tuple(p for p in (match.group("path") or "").split("/") if any(ch.isdigit() for ch in p))
+    return ("" if host in WILDCARD_HOSTS else host), match.group("port"), ids
 
 
-def states_address(text: str, host: str, port: str | None) -> bool:
-    """Whether a normalised text names an address: its host (a whole name) and its port next to it or as "port N"."""
+def states_address(text: str, host: str, port: str | None, ids: tuple[str, ...] = ()) -> bool:
+    """Whether a normalised text names an address: its host (a whole name), its port next to it or as "port N", and
+    the parts of its path with a digit."""
     if host and re.search(rf"(?<![\w.-]){re.escape(host)}(?![\w-]|\.\w)", text) is None:
+        return False
+    if any(re.search(rf"(?<![\w.]){re.escape(part.lower())}(?![\w.])", text) is None for part in ids):
         return False
     if port is None:
         return True

@@ -213,3 +213,20 @@ def test_a_users_dates_and_quantities_are_compared_by_what_they_are(said, tag, c
     from compaction_app.engine.items import user_message
 
     assert kept([user_message(said)], claim, FactKind.CONSTRAINT, tag) is held
+
+
+EVENT = output("kubectl get events -n refunds --field-selector reason=BackOff",
+               "LAST SEEN   TYPE      REASON    OBJECT              MESSAGE\n2m          Warning   BackOff   "
+               "pod/worker-4-x9z    Back-off restarting failed container worker in pod worker-4-x9z_refunds")
+CACHES = output("python -c 'from django.conf import settings; print(settings.CACHES)'",
+                "{'BACKEND': 'django_redis.cache.RedisCache', 'LOCATION': 'redis://cache-4:6379/2', 'TIMEOUT': 300}")
+
+
+@pytest.mark.parametrize(("history", "kind", "tag", "claim", "held"), [
+    (EVENT, FactKind.ERROR, "worker-4-x9z", "- pod worker-4-x9z is in BackOff, its container keeps restarting", True),
+    (EVENT, FactKind.ERROR, "worker-4-x9z", "- pod worker-5-x9z is in BackOff", False),
+    (CACHES, FactKind.VALUE, "cache-4:6379/2", "- the default cache is Redis on cache-4:6379, database 2", True),
+    (CACHES, FactKind.VALUE, "cache-4:6379/2", "- the default cache is redis://cache-4:6379/5", False),
+])
+def test_a_resource_is_its_name_and_an_address_keeps_the_ids_of_its_path(history, kind, tag, claim, held):
+    assert kept(history, claim, kind, tag) is held
