@@ -48,9 +48,10 @@ def dead_pid() -> int:
     return child.pid
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
 @pytest.mark.parametrize("held_step", ["do_begin", "do_end"])
 def test_the_end_of_an_answer_waits_for_the_note_and_its_whole_record_and_the_record_removes_the_note(
-        sim_upstream, gateway_key, monkeypatch, held_step):
+        sim_upstream, gateway_key, monkeypatch, held_step, stream):
     held, release = threading.Event(), threading.Event()
     real = getattr(journal, held_step)  # the row's insert, or its update with the answer (durable-first)
 
@@ -61,7 +62,7 @@ def test_the_end_of_an_answer_waits_for_the_note_and_its_whole_record_and_the_re
 
     monkeypatch.setattr(journal, held_step, slow_note)
     app = http_router(get_asgi_application())
-    raw = json.dumps({"model": "compactweb-sim", "stream": True, "input": [BASE, user("hello")]}).encode()
+    raw = json.dumps({"model": "compactweb-sim", "stream": stream, "input": [BASE, user("hello")]}).encode()
     headers = {**bearer(gateway_key), **meta(THREAD), "content-type": "application/json"}
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
              "path": "/gateway/v1/responses", "raw_path": b"/gateway/v1/responses", "query_string": b"",
@@ -91,12 +92,18 @@ def test_the_end_of_an_answer_waits_for_the_note_and_its_whole_record_and_the_re
         return body, ended
 
     before, ended_before = async_to_sync(go)()
-    # The answer (the simulated model sends it in one piece) went on up to its ending event, which did not go to
-    # the client before the exchange was noted.
-    assert b"response.output_item.done" in before
-    assert b"response.completed" not in before and not ended_before
     after = b"".join(m.get("body", b"") for m in sent)
-    assert b"response.completed" in after and not sent[-1].get("more_body")
+    assert not ended_before and not sent[-1].get("more_body")
+    if stream:
+        # The answer (the simulated model sends it in one piece) went on up to its ending event, which did not go
+        # to the client before the exchange was noted and its whole record was in the note.
+        assert b"response.output_item.done" in before
+        assert b"response.completed" not in before
+        assert b"response.completed" in after
+    else:  # a JSON answer: its last chunk is its end, held the same way
+        with pytest.raises(ValueError):
+            json.loads(before)
+        assert json.loads(after)["status"] == "completed"
     assert not GatewayInFlight.objects.exists()  # the record removed the note in its own transaction
     assert not GatewayAttempt.objects.exists() and GatewaySession.objects.get().requests == 1
 
