@@ -71,6 +71,7 @@ class Begun:
     def __init__(self, token: uuid.UUID, future: asyncio.Future) -> None:
         self.token, self.future = token, future
         self._ending: asyncio.Future | None = None
+        self._outcome: tuple[int, str, str] | None = None
 
     def done(self) -> bool:
         return self.future.done()
@@ -87,9 +88,13 @@ class Begun:
 
     async def ended(self, *, status: int, error: str, answer_format: str, answer: Iterable[bytes]) -> None:
         """Make the exchange's whole record durable in its row (the answer's raw bytes and how it ended) and wait
-        for the commit: the answer's end goes to the client only after this. Once per exchange: a later call waits
-        for the first one's write (the answer's end is what the record keeps)."""
-        if self._ending is None:
+        for the commit: the answer's end goes to the client only after this. A later call with the same outcome
+        waits for the first one's write (the answer up to its end is what the record needs); one with another
+        outcome (the client hung up while the end waited) writes that outcome, so the row says what the recorder
+        will record."""
+        outcome = (status, error, answer_format)
+        if self._ending is None or outcome != self._outcome:
+            self._outcome = outcome
             self._ending = asyncio.ensure_future(_thread.run(
                 do_end, token=self.token, status=status, error=error, answer_format=answer_format,
                 answer=b"".join(answer)))

@@ -208,3 +208,66 @@ def test_an_exchange_a_sweep_finished_is_not_recorded_again_by_its_own_process(s
     assert list(LiveItem.objects.filter(session_id=gs.session_id).order_by("position")
                 .values_list("item", flat=True)) == swept
     assert len(swept) == len(history) + (2 if finished_by != "the age bound" else 0)
+
+
+def test_a_client_that_hangs_up_while_the_end_waits_leaves_a_row_that_says_so(sim_upstream, gateway_key,
+                                                                              monkeypatch):
+    """The answer's end waits for the row's update; a client that hangs up meanwhile never gets it: the row then
+    says the client went away, as the recorder records it, so a process killed before the record leaves a
+    client-gone attempt, not an answer the client did not receive."""
+    held, release = threading.Event(), threading.Event()
+    real = journal.do_end
+    ends: list[str] = []
+
+    def slow_end(**kwargs):
+        ends.append(kwargs["error"])
+        if len(ends) == 1:
+            held.set()
+            assert release.wait(30)
+        real(**kwargs)
+
+    async def lost(exchange):  # the process dies before its recorder writes anything
+        pass
+
+    monkeypatch.setattr(journal, "do_end", slow_end)
+    monkeypatch.setattr(recorder.recorder, "put", lost)
+    app = http_router(get_asgi_application())
+    raw = json.dumps({"model": "compactweb-sim", "stream": True, "input": [BASE, user("hello")]}).encode()
+    headers = {**bearer(gateway_key), **meta(THREAD), "content-type": "application/json"}
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/gateway/v1/responses", "raw_path": b"/gateway/v1/responses", "query_string": b"",
+             "root_path": "", "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80),
+             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
+    sent: list[dict] = []
+
+    async def go():
+        requests = [{"type": "http.request", "body": raw, "more_body": False}]
+        gone = asyncio.Event()
+
+        async def receive():
+            if requests:
+                return requests.pop()
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        served = asyncio.ensure_future(app(scope, receive, send))
+        assert await asyncio.to_thread(held.wait, 30)
+        gone.set()  # the client hangs up while the end waits
+        await asyncio.sleep(0.2)
+        release.set()
+        await served
+
+    async_to_sync(go)()
+    body = b"".join(m.get("body", b"") for m in sent)
+    assert b"response.completed" not in body  # the client never got the end
+    (row,) = GatewayInFlight.objects.all()
+    assert ends == ["", proxy.CLIENT_GONE] and row.ended and row.error == proxy.CLIENT_GONE
+    GatewayInFlight.objects.filter(pk=row.pk).update(process=f"{journal.HOST}:{dead_pid()}:1")
+    call_command("gateway_sweep_cut")
+    (attempt,) = GatewayAttempt.objects.all()
+    assert attempt.status == 0 and "disconnected" in attempt.error
+    gs = GatewaySession.objects.get()
+    assert not LiveItem.objects.filter(session_id=gs.session_id, item__role="assistant").exists()
