@@ -91,7 +91,8 @@ def require_service(name: str, url: str | None, default_port: int, variable: str
 
 
 # A test connection that waits on a lock, or a thread that leaves a transaction open, must not stall the run: the
-# wait errors and the stray transaction is ended by the server, so the teardown's flush (TRUNCATE) goes through.
+# wait errors and the stray transaction is ended by the server, so the teardown's flush (tests/flush_guard.py) goes
+# through.
 POSTGRES_TEST_OPTIONS = "-c lock_timeout=60s -c idle_in_transaction_session_timeout=60s"
 
 
