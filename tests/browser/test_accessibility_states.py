@@ -40,11 +40,39 @@ MODES = {
 }
 
 
-def mode_page(browser, web, role: str | None, mode: str) -> Page:
-    """checked_page (axe-core may be injected) with the mode's viewport and colour scheme."""
+@pytest.fixture(scope="module")
+def signed_in(browser, web):
+    """signed_in(role) → the cookies of one login through the form as `role` (Playwright's storage state), made
+    once per module. The sweep's pages open in contexts of their own, each in its mode, already signed in: the
+    login page and the fleet board it redirects to are not loaded again for every state and mode (two of the
+    three page loads of each check, issue 43). The login form itself is checked below, in every mode."""
+    states: dict[str, dict] = {}
+
+    def state(role: str) -> dict:
+        if role not in states:
+            page = checked_page(browser, web, role)
+            states[role] = page.context.storage_state()
+            page.context.close()
+        return states[role]
+
+    return state
+
+
+def signed_in_page(browser, web, signed_in, role: str | None, *, viewport: dict | None = None,
+                   color_scheme: str = "light") -> Page:
+    """A page like checked_page's (a context of its own that may inject axe-core; 1280 x 800, light, unless told),
+    signed in as `role` with the module's one login (None: signed out)."""
+    if role is None:
+        return checked_page(browser, web, None, viewport=viewport, color_scheme=color_scheme)
+    context = browser.new_context(viewport=viewport or {"width": 1280, "height": 800}, bypass_csp=True,
+                                  color_scheme=color_scheme, storage_state=signed_in(role))
+    return context.new_page()
+
+
+def mode_page(browser, web, signed_in, role: str | None, mode: str) -> Page:
+    """signed_in_page with the mode's viewport and colour scheme."""
     viewport, scheme = MODES[mode]
-    page = checked_page(browser, web, role, viewport=viewport, color_scheme=scheme)
-    return page
+    return signed_in_page(browser, web, signed_in, role, viewport=viewport, color_scheme=scheme)
 
 
 def check(page: Page, screenshot_dir: Path, name: str) -> None:
@@ -78,10 +106,12 @@ STATES = {
 
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("name", list(STATES))
-def test_each_seeded_page_state_has_no_serious_or_critical_violation(browser, web, screenshot_dir, name, mode):
-    page = mode_page(browser, web, "admin", mode)
+def test_each_seeded_page_state_has_no_serious_or_critical_violation(browser, web, signed_in, screenshot_dir, name,
+                                                                   mode):
+    page = mode_page(browser, web, signed_in, "admin", mode)
     page.goto(web.url + STATES[name].format(**web.seed["a11y"]))
     page.wait_for_load_state()
+    assert "/login/" not in page.url, f"{name}: not signed in, the login page would be checked instead"
     if name == "fleet-with-alerts-and-stuck":
         expect(page.locator("#fleet-alerts")).to_contain_text("failure streak")
         expect(page.locator(".flag--stuck").first).to_be_visible()
@@ -94,12 +124,12 @@ def test_each_seeded_page_state_has_no_serious_or_critical_violation(browser, we
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-def test_the_forbidden_page_and_the_login_page(browser, web, screenshot_dir, mode):
-    page = mode_page(browser, web, "none", mode)
+def test_the_forbidden_page_and_the_login_page(browser, web, signed_in, screenshot_dir, mode):
+    page = mode_page(browser, web, signed_in, "none", mode)
     page.goto(f"{web.url}/analytics/")
     expect(page.locator(".error-page [data-reason]")).to_be_visible()
     check(page, screenshot_dir, f"forbidden-{mode}")
-    login = mode_page(browser, web, None, mode)
+    login = mode_page(browser, web, signed_in, None, mode)
     login.goto(f"{web.url}/login/")
     login.fill("#id_username", "nobody")
     login.fill("#id_password", "wrong")
@@ -121,8 +151,8 @@ ADMIN_PAGES = {
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-def test_the_policy_form_and_the_admin_forms_the_project_adds(browser, web, screenshot_dir, mode):
-    page = mode_page(browser, web, "admin", mode)
+def test_the_policy_form_and_the_admin_forms_the_project_adds(browser, web, signed_in, screenshot_dir, mode):
+    page = mode_page(browser, web, signed_in, "admin", mode)
     ids = {"policy": web.seed["policy"], "provider": web.seed["provider"], "route": web.seed["a11y"]["route"]}
     for name, path in ADMIN_PAGES.items():
         page.goto(web.url + path.format(**ids))
@@ -268,9 +298,9 @@ def test_pause_is_three_tabs_from_the_top_of_a_running_sessions_page(login, web,
 
 
 @pytest.mark.parametrize("viewport", [(1280, 800), (1920, 1080), (390, 844)])
-def test_the_session_heads_facts_never_break_inside_a_word(browser, web, screenshot_dir, viewport):
+def test_the_session_heads_facts_never_break_inside_a_word(browser, web, signed_in, screenshot_dir, viewport):
     width, height = viewport
-    page = checked_page(browser, web, "operator", viewport={"width": width, "height": height})
+    page = signed_in_page(browser, web, signed_in, "operator", viewport={"width": width, "height": height})
     page.goto(f"{web.url}/sessions/{web.seed['a11y']['kept_running']}/")
     heights = page.evaluate("""() => Array.from(document.querySelectorAll('#session-head .facts dd'))
         .map(dd => [dd.textContent.trim(), dd.getBoundingClientRect().height])""")
@@ -302,11 +332,12 @@ LUMINANCE = """(selector) => {
     ("/alerts/", "main h1"),
     ("/analytics/", "main h1"),
 ])
-def test_dark_mode_follows_the_browsers_preference_with_readable_text(browser, web, screenshot_dir, path, selector):
+def test_dark_mode_follows_the_browsers_preference_with_readable_text(browser, web, signed_in, screenshot_dir, path,
+                                                                     selector):
     url = web.url + path.format(**web.seed["a11y"])
     found = {}
     for scheme in ("light", "dark"):
-        page = checked_page(browser, web, "admin", color_scheme=scheme)
+        page = signed_in_page(browser, web, signed_in, "admin", color_scheme=scheme)
         page.goto(url)
         found[scheme] = page.evaluate(LUMINANCE, selector)
         found[scheme]["body"] = page.evaluate(LUMINANCE, "body")["background"]
