@@ -25,9 +25,16 @@ def ensure_role_groups(*, using: str = "default") -> None:
 
 
 def grant_admin_permissions(sender=None, using="default", **kwargs) -> None:
-    """post_migrate: recreate the role groups and give the admin group its permissions."""
+    """post_migrate: recreate the role groups and give the admin group its permissions.
+
+    Django sends post_migrate once per installed app with models, and creates each app's permissions on that app's
+    signal: the grant runs once, on the last app's, when every app's permissions exist (it ran on each of the ten
+    before, and was half of every post_migrate; a test database emits one after each transactional test)."""
+    from django.apps import apps
     from django.contrib.auth.models import Group, Permission
 
+    if sender is not None and sender is not [c for c in apps.get_app_configs() if c.models_module is not None][-1]:
+        return
     ensure_role_groups(using=using)
     group = Group.objects.using(using).get(name=ADMIN)
     perms = Permission.objects.using(using).filter(content_type__app_label__in=FULL_APPS) | Permission.objects.using(

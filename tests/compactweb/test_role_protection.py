@@ -10,7 +10,7 @@ from django.db import transaction
 from django.test import Client
 
 from compactweb.api_tokens import issue_token
-from compactweb.role_permissions import RoleGroupProtected
+from compactweb.role_permissions import FULL_APPS, VIEW_APPS, RoleGroupProtected
 from compactweb.roles import ROLES
 
 
@@ -75,9 +75,19 @@ def test_an_ordinary_group_can_still_be_managed(admin_client):
 
 def test_migrate_recreates_a_role_group_deleted_behind_the_guards_back(db):
     Group.objects.filter(name="support")._raw_delete(using="default")  # SQL, no signals
+    Group.permissions.through.objects.filter(group__name="admin")._raw_delete(using="default")
+    # The last app's permissions too: migrate creates them again on that app's signal, before the grant may run.
+    Permission.objects.filter(content_type__app_label="gateway_app")._raw_delete(using="default")
     call_command("migrate", verbosity=0)
     assert Group.objects.filter(name="support").exists()
-    assert Group.objects.get(name="admin").permissions.filter(codename="change_provider").exists()
+    # Every permission of the admin role again, those of the last app migrated (the gateway's) included.
+    granted = set(Group.objects.get(name="admin").permissions.values_list("content_type__app_label", "codename"))
+    expected = set(Permission.objects.filter(content_type__app_label__in=FULL_APPS).values_list(
+        "content_type__app_label", "codename")) | set(Permission.objects.filter(
+            content_type__app_label__in=VIEW_APPS, codename__startswith="view_").values_list(
+            "content_type__app_label", "codename"))
+    assert ("compaction_app", "change_provider") in granted and ("gateway_app", "change_gatewayroute") in granted
+    assert granted == expected
 
 
 def test_the_admin_cannot_make_anyone_a_superuser(admin_client, make_user):
