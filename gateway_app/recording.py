@@ -49,6 +49,7 @@ from sessions_app.gateway_surface import (
     append_rollout_lines,
     create_compactions,
     do_create_session,
+    labels_line,
     live_alerts,
     publish_transient,
     usage_line,
@@ -382,14 +383,14 @@ def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
     if shared == len(history):
         return _behind(live, exchange, lines, pending)
     if pending and pending.get("kind") == CLAUDE_COMPACTWEB:  # Claude Code took compactweb's summary (issue 44)
-        if pending.get("compaction_id") and _claude_compact_command(history):
-            _label_user_requested(pending["compaction_id"])
+        labelled = (_labels_of_answered(pending["compaction_id"], manual=_claude_compact_command(history))
+                    if pending.get("compaction_id") else None)
         lines.append(NewLine(p.ROLLBACK, {
             "source": CLAUDE_CODE_SUMMARY, "replacement_history": _valid_items(history, gs),
             "removed_count": len(live) - shared, "kept_count": shared, "compaction_id": pending.get("compaction_id"),
             "reason": "Claude Code continues from the summary compactweb's policy gave it, in its own framing: the "
                       "compaction is recorded already"}))
-        return lines, None, None
+        return lines + ([labelled] if labelled else []), None, None
     if not pending:  # no compaction explains it: the client rewrote its history (a resume, an edit)
         lines.append(NewLine(p.ROLLBACK, {
             "source": CLIENT_REWRITE, "replacement_history": _valid_items(history, gs),
@@ -417,6 +418,9 @@ def history_lines(*, gs: GatewaySession, session: Session, exchange: Exchange,
         if pending.get("seen") == CLAUDE_SUMMARY_SEEN and _claude_compact_command(history):
             labels = dataclasses.replace(labels, trigger="manual", reason="user_requested", phase="standalone_turn",
                                          inferred={**labels.inferred, "trigger": CLAUDE_COMPACT_SEEN})
+        # The rollout says the labels (the compacted line before it): an export has no turns to infer them from.
+        lines.append(labels_line(trigger=labels.trigger, reason=labels.reason, phase=labels.phase,
+                                 inferred=labels.inferred))
     return lines, labels, None
 
 
@@ -443,17 +447,24 @@ def _behind(live: list[dict[str, Any]], exchange: Exchange, lines: list[NewLine]
     return lines, None, pending
 
 
-def _label_user_requested(compaction_id: int) -> None:
+def _labels_of_answered(compaction_id: int, *, manual: bool) -> NewLine | None:
     """compactweb answered Claude Code's summary request, and wrote its Compaction then, as `auto`: neither the
     request (its prompt is the same for both) nor anything before it says whose it was. The request after it does,
-    when it records Claude Code's /compact command: the compaction was the user's, labelled as upstream mode labels
-    one (trigger `manual`, reason `user_requested`, a standalone turn), with that evidence."""
-    row = Compaction.objects.filter(pk=compaction_id, trigger="auto").first()
+    when it records Claude Code's /compact command (`manual`): the compaction was the user's, labelled as upstream
+    mode labels one (trigger `manual`, reason `user_requested`, a standalone turn), with that evidence.
+
+    Either way the labels are written into the rollout (a `compaction_labels` line naming the compaction's window,
+    appended: the `compacted` line stays as written), so an export and re-import keeps them (the row alone would
+    come back as the rollout's turns suggest: `auto`, before a turn)."""
+    row = Compaction.objects.filter(pk=compaction_id).first()
     if row is None:
-        return
-    row.trigger, row.reason, row.phase = "manual", "user_requested", "standalone_turn"
-    row.inferred = {**(row.inferred or {}), "trigger": CLAUDE_COMPACT_SEEN}
-    row.save(update_fields=["trigger", "reason", "phase", "inferred"])
+        return None
+    if manual and row.trigger == "auto":
+        row.trigger, row.reason, row.phase = "manual", "user_requested", "standalone_turn"
+        row.inferred = {**(row.inferred or {}), "trigger": CLAUDE_COMPACT_SEEN}
+        row.save(update_fields=["trigger", "reason", "phase", "inferred"])
+    return labels_line(trigger=row.trigger, reason=row.reason, phase=row.phase, inferred=row.inferred,
+                       window_id=row.window_id, window_number=row.window_number)
 
 
 def _claude_compact_command(history: list[dict[str, Any]]) -> bool:

@@ -7,6 +7,7 @@ sessions_app (rollout, compactions, transfer, codex_rollout) shows here first, a
 """
 
 from sessions_app.codex_rollout.labels import LOCAL, REMOTE_V1, REMOTE_V2, Labels
+from sessions_app.compactions.label_lines import labels_line
 from sessions_app.compactions.retention import session_pins
 from sessions_app.compactions.services import (
     SHORT_OF_TARGET_KIND,
@@ -70,5 +71,6 @@ __all__ = [
     "rollout_appended",
     "session_pins",
     "usage_line",
+    "labels_line",
     "validate_item",
 ]

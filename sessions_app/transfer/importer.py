@@ -8,6 +8,7 @@ rolled-back compactions."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import uuid
 from collections.abc import Iterable, Iterator
@@ -57,6 +58,7 @@ from sessions_app.compactions.rollback import (
     compaction_key,
     fold_compaction_states,
 )
+from sessions_app.compactions.label_lines import labels_by_seq
 from sessions_app.compactions.tasks import score_in_background
 from sessions_app.compactions.usage_lines import REREAD_USAGE, add_reread_lines, usage_after
 from sessions_app.models import (
@@ -317,6 +319,10 @@ def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[i
     figures = {c.seq: c for c in measure_rollout(fold_lines(session.pk)).compactions}
     costs = usage_after(session_id=session.pk, compacted_seqs=[r.seq for r in compacted])
     states = fold_compaction_states((r.seq, r.kind, r.payload) for r in rows)
+    # What the rollout itself says the labels are (a gateway session's `compaction_labels` lines) over what its
+    # turns suggest: a Claude Code session through the gateway has no turns to infer them from.
+    written = labels_by_seq(session_id=session.pk, compacted={
+        r.seq: (str(r.payload.get("window_id") or ""), int(r.payload.get("window_number") or 0)) for r in compacted})
     created = []
     for row in compacted:
         payload, fig = row.payload, figures[row.seq]
@@ -325,6 +331,10 @@ def create_compactions(session: Session, rows: list[RolloutLine], labels: dict[i
             (implementation, strategy), why = implementation_of(payload)
             label = Labels(implementation=implementation, strategy=strategy, phase=Phase.PRE_TURN, trigger="auto",
                            reason="context_limit", inferred={"implementation": why})
+        if row.seq in written:
+            said = written[row.seq]
+            label = dataclasses.replace(label, trigger=said["trigger"], reason=said["reason"], phase=said["phase"],
+                                        inferred={**label.inferred, **said["inferred"]})
         key = compaction_key(window_id=payload.get("window_id"), seq=row.seq)
         created.append(Compaction(
             session=session, rollout_seq=row.seq, trigger=label.trigger, reason=label.reason, phase=label.phase,
