@@ -226,3 +226,26 @@ def test_the_live_card_puts_the_cause_raised_last_first(reader, make_session):
     (newer,) = raise_alert(rules.AlertKind.FAILURE_STREAK, reader.pk)
     raise_alert(rules.AlertKind.LOOP, reader.pk)  # the older cause raised again: now the latest
     assert [a.pk for a in alerts.recent_alerts(session_id=reader.pk)] == [older.pk, newer.pk]
+
+
+def test_alert_hooks_run_within_the_deployments_hook_limits_and_a_failing_one_is_logged_not_raised(
+        reader, monkeypatch, caplog):
+    """The background send runs the alert hooks with the deployment's hook limits (settings_builder.
+    hook_runner_limits, docs/security.md): a callable outside COMPACTWEB_HOOK_CALLABLE_PREFIXES is refused, and
+    the refusal is logged, never raised."""
+    from django.conf import settings as deployment
+
+    Hook.objects.create(name="recorder", event="alert", kind="callable",
+                        target="tests.compaction_app.api.test_alerts.record_alert")
+    payload = {"hook_event_name": "Alert", "alert_id": 1, "kind": "loop", "message": "m", "session_id": reader.pk,
+               "compaction_ids": [], "attempt_ids": [], "paused": False, "detail": {}}
+    assert alerts.send_alert_task(payload=payload) == 1
+    (sent,) = SENT
+    assert sent["trigger"] == "auto" and sent["alert_id"] == 1
+    SENT.clear()
+    monkeypatch.setattr(deployment, "COMPACTWEB_HOOK_CALLABLE_PREFIXES", ["compactweb_hooks."])
+    with caplog.at_level("WARNING", logger=alerts.logger.name):
+        assert alerts.send_alert_task(payload=payload) == 1  # run, and failed: the refusal is its record
+    assert SENT == []
+    (logged,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("alert hook recorder failed: ")]
+    assert "outside the allowed hook modules (compactweb_hooks.)" in logged

@@ -10,7 +10,7 @@ import pytest
 from compaction_app.engine.items import user_message
 from compaction_app.models import Alert, AlertSettings, Compaction, CompactionPolicy, Hook
 from sessions_app.compactions import alerts
-from sessions_app.models import Session, SimulatorRun
+from sessions_app.models import RolloutLine, Session, SimulatorRun
 from sessions_app.simulator import load_scenario
 from sessions_app.turns.services import TurnScript, run_turn
 from tests.compaction_app.engine.fakes import FakeClient, assistant, completed, done
@@ -88,21 +88,40 @@ def unchanged_reader(make_session):
                                user_message("now fix it")])
 
 
-@pytest.mark.django_db
-def test_re_reading_what_a_compaction_dropped_is_alerted_and_taxed(operator_api, unchanged_reader):
-    reader = unchanged_reader
+def re_read_after_compacting(api, reader) -> int:
+    """Compact `reader` (dropping src/ledger.py), then a turn that reads the file again; the compaction's id."""
     settings(reread_min_calls=1, reread_turns=3)
-    compaction_id = compact(operator_api, reader)["id"]
+    compaction_id = compact(api, reader)["id"]
     client = FakeClient(streams=[[done(read_call("r1", "src/ledger.py")), completed(500, 20)],
                                  [done(assistant("read it again")), completed(900, 10)]])
     tools = load_scenario("fix-failing-test").build_tools(seed=1)
     result = run_turn(session_id=reader.pk, user_input="what was in that file?", script=TurnScript(tools=tools),
                       client=client)
     assert result.ok, result.error
+    return compaction_id
+
+
+@pytest.mark.django_db
+def test_re_reading_what_a_compaction_dropped_is_alerted_and_taxed(operator_api, unchanged_reader):
+    reader = unchanged_reader
+    compaction_id = re_read_after_compacting(operator_api, reader)
     (alert,) = Alert.objects.filter(kind="reread")
     assert list(alert.compactions.values_list("pk", flat=True)) == [compaction_id]
     assert "src/ledger.py" in alert.message
     assert Compaction.objects.get(pk=compaction_id).reread_tokens > 0
+
+
+@pytest.mark.django_db
+def test_the_re_read_tax_is_a_rollout_line_naming_the_window_its_compaction_opened(operator_api, unchanged_reader):
+    """The tax is kept in the session's rollout too (usage_lines.REREAD_USAGE), so an export carries it: one line
+    naming the compaction's window by id and number, its tokens the compaction's tax."""
+    compaction_id = re_read_after_compacting(operator_api, unchanged_reader)
+    compaction = Compaction.objects.get(pk=compaction_id)
+    (line,) = RolloutLine.objects.filter(session=unchanged_reader, payload__type="compaction_reread_usage")
+    assert compaction.reread_tokens > 0 and compaction.window_id
+    assert (line.payload["window_id"], line.payload["window_number"]) == (compaction.window_id,
+                                                                          compaction.window_number)
+    assert line.payload["info"]["last_token_usage"]["total_tokens"] == compaction.reread_tokens
 
 
 @pytest.mark.django_db
