@@ -249,3 +249,12 @@ def test_alert_hooks_run_within_the_deployments_hook_limits_and_a_failing_one_is
     assert SENT == []
     (logged,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("alert hook recorder failed: ")]
     assert "outside the allowed hook modules (compactweb_hooks.)" in logged
+
+
+def test_a_silence_is_not_lifted_without_an_actor(operator_user, reader):
+    """No actor (a call on nobody's behalf) neither set the silence nor holds the support role: refused, as any
+    other stranger is, and the silence stays."""
+    silence = alerts.do_silence_alerts(kind="loop", session_id=reader.pk, minutes=10, actor=operator_user)
+    with pytest.raises(alerts.SilenceNotAllowed, match="only they or the support role"):
+        alerts.do_lift_silence(silence=silence, actor=None)
+    assert AlertSilence.objects.filter(pk=silence.pk).exists()

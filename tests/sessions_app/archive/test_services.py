@@ -183,6 +183,24 @@ def test_a_failure_after_the_file_is_written_deletes_nothing_and_removes_the_fil
     assert _files(archive_dir) == []
 
 
+def test_a_failed_attempt_whose_file_another_run_already_swept_reports_its_own_failure(
+    ended_session, archive_dir, monkeypatch
+):
+    """The file an attempt wrote may be gone when its failure removes it (another process's sweep of unrecorded
+    files got there first): that is no second failure, the run records the attempt's own."""
+
+    def swept_then_fail(**kwargs):
+        for path in _files(archive_dir):
+            path.unlink()
+        raise RuntimeError("database step failed")
+
+    monkeypatch.setattr(services.records, "delete_session_records", swept_then_fail)
+    run = services.do_run_archiver(trigger="test")
+    assert (run.archived, run.failed) == (0, 1)
+    assert run.detail["failed"][0]["error"] == "RuntimeError: database step failed"
+    assert Session.objects.filter(pk=ended_session.pk).exists()
+
+
 def test_a_session_written_to_while_it_is_archived_stays(ended_session, archive_dir, monkeypatch, add_turn):
     before_export = services.export_rollout
 
