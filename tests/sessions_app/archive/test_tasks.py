@@ -75,3 +75,39 @@ def test_celery_beat_sends_the_registered_archiver_task():
     app.loader.import_default_modules()
     assert entry["task"] == tasks.run_scheduled_archiver.name
     assert entry["task"] in app.tasks
+
+
+@pytest.fixture
+def submitted(monkeypatch) -> list:
+    """What the receiver hands to a runner (not run: the settings row stays as it was)."""
+    handed: list = []
+    monkeypatch.setattr(tasks.background, "submit", lambda task, **kwargs: handed.append(task))
+    return handed
+
+
+def test_the_housekeeping_reads_the_retention_settings_at_most_once_a_minute(db, monkeypatch, submitted):
+    monkeypatch.setattr(tasks, "CHECK_EVERY_SECONDS", 60.0)
+    monkeypatch.setitem(tasks._checked, "at", float("-inf"))  # this process never checked
+    _enable(run_every_hours=24)  # due: never run
+    now = [1000.0]
+
+    def clock() -> float:
+        return now[0]
+
+    assert tasks.archive_if_due(clock=clock) is True
+    now[0] = 1059.0
+    assert tasks.archive_if_due(clock=clock) is False  # within the minute: not even read, though still due
+    now[0] = 1060.0
+    assert tasks.archive_if_due(clock=clock) is True  # a minute on: read again
+    assert submitted == [tasks.run_scheduled_archiver] * 2
+
+
+def test_a_run_is_due_again_exactly_run_every_hours_after_the_last(db, monkeypatch, submitted):
+    last = timezone.now() - timedelta(days=1)
+    _enable(run_every_hours=6, last_run_at=last)
+    monkeypatch.setattr(tasks.timezone, "now", lambda: last + timedelta(hours=6) - timedelta(microseconds=1))
+    assert tasks.archive_if_due() is False
+    monkeypatch.setattr(tasks.timezone, "now", lambda: last + timedelta(hours=6))
+    assert tasks.archive_if_due() is True
+    assert submitted == [tasks.run_scheduled_archiver]
+    assert tasks.claim_run(now=last + timedelta(hours=6)) is True  # the claim agrees: due at that instant
