@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from compaction_app.engine import alerts as rules
-from compaction_app.models import Alert, AlertSilence, AuditEntry, Hook
+from compaction_app.models import Alert, AlertSilence, AuditEntry, Hook, SessionWatch
 from sessions_app.compactions import alerts
 from sessions_app.models import Session
 from tests.compaction_app.api.test_alerts import SENT, compact, settings
@@ -187,7 +187,9 @@ def test_a_silence_needs_a_scope_and_keeps_its_reason_to_200_characters(operator
     silence = alerts.do_silence_alerts(kind="", session_id=reader.pk, minutes=None, actor=operator_user,
                                        reason="x" * 300)
     assert silence.reason == "x" * 200 and silence.until is None
-    entry = AuditEntry.objects.get(action=AuditEntry.Action.ALERT_SILENCE)
+    unexplained = alerts.do_silence_alerts(kind="loop", session_id=reader.pk, minutes=None, actor=operator_user)
+    assert unexplained.reason == ""
+    entry = AuditEntry.objects.filter(action=AuditEntry.Action.ALERT_SILENCE).order_by("pk").first()
     assert entry.detail == {"silence": silence.pk, "kind": "", "session": reader.pk, "until": None,
                             "set_by": operator_user.username}
 
@@ -208,6 +210,16 @@ def test_a_silence_whose_setter_was_removed_is_lifted_by_the_support_role_only(o
 def test_a_turn_without_a_watch_or_items_reads_nothing(reader):
     assert alerts.record_turn(session_id=reader.pk, first_seq=1, last_seq=5) == []
     assert alerts.record_turn(session_id=reader.pk, first_seq=0, last_seq=0) == []
+
+
+def test_a_turn_whose_watch_is_idle_or_that_added_no_items_costs_one_read(reader, django_assert_num_queries):
+    """Most turns find an idle watch (or add no items): one plain read answers that, no write transaction."""
+    SessionWatch.objects.create(session=reader, state=rules.Watch().to_json())  # no compaction watched
+    with django_assert_num_queries(1):
+        assert alerts.record_turn(session_id=reader.pk, first_seq=1, last_seq=5) == []
+    SessionWatch.objects.filter(session=reader).update(state=rules.Watch(compaction_id=1, turns_left=3).to_json())
+    with django_assert_num_queries(1):
+        assert alerts.record_turn(session_id=reader.pk, first_seq=0, last_seq=0) == []
 
 
 def test_setting_and_lifting_a_silence_tell_the_sessions_live_pages(operator_user, reader, monkeypatch,

@@ -124,6 +124,42 @@ def test_the_re_read_tax_is_a_rollout_line_naming_the_window_its_compaction_open
     assert line.payload["info"]["last_token_usage"]["total_tokens"] == compaction.reread_tokens
 
 
+def reread_lines(session) -> list[int]:
+    return [line.payload["info"]["last_token_usage"]["total_tokens"] for line in RolloutLine.objects.filter(
+        session=session, payload__type="compaction_reread_usage").order_by("seq")]
+
+
+@pytest.mark.django_db
+def test_a_turn_after_a_compaction_that_fetches_nothing_it_dropped_is_taxed_nothing(operator_api, unchanged_reader):
+    """Only the turn's own items are the watch's: the read of src/ledger.py before the compaction is not a
+    re-read, and a turn with nothing to tax writes no tax line."""
+    settings(reread_min_calls=1, reread_turns=3)
+    compaction_id = compact(operator_api, unchanged_reader)["id"]
+    client = FakeClient(streams=[[done(assistant("fixed, nothing to read")), completed(500, 10)]])
+    assert run_turn(session_id=unchanged_reader.pk, user_input="go on", script=TurnScript(tools=scenario_tools()),
+                    client=client).ok
+    assert not Alert.objects.filter(kind="reread").exists()
+    assert Compaction.objects.get(pk=compaction_id).reread_tokens == 0
+    assert reread_lines(unchanged_reader) == []
+
+
+@pytest.mark.django_db
+def test_each_re_reading_turn_adds_its_own_tax_to_the_compaction_and_the_rollout(operator_api, unchanged_reader):
+    compaction_id = re_read_after_compacting(operator_api, unchanged_reader)
+    first = Compaction.objects.get(pk=compaction_id).reread_tokens
+    client = FakeClient(streams=[[done(read_call("r2", "src/ledger.py")), completed(500, 20)],
+                                 [done(assistant("read it once more")), completed(900, 10)]])
+    assert run_turn(session_id=unchanged_reader.pk, user_input="and again?", script=TurnScript(tools=scenario_tools()),
+                    client=client).ok
+    total = Compaction.objects.get(pk=compaction_id).reread_tokens
+    # The tax is what the re-fetched outputs cost: each turn adds its own output's tokens, once.
+    outputs = dict(RolloutLine.objects.filter(session=unchanged_reader, payload__type="function_call_output",
+                                              payload__call_id__in=["r1", "r2"]).values_list("payload__call_id",
+                                                                                              "tokens"))
+    assert first == outputs["r1"] > 0 and total == outputs["r1"] + outputs["r2"]
+    assert reread_lines(unchanged_reader) == [outputs["r1"], outputs["r2"]]
+
+
 @pytest.mark.django_db
 def test_fetching_a_dropped_file_whose_content_changed_is_not_a_re_read(operator_api, reader):
     """The file the session read differs from what the scenario's file system now holds: reading it again is
