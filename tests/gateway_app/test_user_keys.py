@@ -82,3 +82,34 @@ def test_the_keys_page_needs_a_role_and_refuses_an_empty_name(client, make_user)
     client.force_login(make_user("operator", username="op"))
     assert client.post("/gateway-keys/", {"name": "  "}).status_code == 400
     assert not GatewayKey.objects.exists()
+
+
+def test_a_user_revokes_their_own_key_on_the_keys_page_and_the_gateway_refuses_it(sim_upstream, client, make_user,
+                                                                                   settings):
+    settings.COMPACTWEB_GATEWAY_KEY_CACHE_SECONDS = 0  # no process remembers the key past the revocation
+    route = make_route()
+    route.allow_user_keys = True
+    route.save()
+    alice = make_user("operator", username="alice")
+    client.force_login(alice)
+    kept, revoked = _create_key(client, name="desktop"), _create_key(client, name="laptop")
+    assert _post(f"/gateway/r/{route.name}/v1/responses", revoked).status_code == 200
+    row = GatewayKey.objects.get(user=alice, client_name="laptop")
+
+    assert client.post(f"/gateway-keys/{row.pk}/revoke/").status_code == 302
+
+    assert GatewayKey.objects.get(pk=row.pk).revoked and not GatewayKey.objects.get(client_name="desktop").revoked
+    refused = _post(f"/gateway/r/{route.name}/v1/responses", revoked, thread="0190eeee-0000-7000-8000-000000000003")
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
+    assert _post(f"/gateway/r/{route.name}/v1/responses", kept,
+                 thread="0190eeee-0000-7000-8000-000000000004").status_code == 200
+
+
+def test_the_keys_page_names_only_the_enabled_routes_that_allow_user_keys(client, operator_user):
+    shown, disabled = make_route(rpm=603), make_route(rpm=604)
+    for route, enabled in ((shown, True), (disabled, False)):
+        route.allow_user_keys, route.enabled = True, enabled
+        route.save()
+    client.force_login(operator_user)
+    page = client.get("/gateway-keys/").content.decode()
+    assert f"/gateway/r/{shown.name}/v1" in page and disabled.name not in page

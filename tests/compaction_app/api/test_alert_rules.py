@@ -181,6 +181,19 @@ def test_the_live_card_of_a_session_shows_its_alerts_and_the_fleets_not_others_n
     assert len(alerts.recent_alerts()) == 3 and len(alerts.recent_alerts(limit=2)) == 2
 
 
+def test_the_live_card_shows_ten_alerts_read_in_four_queries(reader, make_session, django_assert_num_queries):
+    """recent_alerts: the ten newest by default, each with its session, acknowledger, compactions and attempts read
+    with it (the silences, the alerts with their joins, and one query each for compactions and attempts)."""
+    sessions = [make_session(title=f"s{n}") for n in range(11)]
+    for n, session in enumerate(sessions):
+        raise_alert(rules.AlertKind.LOOP, session.pk, f"loop {n}")
+    with django_assert_num_queries(4):
+        shown = alerts.recent_alerts()
+        described = [(a.session.title, a.acknowledged_by, list(a.compactions.all()), list(a.attempts.all()))
+                     for a in shown]
+    assert [title for title, *_ in described] == [f"s{n}" for n in range(10, 0, -1)]
+
+
 def test_a_silence_needs_a_scope_and_keeps_its_reason_to_200_characters(operator_user, reader):
     with pytest.raises(ValueError):
         alerts.do_silence_alerts(kind="", session_id=None, minutes=None, actor=operator_user)

@@ -106,3 +106,19 @@ def test_a_missing_files_refusal_names_the_archive_file_and_no_server_path(admin
     message = response.json()["error"]["message"]
     assert response.status_code == 409 and archives[0].file_name in message and "No such file" in message
     assert str(archive_dir) not in message and str(archive_dir.resolve()) not in message
+
+
+def test_archives_are_listed_by_when_they_were_made_then_by_id_across_pages(admin_api, archives):
+    """Newest first by archived_at (a bench run's clock, or a restore-and-archive-again, makes it differ from the
+    id order), the id breaking ties (one run archives its sessions at one time), and a page's `before` continues
+    exactly after its last record."""
+    from datetime import timedelta
+
+    older, tied_low, tied_high = archives[2], archives[0], archives[1]
+    SessionArchive.objects.filter(pk=older.pk).update(archived_at=older.archived_at - timedelta(days=1))
+    pages, url = [], "/api/v1/archives?limit=1"
+    while url:
+        response = admin_api.get(url)
+        pages.append([a["id"] for a in response.json()])
+        url = response["Link"].split(";")[0].strip("<>") if "Link" in response else None
+    assert pages == [[tied_high.pk], [tied_low.pk], [older.pk]]
