@@ -7,7 +7,14 @@ pyproject.toml names that room's files and tests. The rooms are [tool.compactweb
     python scripts/mutation_rooms.py list              the room names
     python scripts/mutation_rooms.py prepare ROOM      copy the tree to var/mutation/ROOM, write its config and
                                                        migrate the database each mutant's tests start from a copy of
+    python scripts/mutation_rooms.py functions ROOM    the mutant names the room is restricted to (its `functions`,
+                                                       mutmut's name patterns), one a line; none: every mutant of
+                                                       its files
     python scripts/mutation_rooms.py scores ROOM       killed / judged and the survivors, from its mutants/
+
+A room may name `functions` beside its files: patterns of mutant names (`gateway_app.proxy.x__lookup*`), when only
+some functions of a large file are the room's rules (the gateway's key lookup lives in proxy.py, beside its HTTP
+plumbing). `scripts/nightly mutation` passes them to `mutmut run`, and the scores count only those mutants.
 """
 
 from __future__ import annotations
@@ -86,8 +93,17 @@ def _migrate_template(target: Path) -> None:
                    env={**env, "SQLITE_PATH": str(template), "COMPACTWEB_VAR_DIR": str(target / "var")})
 
 
+def functions(room: str) -> list[str]:
+    return list(rooms()[room].get("functions", []))
+
+
+def _in_room(name: str, patterns: list[str]) -> bool:
+    return not patterns or any(fnmatch.fnmatch(name, pattern) for pattern in patterns)
+
+
 def scores(room: str) -> int:
     spec = rooms()[room]
+    patterns = functions(room)
     mutants = room_dir(room) / "mutants"
     from mutmut.stats import status_by_exit_code
 
@@ -97,6 +113,8 @@ def scores(room: str) -> int:
         if not any(fnmatch.fnmatch(source, pattern) for pattern in spec["mutate"]):
             continue
         for name, exit_code in json.loads(meta.read_text()).get("exit_code_by_key", {}).items():
+            if not _in_room(name, patterns):
+                continue
             by_status[status_by_exit_code[exit_code]].append(name)
     if not by_status:
         print(f"{room}: no results under {mutants.relative_to(ROOT)}", file=sys.stderr)
@@ -130,13 +148,16 @@ def main(argv: list[str]) -> int:
     if len(argv) == 1 and argv[0] == "list":
         print(" ".join(rooms()))
         return 0
-    if len(argv) != 2 or argv[0] not in {"prepare", "scores"} or argv[1] not in rooms():
+    if len(argv) != 2 or argv[0] not in {"prepare", "functions", "scores"} or argv[1] not in rooms():
         print(__doc__, file=sys.stderr)
         print(f"rooms: {' '.join(rooms())}", file=sys.stderr)
         return 2
     if argv[0] == "prepare":
         prepare(argv[1])
         print(room_dir(argv[1]))
+        return 0
+    if argv[0] == "functions":
+        print("\n".join(functions(argv[1])))
         return 0
     return scores(argv[1])
 
