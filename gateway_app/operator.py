@@ -26,7 +26,7 @@ from compaction_app.audit import record_audit
 from compaction_app.engine.lru import TtlLru
 from compaction_app.engine.pins import PIN_EVENTS, is_pinned_block, pinned_block
 from compaction_app.engine.vocabulary import PinMode, method_label
-from compaction_app.models import AuditEntry, Compaction
+from compaction_app.models import AuditEntry, Compaction, Provider
 from gateway_app import steering
 from gateway_app.models import GatewaySession
 from sessions_app.gateway_surface import LiveItem, RolloutLine, session_pins
@@ -54,6 +54,17 @@ class Control:
 
 NONE = Control()
 _controls: TtlLru[tuple[int, int, str], Control] = TtlLru(CONTROLS_CACHED, seconds=lambda: CONTROL_CACHE_SECONDS)
+
+
+CODEX = "Codex"
+CLAUDE_CODE = "Claude Code"
+
+
+def client_label(gs: GatewaySession) -> str:
+    """The session's client as its notices, audit entries and card name it: Claude Code on a route whose upstream
+    speaks the Messages API (the Anthropic gateway serves Claude Code's requests, and a Responses-API route refuses
+    them), else Codex (the Responses gateway is Codex's)."""
+    return CLAUDE_CODE if gs.route.provider.wire_api == Provider.WireApi.ANTHROPIC else CODEX
 
 
 def _forget() -> None:
@@ -149,8 +160,10 @@ def do_record_gateway_compaction(*, session_id: int, compaction: Compaction | No
     """The requested compaction ran (or failed): keep forwarding its replacement in place of what it compacted,
     clear the request, and tell the operator (audit entry). The notice it returns says what the gateway did."""
     with transaction.atomic():
-        gs = GatewaySession.objects.select_for_update(of=("self",)).select_related("session").get(session_id=session_id)
+        gs = (GatewaySession.objects.select_for_update(of=("self",)).select_related("session", "route__provider")
+              .get(session_id=session_id))
         actor = gs.compact_requested_by
+        client = client_label(gs)
         if compaction is not None:
             gs.substitutions = steering.with_rule(list(gs.substitutions or []), {
                 "kind": "compaction", "compaction_id": compaction.pk, "prefix": prefix, "replacement": replacement})
@@ -158,10 +171,10 @@ def do_record_gateway_compaction(*, session_id: int, compaction: Compaction | No
                        f"{len(prefix):,} items, {compaction.tokens_before:,} tokens → {len(replacement):,} items, "
                        f"{compaction.tokens_after:,} tokens")
             if compaction.tokens_freed > 0:
-                notice = (f"The gateway compacted Codex's history before forwarding its next request ({figures}); "
+                notice = (f"The gateway compacted {client}'s history before forwarding its next request ({figures}); "
                           "the upstream gets the compacted history from now on.")
             else:  # nothing looks done that is not (issue 47): it ran, and freed nothing
-                notice = (f"The gateway ran the compaction before forwarding Codex's next request, but it freed "
+                notice = (f"The gateway ran the compaction before forwarding {client}'s next request, but it freed "
                           f"nothing ({figures}); the upstream gets its history from now on.")
         else:
             notice = f"The compaction asked for failed, the request went on uncompacted: {error}"
@@ -254,8 +267,9 @@ def rollback_note(*, gs: GatewaySession) -> str:
     if not rolled:
         return ""
     ids = ", ".join(f"#{r.get('compaction_id')}" for r in rolled)
-    return (f"Rolled back for the upstream: compaction {ids}. Codex's next requests are forwarded with the history "
-            "before it; the Codex CLI itself still shows its own (compacted) view of the conversation.")
+    client = client_label(gs)
+    return (f"Rolled back for the upstream: compaction {ids}. {client}'s next requests are forwarded with the "
+            f"history before it; the {client} CLI itself still shows its own (compacted) view of the conversation.")
 
 
 def gateway_state(*, gs: GatewaySession) -> dict[str, Any]:
@@ -270,11 +284,12 @@ def gateway_state(*, gs: GatewaySession) -> dict[str, Any]:
         "pins_count": len(session_pins(session_id=gs.session_id)),
         "pins_forwarded": gs.session.policy.pin_mode == PinMode.REINJECT,
         "rollback_note": rollback_note(gs=gs),
+        "client": client_label(gs),
     }
 
 
 def gateway_state_of(*, session_id: int) -> dict[str, Any]:
     """`gateway_state` of the session's gateway row as it is now."""
-    gs = (GatewaySession.objects.select_related("compact_requested_by", "session__policy")
+    gs = (GatewaySession.objects.select_related("compact_requested_by", "session__policy", "route__provider")
           .get(session_id=session_id))
     return gateway_state(gs=gs)

@@ -14,7 +14,7 @@ NOTICE_ACTIONS = (AuditEntry.Action.GATEWAY_COMPACTION,)
 def gateway_card(*, session_id: int) -> dict[str, Any]:
     """The card's context: the gateway session (None for another session), its request count, its state
     (`gateway_state`) and the notice of the last compaction the gateway ran for an operator."""
-    gs = (GatewaySession.objects.select_related("route", "compact_requested_by", "session__policy")
+    gs = (GatewaySession.objects.select_related("route__provider", "compact_requested_by", "session__policy")
           .filter(session_id=session_id).first())
     if gs is None:
         return {"gs": None}

@@ -18,12 +18,12 @@ from gateway_app.keys import (
     user_keys,
 )
 from gateway_app.models import GatewayKey, GatewaySession
-from gateway_app.operator import do_request_compaction, do_set_paused
+from gateway_app.operator import client_label, do_request_compaction, do_set_paused
 
-DONE = {
-    "pause": "Paused: the Codex session's next request gets an error saying so.",
-    "resume": "Resumed: the Codex session's requests go through again.",
-    "compact": "Asked for: the gateway runs the route policy's compaction before forwarding Codex's next request, "
+DONE = {  # {client}: the session's client, as operator.client_label names it
+    "pause": "Paused: the {client} session's next request gets an error saying so.",
+    "resume": "Resumed: the {client} session's requests go through again.",
+    "compact": "Asked for: the gateway runs the route policy's compaction before forwarding {client}'s next request, "
                "and says here what it did.",
 }
 
@@ -38,7 +38,7 @@ def gateway_action(request, session_id: int, action: str):
         do_request_compaction(session_id=gs.session_id, actor=request.user)
     else:
         do_set_paused(session_id=gs.session_id, paused=action == "pause", actor=request.user)
-    messages.success(request, DONE[action])
+    messages.success(request, DONE[action].format(client=client_label(gs)))
     return redirect(reverse("session_detail", args=[session_id]))
 
 

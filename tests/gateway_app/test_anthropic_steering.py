@@ -159,6 +159,33 @@ def test_compact_at_the_next_request_compacts_claude_codes_history_before_forwar
     assert _wire(live(session))[:len(items_of(last["messages"]))] == items_of(last["messages"])
 
 
+def test_compact_at_the_next_request_on_a_claude_code_session_says_claude_code_not_codex(anthropic_upstream, client,
+                                                                                       operator_user):
+    """The operator's confirmation, the notice the gateway gives once it ran the compaction (the audit entry's
+    reason, shown on the session's gateway card) and the card itself name the session's client: Claude Code."""
+    import re
+
+    from compaction_app.models import AuditEntry
+    policy = CompactionPolicy.objects.create(name="claude-operator-notice", strategy="local")
+    route = claude_route(base_url="embedded", policy=policy)
+    claude = Claude(do_create_gateway_key(route=route, client_name="alice").key)
+    claude.turn("please fix parser bug number 3 in the notes")
+    claude.turn("now write the docs for the loader module")
+    session = Session.objects.get(source="gateway")
+    client.force_login(operator_user)
+    asked = client.post(f"/gateway-sessions/{session.pk}/compact/", follow=True).content.decode()
+    assert "before forwarding Claude Code&#x27;s next request" in asked, asked
+    claude.turn("add a changelog entry for the parser fix")
+    entry = AuditEntry.objects.get(session=session, action="gateway_compaction")
+    assert entry.reason.startswith("The gateway compacted Claude Code's history before forwarding its next "
+                                   "request ("), entry.reason
+    assert "Codex" not in entry.reason
+    card = re.search(r'<section id="gateway-card".*?</section>', client.get(f"/sessions/{session.pk}/").content
+                     .decode(), re.S).group(0)
+    assert "Claude Code via the gateway" in card and "The gateway compacted Claude Code" in card
+    assert "Codex" not in card, card
+
+
 def test_support_rolls_back_claude_codes_compaction_and_the_upstream_gets_the_history_before_it(
         anthropic_upstream, client, support_user):
     """Support rolls back a compaction Claude Code made (upstream mode): Claude Code keeps sending its summary,

@@ -91,6 +91,8 @@ def test_compact_at_the_next_request_compacts_before_forwarding_and_tells_the_op
     assert live(session)[:len(received) - 1] == [wire(i) for i in received[1:]]
     entry = AuditEntry.objects.get(session=session, action="gateway_compaction")
     assert entry.actor == operator_user and entry.compaction == compaction and "compacted" in entry.reason
+    # A Codex session's notice names Codex (a Claude Code session's names Claude Code: test_anthropic_steering.py)
+    assert entry.reason.startswith("The gateway compacted Codex's history before forwarding its next request (")
     assert not GatewaySession.objects.get().compact_requested_by
     page = client.get(f"/sessions/{session.pk}/").content.decode()
     assert "The gateway compacted Codex" in page and 'id="gateway-compact-pending"' not in page
