@@ -398,7 +398,7 @@ def render(style: str, claims: list[tuple[str, Claim]], rng: random.Random) -> s
 
 def _build(n: int, part: str, rng: random.Random) -> Session:
     make = {BLIND_6: _blind_6, BLIND_7: _blind_7, BLIND_8: _blind_8, BLIND_9: _blind_9, BLIND_10: _blind_10,
-            BLIND_11: _blind_11}[part]
+            BLIND_11: _blind_11, BLIND_12: _blind_12}[part]
     style = rng.choice(STYLES[part])
     temperament = rng.choice(sorted(TEMPERAMENTS))
     session = Session(name=f"{part}-{n}-{temperament}", part=part, style=style)
@@ -407,7 +407,8 @@ def _build(n: int, part: str, rng: random.Random) -> Session:
                          BLIND_8: f"Get nightly report {n} green before the audit.",
                          BLIND_9: f"Find why the ledger app {n} got slow on mobile.",
                          BLIND_10: f"Take over the refunds monolith {n} from Dana.",
-                         BLIND_11: f"Prepare the billing service {n} for the Black Friday peak."}[part])
+                         BLIND_11: f"Prepare the billing service {n} for the Black Friday peak.",
+                         BLIND_12: f"Move checkout {n} to AWS before the spring sale."}[part])
     window: list[dict] = [AGENTS, goal]
     facts: dict[tuple[str, str], Planted] = {}
     state: dict[tuple[str, str], tuple[str, bool, bool, Claim | None]] = {}
@@ -446,7 +447,8 @@ def _build(n: int, part: str, rng: random.Random) -> Session:
         in_window = [item for item in before[2:] if any(item is k for k in kept)]
         seen: set[int] = set()
         in_window = [i for i in in_window if not (id(i) in seen or seen.add(id(i)))]
-        text = render_8(style, claims) if part in (BLIND_8, BLIND_9, BLIND_10, BLIND_11) else render(style, claims, rng)
+        text = (render_8(style, claims) if part in (BLIND_8, BLIND_9, BLIND_10, BLIND_11, BLIND_12)
+                else render(style, claims, rng))
         summary = user_message(f"{SUMMARY_PREFIX}\n{text}")
         step.after = [AGENTS, goal, *in_window, summary]
         session.steps.append(step)
@@ -637,6 +639,11 @@ def render_8(style: str, claims: list[tuple[str, Claim]]) -> str:
         half = (len(claims) + 1) // 2
         return ("Yesterday:\n" + "\n".join(f"  * {c.sentence}" for _, c in claims[:half]) + "\nToday:\n"
                 + "\n".join(f"  * {c.sentence}" for _, c in claims[half:]))
+    if style == "pr":  # a pull request's description
+        return ("## Summary\n\nWork so far on the AWS move.\n\n## Findings\n\n"
+                + "\n".join(f"- {c.sentence}" for _, c in claims) + "\n\n## Test plan\n\n- [ ] load test at peak")
+    if style == "yaml":
+        return "state:\n" + "\n".join(f"  - topic: {c.label}\n    value: \"{c.value}\"" for _, c in claims)
     if style == "csv":
         return "topic,value\n" + "\n".join(f"{c.label},\"{c.value}\"" for _, c in claims)
     if style == "wrapped":
@@ -956,3 +963,133 @@ def _blind_11(n: int, phase: int) -> list[Planted]:
         ("dropped", False, False, None),
     ]))
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# BLIND_12: a TypeScript and Python shop moving checkout to AWS, written by the engineer of round six before any
+# change of that round and run once on the scorer of its time (docs/benchmarks.md), never debugged on. Kinds the
+# other parts lack: a DNS answer (an IPv4 address alone), EXPLAIN ANALYZE's execution time among other timings, a
+# rate a user asks for (per second, restated per minute), a Kubernetes HPA row (targets as `73%/80%`, pods
+# between two columns), a Dockerfile HEALTHCHECK's flag, git's ahead/behind counts; summaries as a pull request
+# description and as YAML.
+# ---------------------------------------------------------------------------------------------------------------
+
+BLIND_12 = "blind_12"
+PARTS = (*PARTS, BLIND_12)
+STYLES[BLIND_12] = ("pr", "yaml")
+
+
+def _blind_12(n: int, phase: int) -> list[Planted]:
+    k = n * 10 + phase
+    out: list[Planted] = []
+
+    # A DNS answer: an address alone on its line.
+    ip = f"10.{k % 200}.{k % 7}.{17 + k % 50}"
+    wrong_ip = f"10.{k % 200}.{k % 7}.{18 + k % 50}"
+    host = f"api-{k}.internal.example"
+    c = _id(n, phase, "dig")
+    items = [fcall(c, "exec_command", cmd=f"dig +short {host}"), fout(c, exec_out(0, f"{ip}\n"))]
+    out.append(Planted("value", ip, "dns answer", items, [
+        ("verbatim", True, True, None),
+        ("resolves", True, False, Claim(f"{host}", ip, f"{host} resolves to {ip}.")),
+        ("a record", True, False, Claim(f"DNS api-{k}", f"A {ip}", f"The A record of api-{k} points at {ip}.")),
+        ("next address", False, False, Claim(f"{host}", wrong_ip, f"{host} resolves to {wrong_ip}.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # EXPLAIN ANALYZE: the execution time among the plan's other timings.
+    exec_ms, plan_ms = 800 + k * 7, 0.3 + (k % 5) / 10
+    c = _id(n, phase, "explain")
+    items = [fcall(c, "exec_command", cmd=f"psql -d shop -c 'EXPLAIN ANALYZE SELECT * FROM orders_{k} "
+                                          "WHERE status = 1'"),
+             fout(c, exec_out(0, f"Seq Scan on orders_{k}  (cost=0.00..41234.00 rows=1203 width=96) (actual "
+                                 f"time=0.031..{exec_ms - 2}.118 rows=1187 loops=1)\n  Filter: (status = 1)\n"
+                                 f"  Rows Removed by Filter: 998813\nPlanning Time: {plan_ms:.3f} ms\n"
+                                 f"Execution Time: {exec_ms}.412 ms\n(5 rows)"))]
+    out.append(Planted("value", f"{exec_ms}.412", "explain time", items, [
+        ("verbatim", True, True, None),
+        ("ms", True, False, Claim(f"orders_{k} query", f"{exec_ms} ms", f"The status query on orders_{k} takes "
+                                  f"{exec_ms} ms (sequential scan).")),
+        ("seconds", True, False, Claim(f"orders_{k} query", f"{exec_ms / 1000:.2f} s", f"orders_{k}: the status "
+                                       f"query needs {exec_ms / 1000:.2f} s, a full scan.")),
+        ("planning as execution", False, False, Claim(f"orders_{k} query", f"{plan_ms:.3f} ms", f"The status query "
+                                                      f"on orders_{k} takes {plan_ms:.3f} ms.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A rate the user asks for, per second; a summary may restate it per minute.
+    rps = 120 + k * 5
+    message = f"One more thing for checkout {k}: it must sustain {rps} requests per second at the sale's peak."
+    out.append(Planted("constraint", f"checkout {k}: it must sustain", "user rate", [user_message(message)], [
+        ("verbatim", True, True, None),
+        ("per second", True, False, Claim(f"checkout {k} load", f">= {rps} req/s", f"checkout {k} has to hold "
+                                          f"{rps} req/s at peak.")),
+        ("per minute", True, False, Claim(f"checkout {k} load", f"{rps * 60:,} requests/min", f"checkout {k} must "
+                                          f"sustain {rps * 60:,} requests per minute at the peak.")),
+        ("per minute for per second", False, False, Claim(f"checkout {k} load", f"{rps} requests/min",
+                                                          f"checkout {k} must sustain {rps} requests per minute "
+                                                          "at the peak.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A Kubernetes HPA row: current/target utilisation and the pod range.
+    cur, target, lo, hi, now = 55 + k % 40, 70 + (k % 3) * 5, 2 + k % 3, 10 + k % 9, 4 + k % 5
+    c = _id(n, phase, "hpa")
+    items = [fcall(c, "exec_command", cmd=f"kubectl get hpa web-{k} -n shop"),
+             fout(c, exec_out(0, "NAME      REFERENCE              TARGETS        MINPODS   MAXPODS   REPLICAS   AGE\n"
+                                 f"web-{k}   Deployment/web-{k}   cpu: {cur}%/{target}%   {lo}         {hi}        "
+                                 f"{now}          6d"))]
+    out.append(Planted("value", f"web-{k}", "hpa row", items, [
+        ("verbatim", True, True, None),
+        ("full", True, False, Claim(f"web-{k} autoscaling", f"cpu {cur}% of {target}% target, {lo}-{hi} pods, "
+                                    f"{now} running", f"web-{k} runs {now} pods, CPU at {cur}% against a {target}% "
+                                    f"target, scaling between {lo} and {hi}.")),
+        ("policy only", True, False, Claim(f"web-{k} autoscaling", f"target {target}% cpu, {lo} to {hi} pods",
+                                           f"web-{k} scales on CPU at {target}%, from {lo} to {hi} pods.")),
+        ("wrong max", False, False, Claim(f"web-{k} autoscaling", f"target {target}% cpu, {lo} to {hi + 4} pods",
+                                          f"web-{k} scales on CPU at {target}%, from {lo} to {hi + 4} pods.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # A Dockerfile HEALTHCHECK flag.
+    flag = ("timeout", "interval", "start-period")[phase]
+    secs = {"timeout": 3 + k % 7, "interval": 15 + k % 30, "start-period": 20 + k % 40}[flag]
+    others = {"timeout": f"--interval=30s --timeout={secs}s", "interval": f"--interval={secs}s --timeout=5s",
+              "start-period": f"--interval=30s --timeout=5s --start-period={secs}s"}[flag]
+    c = _id(n, phase, "docker")
+    items = [fcall(c, "exec_command", cmd=f"cat services/worker-{k}/Dockerfile"),
+             fout(c, exec_out(0, "FROM python:3.12-slim\nWORKDIR /app\nCOPY . .\nRUN pip install --no-cache-dir -r "
+                                 f"requirements.txt\nHEALTHCHECK {others} --retries=3 CMD curl -fsS "
+                                 "http://localhost:8080/healthz || exit 1\nCMD [\"python\", \"-m\", \"worker\"]\n"))]
+    spoken = flag.replace("-", " ")
+    out.append(Planted("value", flag, "healthcheck flag", items, [
+        ("verbatim", True, True, None),
+        ("seconds", True, False, Claim(f"worker-{k} health check", f"{spoken} {secs}s", f"worker-{k}'s health "
+                                       f"check has a {spoken} of {secs} seconds.")),
+        ("ms", True, False, Claim(f"worker-{k} health check", f"{spoken} {secs * 1000} ms", f"The worker-{k} "
+                                  f"image checks health with a {spoken} of {secs * 1000} ms.")),
+        ("wrong", False, False, Claim(f"worker-{k} health check", f"{spoken} {secs + 10}s", f"worker-{k}'s health "
+                                      f"check has a {spoken} of {secs + 10} seconds.")),
+        ("dropped", False, False, None),
+    ]))
+
+    # git's ahead/behind counts of a branch.
+    ahead, behind = 2 + k % 6, 9 + k % 11
+    branch = f"feature/refund-{k}"
+    c = _id(n, phase, "git")
+    items = [fcall(c, "exec_command", cmd="git status -sb"),
+             fout(c, exec_out(0, f"## {branch}...origin/{branch} [ahead {ahead}, behind {behind}]\n M src/refund.ts\n"))]
+    out.append(Planted("value", f"refund-{k}", "branch divergence", items, [
+        ("verbatim", True, True, None),
+        ("words", True, False, Claim(f"{branch}", f"{ahead} ahead / {behind} behind origin", f"{branch} is {ahead} "
+                                     f"commits ahead of origin and {behind} behind, so it needs a rebase.")),
+        ("behind only", False, False, Claim(f"{branch}", f"{behind} behind origin", f"{branch} is {behind} commits "
+                                            "behind origin.")),
+        ("swapped", False, False, Claim(f"{branch}", f"{behind} ahead / {ahead} behind origin", f"{branch} is "
+                                        f"{behind} commits ahead of origin and {ahead} behind.")),
+        ("dropped", False, False, None),
+    ]))
+    return out
+
+
+GROUPS[BLIND_12] = ("dns answer", "explain time", "user rate", "hpa row", "healthcheck flag", "branch divergence")
