@@ -84,14 +84,19 @@ def turns_choice_round(fact_text: str, claim: str) -> bool:
 
 @lru_cache(maxsize=8192)
 def prohibits(text: str) -> bool:
-    """Whether a text restricts something: a negative word, asking that something stay as it is, or a modal of
-    obligation or exclusivity ("must finish before 06:00", "use pnpm only")."""
+    """Whether a text restricts something: a negative word, asking that something stay as it is, a modal of
+    obligation or exclusivity ("must finish before 06:00", "use pnpm only"), or a bound on a value ("max 1200 EUR
+    per month", "< €1,200/month": a limit written as a label and its value)."""
     lowered = text.lower().replace("’", "'")
-    return any(p.search(lowered) is not None for p in (NEGATION, PRESERVE, OBLIGATION))
+    return any(p.search(lowered) is not None for p in (NEGATION, PRESERVE, OBLIGATION, BOUND))
 
 
 OBLIGATION = re.compile(r"\b(?:must|only|has to|have to|had to|required|requires?|always|exclusively|at most|"
                         r"at least|no later than|mandatory)\b")
+
+
+BOUND = re.compile(r"(?:\b(?:max|maximum|min|minimum|at most|at least|below|under|up to|no more than|"
+                   r"limit|cap)\b|[<>≤≥]=?)\s*[€$£]?\s*\d")
 
 
 def drops_negation(fact_text: str, claim: str) -> bool:

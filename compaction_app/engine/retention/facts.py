@@ -46,7 +46,7 @@ from compaction_app.engine.retention.statements import (
     structured,
     version_statement,
 )
-from compaction_app.engine.retention.values import typed_values
+from compaction_app.engine.retention.values import TYPED, VALUE_GROUP_SEPARATOR, typed_values
 
 
 class Category(StrEnum):
@@ -125,6 +125,13 @@ CONSTRAINT = re.compile(
     r"\b(?:must(?: not)?|never|always|do not|don't|only|without|avoid|"
     # A constraint that says what must stay as it is: "keep the field names as they are", "leave X alone".
     r"keep\b.*\b(?:as (?:it is|they are)|unchanged|intact|stable)|leave\b.*\b(?:alone|as (?:it is|they are)))\b",
+    re.IGNORECASE)
+# A user's sentence that sets a measure is a constraint whatever its verb ("has to stay below EUR 1,200 a month",
+# "should answer within 300 ms"): an amount of money, a percentage, a rate, a number with a unit.
+MEASURE = re.compile(
+    r"(?:\b(?:EUR|USD|GBP|CHF|JPY)|[€$£¥])\s?\d|\d[\d,.]*\s?(?:%|\b(?:EUR|USD|GBP|CHF|JPY|euros?|dollars?|"
+    r"pounds|percent|per\b|a (?:second|minute|hour|day|week|month|year)\b|(?:[kmgt]i?b|ms|seconds?|minutes?|"
+    r"hours?|days?|weeks?|months?|req/s|rps)\b))",
     re.IGNORECASE)
 NEXT_STEP = re.compile(r"^\s*(?:next(?: step)?s?\s*[:\-]|todo\s*[:\-]|- \[ \])\s*(.+)$", re.IGNORECASE)
 DECISION = re.compile(
@@ -556,35 +563,79 @@ def sole_value(output: str) -> str | None:
 
 # An output of at most this many lines was asked for what it says: each value in it is a fact.
 SHORT_OUTPUT_LINES = 4
-MAX_SHORT_OUTPUT_VALUES = 3
+MAX_SHORT_OUTPUT_VALUES = 8
+# A line stating at most this many values states one thing (a schedule, a range, a count and its unit): its values
+# are one fact, kept when all of them are stated. A line with more is a list of measurements, each its own fact.
+MAX_VALUES_PER_LINE_FACT = 3
+# Any token holding a digit, after an optional comparison (`>=18.17`, `<21`, `^1.4`): what a line states, whatever
+# its shape. A shell redirection (`2>&1`) and a row count (`(1 row)`) state nothing.
+VALUE_BEARING = re.compile(r"(?<![\w.])[<>=~^!]*(?P<v>[\w./:+%-]*\d[\w./:+%-]*)")
+REDIRECTION = re.compile(r"(?<![\w.])\d*[<>]>?&\d*|(?<![\w.])[012]>>?(?=\s|/)")
+ROW_COUNT = re.compile(r"^\s*\(\d+ rows?\)\s*$")
 
 
-def short_output_values(output: str, call: str, known: set[str], command: str = "") -> list[tuple[str, str]]:
+def _line_values(line: str, call: str, called: set[str], known: set[str]) -> list[str]:
+    """Every value a line states (any token holding a digit; a path by its file name), but those its call holds
+    and those already facts."""
+    found: list[str] = []
+    for match in VALUE_BEARING.finditer(REDIRECTION.sub(" ", line)):
+        raw = match.group("v").rstrip(".,:;")
+        value = raw.rsplit("/", 1)[-1] if "/" in raw and re.search(r"\d", raw.rsplit("/", 1)[-1]) else raw
+        in_call = raw.lower() in called or value.lower() in called or \
+            (any(ch.isalpha() for ch in value) and value.lower() in call)
+        if not value or in_call or any(value in k or k in value for k in known if k) or value in found:
+            continue
+        found.append(value)
+    return found
+
+
+def short_output_values(output: str, call: str, known: set[str], command: str = "") -> list[tuple[str, str, str]]:
     """The values a short output states without naming them (`du -sh d` prints `1.2G  d`, `git log -1
-    --format=%cd` a date, `psql -c 'select count(*) ...'` a number under its column, `ss -ltn` an address), each
-    with a name: the word before it on its line, else its column's header, else the program's output. Values its
-    call already holds (the folder `du` was asked about) and values already facts (`known`) are left out."""
+    --format=%cd` a date, `psql -c 'select count(*) ...'` a number under its column, `crontab -l` a schedule, a
+    version range), as (name, value, line): the name is the word before the value on its line, else its column's
+    header, else the program's output. A line of at most MAX_VALUES_PER_LINE_FACT values is one fact whose value is
+    all of them (joined by VALUE_GROUP_SEPARATOR: `5 3 * * * nightly.sh` is kept by its minute, hour and script
+    together, `>=18.17 <21` by both bounds); a longer line gives each value it states by what it is
+    (`typed_values`). Values its call already holds (the folder `du` was asked about) and values already facts
+    (`known`) are left out."""
     body = output_body(output)
     if not body or len(body) > SHORT_OUTPUT_LINES:
         return []
     known = known | named_values(body)
     header = body[0].split() if len(body) > 1 and not any(ch.isdigit() for ch in body[0]) else []
     program = (command.split() or ["the"])[0].rsplit("/", 1)[-1] if command else "the"
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, str, str]] = []
     lowered = call.lower()
+    called = set(re.split(r"[\s'\"`=,;()]+", lowered))
+
+    def name_at(line: str, start: int) -> str:
+        before = re.findall(r"(?<![\w.])([A-Za-z][\w.-]*)\W{0,3}$", line[:start])
+        column = len(line[:start].split())
+        label = re.match(r"\s*([A-Za-z][\w.-]*)", line)  # a list's label: vegeta's `Latencies  [...]  3.1ms, ...`
+        return before[0] if before else header[column] if column < len(header) else \
+            label.group(1) if label else f"{program} output"
+
     for line in body[1:] if header else body:
-        for start, value in typed_values(line):
-            # Left out: a value its call holds, one already a fact, or one holding such a fact (the address
-            # `0.0.0.0:18001` of a port 18001 the agent went on to use).
-            if any(value in k or k in value for k in known if k) or value.lower() in lowered or \
-                    any(value == v for _, v in found):
-                continue
-            before = re.findall(r"([A-Za-z][\w.-]*)\W{0,3}$", line[:start])
-            column = len(line[:start].split())
-            name = before[0] if before else header[column] if column < len(header) else f"{program} output"
-            found.append((name, value))
-            if len(found) == MAX_SHORT_OUTPUT_VALUES:
-                return found
+        if ROW_COUNT.match(line):
+            continue
+        values = _line_values(line, lowered, called, set())
+        # A catch-all only for a line no rule read: its values all new (not a setting's, not used), none of them
+        # a value `typed_values` knows by its form (an address, a date, a quantity, an id), which stands alone.
+        if values and len(values) <= MAX_VALUES_PER_LINE_FACT and \
+                not any(v in k or k in v for v in values for k in known if k) and \
+                all(m.lastgroup == "number" for m in TYPED.finditer(line)):
+            start = REDIRECTION.sub(" ", line).find(values[0])
+            found.append((name_at(line, max(start, 0)), VALUE_GROUP_SEPARATOR.join(values), line.strip()))
+        else:
+            for start, value in typed_values(line):
+                # Left out: a value its call holds, one already a fact, or one holding such a fact (the address
+                # `0.0.0.0:18001` of a port 18001 the agent went on to use).
+                if any(value in k or k in value for k in known if k) or value.lower() in lowered or \
+                        any(value == v for _, v, _ in found):
+                    continue
+                found.append((name_at(line, start), value, value))
+        if len(found) >= MAX_SHORT_OUTPUT_VALUES:
+            return found[:MAX_SHORT_OUTPUT_VALUES]
     return found
 
 
@@ -660,7 +711,8 @@ def extract_facts(items: list[Item], context: list[Item] | None = None,
             last_goal = text
             c.add(FactKind.GOAL, text, "What did the user ask for?")
             for sentence in SENTENCE.split(text):
-                if CONSTRAINT.search(sentence) and normalise(sentence) != normalise(text):
+                if (CONSTRAINT.search(sentence) or MEASURE.search(sentence)) and \
+                        normalise(sentence) != normalise(text):
                     c.add(FactKind.CONSTRAINT, sentence, "Which constraints did the user set?")
         elif is_message(item, "assistant"):
             text = message_text(item)
@@ -727,10 +779,11 @@ def extract_facts(items: list[Item], context: list[Item] | None = None,
             where = normalise(source_of(call))
             # The values an output named are its settings (superseded ones too); the others are read for what
             # they are.
-            for name, value in short_output_values(output_text(item), call_said, {*own, *used, sole or ""},
-                                                   command_of(call) if call is not None else ""):
-                c.add(FactKind.VALUE, f"{name} = {value} (in {where})", SHORT_OUTPUT_QUESTION, about=value,
-                      subject=where, setting=normalise_key(name), value=value)
+            for name, value, said in short_output_values(output_text(item), call_said, {*own, *used, sole or ""},
+                                                         command_of(call) if call is not None else ""):
+                c.add(FactKind.VALUE, f"{name} = {said} (in {where})", SHORT_OUTPUT_QUESTION,
+                      about=value.replace(VALUE_GROUP_SEPARATOR, " "), subject=where, setting=normalise_key(name),
+                      value=value)
     if last_goal is not None:
         c.add(FactKind.NEXT_STEP, f"continue: {needle(last_goal)}", "What is the next step?", about=last_goal)
     return list(c.facts.values())

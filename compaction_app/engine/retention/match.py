@@ -24,6 +24,7 @@ from typing import Any
 from compaction_app.engine.retention.quantities import quantity_of, states_quantity
 from compaction_app.engine.retention.values import (
     DATE_PATTERNS,
+    VALUE_GROUP_SEPARATOR,
     address_of,
     date_of,
     dates,
@@ -41,6 +42,7 @@ WORD_COVER = 0.5
 NO_ANCHOR_WORD_COVER = 0.7
 # With anchors, a long text needs at most this many of its words (its anchors carry the rest): a paraphrase of a
 # 40-word error line keeps the account and offset, not the filler.
+VALUED_MAX_WORDS = 2
 ANCHORED_MAX_WORDS = 3
 # A fact with this many anchors or more is matched on its anchors and a lower share of words.
 MANY_ANCHORS = 3
@@ -287,7 +289,10 @@ def states(segment: Segment, *, anchors: tuple[str, ...], words: tuple[str, ...]
         held = sum(1 for w in words if w in segment.words)
         required = math.ceil(need * len(words) - 1e-9)
         if pinned:
-            required = min(required, ANCHORED_MAX_WORDS)
+            # A value compared by what it is, with an identifier beside it, pins the claim: two of its words
+            # then suffice ("billing 13 budget: max 1200 EUR per month" for "... has to stay below EUR 1,200 a
+            # month").
+            required = min(required, ANCHORED_MAX_WORDS if not (values and anchors) else VALUED_MAX_WORDS)
         if held < max(1, required):
             return False
     elif not anchors and not values:
@@ -330,7 +335,9 @@ def source_ids(source: str) -> tuple[str, ...]:
     for anchor in anchors_of(source):
         # A path's folders with a digit name the thing too (`web-11` of `web-11/package.json`).
         folders = anchor.split("/")
-        stem_ = folders[-1].rsplit(".", 1)[0] if len(folders) > 1 else ""
+        # A file's stem also without folders (`results-13` of `results-13.bin`), when its extension is a word.
+        name, dot, extension = folders[-1].rpartition(".")
+        stem_ = name if dot and name and (len(folders) > 1 or extension.isalpha()) else ""
         for part in (anchor, *folders[:-1], stem_):  # a file's stem too (`ingest-11` of `logs/ingest-11.log`)
             if any(ch.isdigit() for ch in part) and any(ch.isalpha() for ch in part) and not part.startswith("-") \
                     and part not in found:
@@ -349,12 +356,13 @@ def states_setting(segment: Segment, *, setting: str, value: str, source: str = 
     was read from) and the value in any form that agrees (`states_value`), and not as the value of another thing
     of the same kind (`_about_another`). A distinctive value (a date, a version, a URL, an identifier with letters
     and digits) names its setting by itself: no other setting of the history has it."""
-    if not states_value(segment, value, as_version=is_version_setting(setting)):  # the cheap test first
-        return False
+    parts = value.split(VALUE_GROUP_SEPARATOR)
+    if not all(states_value(segment, part, as_version=is_version_setting(setting)) for part in parts):
+        return False  # the cheap test first
     words = setting_words(setting)
     named = setting in segment.tokens or setting.replace("_", "") in segment.tokens or \
         setting.replace("_", "-") in segment.tokens or bool(words & segment.words) or \
-        bool(words & segment.name_parts()) or names_source(segment, source) or distinctive(value)
+        bool(words & segment.name_parts()) or names_source(segment, source) or any(distinctive(part) for part in parts)
     return named and not (source and about_another(segment, source))
 
 
@@ -428,6 +436,11 @@ _VERSION_TOKEN = re.compile(r"^[a-z]*[-_]?(?=\d)|(?<=\d)[-+][\w.+-]*$")
 _QUANTITY_SPAN = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*\s?(?:[a-zµ]+\b|%)", re.IGNORECASE)
 
 
+# An amount of money: a currency's code or sign and a number ("EUR 1,200", "€1,200", "1200 EUR", "$3.5k").
+_MONEY = re.compile(r"(?:\b(?:EUR|USD|GBP|CHF|JPY)|[€$£¥])\s?(?P<n>\d[\d,.]*\d(?:[kKmM]\b)?|\d)|"
+                    r"(?<![\w.])(?P<n2>\d[\d,.]*\d|\d)\s?(?:EUR|USD|GBP|CHF|JPY|euros?|dollars?)\b")
+
+
 @lru_cache(maxsize=8192)
 def stated_values(text: str) -> tuple[tuple[tuple[str, Any], ...], frozenset[str]]:
     """The dates and quantities a fact's text states (each as ("date", day) or ("quantity", Quantity)), and the
@@ -440,6 +453,11 @@ def stated_values(text: str) -> tuple[tuple[tuple[str, Any], ...], frozenset[str
             if day is not None and ("date", day) not in values:
                 values.append(("date", day))
                 covered |= _written_in(match.group())
+    for match in _MONEY.finditer(text):  # an amount of money is its number, with or without separators
+        number = number_of(match.group("n") or match.group("n2"))
+        if number is not None and ("number", number) not in values:
+            values.append(("number", number))
+            covered |= _written_in(match.group())
     for match in _QUANTITY_SPAN.finditer(text):
         quantity = quantity_of(match.group())
         if quantity is not None and not any(match.group() in w for w in covered):
@@ -458,4 +476,6 @@ def holds_value(segment: Segment, value: tuple[str, Any]) -> bool:
     kind, wanted = value
     if kind == "date":
         return wanted in dates(segment.text)
+    if kind == "number":
+        return any(numbers_agree(wanted, said) for said in numbers(segment.text))
     return states_quantity(segment.text, wanted)

@@ -223,7 +223,9 @@ def named_values(lines: list[str]) -> set[str]:
     found = set()
     for line in lines:
         match = KV_LINE.match(line) or MEASURE_LINE.match(line)
-        if match is not None:
+        # Only a value a statement can hold: one the rules read and dropped (vegeta's `[min, mean, ...]  3.1ms,
+        # ...`, no single value) is left to the short output's catch-all.
+        if match is not None and _plain_value(match.group("value").strip()) is not None:
             found.add(match.group("value").strip())
         found |= {s.value for s in _line_fields(line)}
     return found

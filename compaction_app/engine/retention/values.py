@@ -222,6 +222,10 @@ TYPED = re.compile(
     re.IGNORECASE)
 
 
+# Between the values of one fact that states several (a line's schedule or range): each must be stated.
+VALUE_GROUP_SEPARATOR = " ; "
+
+
 def typed_values(line: str) -> list[tuple[int, str]]:
     """The values a line states by what they are, with where each starts."""
     return [(m.start(), m.group().rstrip(".,;)")) for m in TYPED.finditer(line)]
