@@ -38,9 +38,9 @@ from sessions_app.gateway_surface import CompactionFailed, CompactionRefused
 logger = logging.getLogger(__name__)
 
 PENDING_KIND = recording.CLAUDE_COMPACTWEB
-# What Claude Code is told when compactweb's own compaction failed (docs/claude-code.md): no exception text.
-INTERNAL_FAILURE = ("compactweb gateway could not compact this session (an internal failure; the attempt is in the "
-                    "session's attempts); try again")
+# What Claude Code is told when compactweb's own compaction failed (docs/claude-code.md): no exception text; the
+# Responses gateway tells Codex the same.
+INTERNAL_FAILURE = proxy.INTERNAL_COMPACTION_FAILURE
 
 
 class Refusal(Exception):

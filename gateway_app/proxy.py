@@ -74,6 +74,9 @@ ROUTE_PREFIX = "/r/"
 # Compaction failures a retry cannot help (the policy has nothing left to do, its fallback cannot bring the
 # history under the client's limit, or the engine says fatal).
 UNRECOVERABLE = frozenset({NOTHING_TO_MASK, SHORT_OF_TARGET_KIND, EngineErrorKind.FATAL.value})
+# What Codex is told when compactweb's own compaction failed (the model, the database): no exception text.
+INTERNAL_COMPACTION_FAILURE = ("compactweb gateway could not compact this session (an internal failure; the attempt "
+                               "is in the session's attempts); try again")
 
 
 @dataclass(frozen=True)
@@ -607,11 +610,14 @@ async def _compactweb_compaction(caller: Caller, exchange: dict[str, Any], body:
             status, code, kind = 400, "compaction_refused", "invalid_request_error"
             message = (f"compactweb gateway: route {caller.route_name}'s policy cannot compact this session "
                        f"({exc}); start a new session, or ask an operator to change the route's policy")
+            error = message
         else:  # the model or the database failed: as an upstream that failed (Codex retries)
+            # Saying only that (issue 41/42: no server paths or secrets in messages): an exception's text can carry
+            # a query, a host name or an upstream's answer; it is the operator's, in the attempt and the log.
             status, code, kind = 500, "compaction_failed", "server_error"
-            message = f"compactweb gateway could not compact this session: {exc}"
-        logger.info("gateway: compactweb compaction on route %s: %s", caller.route_name, message)
-        await schedule_record(recording.Exchange(**exchange, status=status, error=message))
+            message, error = INTERNAL_COMPACTION_FAILURE, f"compactweb gateway could not compact this session: {exc}"
+        logger.info("gateway: compactweb compaction on route %s: %s", caller.route_name, error)
+        await schedule_record(recording.Exchange(**exchange, status=status, error=error))
         await _send_error(send, status, code, message, kind=kind)
         return None
     usage = {"input_tokens": before, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 0,

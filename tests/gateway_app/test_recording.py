@@ -188,6 +188,35 @@ def test_a_compaction_the_policy_cannot_run_fails_like_an_upstream_and_leaves_hi
     assert GatewayAttempt.objects.filter(status=500).exists()
 
 
+def test_compactweb_modes_own_failure_answers_codex_a_fixed_message_and_keeps_the_exceptions_text_for_operators(
+        sim_upstream, db, caplog):
+    """The policy's fallback summary cannot reach its model (the route's Provider is not reachable from compactweb
+    itself): Codex gets the 500 `compaction_failed` it retries, with the gateway's fixed message; the failure's
+    text (a host name, a model's answer, a query) is the operator's: in the exchange's attempt and the log, never
+    in the answer (issue 41/42: no server paths or secrets in messages)."""
+    import logging
+
+    from gateway_app import proxy
+    masking = CompactionPolicy.objects.create(name="masking-unreachable", strategy="masking")
+    route = make_route(mode="compactweb", policy=masking)
+    codex = Codex(do_create_gateway_key(route=route, client_name="ci").key)
+    codex.turn("hello")  # nothing to mask: the fallback summarises with the route's model, which is not reachable
+    logger = logging.getLogger("gateway_app.proxy")  # (the project's logging config does not propagate it)
+    logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="gateway_app.proxy"):
+            response = codex.post([*codex.history, TRIGGER], kind="compaction")
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert response.status_code == 500, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["message"]) == ("compaction_failed", proxy.INTERNAL_COMPACTION_FAILURE)
+    assert "ConnectError" not in response.text and "Name or service" not in response.text
+    attempt = GatewayAttempt.objects.get(status=500)
+    assert "ConnectError" in attempt.error, attempt.error  # what failed, for the operator
+    assert "ConnectError" in caplog.text
+
+
 def test_an_item_codex_sends_back_with_null_fields_and_its_metadata_still_extends_the_history(sim_upstream, route):
     codex = Codex(do_create_gateway_key(route=route, client_name="alice").key)
     output = codex.turn("please fix parser bug 3")
