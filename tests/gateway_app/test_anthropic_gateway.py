@@ -15,7 +15,7 @@ from compaction_app.engine.items import message_text
 from compaction_app.engine.pins import is_pinned_block
 from compaction_app.models import Compaction, CompactionPolicy, Provider
 from compaction_app.providers.anthropic_format import content_items
-from gateway_app import anthropic_wire, proxy
+from gateway_app import anthropic_wire, limits, proxy
 from gateway_app.keys import do_create_gateway_key
 from gateway_app.models import GatewayAttempt, GatewayRoute, GatewaySession
 from sessions_app.models import RolloutLine, Session
@@ -177,7 +177,10 @@ def test_json_answers_and_count_tokens_pass_through_and_the_bearer_form_of_the_k
     assert GatewaySession.objects.get().requests == len(claude.sent)  # counting is not an exchange
 
 
-def test_refusals_come_in_anthropics_error_shape_and_nothing_is_forwarded(anthropic_upstream):
+def test_refusals_come_in_anthropics_error_shape_and_nothing_is_forwarded(anthropic_upstream, monkeypatch):
+    # One minute's window throughout, whenever the test runs: crossing a minute between requests reset the count
+    # and the last request was let through (200, not 429) on a loaded machine.
+    monkeypatch.setattr(limits, "window_now", lambda: 1)
     route = claude_route(rpm=3, max_body=20_000)
     key = do_create_gateway_key(route=route, client_name="alice").key
     body = Claude(key).body([{"role": "user", "content": "hi"}])

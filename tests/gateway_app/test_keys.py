@@ -49,14 +49,16 @@ def test_the_admin_shows_a_new_key_once(route, admin_client):
 @pytest.mark.django_db(transaction=True)
 def test_authentication_never_waits_behind_a_write_and_last_used_follows(sim_upstream, route, monkeypatch):
     """The recorder holds the database's write lock (SQLite: one writer) while a new key authenticates: the
-    request is answered, and the key's `last_used` is written once the recorder goes on."""
+    request is authenticated and forwarded upstream while the lock is held, and the key's `last_used` is written
+    once the recorder goes on. (The answer's end then waits for its journal row, durable-first: so the test lets
+    the recorder go once the request is forwarded, rather than waiting out SQLite's busy timeout.)"""
     import asyncio
     import threading
 
     import httpx
     from asgiref.sync import async_to_sync
 
-    from gateway_app import proxy, recording
+    from gateway_app import proxy, recording, upstream
     from gateway_app.keys import do_create_gateway_key
     from gateway_app.models import GatewayKey, GatewayRoute
     from tests.gateway_app.test_proxy import BASE, bearer, user
@@ -72,6 +74,14 @@ def test_authentication_never_waits_behind_a_write_and_last_used_follows(sim_ups
         return real(**kwargs)
 
     monkeypatch.setattr(recording, "do_record_exchange", holding_the_write_lock)
+    forwarded, real_request = threading.Event(), upstream.request
+
+    def noting_the_forward(*args, **kwargs):
+        if holding.is_set():
+            forwarded.set()
+        return real_request(*args, **kwargs)
+
+    monkeypatch.setattr(upstream, "request", noting_the_forward)
     first, second = (do_create_gateway_key(route=route, client_name=name).key for name in ("a", "b"))
     body = {"model": "compactweb-sim", "stream": True, "input": [BASE, user("hello")]}
 
@@ -79,9 +89,11 @@ def test_authentication_never_waits_behind_a_write_and_last_used_follows(sim_ups
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=_router()), base_url="http://x") as client:
             assert (await client.post("/gateway/v1/responses", json=body, headers=bearer(first))).status_code == 200
             assert await asyncio.to_thread(holding.wait, 30)
-            answered = await client.post("/gateway/v1/responses", json=body, headers=bearer(second))
-        assert not release.is_set()  # answered while the recorder still held the lock
-        release.set()
+            answering = asyncio.ensure_future(client.post("/gateway/v1/responses", json=body, headers=bearer(second)))
+            assert await asyncio.to_thread(forwarded.wait, 30)  # authenticated and forwarded...
+            assert not release.is_set()  # ...while the recorder still held the lock
+            release.set()
+            answered = await answering
         await proxy.drain()
         return answered
 
