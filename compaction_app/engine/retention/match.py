@@ -401,7 +401,17 @@ def states_value(segment: Segment, value: str, *, as_version: bool = False) -> b
         return states_address(segment.text, *wanted)
     if kind == "number":
         return any(numbers_agree(wanted, said) for said in numbers(segment.text))
-    return bool(wanted) and all(t in segment.tokens for t in wanted)
+    return bool(wanted) and all(t in segment.tokens or _HEX.fullmatch(t) and t in _unseparated(segment.tokens)
+                                for t in wanted)
+
+
+# A hex identifier (a certificate serial, a fingerprint, a MAC) is the same written in pairs: `3a:1f:22:...` and
+# `3A1F22...` are one serial.
+_HEX = re.compile(r"[0-9a-f]{8,}")
+
+
+def _unseparated(found: frozenset[str] | set[str]) -> set[str]:
+    return {t.replace(":", "").replace("-", "") for t in found if ":" in t or "-" in t}
 
 
 @lru_cache(maxsize=16384)

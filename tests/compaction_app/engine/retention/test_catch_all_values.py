@@ -58,3 +58,15 @@ BUDGET = [user_message("Quick note on search 31. Search 31 has to stay below USD
 ])
 def test_a_users_amount_is_a_constraint_compared_by_its_number(claim, held):
     assert kept(BUDGET, claim, FactKind.CONSTRAINT, "Search 31 has to stay") is held
+
+
+SERIAL = output("openssl x509 -serial -noout -in certs/edge-5.pem", "serial=5C0B7E91A2D4F3E8")
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- certs/edge-5.pem has serial 5c:0b:7e:91:a2:d4:f3:e8", True),
+    ("- certs/edge-5.pem has serial 5C0B7E91A2D4F3E8", True),
+    ("- certs/edge-5.pem has serial 5c:0b:7e:91:a2:d4:f3:00", False),
+])
+def test_a_hex_serial_is_the_same_written_in_pairs(claim, held):
+    assert kept(SERIAL, claim, FactKind.VALUE, "5C0B7E91A2D4F3E8") is held
