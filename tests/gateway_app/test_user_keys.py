@@ -113,3 +113,25 @@ def test_the_keys_page_names_only_the_enabled_routes_that_allow_user_keys(client
     client.force_login(operator_user)
     page = client.get("/gateway-keys/").content.decode()
     assert f"/gateway/r/{shown.name}/v1" in page and disabled.name not in page
+
+
+def test_a_users_key_is_refused_on_a_disabled_route_that_allows_user_keys(sim_upstream, client, operator_user):
+    route = make_route(rpm=605)
+    route.allow_user_keys, route.enabled = True, False
+    route.save()
+    client.force_login(operator_user)
+    refused = _post(f"/gateway/r/{route.name}/v1/responses", _create_key(client))
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_a_user_keys_route_is_read_with_its_provider_and_policy_in_one_query(django_assert_num_queries):
+    """The key lookup runs on the gateway's one lookup thread, a single indexed query per read (gateway_app.lookups):
+    the route a user's key names comes with what the caller is built from."""
+    from gateway_app.keys import user_key_route
+
+    route = make_route(rpm=606)
+    route.allow_user_keys = True
+    route.save()
+    with django_assert_num_queries(1):
+        found = user_key_route(name=route.name)
+        assert (found.provider.name, found.policy.name) == (route.provider.name, route.policy.name)

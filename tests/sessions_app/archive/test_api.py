@@ -122,3 +122,17 @@ def test_archives_are_listed_by_when_they_were_made_then_by_id_across_pages(admi
         pages.append([a["id"] for a in response.json()])
         url = response["Link"].split(";")[0].strip("<>") if "Link" in response else None
     assert pages == [[tied_high.pk], [tied_low.pk], [older.pk]]
+
+
+def test_a_restore_refusal_says_what_is_wrong_with_the_file(admin_api, archives, archive_dir):
+    """A file cut short (not whole gzip) and a file whose bytes changed are refused with why, in the admin's terms."""
+    cut = archive_dir / archives[0].file_name
+    cut.write_bytes(cut.read_bytes()[:-8])
+    changed = archive_dir / archives[1].file_name
+    changed.write_bytes(gzip.compress(gzip.decompress(changed.read_bytes()) + b"\n"))
+
+    short = admin_api.post(f"/api/v1/archives/{archives[0].pk}/restore").json()["error"]["message"]
+    assert short.startswith(f"{archives[0].file_name} cannot be read: ") and "end-of-stream" in short
+    other = admin_api.post(f"/api/v1/archives/{archives[1].pk}/restore").json()["error"]["message"]
+    assert other.startswith(f"{archives[1].file_name} does not match its record (sha256 ")
+    assert other.endswith(f", recorded {archives[1].sha256})")
