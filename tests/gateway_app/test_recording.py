@@ -169,6 +169,10 @@ def test_an_unknown_handle_is_refused_and_never_forwarded(sim_upstream, route):
     response = codex.post(codex.history)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "unknown_compaction_handle"
+    # What Codex shows its user: which item, and what to do about it.
+    assert response.json()["error"]["message"] == (
+        "the compaction item's encrypted_content cwgh_forged… is not a handle this gateway issued in this Codex "
+        "session with this key (or it was removed); start a new Codex session or compact again")
     assert sim_upstream.requests() == []
     assert GatewayAttempt.objects.get().status == 400
 
