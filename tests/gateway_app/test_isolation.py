@@ -116,3 +116,17 @@ def test_another_keys_request_with_the_same_thread_id_starts_its_own_session_and
     assert live(owner_gs.session) == history_before
     assert SECRET not in str(sim_upstream.requests()[-1]["body"]["input"])
     assert [i for i in live(bobs.session) if i.get("role") == "user"][0]["content"][0]["text"] == "hello from bob"
+
+
+def test_a_handle_the_gateway_never_issued_is_refused_in_the_session_that_holds_a_real_one(owned, sim_upstream):
+    """The lookup is by the handle itself: a forged one sent in the owner's own session (which holds a real handle)
+    is unknown there too, never taken for the session's handle."""
+    _, _, codex, item = owned
+    forwarded_before = len(sim_upstream.requests())
+    forged = {**item, "encrypted_content": "cwgh_" + "A" * 32}
+
+    response = codex.post([*codex.history, forged])
+
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "unknown_compaction_handle"
+    assert len(sim_upstream.requests()) == forwarded_before
