@@ -6,6 +6,7 @@ real broker (the scale-out).
 """
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -46,8 +47,14 @@ SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
+# Daphne's app does one thing: it makes `manage.py runserver` serve with Daphne (ASGI, websockets). Importing it
+# loads Twisted and Daphne's server, about a quarter of a Celery worker's or the scheduler's start (2.86 s -> 2.21 s
+# for `django.setup()` and the Celery app, idle; issue 42's cold start runs five of them at once), and nothing but
+# runserver needs it: the web processes are `daphne`, which imports its server itself.
+RUNSERVER = sys.argv[1:2] == ["runserver"]
+
 INSTALLED_APPS = [
-    "daphne",
+    *(["daphne"] if RUNSERVER else []),
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
