@@ -54,11 +54,11 @@ from sessions_app.codex_rollout.parse import (
     split_raw_lines,
 )
 from sessions_app.codex_rollout.turn_rollback import ThreadRollbackError
+from sessions_app.compactions.label_lines import labels_by_seq
 from sessions_app.compactions.rollback import (
     compaction_key,
     fold_compaction_states,
 )
-from sessions_app.compactions.label_lines import labels_by_seq
 from sessions_app.compactions.tasks import score_in_background
 from sessions_app.compactions.usage_lines import REREAD_USAGE, add_reread_lines, usage_after
 from sessions_app.models import (
