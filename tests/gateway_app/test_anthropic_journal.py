@@ -6,23 +6,21 @@ else recorded."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Group
 from django.core.asgi import get_asgi_application
 from django.core.management import call_command
 
 from compactweb.roles import ROLES
 from compactweb.routing import http_router
-from gateway_app import anthropic_wire, journal, proxy, recorder
+from gateway_app import anthropic_wire, journal, recorder
 from gateway_app.keys import do_create_gateway_key
 from gateway_app.models import GatewayAttempt, GatewayInFlight, GatewaySession
 from tests.gateway_app.test_anthropic_gateway import Claude, claude_route
-from tests.gateway_app.test_journal import dead_pid
+from tests.gateway_app.test_journal import dead_pid, serve_while_noting
 from tests.gateway_app.test_recording import live
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,34 +46,8 @@ def test_the_end_of_a_claude_answer_waits_for_the_note_and_its_whole_record_and_
     raw = json.dumps(claude.body(claude.messages)).encode()
     headers = {**claude.headers(), "content-type": "application/json"}
     path = "/gateway/anthropic/v1/messages"
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80),
-             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
-    sent: list[dict] = []  # what the server would write to the client's socket, as it is handed over
-
-    async def go():
-        requests = [{"type": "http.request", "body": raw, "more_body": False}]
-
-        async def receive():
-            if requests:
-                return requests.pop()
-            return await asyncio.get_running_loop().create_future()  # the client stays
-
-        async def send(message):
-            sent.append(message)
-
-        served = asyncio.ensure_future(app(scope, receive, send))
-        assert await asyncio.to_thread(held.wait, 30)
-        await asyncio.sleep(0.5)  # the upstream's whole answer has long arrived
-        body = b"".join(m.get("body", b"") for m in sent)
-        ended = any(m["type"] == "http.response.body" and not m.get("more_body") for m in sent)
-        release.set()
-        await served
-        await proxy.drain()
-        return body, ended
-
-    before, ended_before = async_to_sync(go)()
+    sent, before, ended_before = serve_while_noting(app, path=path, headers=headers, raw=raw, held=held,
+                                                    release=release)
     (note,) = noted
     if held_step == "do_begin":
         assert note["exchange"]["endpoint"] == anthropic_wire.MESSAGES

@@ -42,31 +42,14 @@ def turn(key: str, items: list[dict], turn_id: str = "turn-1") -> httpx.Response
     return call("POST", "/gateway/v1/responses", json=body, headers={**bearer(key), **meta(THREAD, turn_id)})
 
 
-def dead_pid() -> int:
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
-
-
-@pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
-@pytest.mark.parametrize("held_step", ["do_begin", "do_end"])
-def test_the_end_of_an_answer_waits_for_the_note_and_its_whole_record_and_the_record_removes_the_note(
-        sim_upstream, gateway_key, monkeypatch, held_step, stream):
-    held, release = threading.Event(), threading.Event()
-    real = getattr(journal, held_step)  # the row's insert, or its update with the answer (durable-first)
-
-    def slow_note(**kwargs):
-        held.set()
-        assert release.wait(30)
-        real(**kwargs)
-
-    monkeypatch.setattr(journal, held_step, slow_note)
-    app = http_router(get_asgi_application())
-    raw = json.dumps({"model": "compactweb-sim", "stream": stream, "input": [BASE, user("hello")]}).encode()
-    headers = {**bearer(gateway_key), **meta(THREAD), "content-type": "application/json"}
+def serve_while_noting(app, *, path: str, headers: dict[str, str], raw: bytes, held: threading.Event,
+                       release: threading.Event) -> tuple[list[dict], bytes, bool]:
+    """One request served by `app` with a client that stays, while a journal step is held (`held` set by the
+    step, `release` lets it go): (every message the server handed over, the body handed over while held, whether
+    the answer had ended by then)."""
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": "/gateway/v1/responses", "raw_path": b"/gateway/v1/responses", "query_string": b"",
-             "root_path": "", "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80),
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80),
              "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
     sent: list[dict] = []  # what the server would write to the client's socket, as it is handed over
 
@@ -91,7 +74,34 @@ def test_the_end_of_an_answer_waits_for_the_note_and_its_whole_record_and_the_re
         await proxy.drain()
         return body, ended
 
-    before, ended_before = async_to_sync(go)()
+    before, ended = async_to_sync(go)()
+    return sent, before, ended
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
+@pytest.mark.parametrize("held_step", ["do_begin", "do_end"])
+def test_the_end_of_an_answer_waits_for_the_note_and_its_whole_record_and_the_record_removes_the_note(
+        sim_upstream, gateway_key, monkeypatch, held_step, stream):
+    held, release = threading.Event(), threading.Event()
+    real = getattr(journal, held_step)  # the row's insert, or its update with the answer (durable-first)
+
+    def slow_note(**kwargs):
+        held.set()
+        assert release.wait(30)
+        real(**kwargs)
+
+    monkeypatch.setattr(journal, held_step, slow_note)
+    app = http_router(get_asgi_application())
+    raw = json.dumps({"model": "compactweb-sim", "stream": stream, "input": [BASE, user("hello")]}).encode()
+    headers = {**bearer(gateway_key), **meta(THREAD), "content-type": "application/json"}
+    sent, before, ended_before = serve_while_noting(app, path="/gateway/v1/responses", headers=headers, raw=raw,
+                                                    held=held, release=release)
     after = b"".join(m.get("body", b"") for m in sent)
     assert not ended_before and not sent[-1].get("more_body")
     if stream:
