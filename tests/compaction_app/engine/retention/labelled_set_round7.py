@@ -277,23 +277,26 @@ def _blind_14(n: int, phase: int) -> list[Planted]:
         ("dropped", False, False, None),
     ]))
 
-    # An environment dump, then a later `kubectl set env` that changes one of its values.
+    # An environment dump, then a later `kubectl set env` that changes one of its values. (The variable differs by
+    # phase so that each phase's fact has a key of its own: the first run had one name for all three phases, and a
+    # later phase's fact replaced the earlier one's truth.)
+    var = ("INDEX_REFRESH_MS", "INDEX_FLUSH_MS", "INDEX_MERGE_WAIT_MS")[phase]
     old, new = 1000, 2000 + 250 * (k % 6)
+    dump = sorted({"INDEX_BATCH=500", f"INDEX_PATH=/var/lib/search-{k}/idx", f"{var}={old}",
+                   f"INDEX_SHARDS={4 + k % 5}"})
     c, s = _id(n, phase, "env"), _id(n, phase, "setenv")
     items = [fcall(c, "exec_command", cmd=f"kubectl exec deploy/indexer-{k} -- env | grep ^INDEX_ | sort"),
-             fout(c, exec_out(0, f"INDEX_BATCH=500\nINDEX_PATH=/var/lib/search-{k}/idx\nINDEX_REFRESH_MS={old}\n"
-                                 f"INDEX_SHARDS={4 + k % 5}")),
-             fcall(s, "exec_command", cmd=f"kubectl set env deploy/indexer-{k} INDEX_REFRESH_MS={new}"),
+             fout(c, exec_out(0, "\n".join(dump))),
+             fcall(s, "exec_command", cmd=f"kubectl set env deploy/indexer-{k} {var}={new}"),
              fout(s, exec_out(0, f"deployment.apps/indexer-{k} env updated"))]
-    out.append(Planted("value", "INDEX_REFRESH_MS", "corrected env", items, [
+    out.append(Planted("value", var, "corrected env", items, [
         ("verbatim", True, True, None),
-        ("seconds", True, False, Claim(f"indexer-{k} refresh", f"{new / 1000:g} s (was {old} ms)", f"indexer-{k} "
-                                       f"refresca cada {new / 1000:g} s; antes INDEX_REFRESH_MS era {old}.")),
-        ("assignment", True, False, Claim(f"indexer-{k} refresh", f"INDEX_REFRESH_MS={new}", f"indexer-{k} corre "
-                                          f"ahora con INDEX_REFRESH_MS={new}.")),
-        ("stale", False, False, Claim(f"indexer-{k} refresh", f"INDEX_REFRESH_MS={old}", f"indexer-{k} corre con "
-                                      f"INDEX_REFRESH_MS={old}.")),
-        ("wrong unit", False, False, Claim(f"indexer-{k} refresh", f"{new} s", f"indexer-{k} refresca cada {new} "
+        ("seconds", True, False, Claim(f"indexer-{k} {var}", f"{new / 1000:g} s (was {old} ms)", f"En indexer-{k}, "
+                                       f"{var} vale ahora {new / 1000:g} s; antes era {old}.")),
+        ("assignment", True, False, Claim(f"indexer-{k}", f"{var}={new}", f"indexer-{k} corre ahora con "
+                                          f"{var}={new}.")),
+        ("stale", False, False, Claim(f"indexer-{k}", f"{var}={old}", f"indexer-{k} corre con {var}={old}.")),
+        ("wrong unit", False, False, Claim(f"indexer-{k} {var}", f"{new} s", f"En indexer-{k}, {var} vale {new} "
                                            "segundos.")),
         ("dropped", False, False, None),
     ]))
