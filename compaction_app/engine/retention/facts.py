@@ -19,7 +19,7 @@ import json
 import re
 import shlex
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any
@@ -182,14 +182,19 @@ class ProbeFact:
     # setting and states that value (a number with a unit in any unit that agrees).
     setting: str = ""
     value: str = ""
+    # A table cell's row (`statements.Statement.row`): a summary stating most of the row keeps the cell too.
+    row: tuple[str, ...] = ()
+    row_name: str = ""
 
     @classmethod
     def of(cls, kind: FactKind, text: str, question: str, *, about: str | None = None, status: int | None = None,
-           subject: str = "", setting: str = "", value: str = "") -> ProbeFact:
+           subject: str = "", setting: str = "", value: str = "", row: tuple[str, ...] = (),
+           row_name: str = "") -> ProbeFact:
         """A fact whose anchors and words come from `about` (its text by default)."""
         about = text if about is None else about
         return cls(kind=kind, text=text, question=question, anchors=anchors_of(about), words=words_of(about),
-                   status=status, subject=normalise(subject), setting=setting, value=value)
+                   status=status, subject=normalise(subject), setting=setting, value=value, row=tuple(row),
+                   row_name=row_name)
 
     @property
     def category(self) -> Category:
@@ -215,6 +220,8 @@ class ProbeFact:
                 "subject": self.subject, "question": self.question}
         if self.setting:
             data |= {"setting": self.setting, "value": self.value}
+        if self.row:
+            data |= {"row": list(self.row), "row_name": self.row_name}
         return data
 
     @classmethod
@@ -226,7 +233,7 @@ class ProbeFact:
         return cls(kind=kind, text=data["text"], question=data.get("question", ""),
                    anchors=tuple(data.get("anchors") or ()), words=tuple(data.get("words") or ()),
                    status=data.get("status"), subject=data.get("subject", ""), setting=data.get("setting", ""),
-                   value=data.get("value", ""))
+                   value=data.get("value", ""), row=tuple(data.get("row") or ()), row_name=data.get("row_name", ""))
 
 
 def item_key(item: Item) -> str:
@@ -511,7 +518,7 @@ def history_statements(context: list[Item]) -> Statements:
             source = normalise(source_of(call))
             body = output_body(output_text(item))
             own = version_statement(command_of(call) or "", body) if call is not None else None
-            found = [Statement(s.key, s.value, source) for s in ([own] if own else structured(body))]
+            found = [replace(s, source=source) for s in ([own] if own else structured(body))]
             if found:
                 by_item[index] = found
     names = {s.name for found in by_item.values() for s in found}
@@ -755,9 +762,12 @@ def extract_facts(items: list[Item], context: list[Item] | None = None,
                           about=place[1])
         for statement in stated.get(positions.get(id(item), -1), ()):
             for now in _latest(statement, latest, by_name):
-                c.add(FactKind.VALUE, f"{now.key} = {now.value} (in {now.source})", "Which settings and values "
+                # A cell of a table of several rows is the row's: its text names the row's values.
+                several = now.row_name and now.key.startswith(f"{now.row_name} ")
+                row = f"; row {now.row_name}: {' '.join(now.row)}" if several else ""
+                c.add(FactKind.VALUE, f"{now.key} = {now.value} (in {now.source}{row})", "Which settings and values "
                       "did you see, with their latest values?", about=now.value, subject=now.source,
-                      setting=now.name, value=now.value)
+                      setting=now.name, value=now.value, row=now.row, row_name=now.row_name)
         if kind in TOOL_OUTPUT_KINDS:
             call = calls.get(item.get("call_id"))
             if call is None or id(call) not in in_items:

@@ -366,6 +366,33 @@ def states_setting(segment: Segment, *, setting: str, value: str, source: str = 
     return named and not (source and about_another(segment, source))
 
 
+# A row is stated by a segment holding more than this share of its cells (its name's and its values').
+ROW_SHARE = 0.5
+
+
+def states_row(segment: Segment, row: tuple[str, ...], row_name: str, source: str = "",
+               values_in: Segment | None = None) -> bool:
+    """Whether a segment states most of a table row (`kubectl get hpa`, `helm list`, `df -h`, `docker images`): the
+    row named (by a cell of its name or the thing the table was read from), one of its values at least, and more
+    than half of its cells, name and values, each value in any form that agrees (`states_value`). A summary
+    keeping a `df` row's use and free space keeps its size too; one keeping a single cell of a wide row keeps that
+    cell only (`states_setting`). `values_in`: the line of a two-line segment that must hold the values (a YAML
+    item's value under its topic), so that a neighbouring claim's values do not count."""
+    if not row:
+        return False
+    stated = sum(states_value(values_in or segment, value) for value in row)
+    if not stated:
+        return False
+    parts = [p for p in re.split(r"\s+", row_name.lower()) if p]
+    named = sum(any(q in segment.tokens or segment.in_compound(q) or stem(q) in segment.words
+                    for q in re.split(r"[:]+", p) if q) for p in parts)
+    # Named by the thing the table was read from (`df -h /data/x` names the row of /data/x), the row's own name
+    # cells are not asked for.
+    if named + stated <= ROW_SHARE * ((len(parts) if named else 0) + len(row)):
+        return False
+    return (named > 0 or names_source(segment, source)) and not (source and about_another(segment, source))
+
+
 def is_version_setting(setting: str) -> bool:
     """A setting whose value is a version (`version`, `openjdk_version`, `release`): 16.3 is not 16.30 or 16."""
     return "version" in setting or "release" in setting

@@ -49,6 +49,7 @@ from compaction_app.engine.retention.match import (
     holds_value,
     stated_values,
     states,
+    states_row,
     states_setting,
     states_value,
 )
@@ -202,8 +203,10 @@ def segments(items: list[Item]) -> list[Segment]:
 
 def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
     if fact.setting:
+        # A row's name and values may sit on two adjacent lines (a YAML item's topic and value).
         return any(states_setting(segment, setting=fact.setting, value=fact.value, source=fact.subject)
-                   for segment in found if not segment.joined and not segment.multi)
+                   for segment in found if not segment.joined and not segment.multi) or \
+            bool(fact.row) and any(_states_row(fact, segment, found) for segment in found if not segment.multi)
     loose = fact.kind is FactKind.ERROR
     counts = run_counts(fact.text) if loose else None
     if counts is not None:  # a test run's counts, in any order or as "3 of 15 fail" (`counts.py`)
@@ -221,6 +224,16 @@ def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
         # A command and its exit status are one claim: read within one line or sentence, not across two.
         for segment in found if not ((segment.joined or segment.multi) and fact.status is not None)
     )
+
+
+def _states_row(fact: ProbeFact, segment: Segment, found: list[Segment]) -> bool:
+    """A table row stated by one line, or named on one line and stated by the next (a YAML item's topic and
+    value): the values are counted on one line only."""
+    if not segment.joined:
+        return states_row(segment, fact.row, fact.row_name, fact.subject)
+    by_text = {s.text: s for s in found if not s.joined and not s.multi}
+    return any(line in by_text and states_row(segment, fact.row, fact.row_name, fact.subject, by_text[line])
+               for line in segment.lines)
 
 
 # Facts said in words (by the user, the agent or a pin), whose dates and quantities a summary may restate in another

@@ -3,7 +3,8 @@
 A *statement* is a named value: a config line in a tool's output (`listen_port = 19000`, `worker_timeout: 50`,
 `14:RATE_LIMIT_PER_MIN=300`, `peak memory: 1843 MiB`, `Version: 7.1.3`, `notAfter=Mar 14 09:30:00 2027 GMT`), a
 leaf of a JSON output (`{"port": 24011}`), a cell of a short table (a header in capitals, or plain words as `df`
-prints them), the `key=value` pairs of a log line (`rows=18,204,551 elapsed=1h12m09s`), the fields of a list of
+prints them, or drawn with bars as psql does; each cell also knows its row's values), the `key=value` pairs of a
+log line (`rows=18,204,551 elapsed=1h12m09s`), the fields of a list of
 measurements (`epoch 10/10 - loss 0.2094 - val_auc 0.9131`), a config directive (`client_max_body_size 25m;`), a
 tool's version (`go version go1.22.7`, or the first line a version command prints), or a later sentence that names a setting already seen and gives it a value ("RATE_LIMIT_PER_MIN
 is now 620", "raised worker_timeout from 50 to 100"). Values hold a digit (ports, ids, versions, sizes, timeouts):
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -50,6 +51,10 @@ class Statement:
     value: str
     source: str = ""  # where it was stated (a file, a command); "" for a sentence restating a known setting
     about: frozenset[str] = frozenset()  # a restatement's identifiers (which source it corrects)
+    # A table cell's row: the values of the row's other cells and what names the row (its first cells when the
+    # table has several rows). A summary that states most of a row keeps each of its cells (`match.states_row`).
+    row: tuple[str, ...] = ()
+    row_name: str = ""
 
     @property
     def name(self) -> str:
@@ -99,9 +104,12 @@ def _json_leaves(data: Any, key: str = "") -> list[Statement]:
 
 
 # A table's header row (`NAME  READY  STATUS  RESTARTS  AGE`, `NAME  CPU(cores)  MEMORY(bytes)`): names in capitals,
-# each with an optional unit in parentheses, two or more spaces apart.
-TABLE_HEADER = re.compile(r"^[A-Z][A-Z_-]*(?:\([a-z%]+\))?(?:\s{2,}[A-Z][A-Z_ -]*(?:\([a-z%]+\))?)+$")
-TABLE_CELLS = re.compile(r"\s{2,}")
+# each with an optional unit in parentheses, two or more spaces or a tab apart.
+TABLE_HEADER = re.compile(r"^[A-Z][A-Z_-]*(?:\([a-z%]+\))?(?:(?:\s*\t\s*|\s{2,})[A-Z][A-Z_ -]*(?:\([a-z%]+\))?)+$")
+# Cells are two spaces or a tab apart (`helm list` pads with spaces and separates with tabs).
+TABLE_CELLS = re.compile(r"\s*\t\s*|\s{2,}")
+# A table drawn with bars (psql: ` status | count`, then `--------+-------`, then ` failed |  4093`).
+BAR_RULE = re.compile(r"^[-+|=\s]{3,}$")
 # A table longer than this is a listing, not a few measurements.
 MAX_TABLE_ROWS = 4
 
@@ -117,14 +125,57 @@ def _table(lines: list[str]) -> list[Statement]:
     rows = [TABLE_CELLS.split(line.strip()) for line in lines[header + 1:]]
     if not rows or len(rows) > MAX_TABLE_ROWS:
         return []
+    return _cells(names, rows, first=1)
+
+
+def _bar_table(lines: list[str]) -> list[Statement]:
+    """A table drawn with bars (psql's ` status | count` over `--------+------`): its cells, as `_table`'s."""
+    if len(lines) < 3 or "|" not in lines[0] or not BAR_RULE.match(lines[1]):
+        return []
+    names = [cell.strip() for cell in lines[0].strip().strip("|").split("|")]
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines[2:]
+            if "|" in line and not BAR_RULE.match(line)]
+    if not rows or len(rows) > MAX_TABLE_ROWS or not all(names):
+        return []
+    return _cells(names, rows, first=1)
+
+
+def _row_names(rows: list[list[str]]) -> list[str]:
+    """What tells each row from the others: its first cell, or its first two when the first repeats (`docker
+    images` lists one repository under several tags)."""
+    firsts = [cells[0] for cells in rows]
+    return [cells[0] if firsts.count(cells[0]) == 1 or len(cells) < 2 else f"{cells[0]} {cells[1]}"
+            for cells in rows]
+
+
+def row_values(cells: list[str], name: str) -> tuple[str, ...]:
+    """The values a row states, each its own: every cell holding a digit but those that only repeat the row's
+    name (`Deployment/web-3` in web-3's row), a cell of two values split (`73%/80%`, `1.2MB / 800kB`)."""
+    found: list[str] = []
+    own = {part for part in re.split(r"[\s/]+", name.lower()) if part}
+    for cell in cells:
+        for part in re.split(r"\s*/\s*(?=[\d.]+\s*[%A-Za-z]*$)|(?<=%)/", cell):
+            part = re.sub(r"^[A-Za-z ]+:\s*", "", part.strip())  # `cpu: 73%` is 73%
+            value = _plain_value(part)
+            if value is not None and value not in found and \
+                    not {p for p in re.split(r"[\s/]+", value.lower()) if re.search(r"\d", p)} <= own:
+                found.append(value)
+    return tuple(found)
+
+
+def _cells(names: list[str], rows: list[list[str]], *, first: int) -> list[Statement]:
+    """Each cell holding a digit, named by its column (and by its row's name when there are several rows), with
+    its row's values."""
     found = []
-    for cells in rows:
+    for cells, row_name in zip(rows, _row_names(rows), strict=True):
         if len(cells) != len(names):
             continue
-        for name, cell in zip(names[1:], cells[1:], strict=True):
+        values = row_values(cells, row_name)
+        for name, cell in zip(names[first:], cells[first:], strict=True):
             value = _plain_value(cell)
             if value is not None and re.match(r"^[A-Za-z_]", name):
-                found.append(Statement(name if len(rows) == 1 else f"{cells[0]} {name}", value))
+                found.append(Statement(name if len(rows) == 1 else f"{row_name} {name}", value, row=values,
+                                       row_name=row_name))
     return found[:MAX_STATEMENTS_PER_TEXT]
 
 
@@ -140,13 +191,7 @@ def _loose_table(lines: list[str]) -> list[Statement]:
             any(not LOOSE_HEADER_CELL.fullmatch(name) for name in names):
         return []
     names = [*names[:width - 1], " ".join(names[width - 1:])]
-    found = []
-    for cells in rows:
-        for name, cell in zip(names, cells, strict=True):
-            value = _plain_value(cell)
-            if value is not None and cell is not cells[0]:
-                found.append(Statement(name if len(rows) == 1 else f"{cells[0]} {name}", value))
-    return found[:MAX_STATEMENTS_PER_TEXT]
+    return _cells(names, rows, first=1)
 
 
 # A header cell: a word, maybe with a unit or a percent sign (`Use%`, `CPU(cores)`), no digit.
@@ -201,7 +246,7 @@ def _structured(lines: list[str]) -> list[Statement]:
             return _json_leaves(json.loads(text))[:MAX_STATEMENTS_PER_TEXT]
         except ValueError:
             pass
-    table = _table(lines) or _loose_table(lines)
+    table = _table(lines) or _bar_table(lines) or _loose_table(lines)
     if table:
         return table
     found = []
@@ -250,8 +295,7 @@ def with_key_unit(statement: Statement) -> Statement:
     if unit is None or not re.fullmatch(r"-?\d+(?:\.\d+)?", statement.value):
         return statement
     word = unit.group(1).lower()
-    return Statement(statement.key, f"{statement.value} {_KEY_UNITS.get(word, word)}", statement.source,
-                     statement.about)
+    return replace(statement, value=f"{statement.value} {_KEY_UNITS.get(word, word)}")
 
 
 # A command that asks a program for its version (`psql --version`, `java -version`, `go version`, `node -v`).
