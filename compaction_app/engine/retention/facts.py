@@ -117,7 +117,7 @@ ERROR_LINE = re.compile(
     r"\bno space left\b|\bdeadlock\b|\bunhealthy\b|\bnon-zero\b|\bexit status [1-9]|\bterminated\b|\bCRITICAL\b|"
     r"\bexited (?:with )?(?:code |status )?\(?[1-9]\d*\b|\btime ?out\b|\bERR!|\berrno\b|"
     r"\bE(?:CONNREFUSED|CONNRESET|NOENT|ACCES|LIFECYCLE|ADDRINUSE|TIMEDOUT|PIPE|PERM)\b|\bconnection reset\b|"
-    r"\bHTTP/\d(?:\.\d)? [45]\d\d\b|\bService Unavailable\b|\bBad Gateway\b|\bGateway Timeout\b|"
+    r"\bHTTP/\d(?:\.\d)?\"? [45]\d\d\b|\bstatus[=:]\s*\"?5\d\d\b|\bService Unavailable\b|\bBad Gateway\b|\bGateway Timeout\b|"
     # A resolver's or a linker's complaint: "... requires x<3.0, but you have x 3.1 which is incompatible".
     r"\bincompatible\b|\bconflicts?\b|\bunsatisfi(?:ed|able)\b",
     re.IGNORECASE)
@@ -405,21 +405,31 @@ def _table_row(line: str, header: str | None) -> str:
 # TypeScript's and MSBuild's `src/a.ts(12,5): error TS2345`, Python's `File "src/a.py", line 212, in f`, a
 # JavaScript stack's `at f (src/a.js:12:5)`.
 LOCATION = re.compile(
-    r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z]{1,6})(?::(\d+)(?::\d+)?\b|\((\d+),\d+\))|"
+    r"(?<![\w/.-])(/?(?:[\w.-]+/)*[\w.-]+\.[A-Za-z]{1,6})(?::(\d+)(?::\d+)?\b|\((\d+),\d+\))|"
     r"File \"([^\"]+)\", line (\d+)")
+# A frame of a stack that lists the innermost call first: Java's, JavaScript's and C#'s `at f(File.java:12)`, Go's
+# `\t/src/a/b.go:311 +0x1a4` under `goroutine 7 [running]:`. Python's traceback lists it last.
+FIRST_FRAME_FIRST = re.compile(r"^at\s|^\S+:\d+ \+0x[0-9a-f]+$")
+# A frame of the language's own library or runtime, not where the program went wrong.
+LIBRARY_FRAME = re.compile(r"java\.base/|\bjdk\.internal\.|\bsun\.|node:internal|/usr/(?:local/)?lib/|/go/src/|"
+                           r"\bruntime/|\bSystem\.Private\.")
 
 
 def failure_location(output: str, code: int | None) -> tuple[str, str] | None:
-    """The line and the place (`path:line`) where a failing command's failure was raised: the last place a
-    traceback or a report names (the innermost frame), not a test's own id. None for a command that did not fail."""
+    """The line and the place (`path:line`) where a failing command's failure was raised: the innermost frame of
+    the program's own code, not a test's own id. Python's traceback and a report list it last; a Java, JavaScript
+    or Go stack lists it first (`FIRST_FRAME_FIRST`), where a frame of the runtime's own library is passed over.
+    None for a command that did not fail."""
     if code in (None, 0):
         return None
-    found = None
-    for line in output_body(output):
-        place = place_in(line)
-        if place is not None:
-            found = (line, place)
-    return found
+    places = [(line, place) for line in output_body(output) for place in [place_in(line)] if place is not None]
+    if not places:
+        return None
+    frames = [(line, place) for line, place in places if FIRST_FRAME_FIRST.search(line)]
+    if frames and "most recent call last" not in output:
+        own = [frame for frame in frames if not LIBRARY_FRAME.search(frame[0])]
+        return (own or frames)[0]
+    return places[-1]
 
 
 def place_in(line: str) -> str | None:
@@ -443,6 +453,9 @@ def _error_about(line: str, command: str = "") -> str | None:
     the command's own arguments are not the failure), when they say what failed by themselves: two or more (an
     exception and the file it names, an order and its decline code) or an error code (`E0382`, `ORA-00942`). None
     otherwise (the line is proved by its anchors and words)."""
+    request = HTTP_FAILURE.search(line)
+    if request is not None:  # a server's log line: the request that failed and its status, not the client's details
+        return f"{request.group('target')} {request.group('status')}"
     place = place_in(line)
     if place is None:
         own = set(anchors_of(command))
@@ -460,6 +473,11 @@ def _error_about(line: str, command: str = "") -> str | None:
         return " ".join(codes) if codes else None
     names = [a for a in anchors_of(line) if not any(sep in a for sep in "/.,:") and any(ch.isalpha() for ch in a)]
     return " ".join([place, *names])
+
+
+# An access log's failed request (`"POST /v1/x HTTP/1.1" 502 173 ...`): its target and its status say what failed.
+HTTP_FAILURE = re.compile(r"\b(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (?P<target>/\S*) HTTP/[\d.]+\"? "
+                          r"(?P<status>[45]\d\d)\b")
 
 
 # An exception's or an error's class (`FileNotFoundError`, `java.sql.SQLSyntaxErrorException`): its kind, which a

@@ -193,6 +193,9 @@ class Segment:
             self.words.add("must")
         for code in HTTP_REASONS.keys() & self.tokens:  # "-> 404" says "Not Found"
             self.words |= HTTP_REASONS[code]
+        for code, reason in HTTP_REASONS.items():  # and "Bad Gateway" says 502
+            if len(reason) > 1 and reason <= self.words:
+                self.tokens.add(code)
         self._digests: list[str] | None = None
         self._parts: set[str] | None = None
 

@@ -33,6 +33,7 @@ from compaction_app.engine.items import (
 from compaction_app.engine.retention.contradictions import claims_done, drops_negation, turns_choice_round
 from compaction_app.engine.retention.counts import run_counts, states_counts
 from compaction_app.engine.retention.facts import (
+    HTTP_FAILURE,
     Category,
     FactKind,
     ProbeFact,
@@ -207,7 +208,8 @@ def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
         return any(states_setting(segment, setting=fact.setting, value=fact.value, source=fact.subject)
                    for segment in found if not segment.joined and not segment.multi) or \
             bool(fact.row) and any(_states_row(fact, segment, found) for segment in found if not segment.multi)
-    loose = fact.kind is FactKind.ERROR
+    # A failure line's plain numbers are loose (a pid, a line number), but not a failed request's status.
+    loose = fact.kind is FactKind.ERROR and HTTP_FAILURE.search(fact.text) is None
     counts = run_counts(fact.text) if loose else None
     if counts is not None:  # a test run's counts, in any order or as "3 of 15 fail" (`counts.py`)
         return any(states_counts(segment.text, counts) for segment in found if not segment.joined)
