@@ -7,6 +7,22 @@
 (function () {
   "use strict";
 
+  // On a phone a wide table scrolls sideways in its own box (compactweb.css) rather than widening the page. A box
+  // that scrolls must be reachable from the keyboard, so such a table takes focus while, and only while, it does.
+  function focusableWideTables() {
+    document.querySelectorAll("main table").forEach(function (table) {
+      if (table.scrollWidth > table.clientWidth + 1) {
+        if (!table.hasAttribute("tabindex")) { table.setAttribute("tabindex", "0"); table.dataset.scrolls = "1"; }
+      } else if (table.dataset.scrolls) {
+        table.removeAttribute("tabindex");
+        delete table.dataset.scrolls;
+      }
+    });
+  }
+  document.addEventListener("DOMContentLoaded", focusableWideTables);
+  window.addEventListener("resize", focusableWideTables);
+  document.addEventListener("htmx:afterSettle", focusableWideTables);
+
   // The top bar's menu folds behind its button on a phone (the CSS hides it only when this script runs).
   document.documentElement.classList.add("js");
   document.addEventListener("click", function (evt) {
