@@ -96,7 +96,9 @@ OBLIGATION = re.compile(r"\b(?:must|only|has to|have to|had to|required|requires
 
 
 BOUND = re.compile(r"(?:\b(?:max|maximum|min|minimum|at most|at least|below|under|up to|no more than|"
-                   r"limit|cap)\b|[<>≤≥]=?)\s*[€$£]?\s*\d")
+                   r"limit|cap)\b|[<>≤≥]=?)\s*[€$£]?\s*\d|"
+                   # A range bounds a value both ways: "06:00–09:30", "from 6:00 to 9:30", "between 2 and 5".
+                   r"\d\s*[–—]\s*\d|\b(?:from|between)\s+[^\s,;]*\d[^\s,;]*\s+(?:and|to|until)\s+\d")
 
 
 def drops_negation(fact_text: str, claim: str) -> bool:

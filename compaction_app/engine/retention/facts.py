@@ -35,6 +35,7 @@ from compaction_app.engine.items import (
 )
 from compaction_app.engine.retention.match import anchors_of, is_code, names_of, normalise, words_of
 from compaction_app.engine.retention.statements import (
+    SPREAD,
     TABLE_CELLS,
     TABLE_HEADER,
     Statement,
@@ -386,7 +387,9 @@ def output_body(output: str) -> list[str]:
             parsed = None
         if isinstance(parsed, dict) and isinstance(parsed.get("output"), str):
             text = parsed["output"]
-    return [line.strip() for line in text.splitlines() if line.strip() and not OUTPUT_HEADER.match(line.strip())]
+    # A measurement's spread (`331.4 ms ± 9.3 ms`) is part of it, not a second value of its name.
+    return [SPREAD.sub("", line).strip() for line in text.splitlines()
+            if line.strip() and not OUTPUT_HEADER.match(line.strip())]
 
 
 def _table_row(line: str, header: str | None) -> str:

@@ -164,6 +164,12 @@ _SEPARATED = re.compile(r"^(?:.*[_./:])?\0(?:[_./:].*)?$", re.DOTALL)
 _MUST = re.compile(r"\b(?:has|have|had|needs?|is required) to\b")
 
 
+_SHORT_CLOCK = re.compile(r"^\d:\d\d(?::\d\d)?$")
+_WEEKDAYS = {day[:3]: stem(day) for day in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+                                             "sunday")}
+WEEKDAYS = frozenset(_WEEKDAYS.values())
+
+
 class Segment:
     """One searchable text of a window: its normalised form, its token set and its stemmed word set."""
 
@@ -188,7 +194,11 @@ class Segment:
                     self.tokens.add("/".join(pieces[i:]))
         # A number written with thousands separators is also the number ("1,287" states 1287).
         self.tokens.update(m.group().replace(",", "") for m in _THOUSANDS.finditer(self.text))
+        # A clock time without its leading zero is the same time ("6:00" states 06:00).
+        self.tokens.update(f"0{t}" for t in toks if _SHORT_CLOCK.match(t))
         self.words = {stem(t) for t in toks if t.isalpha()}
+        # A weekday written short is the weekday ("Mon–Thu" says Monday and Thursday).
+        self.words.update(_WEEKDAYS[t] for t in toks if t in _WEEKDAYS)
         if _MUST.search(self.text):  # "has to be done by 06:00" says "must"
             self.words.add("must")
         for code in HTTP_REASONS.keys() & self.tokens:  # "-> 404" says "Not Found"
@@ -350,8 +360,23 @@ def source_ids(source: str) -> tuple[str, ...]:
 
 def names_source(segment: Segment, source: str) -> bool:
     """Whether a segment names the thing a setting was read from ("/export/21 answers in 421 ms" for the
-    `p95_latency` of `./scripts/latency --route /export/21`)."""
-    return any(segment.has_anchor(a) or segment.in_compound(a) for a in source_ids(source)) if source else False
+    `p95_latency` of `./scripts/latency --route /export/21`; "batch 31 takes 331 ms" for the mean time of
+    `hyperfine 'node score.js --batch 31'`: an option and its number name what was run)."""
+    if not source:
+        return False
+    return any(segment.has_anchor(a) or segment.in_compound(a) for a in source_ids(source)) or \
+        any(re.search(pattern, segment.text) for pattern in _option_patterns(source))
+
+
+_OPTION = re.compile(r"(?<![\w-])--?([a-z][a-z-]{2,})[= ](\d+)\b")
+
+
+@lru_cache(maxsize=4096)
+def _option_patterns(source: str) -> tuple[str, ...]:
+    """`--batch 31` of a command line, as the words a claim names it by: "batch 31", "batch-31", "batch_31", and
+    the number before the name ("64 pages" for `--pages 64`)."""
+    return tuple(pattern for name, number in _OPTION.findall(source) for words in [re.escape(name.replace("-", " "))]
+                 for pattern in (rf"\b{words}[ _-]?{number}\b(?![.,]\d)", rf"(?<![\d.,]){number} {words}\b"))
 
 
 def states_setting(segment: Segment, *, setting: str, value: str, source: str = "") -> bool:

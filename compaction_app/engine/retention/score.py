@@ -45,6 +45,7 @@ from compaction_app.engine.retention.facts import (
     output_text,
 )
 from compaction_app.engine.retention.match import (
+    WEEKDAYS,
     Segment,
     about_another,
     holds_value,
@@ -213,8 +214,10 @@ def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
     counts = run_counts(fact.text) if loose else None
     if counts is not None:  # a test run's counts, in any order or as "3 of 15 fail" (`counts.py`)
         return any(states_counts(segment.text, counts) for segment in found if not segment.joined)
-    anchors, words, values = fact.anchors, fact.words, ()
+    anchors, words, values, days = fact.anchors, fact.words, (), ()
     if fact.kind in _SAID:
+        # Weekdays a user named are values of the fact ("Monday to Wednesday"), each to be stated, in full or short.
+        days = tuple(w for w in words if w in WEEKDAYS)
         values, covered = stated_values(fact.text)
         if values:  # its dates and quantities are compared by what they are, not as the tokens they were written in
             anchors = tuple(a for a in anchors if a not in covered)
@@ -222,7 +225,8 @@ def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
     return any(
         states(segment if not fact.subject else _without(segment, fact.subject), anchors=anchors,
                words=words, status=fact.status, loose_numbers=loose, values=len(values))
-        and all(holds_value(segment, value) for value in values) and not contradicts(fact, _claim(fact, segment))
+        and all(holds_value(segment, value) for value in values) and all(d in segment.words for d in days)
+        and not contradicts(fact, _claim(fact, segment))
         # A command and its exit status are one claim: read within one line or sentence, not across two.
         for segment in found if not ((segment.joined or segment.multi) and fact.status is not None)
     )

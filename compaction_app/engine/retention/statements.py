@@ -239,6 +239,11 @@ def structured(lines: list[str]) -> list[Statement]:
     return [with_key_unit(s) for s in _structured(lines)]
 
 
+# A measurement's spread (`331.4 ms ±  9.3 ms`, `12.1 +/- 0.4`): part of the measurement, not a second value of its
+# name.
+SPREAD = re.compile(r"\s*(?:±|\+/-)\s*\d[\d.]*\s*(?:[a-zµ]{1,3}\b|%)?", re.IGNORECASE)
+
+
 def _structured(lines: list[str]) -> list[Statement]:
     text = "\n".join(lines).strip()
     if text[:1] in "{[":
