@@ -7,8 +7,10 @@ test_gateway_records_on_daphne.py.)"""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -136,7 +138,8 @@ def test_an_exchange_whose_process_ended_is_recorded_as_cut_and_nothing_is_inven
 
     (cut,) = GatewayAttempt.objects.all()
     assert cut.cut and cut.status == 0 and cut.gateway_session_id == gs.pk and cut.endpoint == "responses"
-    assert gone.process in cut.error and "its process is gone" in cut.error
+    assert cut.request_kind == "turn"  # what the client asked for, as its row said
+    assert gone.process in cut.error and "ended during this exchange (its process is gone); begun" in cut.error
     assert set(GatewayInFlight.objects.values_list("token", flat=True)) == {running.token, elsewhere.token}
     gs.refresh_from_db()
     assert gs.requests == 2  # the cut exchange was a request the session made
@@ -283,3 +286,106 @@ def test_a_client_that_hangs_up_while_the_end_waits_leaves_a_row_that_says_so(si
     assert attempt.status == 0 and "disconnected" in attempt.error
     gs = GatewaySession.objects.get()
     assert not LiveItem.objects.filter(session_id=gs.session_id, item__role="assistant").exists()
+
+
+@contextlib.contextmanager
+def journal_log():
+    """The journal's log records (caplog's handler on the root logger does not survive a request's logging
+    set-up, so the records are taken on the journal's own logger)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("gateway_app.journal")
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_an_exchange_that_could_not_be_noted_goes_on_and_the_log_says_a_crash_now_loses_it(monkeypatch):
+    def refused(**kwargs):
+        raise RuntimeError("database gone")
+
+    monkeypatch.setattr(journal, "_swept", True)
+    monkeypatch.setattr(journal, "do_begin", refused)
+    with journal_log() as records, pytest.raises(RuntimeError):
+        journal._begin_on_thread(token=uuid.uuid4(), exchange={})
+    (logged,) = records
+    assert logged.getMessage() == ("gateway: an exchange could not be noted as begun (it goes on; a crash now "
+                                   "loses it)")
+    assert logged.exc_info[1].args == ("database gone",)
+
+
+def test_only_a_process_first_exchange_sweeps_what_the_process_before_it_left(monkeypatch):
+    sweeps: list[int] = []
+    monkeypatch.setattr(journal, "_swept", False)  # as in a process that just started
+    monkeypatch.setattr(journal, "do_sweep_cut", lambda: sweeps.append(1) or 0)
+    monkeypatch.setattr(journal, "do_begin", lambda **kwargs: None)
+    for _ in range(3):
+        journal._begin_on_thread(token=uuid.uuid4(), exchange={})
+    assert sweeps == [1]
+
+
+def test_an_answer_that_came_in_pieces_is_journaled_as_its_bytes_end_to_end(sim_upstream, gateway_key):
+    assert turn(gateway_key, [user("fix the parser")]).status_code == 200
+    gs = GatewaySession.objects.get()
+    token = uuid.uuid4()
+    GatewayInFlight.objects.create(token=token, process=journal.PROCESS, route_id=gs.route_id, key_id=gs.key_id,
+                                   group_key=gs.group_key, endpoint="responses", request_kind="turn",
+                                   begun=timezone.now())
+
+    async def end():
+        noted = asyncio.get_running_loop().create_future()
+        noted.set_result(None)
+        await journal.Begun(token, noted).ended(status=200, error="", answer_format="sse",
+                                                answer=[b"event: one\n\n", b"event: two\n\n"])
+
+    async_to_sync(end)()
+    row = GatewayInFlight.objects.get(pk=token)
+    assert row.ended and bytes(row.answer) == b"event: one\n\nevent: two\n\n"
+
+
+def _ended_rows_of_a_dead_process(gateway_key, monkeypatch) -> list[GatewayInFlight]:
+    """Two exchanges (two conversations) whose answers ended and were journaled, their process killed before its
+    recorder wrote them."""
+    async def lost(exchange):
+        pass
+
+    monkeypatch.setattr(recorder.recorder, "put", lost)
+    for thread in (THREAD, "0190eeee-0000-7000-8000-000000000002"):
+        body = {"model": "compactweb-sim", "stream": True, "input": [BASE, user("fix the parser")]}
+        answer = call("POST", "/gateway/v1/responses", json=body, headers={**bearer(gateway_key), **meta(thread)})
+        assert answer.status_code == 200
+    GatewayInFlight.objects.update(process=f"{journal.HOST}:{dead_pid()}:1")
+    rows = list(GatewayInFlight.objects.all())
+    assert len(rows) == 2 and all(row.ended for row in rows)
+    return rows
+
+
+def test_a_sweep_records_every_ended_exchange_of_a_dead_process_whole_and_says_how_many(
+        sim_upstream, gateway_key, monkeypatch):
+    _ended_rows_of_a_dead_process(gateway_key, monkeypatch)
+
+    with journal_log() as records:
+        assert journal.do_sweep_cut() == 2
+    assert not GatewayInFlight.objects.exists() and not GatewayAttempt.objects.exists()
+    assert sorted(GatewaySession.objects.values_list("requests", flat=True)) == [1, 1]
+    assert [r.getMessage() for r in records] == [
+        "gateway: 2 exchange(s) whose gateway process ended before their record recorded whole from the journal"]
+
+
+def test_a_journaled_record_that_cannot_be_written_is_cut_and_the_log_names_its_exchange(
+        sim_upstream, gateway_key, monkeypatch):
+    rows = _ended_rows_of_a_dead_process(gateway_key, monkeypatch)
+
+    def broken(*, exchange):
+        raise RuntimeError("record refused")
+
+    monkeypatch.setattr(recording, "do_record_exchange", broken)
+    with journal_log() as records:
+        assert journal.do_sweep_cut() == 2
+    assert GatewayAttempt.objects.filter(cut=True).count() == 2 and not GatewayInFlight.objects.exists()
+    logged = [r.getMessage() for r in records]
+    assert sorted(logged[:2]) == sorted(f"gateway: the journaled record of exchange {row.token} could not be "
+                                        "written; it is cut" for row in rows)
