@@ -173,7 +173,7 @@ WEEKDAYS = frozenset(_WEEKDAYS.values())
 class Segment:
     """One searchable text of a window: its normalised form, its token set and its stemmed word set."""
 
-    __slots__ = ("text", "tokens", "words", "joined", "multi", "lines", "_digests", "_parts")
+    __slots__ = ("text", "tokens", "words", "joined", "multi", "lines", "halves", "_digests", "_parts")
 
     def __init__(self, text: str, *, joined: bool = False, multi: bool = False) -> None:
         self.joined = joined  # two adjacent summary lines read as one (not for an exit status: headers sit there)
@@ -208,6 +208,8 @@ class Segment:
                 self.tokens.add(code)
         self._digests: list[str] | None = None
         self._parts: set[str] | None = None
+        # A joined segment's two lines as segments of their own (single-sentence lines only), set by its maker.
+        self.halves: tuple[Segment, ...] = ()
 
     def in_compound(self, name: str) -> bool:
         """Whether a name is a whole part of a compound token (`ingest-11` of `ingest-11_run_time`)."""

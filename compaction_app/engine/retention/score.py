@@ -166,12 +166,18 @@ def _summary_segments(text: str) -> list[Segment]:
     each sentence of a line of prose (a setting's value is read in the sentence that names it)."""
     lines = [line for line in text.splitlines() if line.strip()]
     found = []
+    whole = []
     for line in lines:
         sentences = [s for s in SENTENCE_END.split(line) if s.strip()]
-        found.append(Segment(line, multi=len(sentences) > 1))
+        whole.append(Segment(line, multi=len(sentences) > 1))
+        found.append(whole[-1])
         if len(sentences) > 1:
             found += [Segment(sentence) for sentence in sentences]
-    found += [Segment(f"{a}\n{b}", joined=True) for a, b in zip(lines, lines[1:], strict=False)]
+    for (a, first), (b, second) in zip(zip(lines, whole, strict=True), zip(lines[1:], whole[1:], strict=True),
+                                       strict=False):
+        joined = Segment(f"{a}\n{b}", joined=True)
+        joined.halves = tuple(half for half in (first, second) if not half.multi)
+        found.append(joined)
     return found
 
 
@@ -208,7 +214,7 @@ def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
         # A row's name and values may sit on two adjacent lines (a YAML item's topic and value).
         return any(states_setting(segment, setting=fact.setting, value=fact.value, source=fact.subject)
                    for segment in found if not segment.joined and not segment.multi) or \
-            bool(fact.row) and any(_states_row(fact, segment, found) for segment in found if not segment.multi)
+            bool(fact.row) and any(_states_row(fact, segment) for segment in found if not segment.multi)
     # A failure line's plain numbers are loose (a pid, a line number), but not a failed request's status.
     loose = fact.kind is FactKind.ERROR and HTTP_FAILURE.search(fact.text) is None
     counts = run_counts(fact.text) if loose else None
@@ -232,14 +238,12 @@ def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
     )
 
 
-def _states_row(fact: ProbeFact, segment: Segment, found: list[Segment]) -> bool:
+def _states_row(fact: ProbeFact, segment: Segment) -> bool:
     """A table row stated by one line, or named on one line and stated by the next (a YAML item's topic and
     value): the values are counted on one line only."""
     if not segment.joined:
         return states_row(segment, fact.row, fact.row_name, fact.subject)
-    by_text = {s.text: s for s in found if not s.joined and not s.multi}
-    return any(line in by_text and states_row(segment, fact.row, fact.row_name, fact.subject, by_text[line])
-               for line in segment.lines)
+    return any(states_row(segment, fact.row, fact.row_name, fact.subject, half) for half in segment.halves)
 
 
 # Facts said in words (by the user, the agent or a pin), whose dates and quantities a summary may restate in another
