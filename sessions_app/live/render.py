@@ -18,6 +18,7 @@ import orjson
 from django.template.loader import render_to_string
 
 from compaction_app.engine.lru import Lru
+from compaction_app.limits import session_pin_budget
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.compactions.alerts import recent_alerts
 from sessions_app.compactions.queue import queued_for
@@ -273,6 +274,7 @@ def _render_batch(*, session: Session, summary: Mapping[str, Any], after_seq: in
         advance_chart_state(session=session, after_seq=after_seq, upto=upto)
     if session.source == FOLLOWED:
         parts.append(file_lines(session_id=session_id))
+    parts.append(pin_budget_total(session=session))
     parts.append(live_faults(session=session))
     if any(_changes_compaction_state(ln) for ln in lines):
         parts.append(
@@ -281,6 +283,17 @@ def _render_batch(*, session: Session, summary: Mapping[str, Any], after_seq: in
         )
         parts.append(_partial(SESSION_PAGE, "timeline", {**context, "timeline": ls.timeline(session=session)}))
     return "".join(parts)
+
+
+PINS_CARD = "compaction_app/partials/pins.html"
+
+
+def pin_budget_total(*, session: Session) -> str:
+    """The pins card's budget, out of band: it follows the session's model, which a model switch changes between
+    turns (a page kept the old budget: every live counter is live or absent, issue 47). No query: the session
+    is read with its provider and policy."""
+    budget, source = session_pin_budget(provider=session.provider, policy=session.policy)
+    return _partial(PINS_CARD, "pin_budget_total", {"pin_budget": {"budget": budget, "source": source}, "oob": True})
 
 
 def _compaction_job_refusal(event: Mapping[str, Any]) -> str | None:

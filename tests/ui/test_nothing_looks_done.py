@@ -1,5 +1,6 @@
 """Nothing looks done that is not (issue 47, item 2): the fault panel's "N left · not fired yet" moves live as the
-fault fires (the same partial on first render and in the live batch), and the analytics headline's tokens freed is
+fault fires (the same partial on first render and in the live batch), the pins card's budget follows a model switch
+live and the run card shows no step count it could not keep live, and the analytics headline's tokens freed is
 the sum of "Retention and cost" by day, one rule (installed and not rolled back) said on the page."""
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ import re
 import pytest
 from django.test import Client
 
+from compaction_app.models import Provider
 from sessions_app.live.render import session_batch
-from sessions_app.models import Session
+from sessions_app.models import Session, SimulatorRun
+from sessions_app.rollout.services import do_append_items
 
 pytestmark = pytest.mark.django_db
 
+PIN_BUDGET = re.compile(r'<span id="pin-budget-total" title="budget: [^"]*"( hx-swap-oob="true")?>([\d,]+)</span>')
 FAULT_LIST = re.compile(r'<div id="fault-active"( hx-swap-oob="true")?>.*?</div>', re.S)
 
 
@@ -46,6 +50,33 @@ def test_a_session_without_faults_gets_no_fault_list_in_its_live_batches(operato
     operator_api.post(f"/api/v1/sessions/{session.pk}/compact", {"strategy": "local"}, format="json")
     html, _ = session_batch(session_id=session.pk, after_seq=0)
     assert 'id="fault-active"' not in html
+
+
+def test_the_pin_budget_follows_a_model_switch_live_through_the_same_partial(operator_user, make_session,
+                                                                            items_factory):
+    session = make_session(items=[items_factory.user("fix the parser"), items_factory.assistant("done")])
+    page = login(operator_user).get(f"/sessions/{session.pk}/").content.decode()
+    ((oob, before),) = PIN_BUDGET.findall(page)
+    assert oob == ""
+    # A model switch between turns (the simulator's downshift does this): a smaller window, a smaller budget.
+    smaller = Provider.objects.create(name="smaller", base_url=Provider.EMBEDDED, model="sim-1", context_window=8000)
+    Session.objects.filter(pk=session.pk).update(provider=smaller)
+    seen = Session.objects.get(pk=session.pk).last_seq
+    do_append_items(session=Session.objects.get(pk=session.pk), items=[items_factory.user("and the docs")])
+    html, _ = session_batch(session_id=session.pk, after_seq=seen)
+    ((oob, after),) = PIN_BUDGET.findall(html)
+    assert oob == ' hx-swap-oob="true"'
+    assert int(after.replace(",", "")) < int(before.replace(",", ""))
+    assert PIN_BUDGET.findall(login(operator_user).get(f"/sessions/{session.pk}/").content.decode()) == [("", after)]
+
+
+def test_the_run_card_shows_no_step_count_it_could_not_keep_live(operator_user, make_session):
+    session = make_session()
+    SimulatorRun.objects.create(session=session, scenario="many-short-turns", steps_done=7)
+    page = login(operator_user).get(f"/sessions/{session.pk}/").content.decode()
+    card = page[page.index('id="run-controls"'):]
+    card = card[:card.index("</section>")]
+    assert "many-short-turns" in card and "7 steps" not in card and "step" not in card
 
 
 def _headline(page: str) -> int:

@@ -3,6 +3,8 @@ the fleet header's counts."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.template.loader import render_to_string
 
@@ -24,7 +26,7 @@ def test_the_replay_comparison_shows_its_figures_with_separators():
 def test_the_pin_budget_shows_separators():
     html = render_to_string("compaction_app/partials/pins.html",
                             {"pin_budget": {"used": 1200, "budget": 3040, "source": "policy"}, "pins": []})
-    assert "1,200 of 3,040 tokens" in html
+    assert "1,200 of 3,040 tokens" in re.sub(r"<[^>]+>", "", html)  # the budget is a live span of its own
 
 
 @pytest.mark.django_db
