@@ -27,7 +27,7 @@ from compaction_app.engine.lru import TtlLru
 from compaction_app.engine.pins import PIN_EVENTS, is_pinned_block, pinned_block
 from compaction_app.engine.vocabulary import PinMode, method_label
 from compaction_app.models import AuditEntry, Compaction, Provider
-from gateway_app import steering
+from gateway_app import steering, wire
 from gateway_app.models import GatewaySession
 from sessions_app.gateway_surface import LiveItem, RolloutLine, session_pins
 from sessions_app.gateway_surface import projection as p
@@ -124,9 +124,28 @@ def control_of(*, route_id: int, key_id: int, group: str) -> Control:
     return control
 
 
+class NotSteerable(Exception):
+    """An operator's pause or next-request compaction asked of a session they cannot reach (`steerable`)."""
+
+
+def steerable(gs: GatewaySession) -> bool:
+    """Whether an operator's pause and next-request compaction reach the session. The proxy finds a request's
+    controls by the session id its client sends (Codex's thread id or prompt cache key, Claude Code's session id);
+    a session recorded by its history alone, from a client that sends none, is only found once its request has
+    gone upstream, so neither would ever be applied (while the card said "Paused")."""
+    return not gs.group_key.startswith(wire.PREFIX_GROUP)
+
+
+NOT_STEERABLE = ("its client sends no session id with its requests (Codex's thread id or prompt cache key, "
+                 "Claude Code's session id), so the gateway cannot tell them apart before forwarding them: "
+                 "pause and compaction at the next request do not reach it")
+
+
 def do_set_paused(*, session_id: int, paused: bool, actor) -> GatewaySession:
     with transaction.atomic():
         gs = GatewaySession.objects.select_for_update(of=("self",)).select_related("session").get(session_id=session_id)
+        if paused and not steerable(gs):
+            raise NotSteerable(NOT_STEERABLE)
         gs.paused = paused
         gs.paused_by = actor.get_username() if paused and actor is not None else ""
         gs.save(update_fields=["paused", "paused_by", "updated"])
@@ -141,6 +160,8 @@ def do_request_compaction(*, session_id: int, actor) -> GatewaySession:
     """Ask for the route policy's compaction before the session's next request is forwarded."""
     with transaction.atomic():
         gs = GatewaySession.objects.select_for_update(of=("self",)).select_related("session").get(session_id=session_id)
+        if not steerable(gs):
+            raise NotSteerable(NOT_STEERABLE)
         gs.compact_requested_by = actor
         gs.save(update_fields=["compact_requested_by", "updated"])
         record_audit(action=AuditEntry.Action.GATEWAY_COMPACT_REQUEST, actor=actor, session=gs.session,
@@ -285,6 +306,7 @@ def gateway_state(*, gs: GatewaySession) -> dict[str, Any]:
         "pins_forwarded": gs.session.policy.pin_mode == PinMode.REINJECT,
         "rollback_note": rollback_note(gs=gs),
         "client": client_label(gs),
+        "steerable": steerable(gs),
     }
 
 

@@ -18,7 +18,7 @@ from gateway_app.keys import (
     user_keys,
 )
 from gateway_app.models import GatewayKey, GatewaySession
-from gateway_app.operator import client_label, do_request_compaction, do_set_paused
+from gateway_app.operator import NotSteerable, client_label, do_request_compaction, do_set_paused
 
 DONE = {  # {client}: the session's client, as operator.client_label names it
     "pause": "Paused: the {client} session's next request gets an error saying so.",
@@ -34,11 +34,15 @@ def gateway_action(request, session_id: int, action: str):
     if action not in DONE:
         raise Http404("no such gateway action")
     gs = get_object_or_404(GatewaySession, session_id=session_id)
-    if action == "compact":
-        do_request_compaction(session_id=gs.session_id, actor=request.user)
+    try:
+        if action == "compact":
+            do_request_compaction(session_id=gs.session_id, actor=request.user)
+        else:
+            do_set_paused(session_id=gs.session_id, paused=action == "pause", actor=request.user)
+    except NotSteerable as exc:  # a page from before the card said so: nothing was done, and it says why
+        messages.error(request, f"Not done: {exc}.")
     else:
-        do_set_paused(session_id=gs.session_id, paused=action == "pause", actor=request.user)
-    messages.success(request, DONE[action].format(client=client_label(gs)))
+        messages.success(request, DONE[action].format(client=client_label(gs)))
     return redirect(reverse("session_detail", args=[session_id]))
 
 

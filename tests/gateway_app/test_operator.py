@@ -12,8 +12,8 @@ from compaction_app.models import AuditEntry, Compaction, CompactionPolicy
 from gateway_app.keys import do_create_gateway_key
 from gateway_app.models import GatewaySession
 from sessions_app.models import Session
-from tests.gateway_app.conftest import make_route
-from tests.gateway_app.test_recording import Codex, live, wire
+from tests.gateway_app.conftest import call, make_route
+from tests.gateway_app.test_recording import BASE, Codex, live, wire
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,6 +38,35 @@ def test_a_paused_gateway_session_refuses_codexs_next_request_until_resumed(sim_
     client.post(f"/gateway-sessions/{session.pk}/resume/")
     codex.turn("go on")
     assert len(sim_upstream.requests()) == before + 1
+
+
+class NoSessionId(Codex):
+    """A client that sends no session id (no turn metadata, no prompt cache key): recorded by its history alone."""
+
+    def post(self, items: list[dict], *, kind: str = "turn", path: str = "/gateway/v1/responses"):
+        body = {"model": "compactweb-sim", "stream": True, "input": [BASE, *items]}
+        self.sent.append(body["input"])
+        return call("POST", path, json=body, headers={"Authorization": f"Bearer {self.key}"})
+
+
+def test_a_session_recorded_by_its_history_alone_offers_no_pause_or_compaction_it_could_not_apply(
+        sim_upstream, route, client, operator_user):
+    anonymous = NoSessionId(do_create_gateway_key(route=route, client_name="script").key)
+    anonymous.turn("please fix parser bug 3")
+    session = Session.objects.get(source="gateway")
+    assert GatewaySession.objects.get().group_key.startswith("prefix:")
+    client.force_login(operator_user)
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert 'id="gateway-pause"' not in page and 'id="gateway-compact-next"' not in page
+    assert 'id="gateway-not-steerable"' in page and "sends no session id" in page
+    # A page from before says "Not done" and why, and nothing is recorded as done.
+    for action in ("pause", "compact"):
+        answer = client.post(f"/gateway-sessions/{session.pk}/{action}/", follow=True).content.decode()
+        assert "Not done: its client sends no session id" in answer and "Paused:" not in answer
+    gs = GatewaySession.objects.get()
+    assert not gs.paused and gs.compact_requested_by is None
+    assert not AuditEntry.objects.filter(session=session, action__startswith="gateway_").exists()
+    anonymous.turn("go on")  # its requests go through, as the card says
 
 
 def test_pausing_needs_the_operator_role(sim_upstream, route, client, make_user):
