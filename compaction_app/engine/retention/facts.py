@@ -410,7 +410,7 @@ def _table_row(line: str, header: str | None) -> str:
 LOCATION = re.compile(
     r"(?<![\w/.-])(/?(?:[\w.-]+/)*[\w.-]+\.[A-Za-z]{1,6})(?::(\d+)(?::\d+)?\b|\((\d+),\d+\))|"
     r"File \"([^\"]+)\", line (\d+)")
-# A frame of a stack that lists the innermost call first: Java's, JavaScript's and C#'s `at f(File.java:12)`, Go's
+# A frame of a stack that lists the innermost call first: Java's and JavaScript's `at f(File.java:12)`, Go's
 # `\t/src/a/b.go:311 +0x1a4` under `goroutine 7 [running]:`. Python's traceback lists it last.
 FIRST_FRAME_FIRST = re.compile(r"^at\s|^\S+:\d+ \+0x[0-9a-f]+$")
 # A frame of the language's own library or runtime, not where the program went wrong.

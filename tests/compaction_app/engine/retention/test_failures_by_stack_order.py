@@ -16,8 +16,8 @@ JAVA = ("Exception in thread \"main\" java.lang.NullPointerException: account is
         "\tat com.shop.billing.Invoice.total(Invoice.java:77)\n"
         "\tat com.shop.billing.Main.main(Main.java:12)")
 GO = ("panic: assignment to entry in nil map\n\ngoroutine 1 [running]:\n"
-      "example.com/shop/cache.(*Store).Put(...)\n\t/work/cache/store.go:54 +0x3c\n"
-      "main.main()\n\t/work/cmd/shop/main.go:20 +0x88\nexit status 2")
+      "example.com/shop/cache.(*Store).Put(...)\n\t/srv/shop/cache/store.go:54 +0x3c\n"
+      "main.main()\n\t/srv/shop/cmd/main.go:20 +0x88\nexit status 2")
 NODE = ("TypeError: Cannot read properties of undefined (reading 'id')\n"
         "    at toRow (/app/src/export.js:31:17)\n    at Array.map (<anonymous>)\n"
         "    at processTicksAndRejections (node:internal/process/task_queues:95:5)")
@@ -26,7 +26,7 @@ PYTHON = ("Traceback (most recent call last):\n  File \"app/main.py\", line 9, i
 
 
 @pytest.mark.parametrize(("body", "place"), [
-    (JAVA, "Invoice.java:77"), (GO, "/work/cache/store.go:54"), (NODE, "/app/src/export.js:31"),
+    (JAVA, "Invoice.java:77"), (GO, "/srv/shop/cache/store.go:54"), (NODE, "/app/src/export.js:31"),
     (PYTHON, "app/jobs.py:41"),
 ])
 def test_the_innermost_frame_of_the_programs_own_code_is_the_place(body, place):
