@@ -139,8 +139,20 @@ if os.environ.get("COMPACTWEB_SEED_A11Y"):
             "long_compaction": long_compaction.pk, "claude_session": claude.pk, "route": route.pk,
             "claude_compaction": Compaction.objects.filter(session=claude).order_by("rollout_seq").first().pk,
             "gateway_session": recorded.pk}
+# A gateway route on the embedded model whose key the tests send Codex's requests with (its own server:
+# tests/browser/test_gateway_card_seen.py): the gateway card seen as the requests arrive.
+gateway = {}
+if os.environ.get("COMPACTWEB_SEED_GATEWAY"):
+    from gateway_app.keys import do_create_gateway_key  # noqa: E402
+    from gateway_app.models import GatewayRoute  # noqa: E402
+
+    gateway_route = GatewayRoute.objects.create(name="team", provider=provider, policy=policy,
+                                                compaction_mode="compactweb")
+    gateway = {"route": gateway_route.name,
+               "key": do_create_gateway_key(route=gateway_route, client_name="alice-laptop").key}
 print(json.dumps({
     "a11y": a11y,
+    "gateway": gateway,
     "fleet": fleet,
     "provider": provider.pk,
     "policy": policy.pk,
