@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
@@ -47,6 +48,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--postgresql-tests-elsewhere", action="store_true",
         help="leave out the tests that ask for PostgreSQL itself (the postgres_url fixture): another pass runs them")
+    parser.addoption(
+        "--scale-out-tests", choices=("only", "elsewhere"),
+        help="only: collect tests/scale_out alone; elsewhere: leave it out (scripts/test runs it as a pass of its own)")
+
+
+# The scale-out tests start real process sets and mostly wait on them: scripts/test runs them as a pass of their own,
+# in a lane of their own, beside the PostgreSQL + Redis pass (docs/testing.md).
+SCALE_OUT_DIR = Path(__file__).resolve().parent / "scale_out"
+
+
+def in_scale_out(path: Path) -> bool:
+    path = path.resolve()
+    return path == SCALE_OUT_DIR or SCALE_OUT_DIR in path.parents
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """`--scale-out-tests` splits by directory before anything is imported: the pass that runs tests/scale_out alone
+    does not import (collect) the rest of the suite, and the other pass does not import tests/scale_out.
+    pytest_collection_modifyitems applies the same split to the paths named on the command line."""
+    wanted = config.getoption("--scale-out-tests")
+    if wanted is None:
+        return None
+    if wanted == "elsewhere":
+        return True if in_scale_out(collection_path) else None
+    # only: keep tests/scale_out and the directories on the way to it
+    return None if in_scale_out(collection_path) or collection_path.resolve() in SCALE_OUT_DIR.parents else True
 
 
 @pytest.hookimpl(trylast=True)
@@ -59,6 +86,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keep.append(touches_a_service)
     if config.getoption("--postgresql-tests-elsewhere"):
         keep.append(lambda item: not asks_for_postgresql(item))
+    scale_out = config.getoption("--scale-out-tests")
+    if scale_out:  # paths given on the command line are collected whatever pytest_ignore_collect says
+        keep.append(lambda item: in_scale_out(Path(item.path)) == (scale_out == "only"))
     kept = [item for item in items if all(wanted(item) for wanted in keep)]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])

@@ -83,3 +83,20 @@ def test_scripts_test_pointed_at_only_one_service_refuses_before_running_anythin
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "set both DATABASE_URL and REDIS_URL" in result.stderr
     assert "== pytest" not in result.stdout
+
+
+def test_the_scale_out_pass_and_the_services_pass_split_the_tests_by_the_scale_out_directory(tmp_path):
+    """scripts/test gives tests/scale_out a pass of its own (`--scale-out-tests=only`) and leaves it out of the
+    services pass (`elsewhere`): between them every test once, whatever paths the run is given."""
+    scale_out = "tests/scale_out/test_checks.py"
+
+    def collect(*args: str) -> set[str]:
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", SAMPLES, scale_out, *args],
+            cwd=ROOT, env=outside_ci(tmp_path), capture_output=True, text=True, timeout=240)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return {line.split("::")[0] for line in result.stdout.splitlines() if "::" in line}
+
+    assert collect() == {SAMPLES, scale_out}
+    assert collect("--scale-out-tests=only") == {scale_out}
+    assert collect("--scale-out-tests=elsewhere") == {SAMPLES}
