@@ -137,6 +137,11 @@ def test_a_database_outage_of_any_length_stops_nothing_for_good(on_postgresql, p
             # never heard of the steps the old one sent (issue 42: those sessions then waited out their claim).
             stop(processes.pop())
             processes.append(start_scheduler(env=env, log=tmp_path / "scheduler-2.log", heartbeat=beat))
+            # The new scheduler must meet the outage. On a loaded host its Python start outlasted the 10 s left of
+            # the cut (it then logged only its start, and the check after the run failed): the cut lasts until it
+            # has met it, and a scheduler that never says so still fails here.
+            wait_for_log(processes[-1], tmp_path / "scheduler-2.log", "the database does not answer",
+                         timeout=DEADLINE_SECONDS)
         time.sleep(max(0.0, outage_seconds - (time.monotonic() - cut_at)))
         assert heartbeat_age(beat) > outage_seconds - 3  # no round reached the database: no beat
         proxy.restore()
