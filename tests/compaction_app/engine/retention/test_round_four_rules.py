@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from compaction_app.engine.items import SUMMARY_PREFIX, user_message
-from compaction_app.engine.retention.facts import FactKind
+from compaction_app.engine.retention.facts import FactKind, call_text, source_of
 from compaction_app.engine.retention.score import score_compaction
+from compaction_app.engine.retention.statements import normalise_key, restated
 from tests.compaction_app.engine.retention.labelled_set import (
     AGENTS,
     assistant,
@@ -266,3 +267,34 @@ def test_a_setting_is_named_by_its_hyphenated_name_or_by_its_sources_folder():
     assert kept(pkg, "- date-fns stays at ~4.21.3", FactKind.VALUE, "date-fns = ~4.21.3") is True
     assert kept(pkg, "- web-7: ~4.21.3", FactKind.VALUE, "date-fns = ~4.21.3") is True
     assert kept(pkg, "- web-8: ~4.21.3", FactKind.VALUE, "date-fns = ~4.21.3") is False
+
+
+def test_a_quantity_with_thousands_separators_is_its_whole_number_not_a_decimal():
+    bench = [fcall("b", "exec_command", cmd="wrk -d 30s http://127.0.0.1:8080/api/search"),
+             fout("b", exec_out(0, "Latency p99: 1843ms")), assistant("Search answers in 1843 ms at p99.")]
+    assert kept(bench, "- search p99 latency: 1,843 ms", FactKind.VALUE, "1843") is True
+    assert kept(bench, "- search p99 latency: 1,834 ms", FactKind.VALUE, "1843") is False
+
+
+def test_a_two_letter_word_inside_a_compound_name_names_its_setting():
+    env = [fcall("e", "exec_command", cmd="cat conf/app.env"), fout("e", exec_out(0, "DB_PORT=6543\nQUEUE_PORT=6544\n"))]
+    assert kept(env, "- orders_db: 6543", FactKind.VALUE, "DB_PORT") is True
+    assert kept(env, "- orders_mq: 6543", FactKind.VALUE, "DB_PORT") is False
+
+
+def test_a_known_setting_named_after_punctuation_further_on_in_the_text_is_still_read():
+    # The run of words before the name is cut at the comma; the name after it is still looked for.
+    (statement,) = restated("After the restart, RATE_LIMIT_PER_MIN is 600.", {normalise_key("RATE_LIMIT_PER_MIN")})
+    assert (statement.key, statement.value) == ("RATE_LIMIT_PER_MIN", "600")
+
+
+def test_a_local_shell_call_says_its_tool_and_its_command_as_the_other_calls_do():
+    call = {"type": "local_shell_call", "call_id": "c", "status": "completed",
+            "action": {"type": "exec", "command": ["bash", "-lc", "sed -n 1,80p src/pay/ledger.py"]}}
+    assert call_text(call) == "local_shell sed -n 1,80p src/pay/ledger.py"
+
+
+def test_the_settings_a_tool_that_is_no_shell_and_reads_no_file_printed_live_in_that_tool():
+    # Two tools printing the same setting are two settings: the source is the tool's name, not "a tool".
+    assert source_of({"type": "function_call", "name": "get_pool_config", "arguments": "{}"}) == "get_pool_config"
+    assert source_of({"type": "function_call", "arguments": "{}"}) == "a tool"
