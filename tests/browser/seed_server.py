@@ -139,15 +139,20 @@ if os.environ.get("COMPACTWEB_SEED_A11Y"):
             "long_compaction": long_compaction.pk, "claude_session": claude.pk, "route": route.pk,
             "claude_compaction": Compaction.objects.filter(session=claude).order_by("rollout_seq").first().pk,
             "gateway_session": recorded.pk}
-# A gateway route on the embedded model whose key the tests send Codex's requests with (its own server:
-# tests/browser/test_gateway_card_seen.py): the gateway card seen as the requests arrive.
+# A gateway route on the embedded model whose key the tests send Codex's requests with, and a Claude Code route, both
+# taking users' own keys (their own server: tests/browser/test_gateway_card_seen.py): the gateway card seen as the
+# requests arrive, and the set-up the keys page gives.
 gateway = {}
 if os.environ.get("COMPACTWEB_SEED_GATEWAY"):
     from gateway_app.keys import do_create_gateway_key  # noqa: E402
     from gateway_app.models import GatewayRoute  # noqa: E402
 
     gateway_route = GatewayRoute.objects.create(name="team", provider=provider, policy=policy,
-                                                compaction_mode="compactweb")
+                                                compaction_mode="compactweb", allow_user_keys=True)
+    # and one for Claude Code: the embedded model speaking Anthropic's Messages API
+    messages = Provider.objects.create(name="embedded-messages", base_url=Provider.EMBEDDED, model="claude-sim",
+                                       context_window=32000, wire_api=Provider.WireApi.ANTHROPIC)
+    GatewayRoute.objects.create(name="claude", provider=messages, policy=policy, allow_user_keys=True)
     gateway = {"route": gateway_route.name,
                "key": do_create_gateway_key(route=gateway_route, client_name="alice-laptop").key}
 print(json.dumps({
