@@ -15,6 +15,7 @@ from django.utils.html import format_html, format_html_join
 from compaction_app.config_audit import AuditedAdminMixin
 from compaction_app.engine import thresholds
 from compaction_app.engine.prompts import prompt_version
+from compaction_app.engine.vocabulary import code_label
 from compaction_app.limits import auto_compact_limit
 from compaction_app.models import (
     Alert,
@@ -28,11 +29,12 @@ from compaction_app.models import (
     Provider,
     RetentionSettings,
 )
+from compactweb.admin_numbers import SeparatedNumbers
 from compactweb.read_only_admin import ReadOnlyAdmin, SingleRowAdmin
 
 
 @admin.register(Provider)
-class ProviderAdmin(AuditedAdminMixin, admin.ModelAdmin):
+class ProviderAdmin(SeparatedNumbers, AuditedAdminMixin, admin.ModelAdmin):
     list_display = ("name", "model", "base_url", "wire_api", "context_window", "usable_window", "remote_compaction",
                     "encoding")
     list_filter = ("wire_api", "remote_compaction", "encoding", "supports_reasoning")
@@ -323,11 +325,25 @@ class CompactionAdmin(ReadOnlyAdmin):
         return format_html('<a href="/compactions/{}/">inspect</a>', obj.pk)
 
 
+class ErrorKindFilter(admin.AllValuesFieldListFilter):
+    """The error kinds attempts failed with, in words; the attempts that did not fail (no kind, "") are "none", not
+    an empty link a screen reader cannot name (axe-core's link-name, serious)."""
+
+    def choices(self, changelist):
+        kinds = {str(value) for value in self.lookup_choices if value is not None}
+        for choice in super().choices(changelist):
+            if choice["display"] == "":
+                choice["display"] = "none (did not fail)"
+            elif choice["display"] in kinds:
+                choice["display"] = code_label(choice["display"])
+            yield choice
+
+
 @admin.register(CompactionAttempt)
 class CompactionAttemptAdmin(ReadOnlyAdmin):
     list_display = ("id", "session", "trigger", "reason", "implementation", "phase", "status", "error_kind",
                     "retries", "duration_ms", "started_at")
-    list_filter = ("status", "trigger", "reason", "implementation", "phase", "error_kind")
+    list_filter = ("status", "trigger", "reason", "implementation", "phase", ("error_kind", ErrorKindFilter))
     search_fields = ("session__title", "error_message")
     date_hierarchy = "started_at"
 

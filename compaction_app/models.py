@@ -68,7 +68,7 @@ class Provider(NamedConfig):
     context_window = models.PositiveIntegerField(
         default=DEFAULT_CONTEXT_WINDOW, validators=[MinValueValidator(1)],
         help_text=f"The model's context window in tokens (Codex: model_context_window; unknown models "
-        f"{DEFAULT_CONTEXT_WINDOW}, §2.2).",
+        f"{DEFAULT_CONTEXT_WINDOW:,}, §2.2).",
     )
     effective_context_window_percent = models.PositiveSmallIntegerField(
         default=DEFAULT_EFFECTIVE_PERCENT, validators=[MinValueValidator(1), MaxValueValidator(100)],

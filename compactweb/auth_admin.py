@@ -61,7 +61,9 @@ class RoleSafeUserAdmin(_GrantsOnlyHeldPermissions, UserAdmin):
     permissions_field = "user_permissions"
 
     def get_readonly_fields(self, request, obj=None):
-        fields = list(super().get_readonly_fields(request, obj))
+        # When a user last signed in and joined are facts, not settings: shown as text, not as the date and time
+        # inputs Django's split widget leaves without a label (axe-core's label rule, critical; issue 47).
+        fields = [*super().get_readonly_fields(request, obj), "last_login", "date_joined"]
         if not request.user.is_superuser:
             fields.append("is_superuser")
         return fields

@@ -6,8 +6,10 @@ from __future__ import annotations
 from django.contrib import admin
 from django.shortcuts import redirect
 
+from compactweb.admin_numbers import SeparatedNumbers
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+
+class ReadOnlyAdmin(SeparatedNumbers, admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 

@@ -198,7 +198,7 @@ def _not_even_a_summary(failed: CompactionFailed, room: Room) -> CompactionFaile
     their terms: what is full."""
     return CompactionFailed(attempt=failed.attempt, kind=failed.kind, message=(
         f"not even a summary brings the history under the client's limit: it {failed} (the limit leaves room for "
-        f"{room.limit} tokens of history)"))
+        f"{room.limit:,} tokens of history)"))
 
 
 async def compact(*, gs: GatewaySession, history: list[dict[str, Any]],
@@ -238,7 +238,7 @@ async def run_policy_compaction(*, gs: GatewaySession, history: list[dict[str, A
         if summary_only:
             raise _not_even_a_summary(short, room) from None
         reason = (f"the policy's compaction could not leave Codex room to work ({short}; the target is "
-                  f"{room.target} of the {room.limit} tokens of history the client's limit leaves)")
+                  f"{room.target:,} of the {room.limit:,} tokens of history the client's limit leaves)")
         if fallback == GatewayRoute.Fallback.UPSTREAM:
             logger.info("gateway session %s: %s; forwarding the compaction to the upstream", gs.session_id, reason)
             raise ForwardInstead(reason) from None

@@ -2,8 +2,10 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from compaction_app.engine.alert_delivery import KIND_SEVERITY
+from compaction_app.engine.vocabulary import code_label
 from compaction_app.models import AlertDelivery, AlertDestination
 from compactweb import auth_admin
+from compactweb.admin_numbers import SeparatedNumbers
 from compactweb.domain_errors import DomainError
 from compactweb.read_only_admin import ReadOnlyAdmin
 from compactweb.roles import ADMIN, has_role
@@ -16,7 +18,7 @@ auth_admin.register()  # users and groups without a way up for the admin role (i
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin):
+class SessionAdmin(SeparatedNumbers, admin.ModelAdmin):
     list_display = ("id", "title", "state", "provider", "policy", "window_number", "compaction_count", "updated_at",
                     "live_view")
     list_filter = ("state", "source", "provider", "policy")
@@ -61,7 +63,11 @@ class RolloutLineAdmin(ReadOnlyAdmin):
 
 @admin.register(ContextWindow)
 class ContextWindowAdmin(ReadOnlyAdmin):
-    list_display = ("session", "number", "window_id", "opened_by_seq", "reason", "opened_at")
+    list_display = ("session", "number", "window_id", "opened_by_seq", "opened_because", "opened_at")
+
+    @admin.display(description="reason", ordering="reason")
+    def opened_because(self, obj: ContextWindow) -> str:
+        return code_label(obj.reason)  # session_start -> session start: labels, not codes (issue 47 item 7)
 
 
 @admin.register(LiveItem)

@@ -177,7 +177,7 @@ def on_turn(watch: Watch, *, items: list[Item], item_tokens: list[int], tokens_i
         watch.loop_alerted = True
         alerts.append(Alert(
             kind=AlertKind.LOOP, compaction_ids=ids,
-            message=f"usage is back above the limit ({tokens_in_window} ≥ {limit} tokens) {watch.turns_since} "
+            message=f"usage is back above the limit ({tokens_in_window:,} ≥ {limit:,} tokens) {watch.turns_since} "
                     f"turn(s) after compaction #{watch.compaction_id}",
             detail={"tokens": tokens_in_window, "limit": limit, "turns": watch.turns_since},
         ))
@@ -206,7 +206,7 @@ def on_turn(watch: Watch, *, items: list[Item], item_tokens: list[int], tokens_i
                 kind=AlertKind.REREAD, compaction_ids=ids,
                 message=f"compact-forget-re-read: {watch.reread_calls} call(s) re-fetched what compaction "
                         f"#{watch.compaction_id} dropped ({', '.join(watch.reread_labels[:5])}), "
-                        f"{watch.reread_tokens} tokens of the {watch.freed} it freed",
+                        f"{watch.reread_tokens:,} tokens of the {watch.freed:,} it freed",
                 detail={"calls": watch.reread_calls, "tokens": watch.reread_tokens,
                         "labels": watch.reread_labels[:20]},
             ))
@@ -237,6 +237,6 @@ def storm(*, compaction_ids: list[int], count: int, minutes: int, fleet: bool = 
     where = "across the fleet" if fleet else "in this session"
     return Alert(
         kind=AlertKind.FLEET_STORM if fleet else AlertKind.STORM, compaction_ids=tuple(compaction_ids),
-        message=f"compaction storm: {total} compactions in {minutes} minutes {where} (threshold {count})",
+        message=f"compaction storm: {total:,} compactions in {minutes} minutes {where} (threshold {count:,})",
         detail={"count": total, "minutes": minutes},
     )

@@ -66,8 +66,8 @@ class PinBudgetExceeded(ValueError):
     def __init__(self, *, used: int, after: int, budget: int, source: str) -> None:
         self.used, self.after, self.budget, self.source = used, after, budget, source
         super().__init__(
-            f"the pins would take {after} tokens, over their budget of {budget} tokens ({source}); "
-            f"{used} tokens are pinned already and this pin adds {after - used}: unpin something or raise the "
+            f"the pins would take {after:,} tokens, over their budget of {budget:,} tokens ({source}); "
+            f"{used:,} tokens are pinned already and this pin adds {after - used:,}: unpin something or raise the "
             "policy's pin budget")
 
 

@@ -55,9 +55,9 @@ def stuck_state(attempt: Mapping[str, Any] | None, summary: Mapping[str, Any] | 
     if status == AttemptStatus.FAILED and attempt.get("error_kind") == ErrorKind.CONTEXT_WINDOW_EXCEEDED.value:
         if _is_local(attempt):
             return Stuck("Even the newest item alone does not fit the model's context window: local summarisation "
-                         "trimmed everything it could and failed (context_window_exceeded).", ("token_budget",))
+                         "trimmed everything it could and failed (context window exceeded).", ("token_budget",))
         return Stuck("The history no longer fits the model's context window: every turn's compaction fails "
-                     "(context_window_exceeded).", ("local", "token_budget"))
+                     "(context window exceeded).", ("local", "token_budget"))
     if status == AttemptStatus.COMPLETED and summary:
         usable = summary.get("usable_context_window")
         tokens = summary.get("tokens_in_window")

@@ -178,7 +178,7 @@ def _labels(boundary: Entry | None, *, mid_turn: bool) -> Labels:
         evidence["phase"] = ("the entry before the boundary was a tool call or its result: inside a turn" if mid_turn
                              else "the entry before the boundary ended a turn")
     if boundary is not None and boundary.pre_tokens is not None:
-        evidence["pre_tokens"] = f"Claude Code counted {boundary.pre_tokens} tokens before compacting"
+        evidence["pre_tokens"] = f"Claude Code counted {boundary.pre_tokens:,} tokens before compacting"
     return Labels(implementation=LOCAL[0], strategy=LOCAL[1], phase=phase, trigger=trigger, reason=reason,
                   inferred=evidence)
 

@@ -41,8 +41,9 @@ def _figures(compaction: Compaction, requests: int, price: Decimal | None) -> di
         "requests_after": requests,
         "tokens_saved_over_requests": saved,
         "net_tokens": net,
-        "net_formula": (f"{freed} freed × {requests} request(s) − {compaction.call_tokens} call − "
-                        f"{compaction.probe_tokens} probes − {compaction.reread_tokens} re-read = {net}"),
+        # Words for a reader, not a value a client parses (those are the fields beside it): thousands separators.
+        "net_formula": (f"{freed:,} freed × {requests:,} request(s) − {compaction.call_tokens:,} call − "
+                        f"{compaction.probe_tokens:,} probes − {compaction.reread_tokens:,} re-read = {net:,}"),
         "price_per_million_tokens": float(price) if price is not None else None,
         "net_cost_saved": float(Decimal(net) * price / Decimal(1_000_000)) if price is not None else None,
     }

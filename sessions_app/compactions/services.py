@@ -51,7 +51,7 @@ from compaction_app.engine.select import select_strategy
 from compaction_app.engine.settings import CompactionSettings
 from compaction_app.engine.thresholds import ModelLimits
 from compaction_app.engine.tokens import counter
-from compaction_app.engine.vocabulary import IMPLEMENTATIONS, MODEL_SWITCH_REASONS, Strategy
+from compaction_app.engine.vocabulary import IMPLEMENTATIONS, MODEL_SWITCH_REASONS, Strategy, code_label
 from compaction_app.engine.windows import WindowState, new_window_id
 from compaction_app.models import AuditEntry, Compaction, CompactionAttempt
 from compaction_app.providers.config import ProviderConfig
@@ -469,7 +469,8 @@ def _short_of_target(plan: _Plan, outcome: CompactionOutcome, allowed: int | Non
     left = sum(count.count_item(item) for item in outcome.replacement_history or [])
     if left <= allowed:
         return ""
-    return f"{plan.strategy.value} left {left} tokens of history, more than the {allowed} allowed; nothing was installed"
+    return (f"{code_label(plan.strategy.value)} left {left:,} tokens of history, more than the {allowed:,} allowed; "
+            "nothing was installed")
 
 
 def _actor(actor):

@@ -64,7 +64,7 @@ def test_a_stuck_session_is_marked_on_its_page_live_and_recovered_there(login, w
     page.click("#compact-form button[type=submit]")
     stuck = page.locator(f'#compaction-status [data-stuck="{session_id}"]')
     expect(stuck).to_be_visible(timeout=LIVE_TIMEOUT)  # arrives with the failure, no reload
-    expect(stuck.locator("[data-stuck-reason]")).to_contain_text("context_window_exceeded")
+    expect(stuck.locator("[data-stuck-reason]")).to_contain_text("context window exceeded")
     expect(stuck.locator("button[data-recover]")).to_have_count(2)
     stuck.locator('button[data-recover="token_budget"]').click()
     expect(page.locator('#compaction-status [data-status="completed"]')).to_be_visible(timeout=LIVE_TIMEOUT)

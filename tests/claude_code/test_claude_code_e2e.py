@@ -213,7 +213,7 @@ def test_claude_code_compacts_against_the_simulated_model_and_compactweb_follows
     assert all(c.implementation == "responses" and c.summary.startswith("This session is being continued")
                for c in compactions)
     assert [c.inferred.get("pre_tokens") for c in compactions] == [
-        f"Claude Code counted {b['compactMetadata']['preTokens']} tokens before compacting" for b in boundaries]
+        f"Claude Code counted {b['compactMetadata']['preTokens']:,} tokens before compacting" for b in boundaries]
     manual = compactions[triggers.index("manual")]
     assert (manual.phase, manual.reason) == ("standalone_turn", "user_requested")
     # Each compaction's summary requests (no transcript entry of their own; counted by the run's cost-state) are

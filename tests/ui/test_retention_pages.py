@@ -75,7 +75,7 @@ def test_analytics_rolls_retention_and_cost_up_by_method_policy_model_and_day(op
     for by in ("method", "policy", "model", "day"):
         assert f'data-by="{by}"' in rollup
     strategy_table = rollup[rollup.index('data-by="method"'):rollup.index('data-by="policy"')]
-    assert "<td>local</td>" in strategy_table and f"{round(compaction.retention_score * 100)}%" in strategy_table
+    assert "<td>local summarisation</td>" in strategy_table and f"{round(compaction.retention_score * 100)}%" in strategy_table
 
 
 @pytest.mark.django_db

@@ -56,7 +56,7 @@ def test_a_history_over_the_window_is_stuck_after_remote_compaction_fails(
     assert compact(operator_api, session, "remote_v2") == 502  # the model refuses the whole history
 
     box = status_box(operator_user, session)
-    assert f'data-stuck="{session.pk}"' in box and "context_window_exceeded" in box
+    assert f'data-stuck="{session.pk}"' in box and "context window exceeded" in box
     assert recoveries(box) == ["local", "token_budget"] == recoveries(fleet_row(operator_user, session))
 
 

@@ -69,7 +69,7 @@ def test_a_streak_of_failed_attempts_is_alerted_with_the_attempts(operator_api, 
     client = Client()
     client.force_login(operator_user)
     board = client.get("/").content.decode()
-    assert f"attempt #{first['error']['attempt_id']} (server_overloaded)" in board
+    assert f"attempt #{first['error']['attempt_id']} (server overloaded)" in board  # the kind in words
 
 
 def scenario_tools():

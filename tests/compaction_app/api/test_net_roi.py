@@ -45,7 +45,7 @@ def test_the_net_counts_the_following_requests_and_subtracts_the_costs(operator_
     freed = detail["tokens_before"] - detail["tokens_after"]
     assert cost["requests_after"] == 3 and cost["tokens_saved_over_requests"] == freed * 3
     assert cost["net_tokens"] == freed * 3 - cost["call_tokens"] - cost["probe_tokens"] - 7
-    assert cost["net_formula"].startswith(f"{freed} freed × 3 request(s) − {cost['call_tokens']} call")
+    assert cost["net_formula"].startswith(f"{freed:,} freed × 3 request(s) − {cost['call_tokens']:,} call")
     assert cost["price_per_million_tokens"] == 2.5
     assert cost["net_cost_saved"] == pytest.approx(cost["net_tokens"] * 2.5 / 1_000_000)
     assert detail["session_net"] == {"compactions": 1, "net_tokens": cost["net_tokens"],

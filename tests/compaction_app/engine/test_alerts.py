@@ -100,4 +100,4 @@ def test_re_reads_that_cost_little_of_what_the_compaction_freed_raise_no_alert()
     costly = on_compaction(Watch(), compaction_id=4, dropped=dropped, thresholds=T, freed=20_000)
     costly, alerts = on_turn(costly, items=read("c", "src/x.py") + read("d", "src/y.py"),
                              item_tokens=[5, 3000, 5, 3000], tokens_in_window=1, limit=900, thresholds=T)
-    assert [a.kind for a in alerts] == [AlertKind.REREAD] and "6000 tokens of the 20000 it freed" in alerts[0].message
+    assert [a.kind for a in alerts] == [AlertKind.REREAD] and "6,000 tokens of the 20,000 it freed" in alerts[0].message  # as pages write counts

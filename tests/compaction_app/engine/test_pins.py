@@ -8,7 +8,7 @@ import pytest
 
 from compaction_app.engine.compactor import CompactionRequest, HistorySnapshot, run_compaction
 from compaction_app.engine.items import user_message
-from compaction_app.engine.pins import Pin, apply_pins, fold_pins, is_pinned_block
+from compaction_app.engine.pins import Pin, PinBudgetExceeded, apply_pins, fold_pins, is_pinned_block
 from compaction_app.engine.settings import CompactionSettings
 from compaction_app.engine.windows import WindowState
 
@@ -83,3 +83,10 @@ def test_the_pins_budget_refuses_a_pin_that_does_not_fit_and_says_by_how_much():
     with pytest.raises(PinBudgetExceeded) as refused:
         check_budget([small], Pin(pin_id="b", kind="fact", text="x" * 900), count=count, budget=200, source="s")
     assert refused.value.budget == 200 and refused.value.after > 200 and "over their budget of 200" in str(refused.value)
+
+
+def test_the_pin_budget_refusal_writes_its_counts_with_thousands_separators():
+    """The refusal is shown beside the pin form (issue 47 item 7: the pin budget `3040` without separators)."""
+    refusal = str(PinBudgetExceeded(used=2_900, after=3_400, budget=3_040, source="the policy's pin budget"))
+    assert refusal.startswith("the pins would take 3,400 tokens, over their budget of 3,040 tokens")
+    assert "2,900 tokens are pinned already and this pin adds 500" in refusal
