@@ -89,9 +89,14 @@ def test_a_claude_compaction_is_described_in_claude_code_terms(client, operator_
     assert 'id="claude-badge"' in page and "auto-compact, near the context limit" in page
     assert "model request of its own" in page and "Claude Code's own compaction prompt" in page
     assert "Codex strategy" not in page and "Injection" not in page and "labels inferred from the transcript" in page
+    # How its labels were read names the transcript, not Codex's rollout; Claude Code's count has separators.
+    assert "Inferred from the transcript" in page and "Codex does not record" not in page
+    pre_tokens = auto.inferred["pre_tokens"]
+    assert re.fullmatch(r"Claude Code counted \d{1,3}(,\d{3})+ tokens before compacting", pre_tokens), pre_tokens
     assert "/compact, asked for by the user" in client.get(f"/compactions/{manual.pk}/").content.decode()
     codex = _follow_and_first_compaction()
-    assert "Codex strategy" in client.get(f"/compactions/{codex}/").content.decode()
+    codex_page = client.get(f"/compactions/{codex}/").content.decode()
+    assert "Codex strategy" in codex_page and "Codex does not record these labels" in codex_page
 
 
 def _follow_and_first_compaction() -> int:
