@@ -25,7 +25,7 @@ def user(name: str, role: str | None) -> dict:
     account = User.objects.create_user(username=name, password=PASSWORD, is_staff=role == "admin")
     if role:
         account.groups.add(Group.objects.get(name=role))
-    return {"username": name, "password": PASSWORD, "token": issue_token(user=account)}
+    return {"username": name, "password": PASSWORD, "token": issue_token(user=account), "id": account.pk}
 
 
 def message(role: str, text: str) -> dict:
@@ -96,6 +96,12 @@ if os.environ.get("COMPACTWEB_SEED_A11Y"):
                                   message="3 compaction attempts of this session failed in a row")
     streak.attempts.add(failed)
     Alert.objects.create(kind=Alert.Kind.FLEET_STORM, message="12 compactions across the fleet in 5 minutes")
+    # An alert naming a compaction: its link sits in the message's text (issue 47: told apart by more than colour).
+    reread = Alert.objects.create(
+        kind=Alert.Kind.REREAD, session=summarised,
+        message=f"compact-forget-re-read: 2 call(s) re-fetched what compaction #{local.pk} dropped (src/cent.py), "
+                "9,479 tokens of the 34,874 it freed")
+    reread.compactions.add(local)
     stuck_seeded = do_create_session(title="Stuck, seeded", provider=provider, policy=policy, items=logs,
                                      fault_injection={"fault": "server_error;times=2;key=a11y", "context_window": 2500})
     CompactionAttempt.objects.create(
@@ -138,7 +144,7 @@ if os.environ.get("COMPACTWEB_SEED_A11Y"):
             "run_session": run.session_id, "kept_running": kept_running.session_id,
             "long_compaction": long_compaction.pk, "claude_session": claude.pk, "route": route.pk,
             "claude_compaction": Compaction.objects.filter(session=claude).order_by("rollout_seq").first().pk,
-            "gateway_session": recorded.pk}
+            "gateway_session": recorded.pk, "key": key.row.pk, "group": Group.objects.get(name="operator").pk}
 # A gateway route on the embedded model whose key the tests send Codex's requests with, and a Claude Code route, both
 # taking users' own keys (their own server: tests/browser/test_gateway_card_seen.py): the gateway card seen as the
 # requests arrive, and the set-up the keys page gives.

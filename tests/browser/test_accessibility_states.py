@@ -75,10 +75,47 @@ def mode_page(browser, web, signed_in, role: str | None, mode: str) -> Page:
     return signed_in_page(browser, web, signed_in, role, viewport=viewport, color_scheme=scheme)
 
 
-def check(page: Page, screenshot_dir: Path, name: str) -> None:
+# What a reader sees written as the pages write it (issue 47 item 7): every count of four or more digits with
+# thousands separators, and no code (snake_case, job.running) where a label belongs. Read from the rendered text:
+# not hidden, not folded away, and not the session's own content (its items, quoted facts, code, the chart's
+# hover titles, a session's title as its author wrote it), which is shown as it was written. Positions and ids
+# (#1234, seq, dates, ports, versions) are written as they are.
+UNWRITTEN = """(codes) => {
+    const content = 'script, style, pre, code, kbd, samp, textarea, svg, .item, .preview, .summary-text, '
+                  + '.forgotten, .ident, #id_password, a[href^="/sessions/"], #session-head h1';
+    const numbers = new Set(), found = new Set();
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const parent = node.parentElement;
+        if (!parent || parent.closest(content) || !parent.checkVisibility({visibilityProperty: true})) continue;
+        if (parent.closest('details:not([open])') && !parent.closest('summary')) continue;
+        const text = node.textContent;
+        for (const m of text.matchAll(/(?<![\\w.:\\/#-])\\d{4,}(?![\\w:.-]|,\\d)/g)) {
+            if (!/^(19|20)\\d\\d$/.test(m[0])) numbers.add(text.trim().slice(0, 120));  // a year alone is a year
+        }
+        if (!codes) continue;
+        // (not inside a path or a file name: malformed_bad_json.jsonl is the file's name)
+        const code = /(?<![\\w.\\/-])(?:[a-z][a-z0-9]*(?:_[a-z0-9]+)+|(?:job|compaction)\\.[a-z_]+)(?![\\w\\/-]|\\.\\w)/g;
+        for (const m of text.matchAll(code)) {
+            if (!TOKENIZERS.includes(m[0])) found.add(m[0] + ' in: ' + text.trim().slice(0, 120));
+        }
+    }
+    return {numbers: [...numbers], codes: [...found]};
+}""".replace("TOKENIZERS", '["o200k_base", "cl100k_base"]')  # an encoding's own name, as tiktoken spells it
+
+
+def unwritten(page: Page, *, codes: bool = True) -> dict:
+    """The texts on the page with a count of 4+ digits without separators, and the codes shown (`codes=False`: the
+    admin's help texts name Codex's settings by their keys, on purpose)."""
+    return page.evaluate(UNWRITTEN, codes)
+
+
+def check(page: Page, screenshot_dir: Path, name: str, *, codes: bool = True) -> None:
     page.screenshot(path=str(screenshot_dir / f"a11y-{name}.png"), full_page=True)
     found = blocking(page)
     assert found == [], f"{name}: {found}"
+    seen = unwritten(page, codes=codes)
+    assert seen == {"numbers": [], "codes": []}, f"{name}: {seen}"
 
 
 STATES = {
@@ -147,19 +184,63 @@ ADMIN_PAGES = {
     "alert-destination-add": "/admin/compaction_app/alertdestination/add/",
     "gateway-route-form": "/admin/gateway_app/gatewayroute/{route}/change/",
     "gateway-route-list": "/admin/gateway_app/gatewayroute/",
+    # issue 47: every admin form the project adds or changes (users' groups and their tokens' owners, keys), and
+    # the lists whose numbers and filters it writes
+    "gateway-route-add": "/admin/gateway_app/gatewayroute/add/",
+    "gateway-key-form": "/admin/gateway_app/gatewaykey/{key}/change/",
+    "gateway-key-add": "/admin/gateway_app/gatewaykey/add/",
+    "user-form": "/admin/auth/user/{user}/change/",
+    "user-add": "/admin/auth/user/add/",
+    "group-form": "/admin/auth/group/{group}/change/",
+    "alert-settings": "/admin/compaction_app/alertsettings/",
+    "session-form": "/admin/sessions_app/session/{session}/change/",
+    "compaction-list": "/admin/compaction_app/compaction/",
+    "attempt-list": "/admin/compaction_app/compactionattempt/",
 }
 
 
 @pytest.mark.parametrize("mode", list(MODES))
 def test_the_policy_form_and_the_admin_forms_the_project_adds(browser, web, signed_in, screenshot_dir, mode):
     page = mode_page(browser, web, signed_in, "admin", mode)
-    ids = {"policy": web.seed["policy"], "provider": web.seed["provider"], "route": web.seed["a11y"]["route"]}
+    seed = web.seed["a11y"]
+    ids = {"policy": web.seed["policy"], "provider": web.seed["provider"], "route": seed["route"], "key": seed["key"],
+           "user": web.user("operator")["id"], "group": seed["group"], "session": seed["summarised_session"]}
     for name, path in ADMIN_PAGES.items():
         page.goto(web.url + path.format(**ids))
         if name == "policy-form":
             expect(page.locator("#id_compact_prompt_helptext")).to_contain_text("Used by:")
+        if name == "user-form":  # the groups' two-box picker, built on load (the group form's are read-only)
+            expect(page.locator(".selector .help-tooltip").first).to_be_attached()
         assert page.locator("#content").count() == 1, name  # the admin page itself, not a 404 or the login
-        check(page, screenshot_dir, f"{name}-{mode}")
+        # The admin's help texts name Codex's settings by their keys, on purpose: numbers only.
+        check(page, screenshot_dir, f"{name}-{mode}", codes=False)
+    # Saving a policy that running sessions use asks first (issue 47 item 6): the form in that state.
+    page.goto(web.url + ADMIN_PAGES["policy-form"].format(**ids))
+    page.fill("#id_name", "default, renamed")  # refused until ticked: nothing is saved
+    page.click("input[name=_save]")
+    expect(page.locator(".errorlist").first).to_contain_text("This change reaches")
+    check(page, screenshot_dir, f"policy-form-asks-{mode}", codes=False)
+    page.context.close()
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_states_a_click_opens(browser, web, signed_in, screenshot_dir, mode):
+    """What the other browser tests open with a click: the start form over the board (the menu first on a phone),
+    and a new API token shown once."""
+    page = mode_page(browser, web, signed_in, "admin", mode)
+    page.goto(f"{web.url}/")
+    if mode.startswith("phone"):
+        page.click(".nav-toggle")
+        expect(page.locator(".nav-toggle")).to_have_attribute("aria-expanded", "true")
+        check(page, screenshot_dir, f"phone-menu-open-{mode}")
+        page.click(".nav-toggle")
+    page.click("text=Start simulated sessions")
+    expect(page.locator(".start-form")).to_be_visible()
+    check(page, screenshot_dir, f"start-form-open-{mode}")
+    page.goto(f"{web.url}/api-tokens/")
+    page.click("#api-token-form button[type=submit]")
+    expect(page.locator("#new-api-token")).to_be_visible()
+    check(page, screenshot_dir, f"api-token-shown-{mode}")
     page.context.close()
 
 
