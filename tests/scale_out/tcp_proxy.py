@@ -1,20 +1,20 @@
 """A TCP proxy in front of PostgreSQL that a test can cut: `cut()` closes every connection through it and stops
 listening (a new connection is refused, as by a stopped server), `restore()` listens again on the same port.
-asyncio on a thread of its own; the processes under test connect to `port` instead of the database's."""
+asyncio on a thread of its own; the processes under test connect to `port` instead of the database's, which comes
+from `free_port` (COMPACTWEB_TEST_PORTS when a run is given a range: runs sharing a machine keep to their own)."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
+
+from tests.scale_out.processes import free_port
 
 
 class TcpProxy:
     def __init__(self, *, upstream_host: str, upstream_port: int) -> None:
         self.upstream = (upstream_host, upstream_port)
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="tcp-proxy", daemon=True)
         self._server: asyncio.base_events.Server | None = None
