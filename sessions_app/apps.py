@@ -8,6 +8,8 @@ class SessionsAppConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
+        # The Celery app, before anything can send a task (what compactweb/__init__.py did; see there why not).
+        import compactweb.celery  # noqa: F401
         from compactweb import metrics, role_permissions, ws_revocation
         from compactweb.role_permissions import grant_admin_permissions
         from sessions_app import rollout_guard
