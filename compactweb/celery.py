@@ -85,7 +85,7 @@ def _connect_worker_signals() -> None:
         worker_shutting_down,
     )
 
-    from compactweb import worker_affinity, worker_priority
+    from compactweb import set_start, worker_affinity, worker_priority
     from compactweb.startup_gc import freeze_startup_objects
 
     worker_init.connect(keep_worker_connections, weak=False, dispatch_uid="compactweb-keep-worker-connections")
@@ -96,6 +96,8 @@ def _connect_worker_signals() -> None:
     worker_ready.connect(worker_affinity.start_heartbeat, weak=False, dispatch_uid="compactweb-worker-heartbeat")
     # Started at its given priority; lowered once ready (COMPACTWEB_WORKER_NICE, scripts/scale-out --worker-nice).
     worker_ready.connect(worker_priority.lower_when_ready, weak=False, dispatch_uid="compactweb-worker-priority")
+    # In a scale-out set: the web processes and the watchdog start once a worker is ready (compactweb.set_start).
+    worker_ready.connect(set_start.announce_worker_ready, weak=False, dispatch_uid="compactweb-set-start")
     worker_shutting_down.connect(worker_affinity.stop_heartbeat, weak=False,
                                  dispatch_uid="compactweb-worker-heartbeat-stop")
 
