@@ -13,6 +13,7 @@ whose parent is gone (a new top) gets its TERM when it is seen. Linux /proc only
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import time
@@ -24,10 +25,13 @@ DEFAULT_WAIT_SECONDS = 60.0
 PROC = Path("/proc")
 
 
-def marked_processes(run_dir: str, *, proc: Path = PROC) -> dict[int, int]:
-    """{pid: parent pid} of the processes whose environment names `run_dir` under MARKER (this process excepted)."""
+def marked_processes(run_dir: str, *, proc: Path = PROC, outside: int | None = None,
+                     commands: list[str] | None = None) -> dict[int, int]:
+    """{pid: parent pid} of the processes whose environment names `run_dir` under MARKER (this process excepted);
+    with `outside`, not those under that pid (the running set's supervisord: its programs are marked too); with
+    `commands`, only those with one of these words among their command line's arguments (and their descendants)."""
     wanted = f"{MARKER}={run_dir}".encode()
-    found = {}
+    found, command_lines = {}, {}
     for entry in proc.iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
@@ -35,12 +39,32 @@ def marked_processes(run_dir: str, *, proc: Path = PROC) -> dict[int, int]:
             if wanted not in (entry / "environ").read_bytes().split(b"\0"):
                 continue
             stat = (entry / "stat").read_text()
+            if commands:
+                command_lines[int(entry.name)] = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:  # gone meanwhile, or not ours to read
             continue
         state, parent = stat.rsplit(")", 1)[1].split()[:2]
         if state != "Z":
             found[int(entry.name)] = int(parent)
+    if outside is not None:
+        found = {pid: parent for pid, parent in found.items() if not _under(pid, outside, found)}
+    if commands:
+        words = {word.encode() for word in commands}
+        found = {pid: parent for pid, parent in found.items()
+                 if any(words & set(command_lines.get(p, ())) for p in _line(pid, found))}
     return found
+
+
+def _line(pid: int, parents: dict[int, int]) -> list[int]:
+    """`pid` and its ancestors among `parents`."""
+    line = [pid]
+    while parents.get(line[-1]) in parents and len(line) <= len(parents):
+        line.append(parents[line[-1]])
+    return line
+
+
+def _under(pid: int, top: int, parents: dict[int, int]) -> bool:
+    return pid == top or parents.get(pid) == top or any(parents.get(p) == top for p in _line(pid, parents))
 
 
 def ignores_term(pid: int, *, proc: Path = PROC) -> bool:
@@ -90,8 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--wait", type=float, default=DEFAULT_WAIT_SECONDS)
+    parser.add_argument("--only", metavar="WORD", action="append",
+                        help="only the processes with WORD among their arguments (e.g. watchdog), and theirs; "
+                             "repeatable")
     args = parser.parse_args(argv)
-    stopped = stop_orphans(args.run_dir, wait=args.wait)
+    stopped = stop_orphans(args.run_dir, wait=args.wait,
+                           find=functools.partial(marked_processes, commands=args.only))
     if stopped:
         print(f"scale-out: stopped {len(stopped)} process(es) a previous set left running: {stopped}")
     return 0

@@ -1,17 +1,26 @@
-"""The order a scale-out set starts in (scripts/scale-out; issue 42, a cold start on a busy host).
+"""The order a scale-out set starts in, and the hand-over from a set whose supervisord was killed (scripts/scale-out;
+issue 42, a cold start on a busy host).
 
 A simulator step needs a Celery worker and the scheduler only. supervisord used to start all seven programs at
 once, and on a host already saturated by others each Python start got a small share of a core: after a supervisor
 kill at load ~16 the workers took 80 s to be ready, competing with the web processes' and the watchdog's own
-starts. So supervisord now starts the workers, the scheduler and this starter; the web processes and the watchdog
-are `autostart=false`, and this starter asks supervisord to start them once the step path is up: a worker said it
-is ready (`announce_worker_ready`, on Celery's worker_ready, leaves a file in the run directory's `ready/`) and the
-scheduler has beaten (its heartbeat file; the launcher removes both before it starts a set, once the previous set's
-processes are gone, so what is there is this set's). It starts them after `--max-wait` seconds anyway (a set whose workers cannot start still serves its pages and /healthz, which says why), and then exits.
+starts, and the launcher had stopped the dead set's programs first, so no step ran meanwhile. Now:
 
-The watchdog starts with the web processes: it judges a program from that program's own start, so a web process
-started late is not restarted for not answering while the watchdog's clock ran. Plain Python and supervisord's
-XML-RPC client; no Django (it runs in the workers' signal handler and as its own small process).
+- supervisord starts the workers, the scheduler and this starter; the web processes and the watchdog are
+  `autostart=false`. This starter waits for the step path, i.e. a file in the run directory's `ready/` from one of
+  this set's workers (`announce_worker_ready`, on Celery's worker_ready) and one from its scheduler (after its
+  first beat; the heartbeat file itself may be a dead set's scheduler's). The launcher empties `ready/` before it
+  starts a set. After `--max-wait` seconds it goes on anyway (a set whose workers cannot start still serves its
+  pages and /healthz, which says why).
+- With `--stop-previous-set` it then stops what a killed supervisord's set still runs from this run directory
+  (`stop_previous_set`): when the database needed no change, the launcher left the dead set's workers, scheduler
+  and web processes serving (only its watchdog went at once), so steps went on while this set started; two
+  schedulers never hand out the same step. Stopping them frees the web ports.
+- Then it asks supervisord to start the web processes and the watchdog, and exits. The watchdog starts with them:
+  it judges a program from that program's own start.
+
+Plain Python and supervisord's XML-RPC client; no Django (it runs in the workers' and the scheduler's processes
+and as its own small one).
 """
 
 from __future__ import annotations
@@ -25,40 +34,48 @@ from pathlib import Path
 
 RUN_DIR_ENV = "COMPACTWEB_SCALE_OUT_RUN_DIR"  # set by scripts/scale-out for every process of a set
 READY_DIR = "ready"
-HEARTBEAT_FILE = "scheduler.heartbeat"
 DEFAULT_MAX_WAIT_SECONDS = 120.0
 POLL_SECONDS = 0.5
 ALREADY_STARTED = 60  # supervisord's fault code: the program runs already (started by hand meanwhile)
 
 
-def announce_worker_ready(run_dir: str | None = None, **signal_kwargs) -> Path | None:
-    """Celery's worker_ready, in a set's worker: leave `ready/worker-<pid>` in the run directory. Outside a set
+def announce_ready(kind: str, run_dir: str | None = None) -> Path | None:
+    """In a set's process: leave `ready/<kind>-<pid>` in the run directory (the launcher empties `ready/` before
+    it starts a set, so a file there is this set's even while a previous set's processes still run). Outside a set
     (no run directory in the environment) nothing."""
     run_dir = run_dir or os.environ.get(RUN_DIR_ENV)
     if not run_dir:
         return None
     ready = Path(run_dir) / READY_DIR
     ready.mkdir(exist_ok=True)
-    marker = ready / f"worker-{os.getpid()}"
+    marker = ready / f"{kind}-{os.getpid()}"
     marker.touch()
     return marker
 
 
+def announce_worker_ready(run_dir: str | None = None, **signal_kwargs) -> Path | None:
+    """Celery's worker_ready, in a set's worker."""
+    return announce_ready("worker", run_dir)
+
+
 def step_path_ready(run_dir: Path) -> bool:
-    """A worker announced it is ready and the scheduler has beaten: a step can be claimed and run."""
-    return (run_dir / HEARTBEAT_FILE).exists() and any((run_dir / READY_DIR).glob("worker-*"))
+    """One of this set's workers is ready and its scheduler has beaten (its first round reached the database):
+    a step can be claimed and run."""
+    ready = run_dir / READY_DIR
+    return any(ready.glob("worker-*")) and any(ready.glob("scheduler-*"))
 
 
 def start_when_ready(run_dir: Path, programs: list[str], *, supervisor, max_wait: float = DEFAULT_MAX_WAIT_SECONDS,
                      clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-                     poll: float = POLL_SECONDS) -> bool:
-    """Wait (up to `max_wait` seconds) for the step path, then start `programs` through supervisord; whether the
-    step path was up when they were started."""
+                     poll: float = POLL_SECONDS, before_start: Callable[[], None] = lambda: None) -> bool:
+    """Wait (up to `max_wait` seconds) for the step path, run `before_start`, then start `programs` through
+    supervisord; whether the step path was up when they were started."""
     began = clock()
     ready = step_path_ready(run_dir)
     while not ready and clock() - began < max_wait:
         sleep(poll)
         ready = step_path_ready(run_dir)
+    before_start()
     for name in programs:
         try:
             supervisor.startProcess(name, False)
@@ -66,6 +83,26 @@ def start_when_ready(run_dir: Path, programs: list[str], *, supervisor, max_wait
             if fault.faultCode != ALREADY_STARTED:
                 raise
     return ready
+
+
+def stop_previous_set(run_dir: Path, *, wait: float, supervisord: int | None = None,
+                      stop: Callable[..., list[int]] | None = None) -> list[int]:
+    """The hand-over (scripts/scale-out after a supervisord was killed and the database needs no change): the
+    previous set's workers, scheduler and web processes served on while this set started; now that this set's step
+    path is up, they stop (orphans.stop_orphans: TERM, a worker's running step finishes, KILL after `wait`), which
+    also frees the web ports. This set is what runs under `supervisord` (this starter's parent) and is left
+    alone; without a supervisord parent nothing is stopped (a starter run by hand must not judge what is whose)."""
+    from compactweb import orphans
+
+    supervisord = os.getppid() if supervisord is None else supervisord
+    try:
+        parent = (orphans.PROC / str(supervisord) / "cmdline").read_bytes()
+    except OSError:
+        return []
+    if b"supervisord" not in parent:
+        return []
+    stop = stop or orphans.stop_orphans
+    return stop(str(run_dir), wait=wait, find=lambda run: orphans.marked_processes(run, outside=supervisord))
 
 
 def supervisor_proxy(socket_path: str):
@@ -82,18 +119,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--supervisor-socket", required=True)
     parser.add_argument("--programs", required=True, help="comma-separated supervisord program names")
     parser.add_argument("--max-wait", type=float, default=DEFAULT_MAX_WAIT_SECONDS)
+    parser.add_argument("--stop-previous-set", action="store_true",
+                        help="first stop what a killed supervisord's set still runs from this run directory")
+    parser.add_argument("--orphan-wait", type=float, default=10.0)
     args = parser.parse_args(argv)
     programs = [name for name in args.programs.split(",") if name]
+    run_dir = Path(args.run_dir)
     began = time.monotonic()
-    ready = start_when_ready(Path(args.run_dir), programs, supervisor=supervisor_proxy(args.supervisor_socket),
-                             max_wait=args.max_wait)
+
+    def before_start() -> None:
+        if not args.stop_previous_set:
+            return
+        stopped = stop_previous_set(run_dir, wait=args.orphan_wait)
+        if stopped:
+            print(f"set start: stopped {len(stopped)} process(es) the previous set ran until now: {stopped} "
+                  f"({time.monotonic() - began:.1f} s)", flush=True)
+
+    ready = start_when_ready(run_dir, programs, supervisor=supervisor_proxy(args.supervisor_socket),
+                             max_wait=args.max_wait, before_start=before_start)
     waited = time.monotonic() - began
     if ready:
-        print(f"set start: a worker and the scheduler are up after {waited:.1f} s; started {', '.join(programs)}",
+        print(f"set start: a worker and the scheduler are up; started {', '.join(programs)} ({waited:.1f} s)",
               flush=True)
     else:
         print(f"set start: no worker ready or no scheduler beat within {args.max_wait:g} s; started "
-              f"{', '.join(programs)} anyway", flush=True)
+              f"{', '.join(programs)} anyway ({waited:.1f} s)", flush=True)
     return 0
 
 

@@ -32,7 +32,7 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.dispatch import Signal
 
-from compactweb import background, db_outage, health
+from compactweb import background, db_outage, health, set_start
 from sessions_app.fleet import runtime as fleet
 from sessions_app.fleet.affinity import StepRouter
 from sessions_app.fleet.tasks import ENQUEUE_BATCH, SentClaims, enqueue_due_steps
@@ -96,6 +96,7 @@ class Scheduler:
         self.database_down = False
         self._housekept_at = float("-inf")
         self.heartbeat_path = heartbeat_path
+        self._announced = False
         self.router = None if self.inline else (router or StepRouter())
 
     @property
@@ -191,6 +192,10 @@ class Scheduler:
         try:
             with open(self.heartbeat_path, "a"):
                 os.utime(self.heartbeat_path)
+            if not self._announced:
+                # In a scale-out set: this set's scheduler is up (a previous set's may beat the same file).
+                set_start.announce_ready("scheduler")
+                self._announced = True
         except OSError:
             logger.exception("could not write the scheduler's heartbeat")
 

@@ -1,14 +1,18 @@
-"""compactweb.set_start (issue 42): a scale-out set's web processes and watchdog start once the step path is up (a
-worker said it is ready and the scheduler beat), or after the bound anyway; a worker outside a set announces
-nothing."""
+"""compactweb.set_start (issue 42): a scale-out set's web processes and watchdog start once the step path is up (one
+of this set's workers said it is ready and its scheduler beat), or after the bound anyway; first, in a hand-over,
+what the dead set still runs is stopped, and nothing of this set; a process outside a set announces nothing."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 import xmlrpc.client
 
 import pytest
 
-from compactweb import set_start
+from compactweb import orphans, set_start
 
 PROGRAMS = ["web-8001", "web-8002", "watchdog"]
 
@@ -48,7 +52,7 @@ def test_the_web_programs_start_only_once_a_worker_is_ready_and_the_scheduler_be
         if now >= 3:
             set_start.announce_worker_ready(str(tmp_path))
         if now >= 5:
-            (tmp_path / set_start.HEARTBEAT_FILE).touch()
+            set_start.announce_ready("scheduler", str(tmp_path))
 
     clock = Clock(world)
     ready = set_start.start_when_ready(tmp_path, PROGRAMS, supervisor=supervisor, clock=clock, sleep=clock.sleep,
@@ -60,16 +64,18 @@ def test_the_web_programs_start_only_once_a_worker_is_ready_and_the_scheduler_be
 
 
 def test_a_worker_alone_or_a_scheduler_alone_is_not_the_step_path(tmp_path):
-    set_start.announce_worker_ready(str(tmp_path))
+    worker = set_start.announce_worker_ready(str(tmp_path))
     assert not set_start.step_path_ready(tmp_path)
-    (tmp_path / set_start.HEARTBEAT_FILE).touch()
+    (tmp_path / "scheduler.heartbeat").touch()  # a previous set's scheduler may still beat this file: not ours
+    assert not set_start.step_path_ready(tmp_path)
+    set_start.announce_ready("scheduler", str(tmp_path))
     assert set_start.step_path_ready(tmp_path)
-    (tmp_path / set_start.READY_DIR / next(iter(p.name for p in (tmp_path / "ready").iterdir()))).unlink()
+    worker.unlink()
     assert not set_start.step_path_ready(tmp_path)
 
 
 def test_the_web_programs_start_after_the_bound_when_no_worker_gets_ready(tmp_path):
-    (tmp_path / set_start.HEARTBEAT_FILE).touch()
+    set_start.announce_ready("scheduler", str(tmp_path))
     supervisor = FakeSupervisor(running={"web-8002"})  # started by hand meanwhile: not an error
     clock = Clock()
     ready = set_start.start_when_ready(tmp_path, PROGRAMS, supervisor=supervisor, max_wait=30, clock=clock,
@@ -96,3 +102,80 @@ def test_a_worker_outside_a_set_announces_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv(set_start.RUN_DIR_ENV, str(tmp_path))
     marker = set_start.announce_worker_ready(sender=object())
     assert marker is not None and marker.parent == tmp_path / set_start.READY_DIR and marker.exists()
+
+
+def test_the_previous_set_is_stopped_once_the_step_path_is_up_and_before_the_web_programs_start(tmp_path):
+    supervisor = FakeSupervisor()
+    order = []
+    set_start.announce_worker_ready(str(tmp_path))
+    set_start.announce_ready("scheduler", str(tmp_path))
+    clock = Clock()
+    set_start.start_when_ready(tmp_path, PROGRAMS, supervisor=supervisor, clock=clock, sleep=clock.sleep,
+                               before_start=lambda: order.append(list(supervisor.started)))
+    assert order == [[]] and supervisor.started == PROGRAMS
+
+
+TREE = ("import os, subprocess, sys, time\n"
+        "env = {**os.environ, 'COMPACTWEB_SCALE_OUT_RUN_DIR': sys.argv[1]} if sys.argv[1] else dict(os.environ)\n"
+        "code = 'import subprocess, sys, time; subprocess.Popen([sys.executable, \"-c\", \"import time; "
+        "time.sleep(120)\"]); time.sleep(120)'\n"
+        "subprocess.Popen([sys.executable, '-c', code], env=env)\n"
+        "time.sleep(120)\n")
+
+
+def spawn(run_dir: str, *, marked: bool, name: str) -> subprocess.Popen:
+    """A process (named `name` on its command line) whose program and that program's child carry the set's
+    marker; the process itself only when `marked` (a supervisord's own environment does not)."""
+    env = {**os.environ, orphans.MARKER: run_dir} if marked else dict(os.environ)
+    return subprocess.Popen([sys.executable, "-c", TREE, run_dir, name], env=env)
+
+
+def wait_for_marked(run_dir: str, count: int) -> dict[int, int]:
+    deadline = time.monotonic() + 60
+    while len(found := orphans.marked_processes(run_dir)) < count:
+        assert time.monotonic() < deadline, found
+        time.sleep(0.05)
+    return found
+
+
+def test_a_hand_over_stops_the_dead_sets_processes_and_none_of_this_sets(tmp_path):
+    run_dir = str(tmp_path)
+    this_set = spawn(run_dir, marked=False, name="supervisord")  # this set's supervisord and its program
+    dead_set = spawn(run_dir, marked=True, name="worker")  # a dead set's program, its own children
+    try:
+        found = wait_for_marked(run_dir, 5)  # dead: 3; this set: the program and its child
+        ours = {pid for pid, parent in found.items() if parent == this_set.pid or found.get(parent) == this_set.pid}
+        assert len(ours) == 2
+
+        stopped = set_start.stop_previous_set(tmp_path, wait=5, supervisord=this_set.pid)
+
+        assert set(stopped) == set(found) - ours
+        assert dead_set.wait(timeout=10) == -15
+        assert set(orphans.marked_processes(run_dir)) == ours
+        # without a supervisord parent, a starter stops nothing
+        assert set_start.stop_previous_set(tmp_path, wait=5, supervisord=os.getpid()) == []
+        assert set(orphans.marked_processes(run_dir)) == ours
+    finally:
+        for pid in orphans.marked_processes(run_dir):
+            os.kill(pid, 9)
+        for process in (this_set, dead_set):
+            process.kill()
+            process.wait()
+
+
+def test_the_launcher_kills_only_the_dead_sets_watchdog_at_once(tmp_path):
+    run_dir = str(tmp_path)
+    watchdog = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "manage.py", "watchdog"],
+                                env={**os.environ, orphans.MARKER: run_dir})
+    worker = spawn(run_dir, marked=True, name="worker")
+    try:
+        wait_for_marked(run_dir, 4)
+        assert orphans.main(["--run-dir", run_dir, "--only", "watchdog", "--wait", "0"]) == 0
+        assert watchdog.wait(timeout=10) == -9
+        assert worker.poll() is None and len(orphans.marked_processes(run_dir)) == 3
+    finally:
+        for process in (watchdog, worker):
+            process.kill()
+            process.wait()
+        for pid in orphans.marked_processes(run_dir):
+            os.kill(pid, 9)

@@ -215,3 +215,20 @@ def test_the_scheduler_touches_its_heartbeat_file_every_round(tmp_path):
 
     assert len(rounds) == 3 and beat.exists()
     assert rounds == sorted(rounds)
+
+
+def test_in_a_scale_out_set_the_scheduler_says_once_that_it_is_up_after_its_first_beat(tmp_path, monkeypatch):
+    """The set's starter waits for this (compactweb.set_start): the heartbeat file may be a dead set's scheduler's."""
+    import os
+
+    from compactweb import set_start
+
+    monkeypatch.setenv(set_start.RUN_DIR_ENV, str(tmp_path))
+    sched = Scheduler(inline=True, heartbeat_path=tmp_path / "scheduler.heartbeat")
+    assert not (tmp_path / set_start.READY_DIR).exists()
+    sched.beat()
+    marker = tmp_path / set_start.READY_DIR / f"scheduler-{os.getpid()}"
+    assert marker.exists()
+    marker.unlink()
+    sched.beat()
+    assert not marker.exists()  # once
