@@ -15,7 +15,8 @@ starts, and the launcher had stopped the dead set's programs first, so no step r
 - With `--stop-previous-set` it then stops what a killed supervisord's set still runs from this run directory
   (`stop_previous_set`): when the database needed no change, the launcher left the dead set's workers, scheduler
   and web processes serving (only its watchdog went at once), so steps went on while this set started; two
-  schedulers never hand out the same step. Stopping them frees the web ports.
+  schedulers never hand out the same step. Stopping them frees the web ports. While they still run, the wait's
+  bound is `--hand-over-max-wait` (600 s): they serve meanwhile.
 - Then it asks supervisord to start the web processes and the watchdog, and exits. The watchdog starts with them:
   it judges a program from that program's own start.
 
@@ -35,6 +36,9 @@ from pathlib import Path
 RUN_DIR_ENV = "COMPACTWEB_SCALE_OUT_RUN_DIR"  # set by scripts/scale-out for every process of a set
 READY_DIR = "ready"
 DEFAULT_MAX_WAIT_SECONDS = 120.0
+# While a previous set still serves, this set has no reason to hurry: its start on a host at load 20-25 took over
+# 120 s, and stopping the previous set then left no worker at all until this set's were up.
+DEFAULT_HAND_OVER_MAX_WAIT_SECONDS = 600.0
 POLL_SECONDS = 0.5
 ALREADY_STARTED = 60  # supervisord's fault code: the program runs already (started by hand meanwhile)
 
@@ -105,6 +109,14 @@ def stop_previous_set(run_dir: Path, *, wait: float, supervisord: int | None = N
     return stop(str(run_dir), wait=wait, find=lambda run: orphans.marked_processes(run, outside=supervisord))
 
 
+def previous_set_runs(run_dir: Path, *, supervisord: int | None = None) -> bool:
+    """Whether a killed supervisord's set still runs from this run directory (see `stop_previous_set`)."""
+    from compactweb import orphans
+
+    supervisord = os.getppid() if supervisord is None else supervisord
+    return bool(orphans.marked_processes(str(run_dir), outside=supervisord))
+
+
 def supervisor_proxy(socket_path: str):
     """supervisord's XML-RPC interface over its unix socket."""
     from supervisor.xmlrpc import SupervisorTransport
@@ -122,10 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-previous-set", action="store_true",
                         help="first stop what a killed supervisord's set still runs from this run directory")
     parser.add_argument("--orphan-wait", type=float, default=10.0)
+    parser.add_argument("--hand-over-max-wait", type=float, default=DEFAULT_HAND_OVER_MAX_WAIT_SECONDS,
+                        help="the wait's bound while a previous set still serves (its pages and steps)")
     args = parser.parse_args(argv)
     programs = [name for name in args.programs.split(",") if name]
     run_dir = Path(args.run_dir)
     began = time.monotonic()
+    max_wait = args.max_wait
+    if args.stop_previous_set and previous_set_runs(run_dir):
+        max_wait = max(max_wait, args.hand_over_max_wait)
 
     def before_start() -> None:
         if not args.stop_previous_set:
@@ -136,13 +153,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"({time.monotonic() - began:.1f} s)", flush=True)
 
     ready = start_when_ready(run_dir, programs, supervisor=supervisor_proxy(args.supervisor_socket),
-                             max_wait=args.max_wait, before_start=before_start)
+                             max_wait=max_wait, before_start=before_start)
     waited = time.monotonic() - began
     if ready:
         print(f"set start: a worker and the scheduler are up; started {', '.join(programs)} ({waited:.1f} s)",
               flush=True)
     else:
-        print(f"set start: no worker ready or no scheduler beat within {args.max_wait:g} s; started "
+        print(f"set start: no worker ready or no scheduler beat within {max_wait:g} s; started "
               f"{', '.join(programs)} anyway ({waited:.1f} s)", flush=True)
     return 0
 

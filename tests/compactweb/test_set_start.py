@@ -147,9 +147,12 @@ def test_a_hand_over_stops_the_dead_sets_processes_and_none_of_this_sets(tmp_pat
         ours = {pid for pid, parent in found.items() if parent == this_set.pid or found.get(parent) == this_set.pid}
         assert len(ours) == 2
 
+        assert set_start.previous_set_runs(tmp_path, supervisord=this_set.pid)  # the starter's longer bound
+
         stopped = set_start.stop_previous_set(tmp_path, wait=5, supervisord=this_set.pid)
 
         assert set(stopped) == set(found) - ours
+        assert not set_start.previous_set_runs(tmp_path, supervisord=this_set.pid)
         assert dead_set.wait(timeout=10) == -15
         assert set(orphans.marked_processes(run_dir)) == ours
         # without a supervisord parent, a starter stops nothing
