@@ -7,6 +7,7 @@ from django import forms
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.html import escape
 from django.views.decorators.http import require_GET, require_POST
 
@@ -62,7 +63,7 @@ def alerts_page(request):
                                   state=f.get("state") or "open", limit=200) if valid else []
     return render(request, "compaction_app/alerts.html", {
         "nav": "alerts", "form": form, "rows": rows, "silences": alerts.active_silences(),
-        "kinds": Alert.Kind.choices,
+        "kinds": Alert.Kind.choices, "as_of": timezone.now(),
     }, status=200 if valid else 400)
 
 

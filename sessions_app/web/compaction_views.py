@@ -158,6 +158,7 @@ def analytics(request):
         "policy_id": policy_id,
         "provider_id": provider_id,
         "failure_pct": None if data["failure_rate"] is None else round(100 * data["failure_rate"], 1),
+        "as_of": timezone.now(),
         "archived_sessions": None if period else rolled_up.archived_sessions(),
         "archive_after_days": RetentionSettings.current().archive_after_days,
         "freed_rule": FREED_RULE,

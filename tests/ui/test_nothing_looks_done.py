@@ -79,6 +79,15 @@ def test_the_run_card_shows_no_step_count_it_could_not_keep_live(operator_user, 
     assert "many-short-turns" in card and "7 steps" not in card and "step" not in card
 
 
+def test_the_alerts_and_analytics_pages_say_their_figures_are_as_of_their_load_not_live(operator_user):
+    # Neither page has a live connection (no data-live root): their counts and ages are a snapshot, and say so.
+    for path in ("/alerts/", "/analytics/"):
+        page = login(operator_user).get(path).content.decode()
+        assert "data-live=" not in page, path
+        assert re.search(r'<span id="as-of">figures as of <time datetime="[^"]+">[^<]+</time>, not live: '
+                         r"reload for newer</span>", page), path
+
+
 def _headline(page: str) -> int:
     return int(re.search(r'id="analytics-freed">([\d,-]+)<', page).group(1).replace(",", ""))
 
