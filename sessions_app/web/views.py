@@ -114,6 +114,12 @@ def session_history_page(request, pk: int):
     return HttpResponse(live_render.history_page(session=_session_or_404(pk), before=form.cleaned_data["before"]))
 
 
+GATEWAY = "gateway"  # a session recorded by gateway_app (its recording.GATEWAY_SOURCE, a floor above this one)
+GATEWAY_COMPACT_HERE = ("Not compacted: this session runs through the gateway, so a compaction here would change "
+                        "compactweb's record only and the client's next request would bring its history back; use "
+                        "Compact at the next request on the gateway card.")
+
+
 @require_POST
 @role_required(OPERATOR)
 def compact_now(request, pk: int):
@@ -125,6 +131,8 @@ def compact_now(request, pk: int):
     error, status, notice = None, 200, None
     if not form.is_valid():
         error, status = form.first_error(), 400
+    elif session.source == GATEWAY:  # the page offers no form for it: a form from before, or a hand-made post
+        error, status = GATEWAY_COMPACT_HERE, 409
     else:
         try:
             job = do_request_compaction(session_id=session.pk, actor=request.user,

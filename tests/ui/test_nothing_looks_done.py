@@ -12,7 +12,7 @@ from django.test import Client
 
 from compaction_app.models import Provider
 from sessions_app.live.render import session_batch
-from sessions_app.models import Session, SimulatorRun
+from sessions_app.models import Job, Session, SimulatorRun
 from sessions_app.rollout.services import do_append_items
 
 pytestmark = pytest.mark.django_db
@@ -86,6 +86,37 @@ def test_the_alerts_and_analytics_pages_say_their_figures_are_as_of_their_load_n
         assert "data-live=" not in page, path
         assert re.search(r'<span id="as-of">figures as of <time datetime="[^"]+">[^<]+</time>, not live: '
                          r"reload for newer</span>", page), path
+
+
+def _gateway_session(provider, policy, items):
+    from gateway_app.keys import do_create_gateway_key
+    from gateway_app.models import GatewayRoute, GatewaySession
+    from gateway_app.recording import GATEWAY_SOURCE, ORIGINATOR
+    from sessions_app.rollout.services import ClientOrigin, do_create_session
+
+    route = GatewayRoute.objects.create(name="team", provider=provider, policy=policy)
+    key = do_create_gateway_key(route=route, client_name="alice-laptop")
+    session = do_create_session(title="alice-laptop via team", provider=provider, policy=policy, items=items,
+                                origin=ClientOrigin(source=GATEWAY_SOURCE, originator=ORIGINATOR,
+                                                    model_provider="team"))
+    GatewaySession.objects.create(session=session, route=route, key=key.row, client_name="alice-laptop",
+                                  group_key=f"thread:{session.thread_id}")
+    return session
+
+
+def test_a_gateway_session_page_offers_no_compaction_the_upstream_would_never_see(operator_user, provider, policy,
+                                                                                 items_factory):
+    # A compaction of the record alone looked done (completed, the meter down) while the client's next request
+    # brought its whole history back (docs/gateway.md, "Not done yet"): the gateway card's action is the one offered.
+    session = _gateway_session(provider, policy, [items_factory.user("fix the parser " * 30),
+                                                  items_factory.assistant("done")])
+    client = login(operator_user)
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert 'id="compact-form"' not in page and 'href="#compact-form"' not in page
+    assert 'id="compact-via-gateway"' in page and 'id="gateway-compact-next"' in page
+    answer = client.post(f"/sessions/{session.pk}/compact/", {"strategy": "local"}, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 409 and "Not compacted: this session runs through the gateway" in answer.content.decode()
+    assert not Job.objects.filter(session=session).exists()
 
 
 def _headline(page: str) -> int:
