@@ -10,9 +10,13 @@ the simulated model as the upstream (and, for local summarisation, as the route'
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
 import pytest
 
 from compaction_app.models import Compaction, CompactionAttempt, CompactionPolicy, Provider
+from gateway_app import compaction as gateway_compaction
 from gateway_app.compaction import TARGET_PERCENT
 from gateway_app.keys import do_create_gateway_key
 from gateway_app.models import CompactionHandle, GatewayAttempt, GatewayRoute
@@ -55,6 +59,39 @@ def _codex_over_its_limit(route: GatewayRoute) -> Codex:
     return codex
 
 
+@contextlib.contextmanager
+def _compaction_log():
+    """What the gateway's compaction logs (on its own logger: caplog's root handler does not survive a request's
+    logging set-up)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("gateway_app.compaction")
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
+def _asks_and_rooms(monkeypatch) -> tuple[list, list]:
+    """What the gateway asks of the engine (passed on unchanged) and the rooms it read before asking."""
+    asks, rooms = [], []
+    real, real_room = gateway_compaction.acompact_session, gateway_compaction.room_of
+
+    async def asked(*, session_id, ask):
+        asks.append(ask)
+        return await real(session_id=session_id, ask=ask)
+
+    def read(*, session_id):
+        rooms.append(real_room(session_id=session_id))
+        return rooms[-1]
+
+    monkeypatch.setattr(gateway_compaction, "acompact_session", asked)
+    monkeypatch.setattr(gateway_compaction, "room_of", read)
+    return asks, rooms
+
+
 def _tokens(session, items) -> int:
     from sessions_app.rollout.services import counter_for
 
@@ -62,20 +99,30 @@ def _tokens(session, items) -> int:
     return sum(count.count_item(i) for i in items)
 
 
-def test_a_masking_that_frees_too_little_is_not_installed_and_local_summarisation_leaves_room(sim_upstream, db):
+def test_a_masking_that_frees_too_little_is_not_installed_and_local_summarisation_leaves_room(
+        sim_upstream, db, monkeypatch):
     route = _embedded_route("team-room", _masking("masking-room"))
     codex = _codex_over_its_limit(route)
     session = gateway_session()
     history = list(codex.history)
-    response = codex.post([*history, TRIGGER], kind="compaction")
+    asks, rooms = _asks_and_rooms(monkeypatch)
+    with _compaction_log() as logged:
+        response = codex.post([*history, TRIGGER], kind="compaction")
     assert response.status_code == 200, response.text
     (item,) = [e["item"] for e in _events(response.text) if e["type"] == "response.output_item.done"]
     assert item["encrypted_content"].startswith("cwgh_")
+    assert item["id"] == "cmp_" + item["encrypted_content"].removeprefix("cwgh_")[:24]  # an id as OpenAI's are
+    (why,) = [r.getMessage() for r in logged]
+    assert why.startswith(f"gateway session {session.pk}: the policy's compaction could not leave Codex room to work")
+    assert why.endswith("; compacting by local summarisation instead")
     # The masking was refused before it was installed, and says why; summarisation ran instead.
     (refused,) = CompactionAttempt.objects.filter(session=session, error_kind=SHORT_OF_TARGET_KIND)
     assert refused.strategy == "masking" and "left" in refused.error_message
     (compaction,) = Compaction.objects.filter(session=session)
     assert compaction.strategy == "local"
+    # The masking was asked for the target; the summary after it for under the client's limit (one token under).
+    (room,) = rooms
+    assert [(a.strategy, a.max_history_tokens) for a in asks] == [(None, room.target), ("local", room.limit - 1)]
     # What the upstream will see is at most the target share of the history Codex asked to compact.
     replacement = CompactionHandle.objects.get(handle=item["encrypted_content"]).replacement
     assert _tokens(session, replacement) <= _tokens(session, history) * TARGET_PERCENT // 100
@@ -96,7 +143,11 @@ def test_a_route_that_says_upstream_forwards_what_its_policy_cannot_compact_enou
     route.save()
     codex = _codex_over_its_limit(route)
     before = len(sim_upstream.requests())
-    item = codex.compact_v2()
+    with _compaction_log() as logged:
+        item = codex.compact_v2()
+    (why,) = [r.getMessage() for r in logged]
+    assert why.startswith("gateway session ") and why.endswith("; forwarding the compaction to the upstream")
+    assert "the policy's compaction could not leave Codex room to work" in why
     # The upstream got Codex's compaction request and its own compaction item went back to Codex.
     forwarded = sim_upstream.requests()[before:]
     assert [r["body"]["input"][-1]["type"] for r in forwarded] == ["compaction_trigger"]
@@ -131,10 +182,12 @@ def test_what_not_even_summarisation_brings_under_the_clients_limit_is_a_400_cod
     assert GatewayAttempt.objects.filter(status=400, request_kind="compaction_v2").exists()
 
 
-def test_a_summarising_policy_summarises_once_and_its_summary_need_only_be_under_the_clients_limit(sim_upstream, db):
+def test_a_summarising_policy_summarises_once_and_its_summary_need_only_be_under_the_clients_limit(
+        sim_upstream, db, monkeypatch):
     # The user wrote at length: a summary keeps their words, so it cannot reach the target, only the limit. The
     # policy's own summary is what the fallback would make again: it is installed, not made twice.
     route = _embedded_route("team-summary", CompactionPolicy.objects.create(name="summary", strategy="local"))
+    asks, rooms = _asks_and_rooms(monkeypatch)
     codex = Codex(do_create_gateway_key(route=route, client_name="ci").key, output_lines=60)
     codex.turn("please fix parser bug 3; " + "the loader reads the config twice and drops the last line. " * 30)
     codex.turn()
@@ -147,3 +200,8 @@ def test_a_summarising_policy_summarises_once_and_its_summary_need_only_be_under
     replacement = CompactionHandle.objects.get(handle=item["encrypted_content"]).replacement
     history = [i for i in codex.sent[-1][1:-1]]
     assert _tokens(session, history) * TARGET_PERCENT // 100 < _tokens(session, replacement) < _tokens(session, history)
+    # Under the client's limit means one token under it at most (the room the gateway reads), asked as the
+    # automatic compaction a context limit calls for.
+    (ask,), (room,) = asks, rooms
+    assert ask.max_history_tokens == room.limit - 1
+    assert (ask.trigger, ask.reason, compaction.reason) == ("auto", "context_limit", "context_limit")

@@ -32,3 +32,26 @@ def test_a_failed_stream_is_reported_and_not_completed():
     reader.feed(b'event: response.failed\ndata: {"type": "response.failed", "response": {"error": {"code": "x"}}}\n\n')
     summary = reader.finish()
     assert not summary.completed and "response.failed" in summary.error
+
+
+def _message(role: str, text: str) -> dict:
+    return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+
+def test_a_handle_expands_over_everything_before_it_and_only_developer_instructions_stay_as_the_base():
+    developer, user = _message("developer", "be brief"), _message("user", "fix the parser")
+    replacement = [_message("user", "summary of the work")]
+    after = _message("user", "and the docs")
+    handle = {"type": "compaction", "encrypted_content": "cwgh_x"}
+
+    assert wire.expand([developer, user, handle, after], 2, replacement) == [developer, *replacement, after]
+    # A history whose first item is the user's own has no base instructions: it is replaced like the rest.
+    assert wire.expand([user, handle, after], 1, replacement) == [*replacement, after]
+
+
+def test_a_request_without_a_thread_is_grouped_by_its_prompt_cache_key():
+    assert wire.group_key(meta={}, body={"prompt_cache_key": "0190-abc"}) == "cache:0190-abc"
+    # A thread id that is no string (a malformed header) does not group; the cache key still does.
+    assert wire.group_key(meta={"thread_id": 42}, body={"prompt_cache_key": "0190-abc"}) == "cache:0190-abc"
+    assert wire.group_key(meta={"thread_id": "t-1"}, body={"prompt_cache_key": "0190-abc"}) == "thread:t-1"
+    assert wire.group_key(meta={}, body={}) == ""
