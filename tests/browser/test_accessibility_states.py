@@ -134,6 +134,7 @@ STATES = {
     "inspector-long-history": "/compactions/{long_compaction}/",
     "claude-session": "/sessions/{claude_session}/",
     "claude-inspector": "/compactions/{claude_compaction}/",
+    "claude-replay": "/sessions/{claude_session}/replays/",  # its provider's long derived name in a select
     "gateway-session": "/sessions/{gateway_session}/",
     "running-session": "/sessions/{kept_running}/",
     "gateway-keys": "/gateway-keys/",
@@ -157,6 +158,8 @@ def test_each_seeded_page_state_has_no_serious_or_critical_violation(browser, we
     if name == "session-with-alerts-and-local-summary":
         expect(page.locator("#compaction-status")).to_be_visible()
     check(page, screenshot_dir, f"{name}-{mode}")
+    if mode.startswith("phone"):  # nothing wider than the phone: no page scrolls sideways (issue 47)
+        assert page.evaluate("document.documentElement.scrollWidth") <= MODES[mode][0]["width"], name
     page.context.close()
 
 
