@@ -170,4 +170,5 @@ def test_a_database_outage_of_any_length_stops_nothing_for_good(on_postgresql, p
 
     scheduler_log = (tmp_path / ("scheduler.log" if lease_ttl is None else "scheduler-2.log")).read_text()
     assert scheduler_log.count("the database does not answer") >= 1
-    print(assert_fault_run_clean(session_ids, logs=logs_under(tmp_path), deadlocks_before=deadlocks_before))
+    print(assert_fault_run_clean(session_ids, logs=logs_under(tmp_path), deadlocks_before=deadlocks_before,
+                                 dump_to=tmp_path / "rollouts"))
