@@ -235,12 +235,20 @@ def get(mapping: Any, key: Any) -> Any:
 
 @register.filter
 def ago(moment: Any) -> str:
-    """'just now', '4 min ago', '2 h ago', '3 d ago'."""
+    """'just now', '4 min ago', '2 h ago', '3 d ago', in a <time> element carrying its age in seconds: live.js
+    moves the words on as the page stays open (an age is a live counter, issue 47), counting from when the page
+    got it, so a browser clock that differs from the server's changes nothing."""
     from django.utils import timezone
 
     if not moment:
         return ""
     seconds = max((timezone.now() - moment).total_seconds(), 0)
+    return format_html('<time datetime="{}" data-age="{}">{}</time>', moment.astimezone(UTC).isoformat(),
+                       int(seconds), age_words(seconds))
+
+
+def age_words(seconds: float) -> str:
+    """An age in words; static/js/live.js (ageWords) says the same."""
     if seconds < 60:
         return "just now"
     if seconds < 3600:

@@ -23,6 +23,27 @@
   window.addEventListener("resize", focusableWideTables);
   document.addEventListener("htmx:afterSettle", focusableWideTables);
 
+  // Ages ("4 min ago", the `ago` filter's <time data-age>) move on while the page stays open: each counts from when
+  // this page got it (its data-age then), so a browser clock that differs from the server's changes nothing.
+  function ageWords(seconds) {
+    if (seconds < 60) { return "just now"; }
+    if (seconds < 3600) { return Math.floor(seconds / 60) + " min ago"; }
+    if (seconds < 86400) { return Math.floor(seconds / 3600) + " h ago"; }
+    return Math.floor(seconds / 86400) + " d ago";
+  }
+  function refreshAges() {
+    var now = Date.now();
+    document.querySelectorAll("time[data-age]").forEach(function (el) {
+      if (!el.dataset.seenAt) { el.dataset.seenAt = String(now); }
+      var seconds = parseFloat(el.dataset.age) + (now - parseFloat(el.dataset.seenAt)) / 1000;
+      var words = ageWords(Math.max(seconds, 0));
+      if (el.textContent !== words) { el.textContent = words; }
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { refreshAges(); setInterval(refreshAges, 15000); });
+  document.addEventListener("htmx:afterSettle", refreshAges);
+  document.addEventListener("htmx:wsAfterMessage", refreshAges);  // a live fragment's ages count from now on
+
   // The top bar's menu folds behind its button on a phone (the CSS hides it only when this script runs).
   document.documentElement.classList.add("js");
   document.addEventListener("click", function (evt) {

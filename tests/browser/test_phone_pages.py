@@ -1,8 +1,9 @@
 """The on-call operator's other pages on a phone, 390 x 844 (issue 47, item 3 and the "Phone" goal): the alerts page,
 a gateway session, the gateway keys page with a route's set-up, the inspector, analytics and the audit log are no
-wider than the screen, and an alert's buttons are on it. A server of its own seeded with alerts and a gateway
-session (COMPACTWEB_SEED_A11Y, the accessibility sweep's seed), so the other browser tests keep their quiet board.
-tests/browser/test_phone.py has the fleet board, the menu and a session's controls."""
+wider than the screen, and an alert's buttons are on it; and an age on a page left open moves on (item 2). A server
+of its own seeded with alerts and a gateway session (COMPACTWEB_SEED_A11Y, the accessibility sweep's seed), so the
+other browser tests keep their quiet board. tests/browser/test_phone.py has the fleet board, the menu and a
+session's controls."""
 
 from __future__ import annotations
 
@@ -94,4 +95,18 @@ def test_on_a_phone_an_admin_lets_a_route_take_user_keys_and_the_keys_page_shows
     expect(copy).to_be_in_viewport(ratio=1)
     page.screenshot(path=str(screenshot_dir / "phone-gateway-keys-set-up.png"), full_page=True)
     assert width_of(page) <= PHONE["width"]
+    page.context.close()
+
+
+def test_an_age_on_a_page_left_open_moves_on_without_a_reload(browser, web):
+    # Ages are live counters (issue 47: live or absent): "just now" must not stay "just now" for an hour.
+    page = checked_page(browser, web, "operator")
+    page.clock.install()
+    page.goto(f"{web.url}/alerts/?state=all")
+    age = page.locator("#alerts-table time[data-age]").first
+    assert int(age.get_attribute("data-age")) < 3600  # seeded when this module's server started
+    before = age.inner_text()
+    page.clock.fast_forward("03:00:00")
+    expect(age).to_have_text("3 h ago")
+    assert before != "3 h ago"
     page.context.close()

@@ -63,8 +63,10 @@ def test_ages_read_as_words():
 
     from django.utils import timezone
 
-    from sessions_app.templatetags.live_ui import ago
+    from sessions_app.templatetags.live_ui import age_words, ago
 
     now = timezone.now()
-    assert [ago(now - timedelta(seconds=s)) for s in (5, 300, 7200, 200000)] == [
-        "just now", "5 min ago", "2 h ago", "2 d ago"]
+    assert [age_words(s) for s in (5, 300, 7200, 200000)] == ["just now", "5 min ago", "2 h ago", "2 d ago"]
+    # in a <time> element with its age in seconds, which live.js moves on while the page stays open
+    assert ago(now - timedelta(seconds=300)).startswith('<time datetime="') and 'data-age="300">5 min ago</time>' \
+        in ago(now - timedelta(seconds=300))
