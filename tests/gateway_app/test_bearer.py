@@ -57,3 +57,17 @@ def test_the_clients_bearer_is_not_a_gateway_key(sim_upstream):
     assert response.status_code == 401
     assert json.loads(response.text)["error"]["code"] == "invalid_api_key"
     assert sim_upstream.requests() == []
+
+
+def test_a_passing_route_never_sends_the_gateway_key_upstream_when_it_came_as_the_bearer(sim_upstream):
+    # No x-compactweb-gateway-key: the bearer is the gateway key, not the client's own, so there is nothing to pass.
+    route = make_route()
+    route.pass_client_bearer = True
+    route.save()
+    key = do_create_gateway_key(route=route, client_name="alice").key
+    body = {"model": "compactweb-sim", "stream": True, "input": [BASE, user("please fix parser bug 3")]}
+    response = call("POST", "/gateway/v1/responses", json=body, headers={
+        "Authorization": f"Bearer {key}", **meta("0190dddd-0000-7000-8000-000000000002")})
+    assert response.status_code == 200
+    assert key not in json.dumps(sim_upstream.seen_headers[-1])
+    assert sim_upstream.seen_headers[-1]["authorization"] == f"Bearer {UPSTREAM_KEY}"

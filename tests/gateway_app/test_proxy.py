@@ -40,6 +40,14 @@ def test_without_a_gateway_key_the_answer_is_401_in_the_api_error_shape(sim_upst
     assert sim_upstream.requests() == []
 
 
+def test_a_live_key_sent_under_another_scheme_than_bearer_is_refused(sim_upstream, gateway_key):
+    for scheme in ("Token", "Basic"):
+        response = call("GET", "/gateway/v1/models", headers={"Authorization": f"{scheme} {gateway_key}"})
+        assert response.status_code == 401
+        assert response.json()["error"]["code"] == "invalid_api_key"
+    assert call("GET", "/gateway/v1/models", headers={"Authorization": f"bearer {gateway_key}"}).status_code == 200
+
+
 def test_a_revoked_key_is_refused(sim_upstream, route, gateway_key):
     GatewayKey.objects.update(revoked=True)
     response = call("GET", "/gateway/v1/models", headers=bearer(gateway_key))
