@@ -43,7 +43,7 @@ from sessions_app.live.fleet_hub import FleetHub, hub_for
 from sessions_app.live.pools import DatabaseThreads
 from sessions_app.models import Session
 from sessions_app.rollout import projection, selectors
-from sessions_app.rollout.events import ALERT_KIND, TURN_PROGRESS_KINDS, session_group
+from sessions_app.rollout.events import ALERT_KIND, FLEET_ALERTS_GROUP, TURN_PROGRESS_KINDS, session_group
 
 logger = logging.getLogger(__name__)
 
@@ -314,7 +314,8 @@ class SessionConsumer(RoleCheckedConsumer):
 
     def groups_to_join(self) -> list[str]:
         self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
-        return [session_group(self.session_id)]
+        # and the fleet's alerts: the page's alerts card lists the fleet's storms beside the session's own alerts
+        return [session_group(self.session_id), FLEET_ALERTS_GROUP]
 
     def read_first(self) -> tuple[str, int, str] | None:
         return live_render.hello(session_id=self.session_id)

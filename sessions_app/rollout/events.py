@@ -194,6 +194,8 @@ async def apublish_transient(*, session_id: int, after_seq: int, kind: str, deta
 
 
 ALERT_KIND = "alert"
+# Every session page's connection is in this group too: a fleet-wide alert (no session) is on each one's card.
+FLEET_ALERTS_GROUP = "fleet-alerts"
 # Transient: what the gateway did for an operator (a compaction at the next request), shown on the session page,
 # with the gateway card's state after it (`state`: gateway_app.selectors.gateway_state).
 GATEWAY_NOTICE = "gateway_notice"
@@ -204,8 +206,9 @@ GATEWAY_REQUESTS = "gateway_requests"
 
 def publish_alert_event(*, session_id: int | None, alert_id: int) -> None:
     """An alert was raised, grew or was acknowledged: the fleet board and the session's page re-render their alerts
-    (a fleet storm, with no session, goes to the fleet board only)."""
-    groups = [FLEET_GROUP] if session_id is None else [session_group(session_id), FLEET_GROUP]
+    (a fleet storm, with no session, goes to the fleet board and to every session page, whose card lists the
+    fleet's storms too: its count there was not live, issue 47)."""
+    groups = [FLEET_GROUP, FLEET_ALERTS_GROUP] if session_id is None else [session_group(session_id), FLEET_GROUP]
     _send(groups, {"type": MESSAGE_TYPE, "session_id": session_id, "seq": None, "after_seq": 0,
                    "kind": ALERT_KIND, "summary": None, "detail": {"alert_id": alert_id}})
 

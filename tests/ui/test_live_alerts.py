@@ -49,6 +49,29 @@ async def test_a_raised_alert_reaches_the_watching_page_without_a_reload(ws_for,
     await comm.disconnect()
 
 
+@pytest.mark.asyncio
+async def test_a_fleet_storm_reaches_a_watching_session_page_whose_card_lists_it(ws_for, operator_user, session):
+    # The session page's card lists the fleet's storms beside the session's own alerts: their count is live there
+    # too (issue 47: a live counter is live or absent), not only on the fleet board.
+    def storm(message: str) -> None:
+        from django.db import transaction
+
+        with transaction.atomic():
+            alerts._raise([rules.Alert(kind=rules.AlertKind.FLEET_STORM, message=message)], session_id=session.pk,
+                          limits=alerts.thresholds())
+
+    comm = await ws_for(operator_user, f"/ws/sessions/{session.pk}/")
+    ok, _ = await comm.connect(timeout=10)
+    assert ok
+    await text_of(comm)  # the hello
+    await database_sync_to_async(storm)("12 compactions across the fleet in 5 minutes")
+    html = await text_of(comm)
+    assert 'id="alerts-list" hx-swap-oob="true"' in html and "12 compactions across the fleet" in html
+    await database_sync_to_async(storm)("13 compactions across the fleet in 5 minutes")
+    assert "×2" in await text_of(comm)
+    await comm.disconnect()
+
+
 def test_the_pages_render_the_collapsible_bounded_alerts_card(operator_user, session):
     raise_loop(session.pk)
     client = Client()
