@@ -22,6 +22,7 @@ from sessions_app.compactions.settings_builder import (
     stream_max_retries,
 )
 from sessions_app.models import Session, SimulatorRun
+from sessions_app.rollout.lease import READ_ONLY_SOURCES
 
 
 def do_set_session_faults(*, session_id: int, fault: str, actor) -> Session:
@@ -103,6 +104,18 @@ def fault_lines(*, session_id: int, fault_injection: dict | None) -> list[FaultL
             left=left, endpoints=frozenset(sim_faults.APPLIES_TO[fault.name]), counted=counted_here,
         ))
     return lines
+
+
+# Sessions that send no request of their own to the session's provider: a followed (or still importing) file is
+# read-only, and a gateway session's requests go to its client's upstream (gateway_app.recording.GATEWAY_SOURCE, a
+# floor above this one). A fault set on them would never fire (issue 47 item 8).
+NO_OWN_REQUESTS = (*READ_ONLY_SOURCES, "gateway")
+
+
+def faults_apply(*, session: Session) -> bool:
+    """Whether a simulated-model fault can hit this session's requests: its turns or its compactions go to the
+    embedded simulated model (a real provider ignores the fault headers)."""
+    return session.source not in NO_OWN_REQUESTS and session.provider.is_embedded
 
 
 def fault_panel(*, session: Session) -> dict:

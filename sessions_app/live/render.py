@@ -22,7 +22,7 @@ from compaction_app.limits import session_pin_budget
 from compaction_app.models import CompactionPolicy, Provider
 from sessions_app.compactions.alerts import recent_alerts
 from sessions_app.compactions.queue import queued_for
-from sessions_app.fleet.faults import fault_panel
+from sessions_app.fleet.faults import fault_panel, faults_apply
 from sessions_app.fleet.filter import FleetFilter
 from sessions_app.fleet.paging import FleetPage
 from sessions_app.live import selectors as ls
@@ -74,7 +74,8 @@ def session_context(*, session: Session) -> dict[str, Any]:
         "attempt": ls.latest_attempt(session_id=session.pk),
         "queued": queued_for(session_id=session.pk),
         "run": ls.simulator_run(session_id=session.pk),
-        "faults": fault_panel(session=session),
+        # Only a session whose requests reach the simulated model has a fault panel (issue 47 item 8).
+        "faults": fault_panel(session=session) if faults_apply(session=session) else None,
         "progress": None,
     }
 
@@ -364,7 +365,7 @@ def live_faults(*, session: Session) -> str:
     """The fault panel's list as it is now, out of band, for a session with injected faults ('' without): each
     request the simulator answers may fire one, so its "N left · not fired yet" moves with the session's lines and
     compaction progress instead of holding what the page loaded with."""
-    if not session.fault_injection:
+    if not session.fault_injection or not faults_apply(session=session):
         return ""
     return _partial(SESSION_PAGE, "fault_active", {"faults": fault_panel(session=session), "oob": True})
 

@@ -21,6 +21,7 @@ from sessions_app.fleet.faults import (
     do_set_session_faults,
     fault_lines,
     fault_panel,
+    faults_apply,
     recovery_warning,
 )
 from sessions_app.jobs.tasks import do_request_compaction
@@ -30,6 +31,8 @@ from sessions_app.web.operator_forms import FaultInjectionForm, RecoverForm
 from sessions_app.web.shortcuts import safe_next
 
 FAULTS_PARTIAL = "sessions_app/session_detail.html#fault_form"
+NO_FAULTS_HERE = ("No fault set: this session sends no request to the simulated model (a followed file, a gateway "
+                  "session or a real provider), so a fault would never fire.")
 
 
 def refusal(message: str, *, status: int = 409) -> HttpResponse:
@@ -43,6 +46,11 @@ def refusal(message: str, *, status: int = 409) -> HttpResponse:
 def session_faults(request, pk: int):
     """Switch a simulated-model fault on (or off) for this session's next requests."""
     session = get_object_or_404(Session, pk=pk)
+    if not faults_apply(session=session):  # the page offers no panel for it: a form from before, or a hand-made post
+        if request.htmx:
+            return refusal(NO_FAULTS_HERE)
+        messages.error(request, NO_FAULTS_HERE)
+        return redirect("session_detail", pk=session.pk)
     form = FaultInjectionForm(request.POST)
     notice = error = None
     if form.is_valid():

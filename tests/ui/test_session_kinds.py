@@ -67,6 +67,50 @@ def test_only_a_session_the_simulator_drives_has_a_simulated_run_card(client, op
         assert "Simulated run" not in pages[pk] and '<section id="run-controls" hidden' in pages[pk]
 
 
+def _gateway_session(provider, policy):
+    from gateway_app.keys import do_create_gateway_key
+    from gateway_app.models import GatewayRoute, GatewaySession
+    from gateway_app.recording import GATEWAY_SOURCE, ORIGINATOR
+    from sessions_app.rollout.services import ClientOrigin, do_create_session
+
+    route = GatewayRoute.objects.create(name="team", provider=provider, policy=policy)
+    key = do_create_gateway_key(route=route, client_name="alice-laptop")
+    session = do_create_session(title="alice-laptop via team", provider=provider, policy=policy,
+                                origin=ClientOrigin(source=GATEWAY_SOURCE, originator=ORIGINATOR,
+                                                    model_provider="team"))
+    GatewaySession.objects.create(session=session, route=route, key=key.row, client_name="alice-laptop",
+                                  group_key=f"thread:{session.thread_id}")
+    return session
+
+
+FAULT_PANEL = "<h2>Fault injection</h2>"
+
+
+@pytest.mark.django_db
+def test_only_a_session_whose_requests_reach_the_simulated_model_has_a_fault_panel(
+        tmp_path, client, operator_user, operator_api, provider, policy, make_session):
+    # The panel's faults ride on the requests a session sends to the simulated model: a followed file sends none, a
+    # gateway session's go to its client's upstream, a real provider ignores them.
+    started = operator_api.post("/api/v1/fleet", {"scenario": "fix-failing-test", "count": 1, "provider": provider.pk,
+                                                  "policy": policy.pk}, format="json").json()["runs"][0]["session"]
+    native = make_session(title="made over the API").pk
+    followed = sync_file(path=_follow(tmp_path, LOCAL)).session_id
+    gateway = _gateway_session(provider, policy).pk
+    real = Provider.objects.create(name="real", base_url="https://models.example.test/v1", model="gpt-x",
+                                   context_window=32000)
+    on_real = make_session(title="on a real provider", provider=real).pk
+    client.force_login(operator_user)
+    pages = {pk: client.get(f"/sessions/{pk}/").content.decode() for pk in (started, native, followed, gateway, on_real)}
+    for pk in (started, native):
+        assert FAULT_PANEL in pages[pk] and 'id="fault-form"' in pages[pk]
+    for pk in (followed, gateway, on_real):
+        assert FAULT_PANEL not in pages[pk] and 'id="fault-form"' not in pages[pk], pk
+    # A post from an older page (or by hand) sets no fault the session would never fire.
+    refused = client.post(f"/sessions/{gateway}/faults/", {"fault": "overloaded"}, HTTP_HX_REQUEST="true")
+    assert refused.status_code == 409 and "simulated model" in refused.content.decode()
+    assert Session.objects.get(pk=gateway).fault_injection == {}
+
+
 @pytest.mark.django_db
 def test_a_claude_transcript_is_charted_against_its_models_window(client, operator_user, operator_api, provider,
                                                                   policy):
