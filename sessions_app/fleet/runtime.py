@@ -31,6 +31,7 @@ from typing import Any
 from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
 from django.db import DatabaseError, transaction
 from django.db.models import F
+from uuid6 import uuid7
 
 from compaction_app.config_services import derived_provider
 from compaction_app.models import CompactionPolicy, Provider
@@ -481,6 +482,8 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
             raise
         return await _interrupted(session_id, None, exc, claimed_at)
     released = False
+    # Named here so that an interrupted step ends its own turn and no other (`_resume_after_outage`).
+    turn_id = str(uuid7())
     try:
         try:
             if prepared is None:
@@ -494,6 +497,7 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
             number = step.number
             result = await arun_turn(
                 session_id=session_id, user_input=step.user_input, lease=lease, session=session, client=client,
+                turn_id=turn_id,
                 script=TurnScript(
                     tools=tools, tool_rng=lambda call_id: script.rng_for("tool", number, call_id),
                     fault_injection=_sampling_faults(session, state), sleep=sleep,
@@ -504,10 +508,18 @@ async def arun_step(*, session_id: int, clock=time.time, client=None, sleep=None
             await sync_to_async(_save_step_and_release)(run, script, state, error=result.error, now=clock(),
                                                         lease=lease, last_seq=result.last_seq)
             released = True
+        except locks.LeaseLost as exc:
+            # The lease expired and another holder took the session over (or the reaper freed it), ending this
+            # step's turn; the turn's next write found that and wrote nothing. The run did nothing wrong: like a
+            # busy session, it is due again in a moment (if this step's claim still stands).
+            released = True  # not ours to give back
+            logger.warning("simulator step of session %s lost its lease: %s", session_id, exc)
+            await sync_to_async(_busy)(session_id, clock(), claimed_at)
+            return StepResult(session_id, "busy", error=f"{type(exc).__name__}: {exc}")
         except Exception as exc:
             if _interrupts(exc):
                 released = True  # given back after the outage, or left to expire
-                return await _interrupted(session_id, lease, exc, claimed_at)
+                return await _interrupted(session_id, lease, exc, claimed_at, turn_id=turn_id)
             logger.exception("simulator step of session %s failed", session_id)
             await sync_to_async(_failed)(session_id, f"{type(exc).__name__}: {exc}")
             return StepResult(session_id, "failed", error=str(exc))
@@ -525,7 +537,7 @@ def _interrupts(exc: BaseException) -> bool:
 
 
 async def _interrupted(session_id: int, lease: locks.Lease | None, exc: BaseException,
-                       claimed_at: float | None = None) -> StepResult:
+                       claimed_at: float | None = None, *, turn_id: str | None = None) -> StepResult:
     """The database went away (or stopped taking writes, or rolled a write back for a conflict) during the step:
     nothing is recorded as failed, since the run did nothing wrong. Once the database takes writes again (waited
     for as long as the step's claim stands, at least the lease's TTL: an outage longer than the TTL must not leave
@@ -537,7 +549,8 @@ async def _interrupted(session_id: int, lease: locks.Lease | None, exc: BaseExce
     why = ("a conflicting transaction rolled its write back (deadlock or serialization failure)"
            if db_outage.is_conflict(exc) else "the database became unavailable")
     logger.warning("simulator step of session %s interrupted: %s (%s: %s)", session_id, why, type(exc).__name__, exc)
-    resumed = await sync_to_async(_resume_after_outage)(session_id, lease, why, _resume_deadline(claimed_at))
+    resumed = await sync_to_async(_resume_after_outage)(session_id, lease, why, _resume_deadline(claimed_at),
+                                                        turn_id=turn_id)
     return StepResult(session_id, INTERRUPTED if resumed else "failed", error=f"{type(exc).__name__}: {exc}")
 
 
@@ -548,11 +561,19 @@ def _resume_deadline(claimed_at: float | None) -> float:
     return time.monotonic() + max(stands, locks.lease_ttl().total_seconds())
 
 
-def _resume_after_outage(session_id: int, lease: locks.Lease | None, why: str, deadline: float) -> bool:
+def _resume_after_outage(session_id: int, lease: locks.Lease | None, why: str, deadline: float, *,
+                         turn_id: str | None = None) -> bool:
+    """Once the database takes writes: end the turn this step began (`turn_id`) if the step still holds its
+    lease, give the lease back and make the run due. A step without a lease (cut before it took one, e.g. on a
+    kept connection a database restart broke) began no turn and ends none: the session's open turn, if any, is
+    another holder's, perhaps still being written (a message sent for an older claim reaches here before its
+    claim is checked). A step whose lease was taken over ends none either: the taker ended its turn (issue 42:
+    either gave a live turn a second `turn_complete`)."""
     while db_outage.wait_until_writable(deadline=deadline):
         try:
             with transaction.atomic():
-                end_open_turn(session_id=session_id, why=why)
+                if lease is not None and turn_id is not None:
+                    end_open_turn(session_id=session_id, why=why, holder=lease.holder, turn_id=turn_id)
                 if lease is not None:
                     locks.release(lease)
                 SimulatorRun.objects.filter(session_id=session_id, status=Status.RUNNING).update(

@@ -27,7 +27,7 @@ from compactweb import statements
 from sessions_app.models import ContextWindow, LiveItem, RolloutLine, Session, StagedRolloutLine
 from sessions_app.rollout import events, selectors
 from sessions_app.rollout import projection as p
-from sessions_app.rollout.lease import Lease, LeaseNotFree, refuse_if_followed
+from sessions_app.rollout.lease import Lease, LeaseLost, LeaseNotFree, refuse_if_followed
 from sessions_app.rollout.signals import rollout_appended
 from sessions_app.rollout.validation import validate_item, validate_items, validate_tools
 
@@ -302,7 +302,7 @@ def _known_header(session: Session) -> dict[str, Any] | None:
 def append_rollout_lines(
     *, session: Session, lines: Sequence[NewLine], actor=None, release_lease: str | None = None,
     take_lease: Lease | None = None, unchanged: Callable[[Any], bool] | None = None, staged: bool = False,
-    publish: bool = True, outbox: list[events.Publication] | None = None,
+    publish: bool = True, outbox: list[events.Publication] | None = None, held_by: str | None = None,
 ) -> list[RolloutLine]:
     """Append lines to a session's rollout and update the cached projection, in one transaction.
 
@@ -313,7 +313,9 @@ def append_rollout_lines(
     (the last write of a turn), if it still holds it. `take_lease`: a lease (`lease.planned`) this same write takes,
     as the first write of an own-lease turn does: when the session is leased, or its rollout moved past the
     `last_seq` that `session` was read at, LeaseNotFree is raised and nothing is written; so it is when
-    `unchanged` (called with the append's cursor, under the lock) answers False. `staged`: the lines go to
+    `unchanged` (called with the append's cursor, under the lock) answers False. `held_by`: a lease holder that
+    must still hold the session under the lock (a turn's writes): when it does not, LeaseLost is raised and nothing
+    is written (whoever took the lease over, or reaped it, ended that holder's turn). `staged`: the lines go to
     the import's staging table
     (StagedRolloutLine, installed later by `install_staged_lines`), not the rollout; `publish=False`: no live
     event (an import publishes its own bounded events); `outbox`: the live event goes into this list once the
@@ -334,8 +336,10 @@ def append_rollout_lines(
     copy = _known_header(session)
     try:
         plan = None
-        if copy is not None and not (take_lease is not None and copy["lease_holder"]):
-            # (A copy that says leased goes to the read under the lock, which decides and refuses.)
+        if copy is not None and not (take_lease is not None and copy["lease_holder"]) and not (
+                held_by is not None and copy["lease_holder"] != held_by):
+            # (A copy that says leased goes to the read under the lock, which decides and refuses; a write guarded
+            # by a copy held by `held_by` finds the row still held by it, as `lease_holder` is a guard field.)
             plan = _plan(session=session, lines=lines, actor=actor, actor_id=actor_id, now=now)
             changes = _header_changes(session=session, plan=plan, known=copy, now=now,
                                       release_lease=release_lease, take_lease=take_lease)
@@ -356,6 +360,8 @@ def append_rollout_lines(
                 # since the caller's read, which its decisions (a pre-turn check, the request's settings) were
                 # made on.
                 raise LeaseNotFree(f"session {session.pk} was leased, written or reconfigured since it was read")
+            if held_by is not None and fresh["lease_holder"] != held_by:
+                raise LeaseLost(f"the lease on session {session.pk} was lost")
             for name, value in fresh.items():
                 setattr(session, name, value)
             plan = _plan(session=session, lines=lines, actor=actor, actor_id=actor_id, now=now)

@@ -6,8 +6,10 @@ whose process, connection or transaction went away between its `turn_started` an
 held a turn that never ended, and a reader (Codex's resume, the dashboard, an audit) could not tell it was cut.
 `end_open_turn` writes the end, once (under the session's row lock, so two enders write one end), by:
 
-- the turn's own holder when the turn raised (`turns/services`), if the database takes the write;
-- the simulator step once the database is back (`fleet/runtime._resume_after_outage`);
+- the turn's own holder when the turn raised (`turns/services`), if the database takes the write and it still
+  holds the lease;
+- the simulator step once the database is back (`fleet/runtime._resume_after_outage`), for the turn it started,
+  while it still holds its lease (a step that never took the lease ends nothing);
 - whoever takes over or reaps the lease of a dead holder (`rollout/signals.holder_lost`, connected in apps.py):
   a killed worker's turn is ended by the next taker, in the takeover's transaction.
 """
@@ -49,14 +51,25 @@ def open_turn(*, session_id: int) -> str | None:
     return None
 
 
-def end_open_turn(*, session_id: int, why: str) -> str | None:
+def end_open_turn(*, session_id: int, why: str, holder: str | None = None,
+                  turn_id: str | None = None) -> str | None:
     """End the session's open turn, if it has one, with an `error` line saying `why` and `turn_complete`
-    (status "interrupted"); returns its turn id. In the caller's transaction when there is one."""
+    (status "interrupted"); returns its turn id. In the caller's transaction when there is one.
+
+    `holder`: end it only while that lease holder still holds the session; `turn_id`: only when the open turn is
+    that one. Both are checked under the session's row lock. A step or turn that ends its own cut turn passes
+    both: once its lease was taken over (or reaped), the taker ended that turn, and the open turn, if any, is the
+    new holder's, still being written; an interrupted end written into it gave that turn two `turn_complete`
+    lines when its writer completed it (issue 42). The takeover and the reaper pass neither: they hold the lease
+    themselves, and the turn they end is the dead holder's."""
     with transaction.atomic():
         session = lock_session(session_id=session_id, with_config=True)
-        turn_id = open_turn(session_id=session_id)
-        if turn_id is None:
+        if holder is not None and session.lease_holder != holder:
             return None
+        open_id = open_turn(session_id=session_id)
+        if open_id is None or (turn_id is not None and open_id != turn_id):
+            return None
+        turn_id = open_id
         message = f"The turn was interrupted before it ended: {why}"
         ends = [error_marker(turn_id=turn_id, message=message, code=INTERRUPTED_CODE),
                 turn_complete_marker(turn_id, INTERRUPTED, "")]

@@ -194,6 +194,9 @@ class SessionTurnPort:
         rows = append_rollout_lines(
             session=session, lines=_to_lines(records, session), actor=self.actor,
             release_lease=self.lease.holder if completes else None, take_lease=self._lease_to_take,
+            # Every write after the one that takes the lease: only while the lease is still this turn's (issue 42:
+            # a turn whose lease was taken over, and its turn ended by the taker, wrote a second turn_complete).
+            held_by=self.lease.holder if self.lease is not None and self._lease_to_take is None else None,
             unchanged=(partial(selectors.config_unchanged, stamp=self._stamp)
                        if self._lease_to_take is not None and self._stamp is not None else None),
             outbox=published,

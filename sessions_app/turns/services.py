@@ -178,7 +178,7 @@ async def _run_turn(request: TurnRequest, *, session: Session, holding: Holding,
                                              turn_id=request.turn_id, config=config)
         except (Exception, asyncio.CancelledError) as exc:
             if port.first_seq is not None and not port.lease_released:
-                await _end_cut_turn(request.session_id, exc)
+                await _end_cut_turn(request.session_id, exc, holder=lease.holder, turn_id=request.turn_id)
             raise
         result.first_seq = port.first_seq or 0
         result.last_seq = port.last_seq
@@ -195,12 +195,13 @@ async def _run_turn(request: TurnRequest, *, session: Session, holding: Holding,
             await sync_to_async(locks.release)(lease)
 
 
-async def _end_cut_turn(session_id: int, exc: BaseException) -> None:
-    """The turn raised after its first lines were written: end it now (`turns/ends`) while the lease is ours.
-    When the database does not take that write either, the simulator step ends it once the database is back, or
-    the next holder of the lease does."""
+async def _end_cut_turn(session_id: int, exc: BaseException, *, holder: str, turn_id: str) -> None:
+    """The turn raised after its first lines were written: end it now (`turns/ends`) if the lease is still ours
+    (a taker of the lease ended it already, and the open turn would then be the taker's). When the database does
+    not take that write either, the simulator step ends it once the database is back, or the next holder of the
+    lease does."""
     try:
-        await sync_to_async(end_open_turn)(session_id=session_id, why=why_cut(exc))
+        await sync_to_async(end_open_turn)(session_id=session_id, why=why_cut(exc), holder=holder, turn_id=turn_id)
     except Exception:
         logger.warning("could not end the cut turn of session %s now; the next holder of its lease will",
                        session_id, exc_info=True)

@@ -190,3 +190,111 @@ def test_the_scheduler_closes_a_connection_the_outage_broke_before_its_next_roun
     assert closed == [1, 1]
     assert connection.vendor  # the scheduler's own rounds ran on the test database
 
+
+
+# --- whose turn an interrupted step ends (issue 42: one turn with two `turn_complete` lines after a 10 s cut) -----
+
+def _write(session_id: int, payload: dict) -> None:
+    from sessions_app.rollout.services import NewLine, append_rollout_lines
+
+    append_rollout_lines(session=Session.objects.get(pk=session_id), lines=[NewLine("event_msg", payload)])
+
+
+def _started(turn_id: str) -> dict:
+    return {"type": "turn_started", "turn_id": turn_id, "model_context_window": 1000}
+
+
+def _ends(session_id: int) -> list[tuple[str, str]]:
+    from sessions_app.models import RolloutLine
+
+    return [(line["turn_id"], line["status"]) for line in RolloutLine.objects.filter(
+        session_id=session_id, kind="event_msg", payload__type="turn_complete").order_by("seq").values_list(
+        "payload", flat=True)]
+
+
+def test_a_step_cut_before_it_took_the_lease_ends_no_turn_of_the_holder(run, monkeypatch, no_outage_waits):
+    """A worker's kept connection, broken by the database's restart, failed the first statement of a step (a
+    message sent for an older claim) before it took the lease; the step then ended the session's open turn, which
+    was the lease holder's, live: that turn got an interrupted end and, later, its own `turn_complete`."""
+    from sessions_app.rollout import lease as locks
+
+    holder = locks.acquire(session_id=run.session_id, purpose="turn")
+    _write(run.session_id, _started("holders-turn"))
+    monkeypatch.setattr(fleet, "has_queued", outage_for(1))  # the step's first statement
+
+    result = fleet.do_run_step(session_id=run.session_id)
+
+    assert result.status == fleet.INTERRUPTED and "server closed the connection" in result.error
+    assert _ends(run.session_id) == []  # the holder's turn is still the holder's to end
+    assert Session.objects.get(pk=run.session_id).lease_holder == holder.holder
+    _write(run.session_id, {"type": "turn_complete", "turn_id": "holders-turn", "status": "completed"})
+    assert _ends(run.session_id) == [("holders-turn", "completed")]
+
+
+def test_a_step_whose_lease_was_taken_over_ends_its_own_turn_once_and_not_the_takers(
+        run, monkeypatch, no_outage_waits):
+    from datetime import timedelta
+
+    from asgiref.sync import sync_to_async
+    from django.utils import timezone
+
+    from sessions_app.rollout import lease as locks
+
+    taker = {}
+
+    def cut_and_taken_over(turn_id: str) -> None:
+        _write(run.session_id, _started(turn_id))
+        # The outage outlasted the lease: another step took the session over (ending this step's turn as the dead
+        # holder's) and began its own turn before this step's database came back.
+        Session.objects.filter(pk=run.session_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+        taker["lease"] = locks.acquire(session_id=run.session_id, purpose="turn")
+        _write(run.session_id, _started("takers-turn"))
+
+    async def turn(**kwargs):
+        taker["cut"] = kwargs["turn_id"]
+        await sync_to_async(cut_and_taken_over)(kwargs["turn_id"])
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(fleet, "arun_turn", turn)
+
+    assert fleet.do_run_step(session_id=run.session_id).status == fleet.INTERRUPTED
+
+    assert _ends(run.session_id) == [(taker["cut"], "interrupted")]  # by the taker, once; the taker's turn: open
+    assert Session.objects.get(pk=run.session_id).lease_holder == taker["lease"].holder
+
+
+def test_a_step_cut_mid_turn_that_still_holds_its_lease_ends_its_turn_when_the_database_returns(
+        run, monkeypatch, no_outage_waits):
+    from asgiref.sync import sync_to_async
+
+    cut = {}
+
+    async def turn(**kwargs):
+        cut["turn"] = kwargs["turn_id"]
+        await sync_to_async(_write)(run.session_id, _started(kwargs["turn_id"]))
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(fleet, "arun_turn", turn)
+
+    assert fleet.do_run_step(session_id=run.session_id).status == fleet.INTERRUPTED
+
+    assert _ends(run.session_id) == [(cut["turn"], "interrupted")]
+    assert Session.objects.get(pk=run.session_id).lease_holder == ""
+
+
+def test_a_step_whose_turn_found_its_lease_taken_over_leaves_the_run_running_and_due_again(run, monkeypatch):
+    from sessions_app.rollout import lease as locks
+
+    async def turn(**kwargs):
+        raise locks.LeaseLost("the lease on the session was lost")
+
+    monkeypatch.setattr(fleet, "arun_turn", turn)
+    claimed_at = time.time()
+    fleet.claim_due_runs(now=claimed_at)
+
+    result = fleet.do_run_step(session_id=run.session_id, claimed_at=claimed_at)
+
+    assert result.status == "busy" and "LeaseLost" in result.error
+    run.refresh_from_db()
+    assert run.status == SimulatorRun.Status.RUNNING and run.last_error == ""
+    assert run.next_step_at.timestamp() <= time.time() + fleet.BUSY_RETRY_SECONDS  # not after CLAIM_SECONDS

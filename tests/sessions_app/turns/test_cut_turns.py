@@ -178,3 +178,91 @@ def test_the_lease_reaper_ends_the_turn_of_a_holder_that_died(make_session):
 
     assert unended_turns(session) == []
     assert services.verify_projection(session=session) == []
+
+
+def test_a_turn_that_raises_after_its_lease_was_taken_over_ends_not_the_takers_turn(make_session, monkeypatch):
+    """The turn's own end of a cut turn (`turns/services._end_cut_turn`) is written only while its lease is its
+    own: the taker ended the cut turn with the takeover, and the open turn is then the taker's, still live."""
+    from datetime import timedelta
+
+    from asgiref.sync import async_to_sync, sync_to_async
+    from django.utils import timezone
+
+    from sessions_app.models import Session
+    from sessions_app.rollout import lease as locks
+    from sessions_app.turns import services as turns
+    from sessions_app.turns.loop import EVENT_MSG, Marker
+
+    session = make_session()
+    lease = locks.acquire(session_id=session.pk, purpose="turn")
+    taker = {}
+
+    def taken_over() -> None:
+        Session.objects.filter(pk=session.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+        taker["lease"] = locks.acquire(session_id=session.pk, purpose="turn")  # ends the cut turn (holder_lost)
+        services.append_rollout_lines(session=Session.objects.get(pk=session.pk), lines=[services.NewLine(
+            "event_msg", {"type": "turn_started", "turn_id": "takers-turn", "model_context_window": 1000})])
+
+    async def loop(*, port, turn_id, **kwargs):
+        await port.record([Marker(EVENT_MSG, {"type": "turn_started", "turn_id": turn_id,
+                                              "model_context_window": 1000})])
+        await sync_to_async(taken_over)()
+        raise RuntimeError("the turn raised after its lease was taken over")
+
+    monkeypatch.setattr(turns, "run_turn_loop", loop)
+
+    with pytest.raises(RuntimeError):
+        async_to_sync(turns.arun_turn)(session_id=session.pk, user_input="next", turn_id="cut-turn", lease=lease,
+                                       session=Session.objects.select_related("provider", "policy").get(pk=session.pk))
+
+    ends = [(p["turn_id"], p["status"]) for p in RolloutLine.objects.filter(
+        session=session, kind="event_msg", payload__type="turn_complete").order_by("seq").values_list("payload",
+                                                                                                      flat=True)]
+    assert ends == [("cut-turn", "interrupted")]  # ended once, by the taker; the taker's turn is its own to end
+    assert unended_turns(session) == ["takers-turn"]
+
+
+def test_a_turn_whose_lease_was_taken_over_writes_nothing_more_after_the_taker_ended_it(make_session, monkeypatch):
+    """A turn's writer still running when the taker of its lease wrote its interrupted end: its next write (here
+    its own `turn_complete`) checks the lease under the row lock, writes nothing and raises LeaseLost, so the turn
+    has one end."""
+    from datetime import timedelta
+
+    from asgiref.sync import async_to_sync, sync_to_async
+    from django.utils import timezone
+
+    from sessions_app.models import Session
+    from sessions_app.rollout import lease as locks
+    from sessions_app.turns import services as turns
+    from sessions_app.turns.loop import EVENT_MSG, Marker, turn_complete_marker
+
+    session = make_session()
+    lease = locks.acquire(session_id=session.pk, purpose="turn")
+
+    def taken_over() -> None:
+        Session.objects.filter(pk=session.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+        locks.acquire(session_id=session.pk, purpose="turn")  # ends the turn as the dead holder's (holder_lost)
+
+    async def loop(*, port, turn_id, **kwargs):
+        await port.record([Marker(EVENT_MSG, {"type": "turn_started", "turn_id": turn_id,
+                                              "model_context_window": 1000})])
+        await sync_to_async(taken_over)()
+        try:
+            await port.record([turn_complete_marker(turn_id, "completed", "")])
+        except locks.LeaseLost as exc:
+            raised.append(exc)
+            raise
+
+    monkeypatch.setattr(turns, "run_turn_loop", loop)
+    raised = []
+
+    with pytest.raises(Exception):  # noqa: B017 - what it is, is asserted below, after what was written
+        async_to_sync(turns.arun_turn)(session_id=session.pk, user_input="next", turn_id="slow-turn", lease=lease,
+                                       session=Session.objects.select_related("provider", "policy").get(pk=session.pk))
+
+    ends = [(p["turn_id"], p["status"]) for p in RolloutLine.objects.filter(
+        session=session, kind="event_msg", payload__type="turn_complete").order_by("seq").values_list("payload",
+                                                                                                      flat=True)]
+    assert ends == [("slow-turn", "interrupted")]
+    assert len(raised) == 1  # the write refused with LeaseLost
+    assert services.verify_projection(session=session) == []
