@@ -90,7 +90,9 @@ class Watch:
     reread_alerted: bool = False
     loop_alerted: bool = False
     loop_checked: bool = False  # the loop window (loop_turns turns) has passed
-    failures: list[int] = field(default_factory=list)
+    failures: list[int] = field(default_factory=list)  # the streak's last attempts (at most the threshold's number)
+    # The streak's whole length: `failures` is bounded, and the open alert's message says how many failed so far.
+    failed_in_row: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -217,12 +219,18 @@ def on_attempt(watch: Watch, *, attempt_id: int, failed: bool, thresholds: Thres
     """Feed one finished compaction attempt; a success ends the streak."""
     if not failed:
         watch.failures = []
+        watch.failed_in_row = 0
         return watch, []
     watch.failures = [*watch.failures, attempt_id][-max(thresholds.failure_streak, 1):]
+    # A watch saved before the whole length was kept knows at least its bounded list.
+    watch.failed_in_row = max(watch.failed_in_row, len(watch.failures) - 1) + 1
     if len(watch.failures) == thresholds.failure_streak:
+        # Every failure past the threshold raises again: the open alert's message is rewritten with the streak's
+        # length so far (issue 46: a message that kept its first count beside a growing badge).
         return watch, [Alert(
             kind=AlertKind.FAILURE_STREAK, attempt_ids=tuple(watch.failures),
-            message=f"{thresholds.failure_streak} compaction attempts failed in a row",
+            message=f"{watch.failed_in_row:,} compaction attempts failed in a row",
+            detail={"count": watch.failed_in_row, "threshold": thresholds.failure_streak},
         )]
     return watch, []
 

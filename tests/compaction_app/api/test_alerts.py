@@ -72,6 +72,31 @@ def test_a_streak_of_failed_attempts_is_alerted_with_the_attempts(operator_api, 
     assert f"attempt #{first['error']['attempt_id']} (server overloaded)" in board  # the kind in words
 
 
+@pytest.mark.django_db
+def test_a_growing_failure_streak_rewrites_its_open_alerts_message_with_its_length(operator_api, reader,
+                                                                                   django_capture_on_commit_callbacks,
+                                                                                   monkeypatch):
+    # Each failure past the threshold raises again: the badge counted them while the message kept saying the
+    # threshold's "2 compaction attempts failed in a row" (issue 46: a message follows its count at every raise).
+    pushed = []
+    monkeypatch.setattr(alerts.events, "publish_alert_event", lambda **kw: pushed.append(kw["alert_id"]))
+    settings(failure_streak=2)
+    Session.objects.filter(pk=reader.pk).update(fault_injection={"fault": "overloaded"})
+    for _ in range(4):
+        with django_capture_on_commit_callbacks(execute=True):
+            compact(operator_api, reader)
+    (alert,) = Alert.objects.filter(kind="failure_streak")
+    assert alert.count == 3 and alert.message == "4 compaction attempts failed in a row"
+    assert pushed[-1] == alert.pk and len(pushed) == 3  # every raise reached the live pages
+    # A success ends the streak: a new streak counts from one again on the still-open alert.
+    Session.objects.filter(pk=reader.pk).update(fault_injection={})
+    compact(operator_api, reader)
+    Session.objects.filter(pk=reader.pk).update(fault_injection={"fault": "overloaded"})
+    compact(operator_api, reader), compact(operator_api, reader)
+    alert.refresh_from_db()
+    assert alert.count == 4 and alert.message == "2 compaction attempts failed in a row"
+
+
 def scenario_tools():
     return load_scenario("fix-failing-test").build_tools(seed=1)
 
