@@ -160,6 +160,7 @@ async def _run_turn(request: TurnRequest, *, session: Session, holding: Holding,
     if own_client is None:
         own_client = client is None
     lease = holding.lease
+    cut_left_open = False  # a cut turn whose end the database did not take: its lease must expire, not be given back
     try:
         script = request.script
         config = _turn_config(
@@ -178,7 +179,8 @@ async def _run_turn(request: TurnRequest, *, session: Session, holding: Holding,
                                              turn_id=request.turn_id, config=config)
         except (Exception, asyncio.CancelledError) as exc:
             if port.first_seq is not None and not port.lease_released:
-                await _end_cut_turn(request.session_id, exc, holder=lease.holder, turn_id=request.turn_id)
+                cut_left_open = not await _end_cut_turn(request.session_id, exc, holder=lease.holder,
+                                                        turn_id=request.turn_id)
             raise
         result.first_seq = port.first_seq or 0
         result.last_seq = port.last_seq
@@ -191,20 +193,24 @@ async def _run_turn(request: TurnRequest, *, session: Session, holding: Holding,
     finally:
         if own_client and model is not None:
             await _close(model)
-        if holding.own and not (port is not None and (port.lease_released or not port.lease_held)):
+        # A lease given back free leaves nobody to end a turn left open: only the taker of an expired lease does.
+        given_up = port is not None and (port.lease_released or not port.lease_held)
+        if holding.own and not cut_left_open and not given_up:
             await sync_to_async(locks.release)(lease)
 
 
-async def _end_cut_turn(session_id: int, exc: BaseException, *, holder: str, turn_id: str) -> None:
+async def _end_cut_turn(session_id: int, exc: BaseException, *, holder: str, turn_id: str) -> bool:
     """The turn raised after its first lines were written: end it now (`turns/ends`) if the lease is still ours
     (a taker of the lease ended it already, and the open turn would then be the taker's). When the database does
     not take that write either, the simulator step ends it once the database is back, or the next holder of the
-    lease does."""
+    lease does; False then, and the caller leaves its lease to expire."""
     try:
         await sync_to_async(end_open_turn)(session_id=session_id, why=why_cut(exc), holder=holder, turn_id=turn_id)
     except Exception:
         logger.warning("could not end the cut turn of session %s now; the next holder of its lease will",
                        session_id, exc_info=True)
+        return False
+    return True
 
 
 async def _close(model: ModelClient) -> None:

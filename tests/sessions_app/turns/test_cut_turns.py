@@ -266,3 +266,37 @@ def test_a_turn_whose_lease_was_taken_over_writes_nothing_more_after_the_taker_e
     assert ends == [("slow-turn", "interrupted")]
     assert len(raised) == 1  # the write refused with LeaseLost
     assert services.verify_projection(session=session) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cut_turn_whose_end_the_database_refused_keeps_its_lease_until_a_taker_ends_it(
+        operator_api, make_session, items_factory, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app.models import Session
+    from sessions_app.turns import services as turn_services
+
+    writes = _cut_writes(monkeypatch, _outage)
+    writes.update(cut_at=2, left=1)  # the turn's first lines are written, its next write meets the outage
+    monkeypatch.setattr(turn_services, "end_open_turn", lambda **kwargs: (_ for _ in ()).throw(_outage()))
+    session = make_session(items=[items_factory.user("start")])
+
+    response = operator_api.post(f"/api/v1/sessions/{session.pk}/turns", {"input": "next"}, format="json")
+
+    assert response.status_code == 503, response.content
+    cut = unended_turns(session)
+    assert len(cut) == 1
+    # Given back free, nobody would ever end that turn: the lease stays until it expires and its taker ends it.
+    assert Session.objects.get(pk=session.pk).lease_holder
+    monkeypatch.undo()
+    Session.objects.filter(pk=session.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+    response = operator_api.post(f"/api/v1/sessions/{session.pk}/turns", {"input": "again"}, format="json")
+
+    assert response.status_code == 200, response.content
+    assert unended_turns(session) == []
+    ended = RolloutLine.objects.filter(session=session, kind="event_msg", payload__type="turn_complete",
+                                       payload__turn_id=cut[0]).values_list("payload__status", flat=True)
+    assert list(ended) == ["interrupted"]
