@@ -140,11 +140,23 @@ if os.environ.get("COMPACTWEB_SEED_A11Y"):
                                                                   model_provider="team-sim"))
     GatewaySession.objects.create(session=recorded, route=route, key=key.row, client_name="alice-laptop",
                                   group_key=f"thread:{recorded.thread_id}")
+    # A gateway session recorded by its history alone (its client sends no session id): the card's note says it
+    # cannot be steered. And a Claude Code route taking users' keys: the keys page's Claude Code set-up (named after
+    # team-sim, so a test that lets team-sim take user keys finds its Codex set-up first and open).
+    unsteerable = do_create_session(title="bob-desktop via team-sim: no session id", provider=provider,
+                                    policy=policy, items=turns,
+                                    origin=ClientOrigin(source=GATEWAY_SOURCE, originator=ORIGINATOR,
+                                                        model_provider="team-sim"))
+    GatewaySession.objects.create(session=unsteerable, route=route, key=key.row, client_name="bob-desktop",
+                                  group_key="prefix:" + "0" * 64)
+    claude_model = Provider.objects.create(name="embedded-claude", base_url=Provider.EMBEDDED, model="claude-sim",
+                                           context_window=32000, wire_api=Provider.WireApi.ANTHROPIC)
+    GatewayRoute.objects.create(name="team-sim-claude", provider=claude_model, policy=policy, allow_user_keys=True)
     a11y = {"summarised_session": summarised.pk, "local_compaction": local.pk, "stuck_seeded": stuck_seeded.pk,
             "run_session": run.session_id, "kept_running": kept_running.session_id,
             "long_compaction": long_compaction.pk, "claude_session": claude.pk, "route": route.pk,
             "claude_compaction": Compaction.objects.filter(session=claude).order_by("rollout_seq").first().pk,
-            "gateway_session": recorded.pk, "key": key.row.pk, "group": Group.objects.get(name="operator").pk}
+            "gateway_session": recorded.pk, "unsteerable_gateway_session": unsteerable.pk, "key": key.row.pk, "group": Group.objects.get(name="operator").pk}
 # A gateway route on the embedded model whose key the tests send Codex's requests with, and a Claude Code route, both
 # taking users' own keys (their own server: tests/browser/test_gateway_card_seen.py): the gateway card seen as the
 # requests arrive, and the set-up the keys page gives.

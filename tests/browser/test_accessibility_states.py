@@ -136,6 +136,7 @@ STATES = {
     "claude-inspector": "/compactions/{claude_compaction}/",
     "claude-replay": "/sessions/{claude_session}/replays/",  # its provider's long derived name in a select
     "gateway-session": "/sessions/{gateway_session}/",
+    "gateway-session-not-steerable": "/sessions/{unsteerable_gateway_session}/",  # its card's note
     "running-session": "/sessions/{kept_running}/",
     "gateway-keys": "/gateway-keys/",
     "api-tokens": "/api-tokens/",
@@ -157,6 +158,17 @@ def test_each_seeded_page_state_has_no_serious_or_critical_violation(browser, we
         expect(page.locator("#fault-active")).to_contain_text("Server error")
     if name == "session-with-alerts-and-local-summary":
         expect(page.locator("#compaction-status")).to_be_visible()
+    if name == "gateway-session":  # no Compact-now form: the note sends the operator to the gateway card
+        expect(page.locator("#compact-via-gateway")).to_be_visible()
+        expect(page.locator("#compact-form")).to_have_count(0)
+    if name == "gateway-session-not-steerable":
+        expect(page.locator("#gateway-not-steerable")).to_be_visible()
+    if name == "gateway-keys":  # a route for Claude Code, its set-up open
+        expect(page.locator("[data-claude-code-config]").first).to_be_visible()
+    if name == "alerts-page" and mode.startswith("phone"):  # the rows stacked as cards, not a table to scroll
+        cell = page.locator("#alerts-table tr[data-alert] td").first
+        expect(cell).to_be_visible()
+        assert cell.evaluate("td => getComputedStyle(td).display") == "block"
     check(page, screenshot_dir, f"{name}-{mode}")
     if mode.startswith("phone"):  # nothing wider than the phone: no page scrolls sideways (issue 47)
         assert page.evaluate("document.documentElement.scrollWidth") <= MODES[mode][0]["width"], name
@@ -454,5 +466,5 @@ def test_sessions_the_simulator_does_not_drive_do_not_look_simulated(browser, we
     page.goto(f"{web.url}/")
     offered = page.eval_on_selector_all("#start-form select[name=provider] option",
                                         "options => options.map(o => o.textContent.trim())")
-    assert offered == ["embedded"], offered
+    assert offered == ["embedded", "embedded-claude"], offered  # the rows made by hand (the second: the Claude route's)
     page.context.close()
