@@ -189,13 +189,12 @@ class ProbeFact:
 
     @classmethod
     def of(cls, kind: FactKind, text: str, question: str, *, about: str | None = None, status: int | None = None,
-           subject: str = "", setting: str = "", value: str = "", row: tuple[str, ...] = (),
-           row_name: str = "") -> ProbeFact:
-        """A fact whose anchors and words come from `about` (its text by default)."""
+           subject: str = "", setting: str = "", value: str = "") -> ProbeFact:
+        """A fact whose anchors and words come from `about` (its text by default); a table cell's row is set on
+        it afterwards (`_Collector.add`)."""
         about = text if about is None else about
         return cls(kind=kind, text=text, question=question, anchors=anchors_of(about), words=words_of(about),
-                   status=status, subject=normalise(subject), setting=setting, value=value, row=tuple(row),
-                   row_name=row_name)
+                   status=status, subject=normalise(subject), setting=setting, value=value)
 
     @property
     def category(self) -> Category:
@@ -671,11 +670,14 @@ class _Collector:
     def __init__(self) -> None:
         self.facts: dict[str, ProbeFact] = {}
 
-    def add(self, kind: FactKind, text: str, question: str, **kwargs: Any) -> None:
+    def add(self, kind: FactKind, text: str, question: str, *, row: tuple[str, ...] = (), row_name: str = "",
+            **kwargs: Any) -> None:
         text = " ".join(text.split())[:MAX_FACT_CHARS]
         if not text:
             return
         fact = ProbeFact.of(kind, text, question, **kwargs)
+        if row:
+            fact = replace(fact, row=tuple(row), row_name=row_name)
         if not fact.anchors and not fact.words and not fact.setting:  # a setting has its name and value
             return
         self.facts.setdefault(fact.key, fact)
