@@ -35,6 +35,26 @@ ORIGINATOR = "compactweb"
 
 
 @dataclass(frozen=True)
+class LeaseTerms:
+    """What a turn's write asks of the session's lease (`append_rollout_lines(lease=)`), all in the write's own
+    transaction. `release`: a holder whose lease this write releases (the last write of a turn), if it still holds
+    it. `take`: a lease (`lease.planned`) this write takes, as the first write of an own-lease turn does: when the
+    session is leased, or its rollout moved past the `last_seq` the session was read at, LeaseNotFree is raised and
+    nothing is written; so it is when `unchanged` (called with the append's cursor, under the lock) answers False.
+    `held_by`: a holder that must still hold the session under the lock (a turn's later writes): when it does not,
+    LeaseLost is raised and nothing is written (whoever took the lease over, or reaped it, ended that holder's
+    turn)."""
+
+    release: str | None = None
+    take: Lease | None = None
+    unchanged: Callable[[Any], bool] | None = None
+    held_by: str | None = None
+
+
+NO_LEASE_TERMS = LeaseTerms()
+
+
+@dataclass(frozen=True)
 class NewLine:
     """A rollout line to append. Seq, timestamp and token counts are assigned by `append_rollout_lines`
     (`timestamp` keeps an imported line's original time; None = now)."""
@@ -268,23 +288,23 @@ def _limit_of(session: Session) -> int | None:
 
 
 def _header_changes(*, session: Session, plan: _Plan, known: dict[str, Any], now: datetime,
-                    release_lease: str | None, take_lease: Lease | None) -> dict[str, Any]:
+                    lease: LeaseTerms) -> dict[str, Any]:
     """Set the plan's header (and the lease this write takes or releases) on `session`; return the columns that
     differ from `known` (the header as the write found it), with the time."""
     session.set_header(plan.header)
     session.updated_at = now
     changes = {name: value for name in Session.HEADER_FIELDS if (value := getattr(session, name)) != known[name]}
     changes["updated_at"] = now
-    if release_lease and release_lease == (take_lease.holder if take_lease is not None else known["lease_holder"]):
+    take = lease.take
+    if lease.release and lease.release == (take.holder if take is not None else known["lease_holder"]):
         # The row is locked by this transaction and the lease is ours: release it in the same UPDATE (or, taken
         # and released by one write, it was never anyone's to see).
         changes.update(lease_holder="", lease_purpose="", lease_expires_at=None)
         session.lease_holder, session.lease_purpose, session.lease_expires_at = "", "", None
-    elif take_lease is not None:
-        lease = {"lease_holder": take_lease.holder, "lease_purpose": take_lease.purpose,
-                 "lease_expires_at": now + take_lease.ttl}
-        changes.update(lease)
-        for name, value in lease.items():
+    elif take is not None:
+        taken = {"lease_holder": take.holder, "lease_purpose": take.purpose, "lease_expires_at": now + take.ttl}
+        changes.update(taken)
+        for name, value in taken.items():
             setattr(session, name, value)
     return changes
 
@@ -300,24 +320,16 @@ def _known_header(session: Session) -> dict[str, Any] | None:
 
 @transaction.atomic
 def append_rollout_lines(
-    *, session: Session, lines: Sequence[NewLine], actor=None, release_lease: str | None = None,
-    take_lease: Lease | None = None, unchanged: Callable[[Any], bool] | None = None, staged: bool = False,
-    publish: bool = True, outbox: list[events.Publication] | None = None, held_by: str | None = None,
+    *, session: Session, lines: Sequence[NewLine], actor=None, lease: LeaseTerms = NO_LEASE_TERMS,
+    staged: bool = False, publish: bool = True, outbox: list[events.Publication] | None = None,
 ) -> list[RolloutLine]:
     """Append lines to a session's rollout and update the cached projection, in one transaction.
 
     Items are validated and counted once here; a `compacted`/`window_opened` line without window fields gets the
     next window (spec §9). Cost is O(lines) plus O(replacement) for lines that install a history, never O(history).
     `session` is refreshed with the new live state. The provider and policy are the ones `session` carries (loaded
-    once by the caller, e.g. once per turn). `release_lease`: a lease holder whose lease this same write releases
-    (the last write of a turn), if it still holds it. `take_lease`: a lease (`lease.planned`) this same write takes,
-    as the first write of an own-lease turn does: when the session is leased, or its rollout moved past the
-    `last_seq` that `session` was read at, LeaseNotFree is raised and nothing is written; so it is when
-    `unchanged` (called with the append's cursor, under the lock) answers False. `held_by`: a lease holder that
-    must still hold the session under the lock (a turn's writes): when it does not, LeaseLost is raised and nothing
-    is written (whoever took the lease over, or reaped it, ended that holder's turn). `staged`: the lines go to
-    the import's staging table
-    (StagedRolloutLine, installed later by `install_staged_lines`), not the rollout; `publish=False`: no live
+    once by the caller, e.g. once per turn). `lease`: what a turn's write asks of the session's lease
+    (`LeaseTerms`). `staged`: the lines go to the import's staging table (StagedRolloutLine, installed later by `install_staged_lines`), not the rollout; `publish=False`: no live
     event (an import publishes its own bounded events); `outbox`: the live event goes into this list once the
     append commits, for the caller to send (`events.apublish`), instead of being sent from here.
 
@@ -336,38 +348,20 @@ def append_rollout_lines(
     copy = _known_header(session)
     try:
         plan = None
-        if copy is not None and not (take_lease is not None and copy["lease_holder"]) and not (
-                held_by is not None and copy["lease_holder"] != held_by):
+        if copy is not None and not (lease.take is not None and copy["lease_holder"]) and not (
+                lease.held_by is not None and copy["lease_holder"] != lease.held_by):
             # (A copy that says leased goes to the read under the lock, which decides and refuses; a write guarded
             # by a copy held by `held_by` finds the row still held by it, as `lease_holder` is a guard field.)
             plan = _plan(session=session, lines=lines, actor=actor, actor_id=actor_id, now=now)
-            changes = _header_changes(session=session, plan=plan, known=copy, now=now,
-                                      release_lease=release_lease, take_lease=take_lease)
+            changes = _header_changes(session=session, plan=plan, known=copy, now=now, lease=lease)
             if not sql.write_header(cursor, session.pk, changes, guard=copy, memo=memo):
                 session.__dict__.update(copy)  # stale: the read below replaces it
                 plan = None
-            elif take_lease is not None and unchanged is not None and not unchanged(cursor):
+            elif lease.take is not None and lease.unchanged is not None and not lease.unchanged(cursor):
                 raise LeaseNotFree(f"session {session.pk} was reconfigured since it was read")
         if plan is None:
-            # Lock the session row for this transaction (a no-op lock on SQLite, whose IMMEDIATE transactions
-            # serialise writers) and read its header columns: one narrow SELECT, not the whole row with its
-            # provider and policy.
-            read_at = session.last_seq
-            fresh = sql.read_header(cursor, session.pk)
-            if take_lease is not None and (fresh["lease_holder"] or fresh["last_seq"] != read_at
-                                           or (unchanged is not None and not unchanged(cursor))):
-                # Leased (possibly expired: taking that over is `lease.acquire`'s), or written or reconfigured
-                # since the caller's read, which its decisions (a pre-turn check, the request's settings) were
-                # made on.
-                raise LeaseNotFree(f"session {session.pk} was leased, written or reconfigured since it was read")
-            if held_by is not None and fresh["lease_holder"] != held_by:
-                raise LeaseLost(f"the lease on session {session.pk} was lost")
-            for name, value in fresh.items():
-                setattr(session, name, value)
-            plan = _plan(session=session, lines=lines, actor=actor, actor_id=actor_id, now=now)
-            changes = _header_changes(session=session, plan=plan, known=fresh, now=now,
-                                      release_lease=release_lease, take_lease=take_lease)
-            sql.write_header(cursor, session.pk, changes, memo=memo)
+            plan = _plan_under_lock(sql, cursor, session=session, lines=lines, actor=actor, now=now, lease=lease,
+                                    memo=memo)
         rows = plan.rows
         sql.insert(cursor, *((sql.insert_stage, sql.adapt_stage) if staged else (sql.insert_line, sql.adapt_line)),
                    [(session.pk, r.seq, r.timestamp, r.kind, r.payload, r.tokens, r.item_tokens, actor_id)
@@ -385,6 +379,28 @@ def append_rollout_lines(
     if publish:
         _publish_on_commit(session=session, rows=rows, outbox=outbox)
     return rows
+
+
+def _plan_under_lock(sql: _AppendStatements, cursor, *, session: Session, lines: Sequence[NewLine], actor,
+                     now: datetime, lease: LeaseTerms, memo: dict) -> _Plan:
+    """`append_rollout_lines` without a fresh copy of the header: lock the session row for this transaction (a
+    no-op lock on SQLite, whose IMMEDIATE transactions serialise writers), read its header columns (one narrow
+    SELECT, not the whole row with its provider and policy), check the lease terms, plan and write the header."""
+    read_at = session.last_seq
+    fresh = sql.read_header(cursor, session.pk)
+    if lease.take is not None and (fresh["lease_holder"] or fresh["last_seq"] != read_at
+                                   or (lease.unchanged is not None and not lease.unchanged(cursor))):
+        # Leased (possibly expired: taking that over is `lease.acquire`'s), or written or reconfigured since the
+        # caller's read, which its decisions (a pre-turn check, the request's settings) were made on.
+        raise LeaseNotFree(f"session {session.pk} was leased, written or reconfigured since it was read")
+    if lease.held_by is not None and fresh["lease_holder"] != lease.held_by:
+        raise LeaseLost(f"the lease on session {session.pk} was lost")
+    for name, value in fresh.items():
+        setattr(session, name, value)
+    plan = _plan(session=session, lines=lines, actor=actor, actor_id=getattr(actor, "pk", actor), now=now)
+    changes = _header_changes(session=session, plan=plan, known=fresh, now=now, lease=lease)
+    sql.write_header(cursor, session.pk, changes, memo=memo)
+    return plan
 
 
 def describe_lines(rows) -> list[tuple[int, str, str | None]]:

@@ -24,7 +24,7 @@ from sessions_app.models import RolloutLine, Session
 from sessions_app.rollout import events, selectors
 from sessions_app.rollout import lease as locks
 from sessions_app.rollout.projection import EVENT_MSG, RESPONSE_ITEM, TURN_CONTEXT
-from sessions_app.rollout.services import NewLine, append_rollout_lines, usage_line
+from sessions_app.rollout.services import LeaseTerms, NewLine, append_rollout_lines, usage_line
 from sessions_app.turns.caches import history_cache, turn_context_cache
 from sessions_app.turns.loop import (
     Marker,
@@ -193,12 +193,14 @@ class SessionTurnPort:
         published: list[events.Publication] = []  # sent by `record` from the event loop: no hop back per event
         rows = append_rollout_lines(
             session=session, lines=_to_lines(records, session), actor=self.actor,
-            release_lease=self.lease.holder if completes else None, take_lease=self._lease_to_take,
-            # Every write after the one that takes the lease: only while the lease is still this turn's (issue 42:
-            # a turn whose lease was taken over, and its turn ended by the taker, wrote a second turn_complete).
-            held_by=self.lease.holder if self.lease is not None and self._lease_to_take is None else None,
-            unchanged=(partial(selectors.config_unchanged, stamp=self._stamp)
-                       if self._lease_to_take is not None and self._stamp is not None else None),
+            lease=LeaseTerms(
+                release=self.lease.holder if completes else None, take=self._lease_to_take,
+                # Every write after the one that takes the lease: only while the lease is still this turn's (issue
+                # 42: a turn whose lease was taken over, and its turn ended by the taker, wrote a second
+                # turn_complete).
+                held_by=self.lease.holder if self.lease is not None and self._lease_to_take is None else None,
+                unchanged=(partial(selectors.config_unchanged, stamp=self._stamp)
+                           if self._lease_to_take is not None and self._stamp is not None else None)),
             outbox=published,
         )
         self._lease_to_take = None

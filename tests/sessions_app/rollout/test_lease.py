@@ -183,7 +183,7 @@ def test_on_postgresql_only_a_lease_take_of_its_own_commits_without_waiting_for_
 def test_a_write_that_takes_the_lease_refuses_a_session_leased_or_written_since_it_was_read(
         make_session, items_factory, other):
     from sessions_app.models import RolloutLine
-    from sessions_app.rollout.services import NewLine, append_rollout_lines, do_append_items
+    from sessions_app.rollout.services import LeaseTerms, NewLine, append_rollout_lines, do_append_items
 
     session = make_session()
     read = Session.objects.get(pk=session.pk)  # what the writer decided on
@@ -195,7 +195,7 @@ def test_a_write_that_takes_the_lease_refuses_a_session_leased_or_written_since_
 
     with pytest.raises(LeaseNotFree):
         append_rollout_lines(session=read, lines=[NewLine("response_item", items_factory.user("mine"))],
-                             take_lease=planned(session_id=session.pk, purpose="turn"))
+                             lease=LeaseTerms(take=planned(session_id=session.pk, purpose="turn")))
 
     assert RolloutLine.objects.filter(session=session).count() == count
     assert Session.objects.get(pk=session.pk).lease_holder == (held.holder if other == "leased" else "")
@@ -203,13 +203,13 @@ def test_a_write_that_takes_the_lease_refuses_a_session_leased_or_written_since_
 
 @pytest.mark.django_db
 def test_a_write_that_takes_the_lease_holds_it_for_the_next_writes(make_session, items_factory):
-    from sessions_app.rollout.services import NewLine, append_rollout_lines
+    from sessions_app.rollout.services import LeaseTerms, NewLine, append_rollout_lines
 
     session = make_session()
     lease = planned(session_id=session.pk, purpose="turn")
 
     append_rollout_lines(session=session, lines=[NewLine("response_item", items_factory.user("mine"))],
-                         take_lease=lease)
+                         lease=LeaseTerms(take=lease))
 
     stored = Session.objects.get(pk=session.pk)
     assert (stored.lease_holder, stored.lease_purpose) == (lease.holder, "turn") and stored.lease_expires_at
