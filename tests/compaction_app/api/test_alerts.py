@@ -259,3 +259,55 @@ def test_the_fleet_board_lists_alerts_with_links_to_their_compactions(operator_u
     assert "compaction storm" in board
     for pk in ids:
         assert f'href="/compactions/{pk}/"' in board
+
+
+@pytest.mark.django_db
+def test_a_storm_alert_hook_hears_the_compactions_of_the_storm(
+        operator_api, reader, monkeypatch, django_capture_on_commit_callbacks):
+    Hook.objects.create(name="recorder", event="alert", kind="callable",
+                        target="tests.compaction_app.api.test_alerts.record_alert")
+    monkeypatch.setattr(alerts.background, "submit", lambda task, **kwargs: task(**kwargs))
+    settings(storm_count=1, storm_minutes=10)
+    with django_capture_on_commit_callbacks(execute=True):
+        first = compact(operator_api, reader)
+    with django_capture_on_commit_callbacks(execute=True):
+        second = compact(operator_api, reader)
+    (sent,) = [s for s in SENT if s["kind"] == "storm"]
+    assert sent["compaction_ids"] == [first["id"], second["id"]]
+
+
+@pytest.mark.django_db
+def test_compactions_imported_as_history_are_no_part_of_a_sessions_storm(operator_api, reader):
+    settings(storm_count=1, storm_minutes=10)
+    imported = compact(operator_api, reader)
+    # what an import writes: a compaction of the session's past, not one seen live (issue 44)
+    Compaction.objects.filter(pk=imported["id"]).update(history=True)
+    compact(operator_api, reader)
+    assert not Alert.objects.filter(kind="storm").exists()
+
+
+@pytest.mark.django_db
+def test_a_storm_counted_again_does_not_keep_a_fleet_storm_raised_with_it_from_being_raised(operator_api, reader):
+    settings(storm_count=1, storm_minutes=10, fleet_storm_count=2, fleet_storm_per_session=0)
+    compact(operator_api, reader)
+    compact(operator_api, reader)  # the session's storm, raised; the fleet's 2 are not past its 2
+    compact(operator_api, reader)  # the session's storm counted again, and the fleet's first raised
+    assert Alert.objects.get(kind="storm").count == 2
+    assert Alert.objects.filter(kind="fleet_storm", session=None).count() == 1
+
+
+@pytest.mark.django_db
+def test_re_reading_a_file_whose_output_masking_hid_is_alerted(operator_api, unchanged_reader):
+    reader = unchanged_reader
+    # masking keeps the read call and hides its output: what was dropped is found through the masked call ids
+    CompactionPolicy.objects.filter(pk=reader.policy_id).update(masking_keep_turns=0)
+    settings(reread_min_calls=1, reread_turns=3)
+    compaction_id = compact(operator_api, reader, strategy="masking")["id"]
+    client = FakeClient(streams=[[done(read_call("r1", "src/ledger.py")), completed(500, 20)],
+                                 [done(assistant("read it again")), completed(900, 10)]])
+    result = run_turn(session_id=reader.pk, user_input="what was in that file?",
+                      script=TurnScript(tools=scenario_tools()), client=client)
+    assert result.ok, result.error
+    (alert,) = Alert.objects.filter(kind="reread")
+    assert list(alert.compactions.values_list("pk", flat=True)) == [compaction_id]
+    assert "src/ledger.py" in alert.message
