@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
@@ -104,3 +107,18 @@ def anthropic_upstream(sim_upstream, settings):
     """The same recording simulated model as a Messages-API upstream (issue 44), its key bound to that URL too."""
     settings.COMPACTWEB_PROVIDER_KEYS = f"COMPACTWEB_KEY_GATEWAY_TEST={ANTHROPIC_UPSTREAM} {UPSTREAM_URL}"
     return sim_upstream
+
+
+@contextlib.contextmanager
+def logged_by(name: str):
+    """The records logger `name` emits meanwhile, taken on that logger itself: caplog's handler on the root logger
+    does not survive a request's logging set-up."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger(name)
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)

@@ -10,9 +10,6 @@ the simulated model as the upstream (and, for local summarisation, as the route'
 
 from __future__ import annotations
 
-import contextlib
-import logging
-
 import pytest
 
 from compaction_app.models import Compaction, CompactionAttempt, CompactionPolicy, Provider
@@ -21,7 +18,7 @@ from gateway_app.compaction import TARGET_PERCENT
 from gateway_app.keys import do_create_gateway_key
 from gateway_app.models import CompactionHandle, GatewayAttempt, GatewayRoute
 from sessions_app.compactions.services import SHORT_OF_TARGET_KIND
-from tests.gateway_app.conftest import make_route
+from tests.gateway_app.conftest import logged_by, make_route
 from tests.gateway_app.test_recording import TRIGGER, Codex, _events, gateway_session, live, wire
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,21 +56,6 @@ def _codex_over_its_limit(route: GatewayRoute) -> Codex:
     return codex
 
 
-@contextlib.contextmanager
-def _compaction_log():
-    """What the gateway's compaction logs (on its own logger: caplog's root handler does not survive a request's
-    logging set-up)."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append
-    logger = logging.getLogger("gateway_app.compaction")
-    logger.addHandler(handler)
-    try:
-        yield records
-    finally:
-        logger.removeHandler(handler)
-
-
 def _asks_and_rooms(monkeypatch) -> tuple[list, list]:
     """What the gateway asks of the engine (passed on unchanged) and the rooms it read before asking."""
     asks, rooms = [], []
@@ -106,7 +88,7 @@ def test_a_masking_that_frees_too_little_is_not_installed_and_local_summarisatio
     session = gateway_session()
     history = list(codex.history)
     asks, rooms = _asks_and_rooms(monkeypatch)
-    with _compaction_log() as logged:
+    with logged_by("gateway_app.compaction") as logged:
         response = codex.post([*history, TRIGGER], kind="compaction")
     assert response.status_code == 200, response.text
     (item,) = [e["item"] for e in _events(response.text) if e["type"] == "response.output_item.done"]
@@ -143,7 +125,7 @@ def test_a_route_that_says_upstream_forwards_what_its_policy_cannot_compact_enou
     route.save()
     codex = _codex_over_its_limit(route)
     before = len(sim_upstream.requests())
-    with _compaction_log() as logged:
+    with logged_by("gateway_app.compaction") as logged:
         item = codex.compact_v2()
     (why,) = [r.getMessage() for r in logged]
     assert why.startswith("gateway session ") and why.endswith("; forwarding the compaction to the upstream")

@@ -7,10 +7,8 @@ test_gateway_records_on_daphne.py.)"""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -31,7 +29,7 @@ from gateway_app import journal, proxy, recorder, recording
 from gateway_app.models import GatewayAttempt, GatewayInFlight, GatewaySession
 from sessions_app.models import LiveItem
 from tests.compactweb.test_deployment_settings import _run
-from tests.gateway_app.conftest import call
+from tests.gateway_app.conftest import call, logged_by
 from tests.gateway_app.test_proxy import BASE, bearer, meta, user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -288,28 +286,13 @@ def test_a_client_that_hangs_up_while_the_end_waits_leaves_a_row_that_says_so(si
     assert not LiveItem.objects.filter(session_id=gs.session_id, item__role="assistant").exists()
 
 
-@contextlib.contextmanager
-def journal_log():
-    """The journal's log records (caplog's handler on the root logger does not survive a request's logging
-    set-up, so the records are taken on the journal's own logger)."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append
-    logger = logging.getLogger("gateway_app.journal")
-    logger.addHandler(handler)
-    try:
-        yield records
-    finally:
-        logger.removeHandler(handler)
-
-
 def test_an_exchange_that_could_not_be_noted_goes_on_and_the_log_says_a_crash_now_loses_it(monkeypatch):
     def refused(**kwargs):
         raise RuntimeError("database gone")
 
     monkeypatch.setattr(journal, "_swept", True)
     monkeypatch.setattr(journal, "do_begin", refused)
-    with journal_log() as records, pytest.raises(RuntimeError):
+    with logged_by("gateway_app.journal") as records, pytest.raises(RuntimeError):
         journal._begin_on_thread(token=uuid.uuid4(), exchange={})
     (logged,) = records
     assert logged.getMessage() == ("gateway: an exchange could not be noted as begun (it goes on; a crash now "
@@ -367,7 +350,7 @@ def test_a_sweep_records_every_ended_exchange_of_a_dead_process_whole_and_says_h
         sim_upstream, gateway_key, monkeypatch):
     _ended_rows_of_a_dead_process(gateway_key, monkeypatch)
 
-    with journal_log() as records:
+    with logged_by("gateway_app.journal") as records:
         assert journal.do_sweep_cut() == 2
     assert not GatewayInFlight.objects.exists() and not GatewayAttempt.objects.exists()
     assert sorted(GatewaySession.objects.values_list("requests", flat=True)) == [1, 1]
@@ -383,7 +366,7 @@ def test_a_journaled_record_that_cannot_be_written_is_cut_and_the_log_names_its_
         raise RuntimeError("record refused")
 
     monkeypatch.setattr(recording, "do_record_exchange", broken)
-    with journal_log() as records:
+    with logged_by("gateway_app.journal") as records:
         assert journal.do_sweep_cut() == 2
     assert GatewayAttempt.objects.filter(cut=True).count() == 2 and not GatewayInFlight.objects.exists()
     logged = [r.getMessage() for r in records]
