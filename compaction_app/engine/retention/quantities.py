@@ -33,19 +33,25 @@ for names, dimension, factor in (
     (("tib", "tebibyte", "tebibytes"), BYTES, 2**40),
     # Kubernetes' binary suffixes (`1432Mi`), glued to the number only.
     (("ki",), BYTES, 2**10), (("mi",), BYTES, 2**20), (("gi",), BYTES, 2**30), (("ti",), BYTES, 2**40),
+    # French octets: "3,4 Go" is 3.4 GB ("to" only glued: "5 to 10" is no size).
+    (("o", "octet", "octets"), BYTES, 1), (("ko",), BYTES, 1e3), (("mo",), BYTES, 1e6), (("go",), BYTES, 1e9),
+    (("to",), BYTES, 1e12),
     (("ns", "nanosecond", "nanoseconds"), SECONDS, 1e-9),
     (("us", "µs", "microsecond", "microseconds"), SECONDS, 1e-6),
-    (("ms", "millisecond", "milliseconds", "msec", "msecs"), SECONDS, 1e-3),
-    (("s", "sec", "secs", "second", "seconds"), SECONDS, 1),
-    (("min", "mins", "minute", "minutes"), SECONDS, 60),
-    (("h", "hr", "hrs", "hour", "hours"), SECONDS, 3600),
-    (("d", "day", "days"), SECONDS, 86400),
+    # Time units in English and in the summary languages met so far (Spanish, French, German, Italian, Portuguese).
+    (("ms", "millisecond", "milliseconds", "msec", "msecs", "milisegundo", "milisegundos", "milliseconde",
+      "millisecondes", "millisekunde", "millisekunden", "millisecondo", "millisecondi"), SECONDS, 1e-3),
+    (("s", "sec", "secs", "second", "seconds", "segundo", "segundos", "seconde", "secondes", "sekunde", "sekunden",
+      "secondo", "secondi", "seg", "sek"), SECONDS, 1),
+    (("min", "mins", "minute", "minutes", "minuto", "minutos", "minuten", "minuti"), SECONDS, 60),
+    (("h", "hr", "hrs", "hour", "hours", "hora", "horas", "heure", "heures", "stunde", "stunden"), SECONDS, 3600),
+    (("d", "day", "days", "jour", "jours", "tag", "tage", "tagen", "giorni"), SECONDS, 86400),
     (("%", "percent", "pct"), PERCENT, 1),
 ):
     for name in names:
         _UNITS[name] = (dimension, factor)
 # Single letters (but "s") read as units only when glued to the number ("512M", "2h"): "5 m" may be anything.
-_GLUED_ONLY = frozenset({"k", "m", "g", "h", "d", "ki", "mi", "gi", "ti"})
+_GLUED_ONLY = frozenset({"k", "m", "g", "h", "d", "ki", "mi", "gi", "ti", "o", "to", "tag"})
 
 _QUANTITY = re.compile(r"(?<![\w.])(-?\d+(?:[.,]\d+)*)(\s?)([a-zµ]+\b|%)", re.IGNORECASE)
 # A duration in several units, largest first: bash's `time` (`2m14.310s`), Go's (`1h2m3.5s`), a writer's

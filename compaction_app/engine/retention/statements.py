@@ -325,7 +325,8 @@ def restated(text: str, names: set[str]) -> list[Statement]:
     if not names:
         return []
     found: list[tuple[int, Statement]] = []
-    for start, end in _mentions(text, names):
+    mentions = list(_mentions(text, names))
+    for index, (start, end) in enumerate(mentions):
         # "use 9010 for APP_PORT": the value before the name.
         before = USE_VALUE_FOR.search(text[max(0, start - 40):start])
         if before is not None:
@@ -333,7 +334,8 @@ def restated(text: str, names: set[str]) -> list[Statement]:
             if value is not None:
                 found.append((start, Statement(text[start:end], value, about=frozenset(identifiers(text)))))
                 continue
-        rest = text[end:]
+        # A clause ends at the next setting it names: "RATE to 600 and QUEUE to 250" gives RATE 600, not 250.
+        rest = text[end: mentions[index + 1][0] if index + 1 < len(mentions) else len(text)]
         stop = CLAUSE_END.search(rest)
         clause = rest[: stop.start() if stop else len(rest)]
         values = list(VALUE_WORD.finditer(clause))

@@ -1,0 +1,74 @@
+"""The structural check's rules of round eight (issue 46): the known bugs left by round seven, each planted in a
+history and a summary, and the general readers round eight adds. Each test scores through `score_compaction` (or
+reads through the public reader it names) and asks what it says of one fact."""
+
+from __future__ import annotations
+
+import pytest
+
+from compaction_app.engine.items import SUMMARY_PREFIX, user_message
+from compaction_app.engine.retention.facts import FactKind
+from compaction_app.engine.retention.quantities import quantities
+from compaction_app.engine.retention.score import score_compaction
+from compaction_app.engine.retention.statements import normalise_key, restated
+from tests.compaction_app.engine.retention.labelled_set import AGENTS, exec_out, fcall, fout
+from tests.compaction_app.engine.retention.test_round_four_rules import kept
+
+
+def test_each_setting_of_a_sentence_takes_the_value_after_its_own_to():
+    names = {normalise_key("RATE_LIMIT_PER_MIN"), normalise_key("QUEUE_SIZE")}
+    found = restated("Set RATE_LIMIT_PER_MIN to 600 and QUEUE_SIZE to 250.", names)
+    assert [(s.key, s.value) for s in found] == [("RATE_LIMIT_PER_MIN", "600"), ("QUEUE_SIZE", "250")]
+
+
+ENV = [fcall("c1", "exec_command", cmd="cat deploy/limits.env"),
+       fout("c1", exec_out(0, "RATE_LIMIT_PER_MIN=300\nQUEUE_SIZE=100")),
+       user_message("Set RATE_LIMIT_PER_MIN to 600 and QUEUE_SIZE to 250.")]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- deploy/limits.env: RATE_LIMIT_PER_MIN is 600 now", True),
+    ("- deploy/limits.env: RATE_LIMIT_PER_MIN is 250 now", False),
+])
+def test_a_correction_of_two_settings_in_one_sentence_sets_the_first_to_its_own_value(claim, held):
+    assert kept(ENV, claim, FactKind.VALUE, "RATE_LIMIT_PER_MIN") is held
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("tarda 90 segundos", 90), ("espera 2 minutos", 120), ("cada 3 horas", 10800), ("1500 milisegundos", 1.5),
+    ("attend 45 secondes", 45), ("nach 12 Sekunden", 12), ("alle 5 Minuten", 300),
+])
+def test_time_units_in_other_languages_are_read(text, seconds):
+    (quantity,) = quantities(text)
+    assert quantity.base == pytest.approx(seconds)
+
+
+TIMEOUT = [fcall("c1", "exec_command", cmd="cat conf/worker.toml"), fout("c1", exec_out(0, "worker_timeout_ms = 90000"))]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- En conf/worker.toml, worker_timeout_ms vale 90 segundos.", True),
+    ("- En conf/worker.toml, worker_timeout_ms vale 90 minutos.", False),
+])
+def test_a_spanish_unit_keeps_a_converted_setting_and_loses_a_wrong_one(claim, held):
+    assert kept(TIMEOUT, claim, FactKind.VALUE, "worker_timeout_ms") is held
+
+
+DIFF = [fcall("c1", "exec_command", cmd="git diff --stat origin/main...reindex-10"),
+        fout("c1", exec_out(0, " internal/merge/merge.go      | 39 +++++++++++++------\n"
+                               " cmd/indexer/main.go          |  3 +-\n"
+                               " 2 files changed, 55 insertions(+), 21 deletions(-)"))]
+
+
+def test_a_carried_diff_stat_is_kept_while_its_output_is_back_in_the_window():
+    from compaction_app.engine.retention.score import carried_facts
+
+    first = score_compaction([AGENTS, *DIFF], [AGENTS, user_message(f"{SUMMARY_PREFIX}\nreindex-10: +55/-21.")])
+    carried = carried_facts(first.to_dict())
+    # The agent runs the same diff again and the next window keeps its output as it was.
+    again = [AGENTS, user_message(f"{SUMMARY_PREFIX}\nreindex-10: +55/-21."), *DIFF]
+    for _ in range(2):
+        result = score_compaction([*again, user_message("go on")], again, carried=carried)
+        verdicts = [v for v in result.verdicts if "55 insertions" in v.fact.text]
+        assert verdicts and all(v.kept for v in verdicts)
+        carried = carried_facts(result.to_dict())
