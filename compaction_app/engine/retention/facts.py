@@ -40,6 +40,7 @@ from compaction_app.engine.retention.statements import (
     TABLE_HEADER,
     Statement,
     corrected_sources,
+    is_table,
     latest_values,
     named_values,
     normalise_key,
@@ -626,7 +627,7 @@ def short_output_values(output: str, call: str, known: set[str], command: str = 
     (`typed_values`). Values its call already holds (the folder `du` was asked about) and values already facts
     (`known`) are left out."""
     body = output_body(output)
-    if not body or len(body) > SHORT_OUTPUT_LINES:
+    if not body or len(body) > SHORT_OUTPUT_LINES or is_table(body):  # a table's cells are the table reader's
         return []
     known = known | named_values(body)
     header = body[0].split() if len(body) > 1 and not any(ch.isdigit() for ch in body[0]) else []

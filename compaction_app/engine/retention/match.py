@@ -173,10 +173,13 @@ WEEKDAYS = frozenset(_WEEKDAYS.values())
 class Segment:
     """One searchable text of a window: its normalised form, its token set and its stemmed word set."""
 
-    __slots__ = ("text", "tokens", "words", "joined", "multi", "lines", "halves", "_digests", "_parts")
+    __slots__ = ("text", "tokens", "words", "joined", "multi", "tool", "lines", "halves", "_digests", "_parts")
 
-    def __init__(self, text: str, *, joined: bool = False, multi: bool = False) -> None:
+    def __init__(self, text: str, *, joined: bool = False, multi: bool = False, tool: bool = False) -> None:
         self.joined = joined  # two adjacent summary lines read as one (not for an exit status: headers sit there)
+        # A tool call with its output: many values and words of another thing, no claim about a setting unless it
+        # names the setting in full or is the call the setting was read from.
+        self.tool = tool
         self.multi = multi  # several sentences of free text, each also a segment (a value is read per sentence)
         self.text = normalise(text)
         # The lines it was read from (two for a joined segment): what a claim's own sentence is looked for in.
@@ -390,10 +393,18 @@ def states_setting(segment: Segment, *, setting: str, value: str, source: str = 
     if not all(states_value(segment, part, as_version=is_version_setting(setting)) for part in parts):
         return False  # the cheap test first
     words = setting_words(setting)
-    named = setting in segment.tokens or setting.replace("_", "") in segment.tokens or \
-        setting.replace("_", "-") in segment.tokens or bool(words & segment.words) or \
+    in_full = setting in segment.tokens or setting.replace("_", "") in segment.tokens or \
+        setting.replace("_", "-") in segment.tokens
+    if segment.tool:
+        return _same_call(segment, source) or in_full and not (source and about_another(segment, source))
+    named = in_full or bool(words & segment.words) or \
         bool(words & segment.name_parts()) or names_source(segment, source) or any(distinctive(part) for part in parts)
     return named and not (source and about_another(segment, source))
+
+
+def _same_call(segment: Segment, source: str) -> bool:
+    """Whether a tool segment is the call a setting was read from (its command line), run again."""
+    return bool(source) and normalise(source) in segment.text
 
 
 # A row is stated by a segment holding more than this share of its cells (its name's and its values').
@@ -408,7 +419,7 @@ def states_row(segment: Segment, row: tuple[str, ...], row_name: str, source: st
     keeping a `df` row's use and free space keeps its size too; one keeping a single cell of a wide row keeps that
     cell only (`states_setting`). `values_in`: the line of a two-line segment that must hold the values (a YAML
     item's value under its topic), so that a neighbouring claim's values do not count."""
-    if not row:
+    if not row or segment.tool and not _same_call(segment, source):
         return False
     stated = sum(states_value(values_in or segment, value) for value in row)
     if not stated:

@@ -199,7 +199,7 @@ def segments(items: list[Item]) -> list[Segment]:
             if output is not None:
                 paired.add(str(item.get("call_id")))
             body = output_text(output)[:OUTPUT_CHARS] if output is not None else ""
-            found.append(Segment(f"{call_text(item)}\n{body}"))
+            found.append(Segment(f"{call_text(item)}\n{body}", tool=True))
         elif kind in TOOL_OUTPUT_KINDS and str(item.get("call_id")) not in paired:
             found.append(Segment(output_text(item)[:OUTPUT_CHARS]))
         elif kind == "reasoning":

@@ -167,13 +167,18 @@ def _cells(names: list[str], rows: list[list[str]], *, first: int) -> list[State
     """Each cell holding a digit, named by its column (and by its row's name when there are several rows), with
     its row's values."""
     found = []
+    # A column with the same cell in every row (READY 1/1, AGE 2d3h of two pods) tells no row from another: it
+    # describes the table, and a summary keeping what differs keeps the rows.
+    uniform = {j for j in range(first, len(names)) if len(rows) > 1 and len({
+        tuple(cells[j:j + 1]) for cells in rows if len(cells) == len(names)}) == 1}
     for cells, row_name in zip(rows, _row_names(rows), strict=True):
         if len(cells) != len(names):
             continue
-        values = row_values(cells, row_name)
-        for name, cell in zip(names[first:], cells[first:], strict=True):
+        values = tuple(dict.fromkeys(v for j, cell in enumerate(cells) if j not in uniform
+                                     for v in row_values([cell], row_name)))
+        for j, (name, cell) in enumerate(zip(names[first:], cells[first:], strict=True), start=first):
             value = _plain_value(cell)
-            if value is not None and re.match(r"^[A-Za-z_]", name):
+            if value is not None and re.match(r"^[A-Za-z_]", name) and j not in uniform:
                 found.append(Statement(name if len(rows) == 1 else f"{row_name} {name}", value, row=values,
                                        row_name=row_name))
     return found[:MAX_STATEMENTS_PER_TEXT]
@@ -230,6 +235,11 @@ def _line_fields(line: str) -> list[Statement]:
         if value is not None:
             found.append(Statement(key, value))
     return found
+
+
+def is_table(lines: list[str]) -> bool:
+    """Whether the table readers read these lines (a header and rows: every cell is theirs)."""
+    return bool(_table(lines) or _bar_table(lines) or _loose_table(lines))
 
 
 def structured(lines: list[str]) -> list[Statement]:

@@ -72,3 +72,30 @@ def test_a_carried_diff_stat_is_kept_while_its_output_is_back_in_the_window():
         verdicts = [v for v in result.verdicts if "55 insertions" in v.fact.text]
         assert verdicts and all(v.kept for v in verdicts)
         carried = carried_facts(result.to_dict())
+
+
+PODS = [fcall("c2", "exec_command", cmd="kubectl get pods -l app=indexer-31 -n search"),
+        fout("c2", exec_out(0, "NAME                        READY   STATUS    RESTARTS       AGE\n"
+                               "indexer-31-5f7c9d-x2x4q    1/1     Running   3 (4m ago)     2d3h\n"
+                               "indexer-31-5f7c9d-p9kw2    1/1     Running   0              2d3h"))]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- indexer-31-5f7c9d-x2x4q: 3 restarts", True),
+    ("- El pod indexer-31-5f7c9d-x2x4q lleva 3 reinicios y sigue Running.", True),
+    ("- indexer-31-5f7c9d-x2x4q: 8 restarts", False),
+    ("- indexer-31-5f7c9d-x2x4q: 0 restarts", False),
+])
+def test_a_row_is_kept_by_what_tells_it_from_the_other_rows(claim, held):
+    # READY 1/1 and AGE 2d3h are the same in every row: they are no fact of the row, nor is "4m" of "(4m ago)".
+    assert kept(PODS, claim, FactKind.VALUE, "indexer-31-5f7c9d-x2x4q") is held
+
+
+def test_another_commands_output_in_the_window_does_not_state_a_rows_value():
+    # The diff's output names cmd/indexer and says "3 files": neither names the pod nor states its restarts.
+    diff = [fcall("c3", "exec_command", cmd="git diff --stat origin/main...reindex-31"),
+            fout("c3", exec_out(0, " cmd/indexer/main.go | 3 +-\n 3 files changed, 55 insertions(+), 21 deletions(-)"))]
+    summary = user_message(f"{SUMMARY_PREFIX}\nreindex-31 diff: see the output above.")
+    result = score_compaction([AGENTS, *PODS, *diff], [AGENTS, *diff, summary])
+    (verdict,) = [v for v in result.verdicts if "x2x4q RESTARTS" in v.fact.text]
+    assert not verdict.kept
