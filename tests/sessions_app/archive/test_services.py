@@ -7,12 +7,20 @@ import gzip
 import hashlib
 import json
 import os
+import stat
 import time
 
 import pytest
 from django.db import connection
 
-from compaction_app.models import AuditEntry, Compaction, CompactionAttempt, RetentionSettings
+from compaction_app.models import (
+    AuditEntry,
+    Compaction,
+    CompactionAttempt,
+    CompactionPolicy,
+    Provider,
+    RetentionSettings,
+)
 from sessions_app import rollout_guard
 from sessions_app.archive import files, services
 from sessions_app.models import (
@@ -87,6 +95,35 @@ def test_restoring_an_archive_gives_back_the_same_export_and_live_history(ended_
     # restoring twice is refused: the thread is there again
     with pytest.raises(services.Conflict):
         services.do_restore_archive(archive_id=record.pk)
+
+
+def test_a_restored_session_keeps_its_own_provider_and_policy_not_the_first_configured(
+    make_session, add_turn, age, provider, policy
+):
+    """The importer falls back to the first provider and policy when given none: a restore names the session's."""
+    other_provider = Provider.objects.create(
+        name="second", base_url=Provider.EMBEDDED, model="sim-1", context_window=32000
+    )
+    other_policy = CompactionPolicy.objects.create(name="second-policy")
+    session = make_session(title="on the second", provider=other_provider, policy=other_policy)
+    add_turn(session, 1)
+    age(session)
+    services.do_run_archiver(trigger="test")
+
+    restored = services.do_restore_archive(archive_id=SessionArchive.objects.get().pk).session
+
+    restored.refresh_from_db()
+    assert (restored.provider_id, restored.policy_id) == (other_provider.pk, other_policy.pk)
+    assert (provider.pk, policy.pk) < (other_provider.pk, other_policy.pk)  # the first configured are others
+
+
+def test_archive_files_and_their_day_folder_are_readable_by_their_owner_only(ended_session, archive_dir):
+    """An archive holds a whole session's prompts and outputs: no other account on the machine may read it."""
+    services.do_run_archiver(trigger="test")
+    path = archive_dir / SessionArchive.objects.get().file_name
+
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
 
 
 def test_a_restored_session_can_be_archived_again(ended_session, export_bytes, age):
@@ -304,3 +341,27 @@ def test_a_run_records_at_most_32_characters_of_its_trigger(archive_dir):
     run = services.do_run_archiver(trigger="t" * 40, directory=archive_dir)
     run.refresh_from_db()
     assert run.trigger == "t" * 32
+
+
+def test_the_sweep_keeps_an_unrecorded_file_younger_than_the_grace_a_run_may_still_record_it(db, archive_dir):
+    # a running archiver's file, written and synced, whose record commits a moment later
+    fresh = archive_dir / "2026/01/02/being-recorded.jsonl.gz"
+    fresh.parent.mkdir(parents=True)
+    fresh.write_bytes(b"just written")
+
+    assert services.sweep_unrecorded(directory=archive_dir) == []
+    assert fresh.exists()
+
+
+def test_an_unrecorded_file_exactly_the_grace_old_counts_as_left_behind(archive_dir):
+    stray = archive_dir / "2026/01/02/stray.jsonl.gz"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"left behind")
+    written_at = 1_800_000_000
+    os.utime(stray, (written_at, written_at))
+
+    def found(now: float) -> list[str]:
+        return files.unrecorded_files(directory=archive_dir, recorded=set(), now=now, grace=600)
+
+    assert found(written_at + 600) == ["2026/01/02/stray.jsonl.gz"]
+    assert found(written_at + 599.5) == []
