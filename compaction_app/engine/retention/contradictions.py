@@ -92,11 +92,18 @@ def prohibits(text: str) -> bool:
 
 
 OBLIGATION = re.compile(r"\b(?:must|only|has to|have to|had to|required|requires?|always|exclusively|at most|"
-                        r"at least|no later than|mandatory)\b")
+                        r"at least|no later than|mandatory|"
+                        # The same in the languages summaries were met in (Spanish, French, German, Italian,
+                        # Portuguese): a restriction is said in the summary's language, not in the user's.
+                        r"debe|deben|tiene que|solo|sólo|siempre|nunca|doit|doivent|seulement|uniquement|toujours|"
+                        r"jamais|muss|müssen|nur|immer|nie|niemals|deve|devono|sempre|mai|somente|apenas)\b")
 
 
 BOUND = re.compile(r"(?:\b(?:max|maximum|min|minimum|at most|at least|below|under|up to|no more than|"
-                   r"limit|cap)\b|[<>≤≥]=?)\s*[€$£]?\s*\d|"
+                   r"limit|cap|"
+                   r"máximo|mínimo|como máximo|por debajo del?|menos de|hasta|límite|au plus|au maximum|maximal|"
+                   r"en dessous de|moins de|sous|höchstens|maximal|mindestens|unter|weniger als|bis zu|grenze|"
+                   r"al massimo|sotto|no máximo|abaixo de)\b|[<>≤≥]=?)\s*[€$£]?\s*\d|"
                    # A range bounds a value both ways: "06:00–09:30", "from 6:00 to 9:30", "between 2 and 5".
                    r"\d\s*[–—]\s*\d|\b(?:from|between)\s+[^\s,;]*\d[^\s,;]*\s+(?:and|to|until)\s+\d")
 

@@ -742,8 +742,9 @@ def extract_facts(items: list[Item], context: list[Item] | None = None,
             last_goal = text
             c.add(FactKind.GOAL, text, "What did the user ask for?")
             for sentence in SENTENCE.split(text):
-                if (CONSTRAINT.search(sentence) or MEASURE.search(sentence)) and \
-                        normalise(sentence) != normalise(text):
+                # A message of one sentence is a goal, and also a constraint when it restricts or sets a measure
+                # ("keep it under 30% CPU on the primary"): a summary must keep it with its number and its bound.
+                if MEASURE.search(sentence) or CONSTRAINT.search(sentence):
                     c.add(FactKind.CONSTRAINT, sentence, "Which constraints did the user set?")
         elif is_message(item, "assistant"):
             text = message_text(item)

@@ -21,7 +21,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from compaction_app.engine.retention.quantities import quantity_of, states_quantity
+from compaction_app.engine.retention.quantities import quantity_of, rate_spans, rates, states_quantity
 from compaction_app.engine.retention.values import (
     DATE_PATTERNS,
     VALUE_GROUP_SEPARATOR,
@@ -161,7 +161,9 @@ _NAME_PARTS = re.compile(r"[_\-./:\\]+")
 # A token in which a name (replaced by NUL) stands between separators or at an end.
 _SEPARATED = re.compile(r"^(?:.*[_./:])?\0(?:[_./:].*)?$", re.DOTALL)
 # Obligation in other words than "must".
-_MUST = re.compile(r"\b(?:has|have|had|needs?|is required) to\b")
+# "has to", and a bound before a number (">= 370 req/s", "max 1200 EUR", "at least 3"), say "must".
+_MUST = re.compile(r"\b(?:has|have|had|needs?|is required) to\b|(?:[<>≤≥]=?|\b(?:max|min|at most|at least)\b)\s*"
+                   r"[€$£]?\s*\d")
 
 
 _SHORT_CLOCK = re.compile(r"^\d:\d\d(?::\d\d)?$")
@@ -536,6 +538,10 @@ def stated_values(text: str) -> tuple[tuple[tuple[str, Any], ...], frozenset[str
         if number is not None and ("number", number) not in values:
             values.append(("number", number))
             covered |= _written_in(match.group())
+    for start, end in rate_spans(text):  # a rate is compared per second ("170 requests per second", "10,200/min")
+        (rate,) = rates(text[start:end])
+        values.append(("quantity", rate))
+        covered |= _written_in(text[start:end])
     for match in _QUANTITY_SPAN.finditer(text):
         quantity = quantity_of(match.group())
         if quantity is not None and not any(match.group() in w for w in covered):
@@ -557,3 +563,40 @@ def holds_value(segment: Segment, value: tuple[str, Any]) -> bool:
     if kind == "number":
         return any(numbers_agree(wanted, said) for said in numbers(segment.text))
     return states_quantity(segment.text, wanted)
+
+
+# A number and the words beside it, a space apart ("ahead 7", "45 insertions", "9 behind"): the words label it.
+_LABEL_TOKEN = re.compile(r"[a-z]{3,}|\d+(?:\.\d+)?|\S")
+
+
+@lru_cache(maxsize=8192)
+def _labels(text: str) -> tuple[tuple[str, str], ...]:
+    """(label, number) pairs of a text, a label being a word (not a stop word) a single space from its number."""
+    lowered = text.lower()
+    toks = [(m.group(), m.start(), m.end()) for m in _LABEL_TOKEN.finditer(lowered)]
+    found = []
+    for i, (tok, start, end) in enumerate(toks):
+        if not tok[0].isdigit() or (start and (lowered[start - 1].isalnum() or lowered[start - 1] in "._-")):
+            continue
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(toks):
+                word, w_start, w_end = toks[j]
+                gap = lowered[w_end:start] if j < i else lowered[end:w_start]
+                if word.isalpha() and gap == " " and word not in STOP_WORDS:
+                    found.append((word, tok))
+    return tuple(found)
+
+
+def mislabelled(fact_text: str, value: str, segment: Segment) -> bool:
+    """Whether a claim gives one of a value's numbers' labels to another number ("9 ahead / 7 behind" for
+    `[ahead 7, behind 9]`): the numbers are there, each said to be the other thing."""
+    numbers_ = {part for part in value.split(VALUE_GROUP_SEPARATOR) if re.fullmatch(r"\d+(?:\.\d+)?", part)}
+    if not numbers_:
+        return False
+    said = _labels(segment.text)
+    for label, number in _labels(fact_text):
+        if number in numbers_:
+            beside = {n for word, n in said if word == label}
+            if beside and number not in beside:
+                return True
+    return False

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from compaction_app.engine.retention.values import clock_seconds
 
-BYTES, SECONDS, PERCENT = "bytes", "seconds", "percent"
+BYTES, SECONDS, PERCENT, RATE = "bytes", "seconds", "percent", "per second"
 
 _UNITS: dict[str, tuple[str, float]] = {}
 for names, dimension, factor in (
@@ -62,6 +62,32 @@ _PART = re.compile(r"(\d+(?:\.\d+)?)\s?([a-z]+)", re.IGNORECASE)
 # A bare number; a sentence's full stop after it is not a decimal point ("... = 3000.").
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?!\w|\.\d)")
 RELATIVE_SLACK = 0.005
+# A rate: a number, maybe what it counts (a word or two, not a currency), and a time unit after "per", "/" or "a"
+# ("170 requests per second", "10,200 requests/min", "175 req/s", "3 deploys a day"), or a unit that says it
+# (`rps`, `qps`). Compared per second, so "170 requests per second" is "10,200 requests/min".
+_RATE = re.compile(r"(?<![\w.])(?P<n>\d+(?:[.,]\d+)*)\s?(?:(?!(?:EUR|USD|GBP|euros?|dollars?)\b)[A-Za-z]+\s?){0,2}"
+                   r"(?:/\s?|\bper\s|\ba\s)(?P<unit>s|sec|second|min|minute|h|hr|hour|day)s?\b"
+                   r"|(?<![\w.])(?P<n2>\d+(?:[.,]\d+)*)\s?(?:rps|qps)\b", re.IGNORECASE)
+_RATE_SECONDS = {"s": 1, "sec": 1, "second": 1, "min": 60, "minute": 60, "h": 3600, "hr": 3600, "hour": 3600,
+                 "day": 86400}
+
+
+@lru_cache(maxsize=16384)
+def rates(text: str) -> tuple[Quantity, ...]:
+    """Every rate of a text (`_RATE`), per second."""
+    found = []
+    for match in _RATE.finditer(text):
+        parsed = _number(match.group("n") or match.group("n2"))
+        if parsed is None:
+            continue
+        seconds = _RATE_SECONDS[(match.group("unit") or "s").lower()]
+        found.append(Quantity(number=parsed[0], dimension=RATE, base=parsed[0] / seconds,
+                              half_step=parsed[1] / seconds, factor=1 / seconds))
+    return tuple(found)
+
+
+def rate_spans(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _RATE.finditer(text)]
 
 
 @dataclass(frozen=True)
@@ -155,6 +181,11 @@ def quantity_of(text: str) -> Quantity | None:
 def states_quantity(text: str, wanted: Quantity) -> bool:
     """Whether a text states `wanted`: a quantity of the same dimension that agrees with it, or the bare number
     with no unit after it (the unit left implicit, not a wrong one)."""
+    if wanted.dimension == RATE:  # a rate in any time unit, or its number with nothing after it
+        starts = {m.start("n") if m.group("n") else m.start("n2") for m in _RATE.finditer(text)}
+        return any(q.agrees(wanted) for q in rates(text)) or any(
+            _number(m.group()) is not None and _number(m.group())[0] == wanted.number and m.start() not in starts
+            and m.start() not in {q.start(1) for q in _QUANTITY.finditer(text)} for m in _NUMBER.finditer(text))
     if any(q.agrees(wanted) for q in _quantities(text)):
         return True
     # A duration written as a clock ("finished in 1:12:09" for `elapsed=1h12m09s`).

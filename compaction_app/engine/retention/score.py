@@ -30,6 +30,7 @@ from compaction_app.engine.items import (
     is_summary_message,
     message_text,
 )
+from compaction_app.engine.retention.claims import flat_claims
 from compaction_app.engine.retention.contradictions import claims_done, drops_negation, turns_choice_round
 from compaction_app.engine.retention.counts import run_counts, states_counts
 from compaction_app.engine.retention.facts import (
@@ -49,6 +50,7 @@ from compaction_app.engine.retention.match import (
     Segment,
     about_another,
     holds_value,
+    mislabelled,
     stated_values,
     states,
     states_row,
@@ -178,6 +180,8 @@ def _summary_segments(text: str) -> list[Segment]:
         joined = Segment(f"{a}\n{b}", joined=True)
         joined.halves = tuple(half for half in (first, second) if not half.multi)
         found.append(joined)
+    # A JSON object, a table row or a YAML item is also one "subject: value" claim (`claims.py`).
+    found += [Segment(claim) for claim in flat_claims(lines)]
     return found
 
 
@@ -213,6 +217,7 @@ def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
     if fact.setting:
         # A row's name and values may sit on two adjacent lines (a YAML item's topic and value).
         return any(states_setting(segment, setting=fact.setting, value=fact.value, source=fact.subject)
+                   and not mislabelled(fact.text, fact.value, segment)
                    for segment in found if not segment.joined and not segment.multi) or \
             bool(fact.row) and any(_states_row(fact, segment) for segment in found if not segment.multi)
     # A failure line's plain numbers are loose (a pid, a line number), but not a failed request's status.

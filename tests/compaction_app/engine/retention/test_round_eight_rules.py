@@ -99,3 +99,68 @@ def test_another_commands_output_in_the_window_does_not_state_a_rows_value():
     result = score_compaction([AGENTS, *PODS, *diff], [AGENTS, *diff, summary])
     (verdict,) = [v for v in result.verdicts if "x2x4q RESTARTS" in v.fact.text]
     assert not verdict.kept
+
+
+CPU = [user_message("ok so for the reindex of tenant 12: keep it under 30% CPU on the primary pls, ops pages us "
+                    "above that")]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- El reindex del tenant 12 debe quedarse por debajo del 30% de CPU en el primario.", True),
+    ("- Límite del reindex del tenant 12: como máximo 30% de CPU en el primario.", True),
+    ("- Le reindex du tenant 12 doit rester sous 30% de CPU sur le primaire.", True),
+    ("- El reindex del tenant 12 debe quedarse por debajo del 50% de CPU en el primario.", False),
+    ("- El reindex del tenant 12 usa 30% de CPU en el primario.", False),
+])
+def test_a_one_sentence_limit_is_a_constraint_kept_with_its_bound_in_any_language(claim, held):
+    assert kept(CPU, claim, FactKind.CONSTRAINT, "keep it under 30%") is held
+
+
+RATE = [user_message("One more thing for checkout 50: it must sustain 370 requests per second at the peak.")]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- checkout 50 has to hold 370 req/s at peak.", True),
+    ("- checkout 50 must sustain 22,200 requests per minute at the peak.", True),
+    ("- checkout 50 load: >= 370 req/s", True),
+    ("- checkout 50 must sustain 370 requests per minute at the peak.", False),
+    ("- checkout 50 must sustain 3700 requests per second at the peak.", False),
+])
+def test_a_rate_is_compared_per_second_in_any_time_unit(claim, held):
+    assert kept(RATE, claim, FactKind.CONSTRAINT, "checkout 50: it must") is held
+
+
+@pytest.mark.parametrize(("summary", "held"), [
+    ('{"topic": "checkout 50 load", "value": ">= 370 req/s"}', True),
+    ("state:\n  - topic: checkout 50 load\n    value: \">= 370 req/s\"", True),
+    ("| # | topic | what we know |\n|---|---|---|\n| 1 | checkout 50 load | >= 370 req/s |", True),
+    ('{"topic": "checkout 50 load", "value": "370 req/min"}', False),
+    ("state:\n  - topic: checkout 50 load\n    value: \"any load\"", False),
+])
+def test_a_json_yaml_or_table_summary_is_read_as_subject_and_value(summary, held):
+    assert kept(RATE, summary, FactKind.CONSTRAINT, "checkout 50: it must") is held
+
+
+GIT_STATUS = [fcall("c1", "exec_command", cmd="git status -sb"),
+              fout("c1", exec_out(0, "## feature/refund-11...origin/feature/refund-11 [ahead 7, behind 9]\n"
+                                     " M src/refund.ts"))]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ('{"topic": "feature/refund-11", "value": "7 ahead / 9 behind origin"}', True),
+    ("- feature/refund-11 is 7 commits ahead of origin and 9 behind.", True),
+    ('{"topic": "feature/refund-11", "value": "9 ahead / 7 behind origin"}', False),
+    ("- feature/refund-11 is 9 commits ahead of origin and 7 behind.", False),
+])
+def test_numbers_given_each_others_labels_are_another_value(claim, held):
+    assert kept(GIT_STATUS, claim, FactKind.VALUE, "refund-11 [ahead") is held
+
+
+@pytest.mark.parametrize("claim", [
+    "El deploy debe esperar al lunes", "Le déploiement doit attendre lundi", "Das Deployment muss bis Montag warten",
+    "Nur am Montag deployen", "Solo se despliega el lunes", "Il deploy deve aspettare lunedì",
+])
+def test_an_obligation_is_read_in_the_summary_languages(claim):
+    from compaction_app.engine.retention.contradictions import prohibits
+
+    assert prohibits(claim) and not prohibits("El deploy espera al lunes")
