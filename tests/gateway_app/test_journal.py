@@ -25,11 +25,11 @@ from django.utils import timezone
 
 from compactweb.roles import ROLES
 from compactweb.routing import http_router
-from gateway_app import journal, proxy, recorder, recording
+from gateway_app import journal, keys, proxy, recorder, recording
 from gateway_app.models import GatewayAttempt, GatewayInFlight, GatewaySession
 from sessions_app.models import LiveItem
 from tests.compactweb.test_deployment_settings import _run
-from tests.gateway_app.conftest import call, logged_by
+from tests.gateway_app.conftest import call, logged_by, make_route
 from tests.gateway_app.test_proxy import BASE, bearer, meta, user
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -372,3 +372,92 @@ def test_a_journaled_record_that_cannot_be_written_is_cut_and_the_log_names_its_
     logged = [r.getMessage() for r in records]
     assert sorted(logged[:2]) == sorted(f"gateway: the journaled record of exchange {row.token} could not be "
                                         "written; it is cut" for row in rows)
+
+
+def test_a_sweep_cuts_a_dead_process_exchange_begun_after_a_running_one_and_logs_how_many_it_cut(
+        sim_upstream, gateway_key):
+    """The sweep reads the rows oldest first: one whose process still runs is passed over, not the end of the
+    sweep, so a dead process's exchange begun after it is cut all the same; the log says how many were cut."""
+    assert turn(gateway_key, [user("fix the parser")]).status_code == 200
+    gs = GatewaySession.objects.get()
+    common = dict(route_id=gs.route_id, key_id=gs.key_id, group_key=gs.group_key, endpoint="responses",
+                  request_kind="turn")
+    running = GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{os.getppid()}:1",
+                                             begun=timezone.now() - dt.timedelta(seconds=5), **common)
+    gone = GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{dead_pid()}:1",
+                                          begun=timezone.now(), **common)
+
+    with logged_by("gateway_app.journal") as records:
+        assert journal.do_sweep_cut() == 1
+    (cut,) = GatewayAttempt.objects.all()
+    assert cut.cut and gone.process in cut.error
+    assert list(GatewayInFlight.objects.values_list("token", flat=True)) == [running.token]
+    assert [r.getMessage() for r in records] == [
+        "gateway: 1 exchange(s) cut by the end of their gateway process recorded as cut"]
+
+
+def test_a_cut_exchange_of_a_users_key_counts_on_the_session_of_its_own_route(sim_upstream, operator_user):
+    """A user's key works on every route that allows user keys, so one conversation (one group key) has a session
+    per route: a cut exchange is the request of the session on the route it went through."""
+    routes = []
+    for rpm in (601, 602):
+        route = make_route(rpm=rpm)
+        route.allow_user_keys = True
+        route.save()
+        routes.append(route)
+    key = keys.do_create_user_gateway_key(user=operator_user, name="laptop").key
+    body = {"model": "compactweb-sim", "stream": True, "input": [BASE, user("fix the parser")]}
+    for route in routes:
+        answer = call("POST", f"/gateway/r/{route.name}/v1/responses", json=body,
+                      headers={**bearer(key), **meta(THREAD)})
+        assert answer.status_code == 200
+    sessions = {gs.route_id: gs for gs in GatewaySession.objects.all()}
+    assert len(sessions) == 2 and len({gs.group_key for gs in sessions.values()}) == 1
+    for gs in sessions.values():
+        GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{dead_pid()}:1",
+                                       route_id=gs.route_id, key_id=gs.key_id, group_key=gs.group_key,
+                                       endpoint="responses", request_kind="turn", begun=timezone.now())
+
+    assert journal.do_sweep_cut() == 2
+    for route_id, gs in sessions.items():
+        (cut,) = GatewayAttempt.objects.filter(route_id=route_id)
+        assert cut.cut and cut.gateway_session_id == gs.pk
+        gs.refresh_from_db()
+        assert gs.requests == 2
+
+
+def test_a_failed_start_up_sweep_is_logged_and_the_exchange_is_still_noted(monkeypatch):
+    def broken():
+        raise RuntimeError("sweep refused")
+
+    noted: list[uuid.UUID] = []
+    monkeypatch.setattr(journal, "_swept", False)  # as in a process that just started
+    monkeypatch.setattr(journal, "do_sweep_cut", broken)
+    monkeypatch.setattr(journal, "do_begin", lambda *, token, exchange, process: noted.append(token))
+    token = uuid.uuid4()
+    with logged_by("gateway_app.journal") as records:
+        journal._begin_on_thread(token=token, exchange={})
+    assert noted == [token]
+    (logged,) = records
+    assert logged.getMessage() == "gateway: the start-up sweep of cut exchanges failed"
+    assert logged.exc_info[1].args == ("sweep refused",)
+
+
+def test_an_exchange_still_streaming_at_a_clean_exit_is_cut_as_stopped_with_the_process(
+        sim_upstream, gateway_key, monkeypatch):
+    """At a clean exit (SIGTERM) the exchanges not yet handed to the recorder are cut by the stop itself, and the
+    cut says so rather than that their process is gone."""
+    assert turn(gateway_key, [user("fix the parser")]).status_code == 200
+    gs = GatewaySession.objects.get()
+    token = uuid.uuid4()
+    GatewayInFlight.objects.create(token=token, process=journal.PROCESS, route_id=gs.route_id, key_id=gs.key_id,
+                                   group_key=gs.group_key, endpoint="responses", request_kind="turn",
+                                   begun=timezone.now())
+    monkeypatch.setattr(journal, "_in_flight", {token})
+
+    journal.cut_at_exit()
+    assert recorder.recorder.drain()
+    (cut,) = GatewayAttempt.objects.all()
+    assert cut.cut and cut.gateway_session_id == gs.pk
+    assert f"gateway process {journal.PROCESS} ended during this exchange (the process was stopped)" in cut.error
+    assert not GatewayInFlight.objects.exists()
