@@ -234,7 +234,11 @@ class Segment:
             return True
         place = _FILE_LINE.match(anchor)
         if place is not None:
-            return place.group(1) in self.tokens and place.group(2) in self.tokens
+            # A place is its file's line, the file named by its path or any tail of it ("merge.go:220" for
+            # `/src/internal/merge/merge.go:220`: a summary drops the folders a stack trace prints).
+            path = place.group(1).lstrip("/")
+            tails = {"/".join(path.split("/")[i:]) for i in range(path.count("/") + 1)}
+            return place.group(2) in self.tokens and (place.group(1) in self.tokens or bool(tails & self.tokens))
         if _DIGEST.match(anchor) and any(ch.isalpha() for ch in anchor):
             if self._digests is None:
                 self._digests = [t for t in self.tokens if _SHORT_DIGEST.match(t)]

@@ -342,7 +342,8 @@ def restated(text: str, names: set[str]) -> list[Statement]:
         if before is not None:
             value = _plain_value(_unit_or_number(before.group(1)))
             if value is not None:
-                found.append((start, Statement(text[start:end], value, about=frozenset(identifiers(text)))))
+                said = Statement(text[start:end], value, about=frozenset(identifiers(text)))
+                found.append((start, with_key_unit(said)))  # "INDEX_REFRESH_MS=2500" is 2500 ms
                 continue
         # A clause ends at the next setting it names: "RATE to 600 and QUEUE to 250" gives RATE 600, not 250.
         rest = text[end: mentions[index + 1][0] if index + 1 < len(mentions) else len(text)]
@@ -356,7 +357,8 @@ def restated(text: str, names: set[str]) -> list[Statement]:
         chosen = after[0] if after else values[0]
         value = _plain_value(_unit_or_number(chosen.group()))
         if value is not None:
-            found.append((start, Statement(text[start:end], value, about=frozenset(identifiers(text)))))
+            said = Statement(text[start:end], value, about=frozenset(identifiers(text)))
+            found.append((start, with_key_unit(said)))
     return [s for _, s in sorted(found, key=lambda pair: pair[0])]
 
 

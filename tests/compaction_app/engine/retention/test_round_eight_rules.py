@@ -164,3 +164,37 @@ def test_an_obligation_is_read_in_the_summary_languages(claim):
     from compaction_app.engine.retention.contradictions import prohibits
 
     assert prohibits(claim) and not prohibits("El deploy espera al lunes")
+
+
+PANIC = [fcall("c1", "exec_command", cmd="go run ./cmd/indexer --tenant 20"),
+         fout("c1", exec_out(1, "panic: runtime error: index out of range [5] with length 5\n\ngoroutine 17 [running]:\n"
+                                "example.com/search/internal/merge.(*Merger).flush(0xc000112000, 0x5)\n"
+                                "\t/src/internal/merge/merge.go:220 +0x1a4\n"
+                                "example.com/search/internal/merge.(*Merger).Run(...)\n"
+                                "\t/src/internal/merge/merge.go:97 +0x2b\nexit status 2"))]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- indexer tenant 20: panic index out of range [5] at merge.go:220", True),
+    ("- La línea 220 de merge.go provoca el panic.", True),
+    ("- indexer tenant 20: panic at merge.go:97", False),
+    ("- indexer tenant 20: panic at merge.go:221", False),
+])
+def test_a_place_is_kept_by_its_files_name_and_line_without_the_folders_or_the_frames_offset(claim, held):
+    assert kept(PANIC, claim, FactKind.ERROR, "raised at /src/internal/merge/merge.go:220") is held
+
+
+SET_ENV = [fcall("c1", "exec_command", cmd="kubectl exec deploy/indexer-20 -- env | grep ^INDEX_"),
+           fout("c1", exec_out(0, "INDEX_BATCH=500\nINDEX_REFRESH_MS=1000")),
+           fcall("c2", "exec_command", cmd="kubectl set env deploy/indexer-20 INDEX_REFRESH_MS=2500"),
+           fout("c2", exec_out(0, "deployment.apps/indexer-20 env updated"))]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ('{"topic": "indexer-20 INDEX_REFRESH_MS", "value": "2.5 s (was 1000 ms)"}', True),
+    ("- indexer-20 runs with INDEX_REFRESH_MS=2500", True),
+    ('{"topic": "indexer-20 INDEX_REFRESH_MS", "value": "2500 s"}', False),
+    ("- indexer-20 runs with INDEX_REFRESH_MS=1000", False),
+])
+def test_a_corrected_value_takes_the_unit_its_name_says(claim, held):
+    assert kept(SET_ENV, claim, FactKind.VALUE, "INDEX_REFRESH_MS") is held
