@@ -137,6 +137,18 @@ def test_re_reading_what_a_compaction_dropped_is_alerted_and_taxed(operator_api,
 
 
 @pytest.mark.django_db
+def test_a_re_read_alert_weighs_the_re_fetched_tokens_against_the_tokens_its_compaction_freed(
+    operator_api, unchanged_reader
+):
+    """The operator reads the share: re-fetched tokens against what the compaction freed (before minus after)."""
+    compaction = Compaction.objects.get(pk=re_read_after_compacting(operator_api, unchanged_reader))
+    (alert,) = Alert.objects.filter(kind="reread")
+    freed = compaction.tokens_before - compaction.tokens_after
+    assert 0 < compaction.tokens_after < compaction.tokens_before
+    assert alert.message.endswith(f"{compaction.reread_tokens:,} tokens of the {freed:,} it freed")
+
+
+@pytest.mark.django_db
 def test_the_re_read_tax_is_a_rollout_line_naming_the_window_its_compaction_opened(operator_api, unchanged_reader):
     """The tax is kept in the session's rollout too (usage_lines.REREAD_USAGE), so an export carries it: one line
     naming the compaction's window by id and number, its tokens the compaction's tax."""
