@@ -135,3 +135,14 @@ def test_a_user_keys_route_is_read_with_its_provider_and_policy_in_one_query(dja
     with django_assert_num_queries(1):
         found = user_key_route(name=route.name)
         assert (found.provider.name, found.policy.name) == (route.provider.name, route.policy.name)
+
+
+def test_a_users_key_is_read_with_its_user_in_one_query(django_assert_num_queries, operator_user):
+    """The caller of a user's key is named after its user (and the user's role read from it): the lookup's one
+    query brings the user with the key."""
+    from gateway_app.keys import do_create_user_gateway_key, key_for
+
+    key = do_create_user_gateway_key(user=operator_user, name="laptop").key
+    with django_assert_num_queries(1):
+        row = key_for(presented=key)
+        assert (row.user.get_username(), row.user.is_active) == (operator_user.get_username(), True)
