@@ -2,7 +2,8 @@
 
 Summaries come as bullets, prose, JSON lines, YAML items, markdown tables: the same claim "checkout 50 load: >= 370
 req/s" may be one JSON object (`{"topic": "checkout 50 load", "value": ">= 370 req/s"}`), a YAML item whose topic
-and value sit on two lines, or a table row (`| 3 | checkout 50 load | >= 370 req/s |`). Each is flattened to one
+and value sit on two lines, a table row (`| 3 | checkout 50 load | >= 370 req/s |`) or an outline's heading with a
+bullet under it. Each is flattened to one
 "subject: value" line, read as a claim of its own beside the lines it came from, so that a fact is matched the same
 way whatever structure the summary used. Pure functions, no Django.
 """
@@ -66,8 +67,30 @@ def _item_claims(lines: list[str]) -> list[str]:
     return found
 
 
+_MARKER = re.compile(r"^\s*(?:[-*•]|\d{1,3}[.)])\s+")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _outline_claims(lines: list[str]) -> list[str]:
+    """An outline's heading with one bullet indented under it (`1. tenant 20 deadline` then `   - 12 September
+    2027`): the heading names the claim, its bullet states it."""
+    found = []
+    for i, line in enumerate(lines):
+        children = []
+        for child in lines[i + 1:]:
+            if _indent(child) <= _indent(line) or not _MARKER.match(child):
+                break
+            children.append(_MARKER.sub("", child).strip())
+        if len(children) == 1:  # several bullets under a heading are a section's several claims, not one
+            found.append(f"{_MARKER.sub('', line).strip().rstrip(':')}: {', '.join(children)}")
+    return found
+
+
 def flat_claims(lines: list[str]) -> list[str]:
     """The claims a summary's structured lines make, each as one "subject: value" line (JSON objects, table rows,
     YAML items); plain lines give none (they are claims already)."""
     found = [claim for line in lines for claim in (_json_claim(line) or _row_claim(line),) if claim]
-    return found + _item_claims(lines)
+    return found + _item_claims(lines) + _outline_claims(lines)

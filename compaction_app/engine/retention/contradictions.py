@@ -92,11 +92,12 @@ def prohibits(text: str) -> bool:
 
 
 OBLIGATION = re.compile(r"\b(?:must|only|has to|have to|had to|required|requires?|always|exclusively|at most|"
-                        r"at least|no later than|mandatory|"
+                        r"at least|no later than|mandatory|deadline|due|"
                         # The same in the languages summaries were met in (Spanish, French, German, Italian,
                         # Portuguese): a restriction is said in the summary's language, not in the user's.
                         r"debe|deben|tiene que|solo|sólo|siempre|nunca|doit|doivent|seulement|uniquement|toujours|"
-                        r"jamais|muss|müssen|nur|immer|nie|niemals|deve|devono|sempre|mai|somente|apenas)\b")
+                        r"jamais|muss|müssen|nur|immer|nie|niemals|deve|devono|sempre|mai|somente|apenas|"
+                        r"plazo|fecha límite|échéance|date limite|frist|spätestens|scadenza|prazo)\b")
 
 
 BOUND = re.compile(r"(?:\b(?:max|maximum|min|minimum|at most|at least|below|under|up to|no more than|"

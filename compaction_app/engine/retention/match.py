@@ -161,9 +161,9 @@ _NAME_PARTS = re.compile(r"[_\-./:\\]+")
 # A token in which a name (replaced by NUL) stands between separators or at an end.
 _SEPARATED = re.compile(r"^(?:.*[_./:])?\0(?:[_./:].*)?$", re.DOTALL)
 # Obligation in other words than "must".
-# "has to", and a bound before a number (">= 370 req/s", "max 1200 EUR", "at least 3"), say "must".
-_MUST = re.compile(r"\b(?:has|have|had|needs?|is required) to\b|(?:[<>≤≥]=?|\b(?:max|min|at most|at least)\b)\s*"
-                   r"[€$£]?\s*\d")
+# "has to", a deadline, and a bound before a number (">= 370 req/s", "max 1200 EUR", "at least 3"), say "must".
+_MUST = re.compile(r"\b(?:has|have|had|needs?|is required) to\b|\b(?:deadline|due)\b|"
+                   r"(?:[<>≤≥]=?|\b(?:max|min|at most|at least)\b)\s*[€$£]?\s*\d")
 
 
 _SHORT_CLOCK = re.compile(r"^\d:\d\d(?::\d\d)?$")

@@ -18,6 +18,7 @@ Plain Python; the same history always gives the same statements.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Iterator
@@ -260,6 +261,10 @@ def _structured(lines: list[str]) -> list[Statement]:
         try:
             return _json_leaves(json.loads(text))[:MAX_STATEMENTS_PER_TEXT]
         except ValueError:
+            pass
+        try:  # a printed Python dict or list (`{'LOCATION': 'redis://cache-10:6379/1', 'TIMEOUT': 300}`)
+            return _json_leaves(ast.literal_eval(text))[:MAX_STATEMENTS_PER_TEXT]
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             pass
     table = _table(lines) or _bar_table(lines) or _loose_table(lines)
     if table:

@@ -200,7 +200,8 @@ def states_address(text: str, host: str, port: str | None, ids: tuple[str, ...] 
     the parts of its path with a digit."""
     if host and re.search(rf"(?<![\w.-]){re.escape(host)}(?![\w-]|\.\w)", text) is None:
         return False
-    if any(re.search(rf"(?<![\w.]){re.escape(part.lower())}(?![\w.])", text) is None for part in ids):
+    # A sentence's full stop after the path is no part of it ("... is redis://cache-10:6379/1.").
+    if any(re.search(rf"(?<![\w.]){re.escape(part.lower())}(?!\w|\.\w)", text) is None for part in ids):
         return False
     if port is None:
         return True

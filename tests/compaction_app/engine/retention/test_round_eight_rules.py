@@ -198,3 +198,43 @@ SET_ENV = [fcall("c1", "exec_command", cmd="kubectl exec deploy/indexer-20 -- en
 ])
 def test_a_corrected_value_takes_the_unit_its_name_says(claim, held):
     assert kept(SET_ENV, claim, FactKind.VALUE, "INDEX_REFRESH_MS") is held
+
+
+CACHES = [fcall("c1", "exec_command", cmd="python -c \"from django.conf import settings; "
+                                          "print(settings.CACHES['default'])\""),
+          fout("c1", exec_out(0, "{'BACKEND': 'django_redis.cache.RedisCache', 'LOCATION': "
+                                 "'redis://cache-10:6379/1', 'TIMEOUT': 300}"))]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("Django's default cache is redis://cache-10:6379/1.", True),
+    ("1. default cache\n   - redis://cache-10:6379/1", True),
+    ("Django's default cache is redis://cache-10:6379/5.", False),
+])
+def test_a_printed_python_dict_is_read_by_its_keys_and_a_full_stop_ends_an_address(claim, held):
+    assert kept(CACHES, claim, FactKind.VALUE, "LOCATION = redis://cache-10:6379/1") is held
+
+
+DEADLINE = [user_message("Tenant 20 must be migrated by Sep 12, 2027.")]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("1. tenant 20 deadline\n   - 12 September 2027", True),
+    ("- tenant 20 deadline: 12 September 2027", True),
+    ("1. tenant 20 deadline\n   - 12 October 2027", False),
+    ("1. tenant 20\n   - migrated some day around 12 September 2027", False),
+])
+def test_an_outline_heading_and_its_bullet_are_one_claim_and_a_deadline_says_must(claim, held):
+    assert kept(DEADLINE, claim, FactKind.CONSTRAINT, "Tenant 20 must") is held
+
+
+MEMORY = [user_message("Export 50 must stay under 4 GB of memory.")]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("1. export 50 memory\n   - 4 GB at most\n2. refunds-50 Makefile\n   - PARALLEL is set", True),
+    ("1. export 50 memory\n   - 4 GB\n2. refunds-50 Makefile\n   - PARALLEL is set", False),
+    ("1. export 50 memory\n   - 40 GB at most\n2. refunds-50 Makefile\n   - PARALLEL is set", False),
+])
+def test_an_outline_bullet_keeps_the_bound_its_heading_names(claim, held):
+    assert kept(MEMORY, claim, FactKind.CONSTRAINT, "Export 50 must") is held
