@@ -240,7 +240,27 @@ def _line_fields(line: str) -> list[Statement]:
 
 def is_table(lines: list[str]) -> bool:
     """Whether the table readers read these lines (a header and rows: every cell is theirs)."""
-    return bool(_table(lines) or _bar_table(lines) or _loose_table(lines))
+    return bool(_table(lines) or _bar_table(lines) or _loose_table(lines) or _csv_table(lines))
+
+
+_CSV_LINE = re.compile(r"[^\s,]+(?:,\s?[^\s,]+)+")
+
+
+def _csv_table(lines: list[str]) -> list[Statement]:
+    """Comma-separated rows (`tail -n 2 report.csv`: `2026-12-01,388,9130.25`), under their header when the first
+    line has no digit, else under their column numbers: each cell a statement of its row, as `_table`'s."""
+    # A cell holds no space (a log line's `rows=1,234,567 elapsed=...` is no row of cells).
+    if not all(_CSV_LINE.fullmatch(line.strip()) for line in lines if line.strip()):
+        return []
+    rows = [[cell.strip() for cell in line.split(",")] for line in lines if line.strip()]
+    if not rows or len(rows[0]) < 3 or any(len(cells) != len(rows[0]) for cells in rows) or \
+            any(not all(cells) for cells in rows):
+        return []
+    names = rows[0] if not any(ch.isdigit() for ch in lines[0]) else [f"column {i}" for i in range(1, len(rows[0]) + 1)]
+    rows = rows[1:] if names is rows[0] else rows
+    if not rows or len(rows) > MAX_TABLE_ROWS:
+        return []
+    return _cells(names, rows, first=1)
 
 
 def structured(lines: list[str]) -> list[Statement]:
@@ -266,7 +286,7 @@ def _structured(lines: list[str]) -> list[Statement]:
             return _json_leaves(ast.literal_eval(text))[:MAX_STATEMENTS_PER_TEXT]
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             pass
-    table = _table(lines) or _bar_table(lines) or _loose_table(lines)
+    table = _table(lines) or _bar_table(lines) or _loose_table(lines) or _csv_table(lines)
     if table:
         return table
     found = []

@@ -238,3 +238,23 @@ MEMORY = [user_message("Export 50 must stay under 4 GB of memory.")]
 ])
 def test_an_outline_bullet_keeps_the_bound_its_heading_names(claim, held):
     assert kept(MEMORY, claim, FactKind.CONSTRAINT, "Export 50 must") is held
+
+
+CSV = [fcall("c1", "exec_command", cmd="tail -n 2 reports/refunds_10.csv"),
+       fout("c1", exec_out(0, "2026-11-30,412,8819.25\n2026-12-01,388,9130.25"))]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- On 2026-12-01 report 10 shows 388 refunds worth €9,130.25.", True),
+    ("- refunds_10.csv: 9130.25 EUR refunded on 2026-12-01.", True),
+    ("- On 2026-12-01 report 10 shows refunds worth €9,220.25.", False),
+    ("- refunds_10.csv: 8819.25 EUR refunded on 2026-12-01.", False),
+])
+def test_comma_separated_rows_are_read_cell_by_cell(claim, held):
+    assert kept(CSV, claim, FactKind.VALUE, "9130.25") is held
+
+
+def test_a_log_lines_thousands_separators_are_no_comma_separated_cells():
+    log = [fcall("c1", "exec_command", cmd="grep finished logs/ingest-11.log"),
+           fout("c1", exec_out(0, "2026-12-02 03:17:44 INFO ingest finished rows=1,234,567 elapsed=1h12m09s"))]
+    assert kept(log, "- ingest-11 finished in 1:12:09", FactKind.VALUE, "1h12m09s")
