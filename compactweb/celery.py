@@ -47,8 +47,14 @@ WORKER_CONN_MAX_AGE_SECONDS = float(os.environ.get("COMPACTWEB_WORKER_CONN_MAX_A
 
 def keep_worker_connections(databases: dict | None = None, **signal_kwargs) -> None:
     """Give every database of this worker process (settings.DATABASES unless given) CONN_MAX_AGE =
-    WORKER_CONN_MAX_AGE_SECONDS (worker_init: in the main worker process, before the prefork children fork, so
-    they inherit it). SQLite keeps its own setting."""
+    WORKER_CONN_MAX_AGE_SECONDS and Django's CONN_HEALTH_CHECKS (worker_init: in the main worker process, before
+    the prefork children fork, so they inherit it). SQLite keeps its own settings.
+
+    The health check is what makes a kept connection safe after a database restart (issue 42): the restart breaks
+    it without an error being raised on it, so `close_if_unusable_or_obsolete` keeps it, and each worker process's
+    first task then failed on it and took the outage path. With the check, a task's first query on a kept
+    connection is preceded by one `SELECT 1` (once per task: `close_stale_connections` re-arms it), and a broken
+    connection is replaced before the task uses it."""
     if databases is None:
         from django.conf import settings
 
@@ -57,6 +63,7 @@ def keep_worker_connections(databases: dict | None = None, **signal_kwargs) -> N
         if database.get("ENGINE", "").endswith("sqlite3"):
             continue
         database["CONN_MAX_AGE"] = WORKER_CONN_MAX_AGE_SECONDS
+        database["CONN_HEALTH_CHECKS"] = True
 
 
 app = Celery("compactweb")
@@ -66,7 +73,8 @@ app.autodiscover_tasks(["sessions_app.compactions", "sessions_app.fleet", "sessi
 
 def close_stale_connections(task=None, **signal_kwargs) -> None:
     """Before a task a worker runs (task_prerun): close a kept connection that an error left unusable or that
-    outlived CONN_MAX_AGE, as Django does around a request; the task then opens a fresh one. A task run eagerly
+    outlived CONN_MAX_AGE, as Django does around a request; the task then opens a fresh one. It also re-arms the
+    connection's health check (`keep_worker_connections`), which the task's first query runs. A task run eagerly
     (no broker: in the caller's thread, maybe inside its transaction) leaves the caller's connection alone."""
     from django.db import connections
 

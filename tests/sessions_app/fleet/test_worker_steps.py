@@ -40,12 +40,17 @@ def test_steps_run_on_one_event_loop_with_their_database_calls_on_the_calling_th
     assert threads == [threading.current_thread()] * 2
 
 
-def test_a_worker_keeps_its_database_connections_and_sqlite_keeps_its_own_setting():
-    databases = {"default": {"ENGINE": "django.db.backends.postgresql", "CONN_MAX_AGE": 0},
-                 "local": {"ENGINE": "django.db.backends.sqlite3", "CONN_MAX_AGE": 0}}
+def test_a_worker_keeps_its_database_connections_health_checked_and_sqlite_keeps_its_own_settings():
+    databases = {"default": {"ENGINE": "django.db.backends.postgresql", "CONN_MAX_AGE": 0,
+                             "CONN_HEALTH_CHECKS": False},
+                 "local": {"ENGINE": "django.db.backends.sqlite3", "CONN_MAX_AGE": 0, "CONN_HEALTH_CHECKS": False}}
     worker_app.keep_worker_connections(databases)
     assert databases["default"]["CONN_MAX_AGE"] == worker_app.WORKER_CONN_MAX_AGE_SECONDS > 0
-    assert databases["local"]["CONN_MAX_AGE"] == 0
+    # checked before a task's first query: a database restart breaks a kept connection without raising on it
+    # (tests/scale_out/test_worker_connections_after_a_database_restart.py)
+    assert databases["default"]["CONN_HEALTH_CHECKS"] is True
+    assert databases["local"] == {"ENGINE": "django.db.backends.sqlite3", "CONN_MAX_AGE": 0,
+                                  "CONN_HEALTH_CHECKS": False}
 
 
 def test_a_worker_reuses_its_connections_across_tasks_and_closes_a_stale_one_before_a_task(settings):
