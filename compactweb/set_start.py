@@ -15,10 +15,13 @@ starts, and the launcher had stopped the dead set's programs first, so no step r
 - With `--stop-previous-set` it then stops what a killed supervisord's set still runs from this run directory
   (`stop_previous_set`): when the database needed no change, the launcher left the dead set's workers, scheduler
   and web processes serving (only its watchdog went at once), so steps went on while this set started; two
-  schedulers never hand out the same step. Stopping them frees the web ports. While they still run, the wait's
-  bound is `--hand-over-max-wait` (600 s): they serve meanwhile.
-- Then it asks supervisord to start the web processes and the watchdog, and exits. The watchdog starts with them:
-  it judges a program from that program's own start.
+  schedulers never hand out the same step. While they still run, the wait's bound is `--hand-over-max-wait`
+  (600 s): they serve meanwhile. Its web processes go first (`take_over`): stopping them frees the web ports.
+- Then it asks supervisord to start the web processes and the watchdog (the watchdog judges a program from that
+  program's own start), and only then stops the dead set's workers and scheduler, which may finish a running
+  step first (a warm shutdown, up to `--orphan-wait` seconds): the new web processes do not wait for that (issue
+  42: it was most of the 9 s between this set's step path being up and its web processes starting, at load ~20).
+  Then it exits.
 
 Plain Python and supervisord's XML-RPC client; no Django (it runs in the workers' and the scheduler's processes
 and as its own small one).
@@ -89,13 +92,17 @@ def start_when_ready(run_dir: Path, programs: list[str], *, supervisor, max_wait
     return ready
 
 
+WEB_COMMANDS = ["daphne"]  # a web program's command line has this among its arguments (scripts/scale-out)
+
+
 def stop_previous_set(run_dir: Path, *, wait: float, supervisord: int | None = None,
-                      stop: Callable[..., list[int]] | None = None) -> list[int]:
+                      stop: Callable[..., list[int]] | None = None, commands: list[str] | None = None) -> list[int]:
     """The hand-over (scripts/scale-out after a supervisord was killed and the database needs no change): the
     previous set's workers, scheduler and web processes served on while this set started; now that this set's step
     path is up, they stop (orphans.stop_orphans: TERM, a worker's running step finishes, KILL after `wait`), which
-    also frees the web ports. This set is what runs under `supervisord` (this starter's parent) and is left
-    alone; without a supervisord parent nothing is stopped (a starter run by hand must not judge what is whose)."""
+    also frees the web ports; with `commands`, only those with one of these words among their arguments (and
+    theirs). This set is what runs under `supervisord` (this starter's parent) and is left alone; without a
+    supervisord parent nothing is stopped (a starter run by hand must not judge what is whose)."""
     from compactweb import orphans
 
     supervisord = os.getppid() if supervisord is None else supervisord
@@ -106,7 +113,8 @@ def stop_previous_set(run_dir: Path, *, wait: float, supervisord: int | None = N
     if b"supervisord" not in parent:
         return []
     stop = stop or orphans.stop_orphans
-    return stop(str(run_dir), wait=wait, find=lambda run: orphans.marked_processes(run, outside=supervisord))
+    return stop(str(run_dir), wait=wait,
+                find=lambda run: orphans.marked_processes(run, outside=supervisord, commands=commands))
 
 
 def previous_set_runs(run_dir: Path, *, supervisord: int | None = None) -> bool:
@@ -115,6 +123,36 @@ def previous_set_runs(run_dir: Path, *, supervisord: int | None = None) -> bool:
 
     supervisord = os.getppid() if supervisord is None else supervisord
     return bool(orphans.marked_processes(str(run_dir), outside=supervisord))
+
+
+def take_over(run_dir: Path, programs: list[str], *, supervisor, max_wait: float, stop_previous: bool,
+              orphan_wait: float, stop: Callable[..., list[int]] = stop_previous_set,
+              say: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic) -> bool:
+    """Wait for the step path, then (with `stop_previous`) stop the previous set's web processes, start
+    `programs`, and stop the rest of the previous set (its workers and scheduler, a running step finishing first):
+    the new web processes wait only for the ports. Says what it did; whether the step path was up."""
+    began = clock()
+
+    def stopped(pids: list[int], what: str) -> None:
+        if pids:
+            say(f"set start: stopped {len(pids)} {what} process(es) the previous set ran until now: {pids} "
+                f"({clock() - began:.1f} s)")
+
+    def stop_previous_web() -> None:
+        if stop_previous:
+            stopped(stop(run_dir, wait=orphan_wait, commands=WEB_COMMANDS), "web")
+
+    ready = start_when_ready(run_dir, programs, supervisor=supervisor, max_wait=max_wait,
+                             before_start=stop_previous_web)
+    waited = clock() - began
+    if ready:
+        say(f"set start: a worker and the scheduler are up; started {', '.join(programs)} ({waited:.1f} s)")
+    else:
+        say(f"set start: no worker ready or no scheduler beat within {max_wait:g} s; started "
+            f"{', '.join(programs)} anyway ({waited:.1f} s)")
+    if stop_previous:
+        stopped(stop(run_dir, wait=orphan_wait), "other")
+    return ready
 
 
 def supervisor_proxy(socket_path: str):
@@ -139,28 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     programs = [name for name in args.programs.split(",") if name]
     run_dir = Path(args.run_dir)
-    began = time.monotonic()
     max_wait = args.max_wait
     if args.stop_previous_set and previous_set_runs(run_dir):
         max_wait = max(max_wait, args.hand_over_max_wait)
-
-    def before_start() -> None:
-        if not args.stop_previous_set:
-            return
-        stopped = stop_previous_set(run_dir, wait=args.orphan_wait)
-        if stopped:
-            print(f"set start: stopped {len(stopped)} process(es) the previous set ran until now: {stopped} "
-                  f"({time.monotonic() - began:.1f} s)", flush=True)
-
-    ready = start_when_ready(run_dir, programs, supervisor=supervisor_proxy(args.supervisor_socket),
-                             max_wait=max_wait, before_start=before_start)
-    waited = time.monotonic() - began
-    if ready:
-        print(f"set start: a worker and the scheduler are up; started {', '.join(programs)} ({waited:.1f} s)",
-              flush=True)
-    else:
-        print(f"set start: no worker ready or no scheduler beat within {max_wait:g} s; started "
-              f"{', '.join(programs)} anyway ({waited:.1f} s)", flush=True)
+    take_over(run_dir, programs, supervisor=supervisor_proxy(args.supervisor_socket), max_wait=max_wait,
+              stop_previous=args.stop_previous_set, orphan_wait=args.orphan_wait,
+              say=lambda line: print(line, flush=True))
     return 0
 
 

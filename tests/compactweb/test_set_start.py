@@ -115,6 +115,56 @@ def test_the_previous_set_is_stopped_once_the_step_path_is_up_and_before_the_web
     assert order == [[]] and supervisor.started == PROGRAMS
 
 
+def test_a_take_over_stops_the_previous_web_processes_before_the_web_programs_start_and_the_rest_after(tmp_path):
+    supervisor = FakeSupervisor()
+    set_start.announce_worker_ready(str(tmp_path))
+    set_start.announce_ready("scheduler", str(tmp_path))
+    order, said = [], []
+
+    def stop(run_dir, *, wait, commands=None):
+        order.append((commands, list(supervisor.started)))
+        return [41] if commands else [42, 43]
+
+    assert set_start.take_over(tmp_path, PROGRAMS, supervisor=supervisor, max_wait=5, stop_previous=True,
+                               orphan_wait=10, stop=stop, say=said.append)
+    # the ports first; the workers' warm shutdown (up to the orphan wait) no longer delays the web programs
+    assert order == [(set_start.WEB_COMMANDS, []), (None, PROGRAMS)]
+    assert [line.split(" (")[0] for line in said] == [
+        "set start: stopped 1 web process(es) the previous set ran until now: [41]",
+        f"set start: a worker and the scheduler are up; started {', '.join(PROGRAMS)}",
+        "set start: stopped 2 other process(es) the previous set ran until now: [42, 43]"]
+    order.clear()
+    set_start.take_over(tmp_path, PROGRAMS, supervisor=FakeSupervisor(), max_wait=5, stop_previous=False,
+                        orphan_wait=10, stop=stop, say=said.append)
+    assert order == []  # a set started afresh stops nothing
+
+
+def test_a_previous_sets_web_processes_are_told_from_its_other_processes(tmp_path):
+    run_dir = str(tmp_path)
+    this_set = spawn(run_dir, marked=False, name="supervisord")
+    web, worker = spawn(run_dir, marked=True, name="daphne"), spawn(run_dir, marked=True, name="worker")
+    try:
+        found = wait_for_marked(run_dir, 8)  # each dead program: 3; this set: the program and its child
+        ours = {pid for pid, parent in found.items() if parent == this_set.pid or found.get(parent) == this_set.pid}
+        webs = set(orphans.marked_processes(run_dir, commands=set_start.WEB_COMMANDS))
+        assert len(webs) == 3 and web.pid in webs and worker.pid not in webs
+
+        stopped = set_start.stop_previous_set(tmp_path, wait=5, supervisord=this_set.pid,
+                                              commands=set_start.WEB_COMMANDS)
+
+        assert set(stopped) == webs and web.wait(timeout=10) == -15
+        assert worker.poll() is None  # the dead set's other processes serve on until the second stop
+        # (which also takes a web process's children, once their parent is gone: Daphne has none)
+        set_start.stop_previous_set(tmp_path, wait=5, supervisord=this_set.pid)
+        assert worker.wait(timeout=10) == -15 and set(orphans.marked_processes(run_dir)) == ours
+    finally:
+        for pid in orphans.marked_processes(run_dir):
+            os.kill(pid, 9)
+        for process in (this_set, web, worker):
+            process.kill()
+            process.wait()
+
+
 TREE = ("import os, subprocess, sys, time\n"
         "env = {**os.environ, 'COMPACTWEB_SCALE_OUT_RUN_DIR': sys.argv[1]} if sys.argv[1] else dict(os.environ)\n"
         "code = 'import subprocess, sys, time; subprocess.Popen([sys.executable, \"-c\", \"import time; "
