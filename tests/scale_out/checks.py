@@ -17,7 +17,9 @@ And every run stopped (none failed). tests/scale_out/test_checks.py plants each 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 
 from django.db import connection
@@ -117,6 +119,27 @@ def deadlock_lines(logs: Iterable[Path]) -> list[str]:
 def logs_under(*folders: Path) -> list[Path]:
     """Every process log (`*.log`) of a run: its folders and theirs."""
     return sorted(log for folder in folders for log in folder.rglob("*.log"))
+
+
+def stepped_since(session_id: int, since: datetime) -> bool:
+    """Whether the session began a scenario step (its `turn_context`) after `since`."""
+    return RolloutLine.objects.filter(session_id=session_id, kind="turn_context", payload__has_key="step",
+                                      timestamp__gt=since).exists()
+
+
+def seconds_until_each_steps(session_ids, *, since: datetime, since_clock: float, timeout: float,
+                             what: str = "sessions") -> float:
+    """Wait until every session stepped after `since` (a fault's end, say), for at most `timeout` seconds after
+    `since_clock` (its time.monotonic()); the seconds from `since_clock` until the last of them had. Fails naming
+    the sessions that did not."""
+    pending = set(session_ids)
+    while pending:
+        pending = {s for s in pending if not stepped_since(s, since)}
+        if not pending or time.monotonic() - since_clock >= timeout:
+            break
+        time.sleep(0.2)
+    assert not pending, f"{what} {sorted(pending)} did not step again within {timeout:g} s"
+    return time.monotonic() - since_clock
 
 
 def dump_rollouts(session_ids, folder: Path) -> None:

@@ -33,7 +33,13 @@ from compaction_app.records import STALE_ATTEMPT_MESSAGE
 from sessions_app.compactions.services import do_compact_session
 from sessions_app.fleet import runtime as fleet
 from sessions_app.models import RolloutLine, Session
-from tests.scale_out.checks import assert_fault_run_clean, database_deadlocks, logs_under
+from tests.scale_out.checks import (
+    assert_fault_run_clean,
+    database_deadlocks,
+    logs_under,
+    seconds_until_each_steps,
+    stepped_since,
+)
 from tests.scale_out.processes import (
     child_env,
     free_port,
@@ -44,7 +50,6 @@ from tests.scale_out.processes import (
     wait_for_log,
 )
 from tests.scale_out.tcp_proxy import TcpProxy
-from tests.scale_out.test_database_outage import stepped_since
 from tests.scale_out.test_redis_restart import now, start_redis, wait_until
 from tests.scale_out.test_worker_killed_mid_compaction import history, lease_of
 
@@ -113,12 +118,8 @@ def test_a_database_cut_while_a_worker_dies_mid_compaction_loses_and_duplicates_
         proxy.restore()
         back_at, back_clock = now(), time.monotonic()
 
-        pending = set(fleet_ids)
-        while pending and time.monotonic() - back_clock < DEADLINE_SECONDS:
-            pending = {s for s in pending if not stepped_since(s, back_at)}
-            time.sleep(0.2)
-        resumed_after = time.monotonic() - back_clock
-        assert not pending, f"fleet sessions {pending} did not step again after the outage"
+        resumed_after = seconds_until_each_steps(fleet_ids, since=back_at, since_clock=back_clock,
+                                                 timeout=DEADLINE_SECONDS, what="fleet sessions")
         assert all(process.poll() is None for process in processes)  # the fleet's worker and the scheduler live on
 
         # Nothing of the killed compaction reached the history; its lease runs out by itself (no process is left

@@ -22,8 +22,14 @@ from django.db import connection
 
 from sessions_app.fleet import runtime as fleet
 from sessions_app.live.consumers import CLOSE_TRY_AGAIN
-from sessions_app.models import RolloutLine, Session
-from tests.scale_out.checks import assert_fault_run_clean, database_deadlocks, logs_under
+from sessions_app.models import Session
+from tests.scale_out.checks import (
+    assert_fault_run_clean,
+    database_deadlocks,
+    logs_under,
+    seconds_until_each_steps,
+    stepped_since,
+)
 from tests.scale_out.processes import (
     child_env,
     free_port,
@@ -69,11 +75,6 @@ def handshake_close_code(port: int, session_id: int, cookie: str) -> int | None:
         except ConnectionClosed as closed:
             return closed.rcvd.code if closed.rcvd else None
     return None
-
-
-def stepped_since(session_id: int, since) -> bool:
-    return RolloutLine.objects.filter(session_id=session_id, kind="turn_context", payload__has_key="step",
-                                      timestamp__gt=since).exists()
 
 
 def heartbeat_age(path) -> float:
@@ -147,12 +148,8 @@ def test_a_database_outage_of_any_length_stops_nothing_for_good(on_postgresql, p
         proxy.restore()
         back_at, back_clock = now(), time.monotonic()
 
-        pending = set(session_ids)
-        while pending and time.monotonic() - back_clock < DEADLINE_SECONDS:
-            pending = {s for s in pending if not stepped_since(s, back_at)}
-            time.sleep(0.2)
-        resumed_after = time.monotonic() - back_clock
-        assert not pending, f"sessions {pending} did not step again after the outage"
+        resumed_after = seconds_until_each_steps(session_ids, since=back_at, since_clock=back_clock,
+                                                 timeout=DEADLINE_SECONDS)
         print(f"every session stepped again {resumed_after:.1f} s after the database returned")
         assert resumed_after <= RESUME_SECONDS
         assert heartbeat_age(beat) < 5  # the scheduler beats again, without a restart
