@@ -27,6 +27,7 @@ from compaction_app.engine.lru import TtlLru
 from compaction_app.engine.pins import PIN_EVENTS, is_pinned_block, pinned_block
 from compaction_app.engine.vocabulary import PinMode, method_label
 from compaction_app.models import AuditEntry, Compaction, Provider
+from compactweb.domain_errors import Conflict
 from gateway_app import steering, wire
 from gateway_app.models import GatewaySession
 from sessions_app.gateway_surface import LiveItem, RolloutLine, session_pins
@@ -124,8 +125,11 @@ def control_of(*, route_id: int, key_id: int, group: str) -> Control:
     return control
 
 
-class NotSteerable(Exception):
-    """An operator's pause or next-request compaction asked of a session they cannot reach (`steerable`)."""
+class NotSteerable(Conflict):
+    """An operator's pause or next-request compaction asked of a session they cannot reach (`steerable`): the
+    request is fine, the session's state does not allow it (409 through compactweb.api_errors.STATUSES)."""
+
+    code = "not_steerable"
 
 
 def steerable(gs: GatewaySession) -> bool:

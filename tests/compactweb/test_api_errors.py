@@ -64,3 +64,13 @@ def test_the_turn_rollback_and_fleet_refusals_carry_their_category():
     assert api_errors.error_answer(FleetError("count: 0")).status == 400
     refused = api_errors.error_answer(RunStateRefused("run 3 is stopped"))
     assert refused.status == 409 and refused.body["error"]["code"] == "invalid_state"
+
+
+def test_the_gateways_refusal_of_a_session_it_cannot_steer_answers_409_in_the_error_shape():
+    from gateway_app.operator import NOT_STEERABLE, NotSteerable
+
+    refusal = NotSteerable(NOT_STEERABLE)
+    assert api_errors.error_answer(refusal) == (409, {"error": {"code": "not_steerable", "message": NOT_STEERABLE}})
+    response = api_errors.exception_handler(refusal, {})  # what an API view raising it answers
+    assert (response.status_code, response.data) == (409, {"error": {"code": "not_steerable",
+                                                                     "message": NOT_STEERABLE}})
