@@ -166,6 +166,7 @@ _MUST = re.compile(r"\b(?:has|have|had|needs?|is required) to\b|\b(?:deadline|du
                    r"(?:[<>≤≥]=?|\b(?:max|min|at most|at least)\b)\s*[€$£]?\s*\d")
 
 
+_PER_UNIT = re.compile(r"^([\d.,]+)/([a-z]{2,})$")
 _SHORT_CLOCK = re.compile(r"^\d:\d\d(?::\d\d)?$")
 _WEEKDAYS = {day[:3]: stem(day) for day in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
                                              "sunday")}
@@ -202,6 +203,12 @@ class Segment:
         # A clock time without its leading zero is the same time ("6:00" states 06:00).
         self.tokens.update(f"0{t}" for t in toks if _SHORT_CLOCK.match(t))
         self.words = {stem(t) for t in toks if t.isalpha()}
+        # A number per unit in one token ("700/month" of "€1,700/month", "370/s") is the number and the unit word.
+        for t in toks:
+            per = _PER_UNIT.match(t)
+            if per is not None:
+                self.tokens.add(per.group(1))
+                self.words.add(stem(per.group(2)))
         # A weekday written short is the weekday ("Mon–Thu" says Monday and Thursday).
         self.words.update(_WEEKDAYS[t] for t in toks if t in _WEEKDAYS)
         if _MUST.search(self.text):  # "has to be done by 06:00" says "must"

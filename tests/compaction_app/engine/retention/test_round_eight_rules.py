@@ -258,3 +258,15 @@ def test_a_log_lines_thousands_separators_are_no_comma_separated_cells():
     log = [fcall("c1", "exec_command", cmd="grep finished logs/ingest-11.log"),
            fout("c1", exec_out(0, "2026-12-02 03:17:44 INFO ingest finished rows=1,234,567 elapsed=1h12m09s"))]
     assert kept(log, "- ingest-11 finished in 1:12:09", FactKind.VALUE, "1h12m09s")
+
+
+BUDGET = [user_message("The cloud bill for billing 50 has to stay below EUR 1,700 a month.")]
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- billing 50 budget: < €1,700/month", True),
+    ("- billing 50 budget: < €1,900/month", False),
+    ("- billing 50 budget: €1,700/month", False),
+])
+def test_a_number_per_unit_in_one_token_is_the_number_and_the_unit(claim, held):
+    assert kept(BUDGET, claim, FactKind.CONSTRAINT, "billing 50 has") is held
