@@ -187,3 +187,24 @@ def test_a_summarising_policy_summarises_once_and_its_summary_need_only_be_under
     (ask,), (room,) = asks, rooms
     assert ask.max_history_tokens == room.limit - 1
     assert (ask.trigger, ask.reason, compaction.reason) == ("auto", "context_limit", "context_limit")
+
+
+def test_a_summarising_policys_summary_that_cannot_fit_the_clients_limit_is_a_400_saying_the_room_left(
+        sim_upstream, db, monkeypatch):
+    """The policy summarises and the route falls back to summarising: its one summary is the last resort, so one
+    that cannot come under the client's limit is refused at once, the message saying how much room the limit
+    leaves (no second summary made)."""
+    policy = CompactionPolicy.objects.create(name="summary-full", strategy="local", auto_compact_token_limit=60)
+    route = _embedded_route("team-summary-full", policy)
+    asks, rooms = _asks_and_rooms(monkeypatch)
+    codex = _codex_over_its_limit(route)
+    session = gateway_session()
+    response = codex.post([*codex.history, TRIGGER], kind="compaction")
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "compaction_refused"
+    (room,) = rooms
+    assert "not even a summary brings the history under the client's limit" in error["message"]
+    assert f"(the limit leaves room for {room.limit:,} tokens of history)" in error["message"]
+    assert [a.max_history_tokens for a in asks] == [max(0, room.limit - 1)]  # one summary asked, not two
+    assert not Compaction.objects.filter(session=session).exists()
