@@ -179,6 +179,17 @@ def test_the_origin_of_a_replay_stays_while_the_replay_exists(make_session, age)
     assert set(SessionArchive.objects.values_list("title", flat=True)) == {"replay", "origin"}
 
 
+def test_the_origin_of_a_replay_is_not_due_so_a_run_neither_lists_nor_attempts_it(make_session, age):
+    origin = age(make_session(title="origin"), days=50)  # the longer idle: it would come first
+    replay = age(_replay_of(origin, make_session), days=40)
+
+    dry = services.do_run_archiver(trigger="test", days=30, dry_run=True)
+    run = services.do_run_archiver(trigger="test", days=30)
+
+    assert [d["session"] for d in dry.detail["due"]] == [replay.pk]
+    assert (run.due, run.archived, run.failed) == (1, 1, 0)
+
+
 def _replay_of(origin, make_session):
     replay = make_session(title="replay")
     Session.objects.filter(pk=replay.pk).update(origin=origin, source="replay")
@@ -365,3 +376,28 @@ def test_an_unrecorded_file_exactly_the_grace_old_counts_as_left_behind(archive_
 
     assert found(written_at + 600) == ["2026/01/02/stray.jsonl.gz"]
     assert found(written_at + 599.5) == []
+
+
+def test_an_archive_is_restored_a_chunk_at_a_time_never_read_whole(archive_dir):
+    """A session of hundreds of megabytes must not be held in memory whole to be restored: the verified file
+    comes back in pieces of at most files.READ_CHUNK bytes, together the file's bytes."""
+    lines = [f'{{"n": {n}, "text": "{"x" * 200}"}}\n' for n in range(1000)]  # about 3 chunks
+    written = files.write_archive(directory=archive_dir, relative="2026/01/02/big.jsonl.gz", lines=lines)
+
+    chunks = list(files.verified_chunks(directory=archive_dir, relative=written.relative, sha256=written.sha256))
+
+    assert b"".join(chunks) == "".join(lines).encode()
+    assert len(chunks) >= 3 and max(len(chunk) for chunk in chunks) <= files.READ_CHUNK
+
+
+def test_a_run_records_the_files_its_sweep_removed(db, archive_dir):
+    stray = archive_dir / "2026/01/02/stray.jsonl.gz"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"left behind")
+    old = time.time() - files.UNRECORDED_GRACE_SECONDS - 1
+    os.utime(stray, (old, old))
+
+    run = services.do_run_archiver(trigger="test", directory=archive_dir)
+
+    run.refresh_from_db()
+    assert run.detail["swept"] == ["2026/01/02/stray.jsonl.gz"] and not stray.exists()
