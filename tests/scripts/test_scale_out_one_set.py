@@ -17,9 +17,11 @@ ROOT = Path(__file__).resolve().parents[2]
 MARKER = "COMPACTWEB_SCALE_OUT_RUN_DIR"
 
 
-def launch(var_dir: Path) -> subprocess.CompletedProcess:
+def launch(var_dir: Path, **extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "COMPACTWEB_VAR_DIR": str(var_dir), "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none",
-           "REDIS_URL": "redis://127.0.0.1:1/0", "CELERY_BROKER_URL": "redis://127.0.0.1:1/1"}
+           "REDIS_URL": "redis://127.0.0.1:1/0", "CELERY_BROKER_URL": "redis://127.0.0.1:1/1", **extra}
+    if "PYTHONPYCACHEPREFIX" not in extra:  # the launcher's own choice, whatever the runner's environment says
+        env.pop("PYTHONPYCACHEPREFIX", None)
     return subprocess.run([str(ROOT / "scripts" / "scale-out")], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=120)
 
@@ -66,3 +68,22 @@ def test_a_workers_stop_signal_reaches_its_main_process_only():
     assert 'program "worker-$i" 60 false ' in worker  # stopasgroup=false: no TERM to the prefork children
     assert "killasgroup=true" in script and "stopasgroup=$stopasgroup" in script
     assert f'environment={MARKER}="$RUN_DIR"' in script
+
+
+def test_the_sets_python_starts_keep_their_bytecode_in_the_run_directory_even_where_none_is_written(tmp_path):
+    # issue 42: without a bytecode cache each Python start of a set compiled its ~1,600 modules again
+    done = launch(tmp_path, PYTHONDONTWRITEBYTECODE="1")
+
+    cache = tmp_path / "scale-out" / "pycache"
+    # the launcher's own Python steps: the database check, the orphan stop, the Django start that migrates
+    written = {path.name.split(".")[0] for path in cache.rglob("*.pyc")}
+    assert {"set_database", "orphans", "settings"} <= written, done.stdout + done.stderr
+
+
+def test_an_operators_own_bytecode_prefix_is_kept(tmp_path):
+    own = tmp_path / "own-prefix"
+
+    done = launch(tmp_path, PYTHONPYCACHEPREFIX=str(own), PYTHONDONTWRITEBYTECODE="")
+
+    assert any(own.rglob("set_database*.pyc")), done.stdout + done.stderr
+    assert not (tmp_path / "scale-out" / "pycache").exists()
