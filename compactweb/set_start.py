@@ -19,9 +19,9 @@ starts, and the launcher had stopped the dead set's programs first, so no step r
   (600 s): they serve meanwhile. Its web processes go first (`take_over`): stopping them frees the web ports.
 - Then it asks supervisord to start the web processes and the watchdog (the watchdog judges a program from that
   program's own start), and only then stops the dead set's workers and scheduler, which may finish a running
-  step first (a warm shutdown, up to `--orphan-wait` seconds): the new web processes do not wait for that (issue
-  42: it was most of the 9 s between this set's step path being up and its web processes starting, at load ~20).
-  Then it exits.
+  step first (a warm shutdown, up to DEAD_WORKERS_WAIT_SECONDS): the new web processes do not wait for that
+  (issue 42: it was most of the 9 s between this set's step path being up and its web processes starting, at
+  load ~20). Then it exits.
 
 Plain Python and supervisord's XML-RPC client; no Django (it runs in the workers' and the scheduler's processes
 and as its own small one).
@@ -43,6 +43,11 @@ DEFAULT_MAX_WAIT_SECONDS = 120.0
 # 120 s, and stopping the previous set then left no worker at all until this set's were up.
 DEFAULT_HAND_OVER_MAX_WAIT_SECONDS = 600.0
 POLL_SECONDS = 0.5
+# How long the dead set's workers may take to finish their running step once this set took over: what scripts/
+# scale-out gives its own workers (stopwaitsecs). Nothing waits for them any more, and one KILLed mid-step leaves
+# its session's lease to expire (30 s without a step there): with the orphan wait's 10 s, while the new web
+# processes started beside them at load ~20, two runs of three killed one (issue 42).
+DEAD_WORKERS_WAIT_SECONDS = 60.0
 ALREADY_STARTED = 60  # supervisord's fault code: the program runs already (started by hand meanwhile)
 
 
@@ -151,7 +156,7 @@ def take_over(run_dir: Path, programs: list[str], *, supervisor, max_wait: float
         say(f"set start: no worker ready or no scheduler beat within {max_wait:g} s; started "
             f"{', '.join(programs)} anyway ({waited:.1f} s)")
     if stop_previous:
-        stopped(stop(run_dir, wait=orphan_wait), "other")
+        stopped(stop(run_dir, wait=max(orphan_wait, DEAD_WORKERS_WAIT_SECONDS)), "other")
     return ready
 
 

@@ -122,13 +122,16 @@ def test_a_take_over_stops_the_previous_web_processes_before_the_web_programs_st
     order, said = [], []
 
     def stop(run_dir, *, wait, commands=None):
-        order.append((commands, list(supervisor.started)))
+        order.append((commands, list(supervisor.started), wait))
         return [41] if commands else [42, 43]
 
     assert set_start.take_over(tmp_path, PROGRAMS, supervisor=supervisor, max_wait=5, stop_previous=True,
                                orphan_wait=10, stop=stop, say=said.append)
-    # the ports first; the workers' warm shutdown (up to the orphan wait) no longer delays the web programs
-    assert order == [(set_start.WEB_COMMANDS, []), (None, PROGRAMS)]
+    # The ports first; the workers' warm shutdown no longer delays the web programs, and since nothing waits for
+    # it, a running step gets the time a set gives its own workers to finish (a step KILLed mid-turn leaves its
+    # session's lease to expire).
+    assert order == [(set_start.WEB_COMMANDS, [], 10), (None, PROGRAMS, set_start.DEAD_WORKERS_WAIT_SECONDS)]
+    assert set_start.DEAD_WORKERS_WAIT_SECONDS == 60
     assert [line.split(" (")[0] for line in said] == [
         "set start: stopped 1 web process(es) the previous set ran until now: [41]",
         f"set start: a worker and the scheduler are up; started {', '.join(PROGRAMS)}",
