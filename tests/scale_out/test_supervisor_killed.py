@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from compactweb import set_start
 from sessions_app.fleet import runtime as fleet
 from sessions_app.models import RolloutLine, Session
 from tests.scale_out.checks import assert_fault_run_clean, database_deadlocks, logs_under
@@ -113,6 +114,11 @@ def test_after_a_supervisor_kill_a_restarted_launcher_serves_steps_within_a_minu
               f"over {taken_over_after:.1f} s after the kill and served a step {serving_after:.1f} s after it; "
               f"{HOGS} CPU hogs; load average at the kill {load_at_kill[0]:.1f}, when serving {load_after[0]:.1f}")
         wait_until(lambda: answers(first_port) and answers(first_port + 1), f"the new web processes\n{tails(run_dir)}")
+        # The dead set's workers and scheduler are stopped after the take-over, a running step finishing first
+        # (set_start.DEAD_WORKERS_WAIT_SECONDS at most); none is left serving, nor connected to the database.
+        supervisord = int((run_dir / "supervisord.pid").read_text())
+        wait_until(lambda: not set_start.previous_set_runs(run_dir, supervisord=supervisord),
+                   f"the dead set to stop\n{tails(run_dir)}", timeout=set_start.DEAD_WORKERS_WAIT_SECONDS + 30)
         fleet.do_stop_run()
         wait_until(lambda: not Session.objects.filter(pk__in=session_ids).exclude(lease_holder="").exists(),
                    "the steps in flight to finish (or a dead step's lease to expire)")
