@@ -56,6 +56,21 @@ def test_a_silence_without_minutes_lasts_until_lifted(operator_api, reader):
     assert alerts.is_silenced(kind="loop", session_id=reader.pk, now=far)
 
 
+def test_a_snooze_is_judged_at_the_time_given_not_at_the_clocks(reader):
+    AlertSilence.objects.create(kind="loop", session=reader, until=timezone.now() + timedelta(minutes=5))
+    assert alerts.is_silenced(kind="loop", session_id=reader.pk, now=timezone.now())
+    assert not alerts.is_silenced(kind="loop", session_id=reader.pk, now=timezone.now() + timedelta(minutes=10))
+
+
+def test_every_silence_in_force_covers_what_it_covers_not_only_the_last_set(reader, make_session):
+    other = make_session(title="other")
+    AlertSilence.objects.create(kind="loop", session=reader)
+    AlertSilence.objects.create(kind="storm", session=other)
+    assert alerts.is_silenced(kind="loop", session_id=reader.pk)
+    assert alerts.is_silenced(kind="storm", session_id=other.pk)
+    assert not alerts.is_silenced(kind="storm", session_id=reader.pk)
+
+
 def test_the_api_parts_unacknowledged_alerts_into_open_and_snoozed_and_lists_acknowledged_apart(
         operator_api, reader, make_session):
     other = make_session(title="other")

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from compaction_app.engine.items import user_message
 from compaction_app.models import Alert, AlertSettings, Compaction, CompactionPolicy, Hook
+from compaction_app.validators import validate_outbound_url
 from sessions_app.compactions import alerts
 from sessions_app.models import RolloutLine, Session, SimulatorRun
 from sessions_app.simulator import load_scenario
@@ -256,6 +258,20 @@ def test_alert_hooks_receive_the_alert_and_a_refused_webhook_is_not_called(
     (sent,) = SENT
     assert (sent["hook_event_name"], sent["kind"], sent["session_id"]) == ("Alert", "failure_streak", reader.pk)
     assert sent["attempt_ids"] == [attempt_id]
+
+
+@pytest.mark.django_db
+def test_a_refused_alert_webhook_is_logged_with_why(caplog):
+    target = "http://user:secret@example.invalid/x"
+    Hook.objects.create(name="bad", event="alert", kind="webhook", target=target)
+    with pytest.raises(ValidationError) as refused:
+        validate_outbound_url(target)
+    why = " ".join(refused.value.messages)
+
+    with caplog.at_level("WARNING", logger="sessions_app.compactions.alerts"):
+        assert alerts.allowed_alert_hooks() == []
+
+    assert why and [r.getMessage() for r in caplog.records] == [f"alert hook bad not called: {why}"]
 
 
 @pytest.mark.django_db
