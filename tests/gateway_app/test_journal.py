@@ -84,6 +84,16 @@ def dead_pid() -> int:
     return child.pid
 
 
+@pytest.fixture
+def running_process():
+    """A process of this host that runs (the test's own child, not its parent: a sweep that signalled it would
+    take down whatever runs the tests)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    yield child
+    child.kill()
+    child.wait()
+
+
 @pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
 @pytest.mark.parametrize("held_step", ["do_begin", "do_end"])
 def test_the_end_of_an_answer_waits_for_the_note_and_its_whole_record_and_the_record_removes_the_note(
@@ -119,16 +129,17 @@ def test_the_end_of_an_answer_waits_for_the_note_and_its_whole_record_and_the_re
 
 
 def test_an_exchange_whose_process_ended_is_recorded_as_cut_and_nothing_is_invented(sim_upstream, gateway_key,
-                                                                                      client, make_user):
+                                                                                      client, make_user,
+                                                                                      running_process):
     assert turn(gateway_key, [user("fix the parser")]).status_code == 200
     gs = GatewaySession.objects.get()
     history = list(LiveItem.objects.filter(session_id=gs.session_id).values_list("item", flat=True))
     # Three exchanges begun and never recorded: one by a process of this host that is gone, one by a process of
-    # this host that still runs (this test's parent), one by a process on another host, not yet old.
+    # this host that still runs (a child of this test), one by a process on another host, not yet old.
     common = dict(route_id=gs.route_id, key_id=gs.key_id, group_key=gs.group_key, endpoint="responses",
                   request_kind="turn", begun=timezone.now())
     gone = GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{dead_pid()}:1", **common)
-    running = GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{os.getppid()}:1",
+    running = GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{running_process.pid}:1",
                                              **common)
     elsewhere = GatewayInFlight.objects.create(token=uuid.uuid4(), process="another-host:4242:1", **common)
 
@@ -148,6 +159,9 @@ def test_an_exchange_whose_process_ended_is_recorded_as_cut_and_nothing_is_inven
     call_command("gateway_sweep_cut")
     assert GatewayAttempt.objects.filter(cut=True).count() == 2
     assert list(GatewayInFlight.objects.values_list("token", flat=True)) == [running.token]
+    aged = GatewayAttempt.objects.get(cut=True, error__contains=elsewhere.process)
+    assert "ended during this exchange (begun over 3600 s ago); begun" in aged.error  # why it was taken for ended
+    assert running_process.poll() is None  # the sweeps asked whether it runs, and left it running
 
     for name in ROLES:  # (a transactional test before this one flushed the groups the migration made)
         Group.objects.get_or_create(name=name)
@@ -375,14 +389,14 @@ def test_a_journaled_record_that_cannot_be_written_is_cut_and_the_log_names_its_
 
 
 def test_a_sweep_cuts_a_dead_process_exchange_begun_after_a_running_one_and_logs_how_many_it_cut(
-        sim_upstream, gateway_key):
+        sim_upstream, gateway_key, running_process):
     """The sweep reads the rows oldest first: one whose process still runs is passed over, not the end of the
     sweep, so a dead process's exchange begun after it is cut all the same; the log says how many were cut."""
     assert turn(gateway_key, [user("fix the parser")]).status_code == 200
     gs = GatewaySession.objects.get()
     common = dict(route_id=gs.route_id, key_id=gs.key_id, group_key=gs.group_key, endpoint="responses",
                   request_kind="turn")
-    running = GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{os.getppid()}:1",
+    running = GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{running_process.pid}:1",
                                              begun=timezone.now() - dt.timedelta(seconds=5), **common)
     gone = GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{dead_pid()}:1",
                                           begun=timezone.now(), **common)
@@ -461,3 +475,59 @@ def test_an_exchange_still_streaming_at_a_clean_exit_is_cut_as_stopped_with_the_
     assert cut.cut and cut.gateway_session_id == gs.pk
     assert f"gateway process {journal.PROCESS} ended during this exchange (the process was stopped)" in cut.error
     assert not GatewayInFlight.objects.exists()
+
+
+def test_an_exchange_handed_to_the_recorder_is_left_to_its_record_at_a_clean_exit(sim_upstream, gateway_key,
+                                                                                  monkeypatch):
+    """Once its record is queued an exchange is the recorder's to finish: a clean exit before the record is
+    written does not sweep it as well (its queued record, written after, deletes its row)."""
+    queued: list = []
+
+    async def held(exchange):  # the recorder, not yet at this record
+        queued.append(exchange)
+
+    monkeypatch.setattr(recorder.recorder, "put", held)
+    monkeypatch.setattr(journal, "_in_flight", set())
+    assert turn(gateway_key, [user("fix the parser")]).status_code == 200
+    (row,) = GatewayInFlight.objects.all()
+
+    journal.cut_at_exit()
+    assert recorder.recorder.drain()
+    assert GatewayInFlight.objects.filter(pk=row.pk).exists() and not GatewayAttempt.objects.exists()
+    (exchange,) = queued
+    recording.do_record_exchange(exchange=exchange)
+    assert not GatewayInFlight.objects.exists() and GatewaySession.objects.get().requests == 1
+
+
+def test_an_end_that_could_not_be_journaled_is_logged_saying_a_crash_before_its_record_cuts_it(monkeypatch):
+    class Refused:
+        class objects:  # noqa: N801 (the model's manager)
+            @staticmethod
+            def filter(**kwargs):
+                raise RuntimeError("database gone")
+
+    monkeypatch.setattr(journal, "GatewayInFlight", Refused)
+    with logged_by("gateway_app.journal") as records, pytest.raises(RuntimeError):
+        journal.do_end(token=uuid.uuid4(), status=200, error="", answer_format="sse", answer=b"")
+    (logged,) = records
+    assert logged.getMessage() == ("gateway: an exchange's end could not be journaled (a crash before its record "
+                                   "cuts it)")
+    assert logged.exc_info[1].args == ("database gone",)
+
+
+def test_an_end_that_could_not_be_journaled_is_logged_once_not_again_by_asyncio(monkeypatch):
+    """The journal logs its failed write on its thread; the event loop does not log the same failure again."""
+    def refused(**kwargs):
+        raise RuntimeError("database gone")
+
+    monkeypatch.setattr(journal, "do_end", refused)
+
+    async def end():
+        noted = asyncio.get_running_loop().create_future()
+        noted.set_result(None)
+        await journal.Begun(uuid.uuid4(), noted).ended(status=200, error="", answer_format="sse", answer=[b""])
+        await asyncio.sleep(0.1)  # the loop's callbacks after the write ran
+
+    with logged_by("asyncio") as records:
+        async_to_sync(end)()
+    assert [r.getMessage() for r in records] == []
