@@ -281,7 +281,13 @@ def arguments(item: Item, *, keep_unparsed: bool = False) -> dict[str, Any]:
 
 
 def command_of(item: Item) -> str | None:
-    """The command line of a shell call (`["bash", "-lc", script]` unwrapped), else None."""
+    """The command line of a shell call (`["bash", "-lc", script]` unwrapped), its whitespace collapsed, else None."""
+    script = _shell_script(item)
+    return " ".join(script.split()) if script else None
+
+
+def _shell_script(item: Item) -> str | None:
+    """A shell call's script as sent, its newlines kept (a heredoc's lines are only lines before they collapse)."""
     if item.get("type") == "local_shell_call":
         command = (item.get("action") or {}).get("command")
     elif item.get("type") == "function_call" and item.get("name") in SHELL_TOOLS:
@@ -291,7 +297,7 @@ def command_of(item: Item) -> str | None:
         return None
     if isinstance(command, list):
         command = command[-1] if len(command) == 3 and command[1] in ("-lc", "-c") else " ".join(map(str, command))
-    return " ".join(str(command).split()) if command else None
+    return str(command) if command else None
 
 
 def output_text(item: Item) -> str:
@@ -366,8 +372,8 @@ def changed_paths(item: Item) -> list[str]:
         if not paths and (args.get("path") or args.get("file_path")):
             paths = [str(args.get("path") or args.get("file_path"))]
         return paths
-    command = command_of(item)
-    return PATCH_FILE.findall(command.replace("\\n", "\n")) if command and "apply_patch" in command else []
+    script = _shell_script(item)
+    return PATCH_FILE.findall(script.replace("\\n", "\n")) if script and "apply_patch" in script else []
 
 
 def exit_code(output: str) -> int | None:

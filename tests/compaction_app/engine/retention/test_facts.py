@@ -39,6 +39,23 @@ def test_a_patch_a_shell_command_applies_with_escaped_newlines_changes_the_files
                     kind=FactKind.FILE_CHANGED) == {"src/pay/refund.py": True, "src/pay/refund_test.py": True}
 
 
+@pytest.mark.parametrize("call", ["exec_command", "local_shell"])
+def test_a_patch_a_shell_heredoc_applies_with_real_newlines_changes_the_files_it_names(call):
+    # The heredoc as a shell tool sends it: its lines are real lines, and `*** Update File:` starts one.
+    script = ("apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: src/pay/refund.py\n@@\n-a\n+b\n"
+              "*** Add File: src/pay/refund_test.py\n+x\n*** End Patch\nEOF\n")
+    if call == "exec_command":
+        sent = fcall("p", "exec_command", cmd=script)
+    else:
+        sent = {"type": "local_shell_call", "call_id": "p", "status": "completed",
+                "action": {"type": "exec", "command": ["bash", "-lc", script]}}
+    history = [sent, fout("p", exec_out(0, "Success. Updated the following files"))]
+    assert verdicts(history, "- patched src/pay/refund.py, added src/pay/refund_test.py",
+                    kind=FactKind.FILE_CHANGED) == {"src/pay/refund.py": True, "src/pay/refund_test.py": True}
+    assert verdicts(history, "- patched the refund module", kind=FactKind.FILE_CHANGED) == \
+        {"src/pay/refund.py": False, "src/pay/refund_test.py": False}
+
+
 def test_a_score_stored_before_facts_had_anchors_still_carries_its_facts_by_kind():
     # A stored fact without "anchors" is read again from its text; its kind decides its category and its key.
     stored = {"score": 1.0, "facts": [
