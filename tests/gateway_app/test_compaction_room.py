@@ -208,3 +208,15 @@ def test_a_summarising_policys_summary_that_cannot_fit_the_clients_limit_is_a_40
     assert f"(the limit leaves room for {room.limit:,} tokens of history)" in error["message"]
     assert [a.max_history_tokens for a in asks] == [max(0, room.limit - 1)]  # one summary asked, not two
     assert not Compaction.objects.filter(session=session).exists()
+
+
+def test_a_session_with_no_history_leaves_a_compaction_no_room(sim_upstream, db):
+    from sessions_app.models import LiveItem
+
+    route = _embedded_route("team-empty", _masking("masking-empty"))
+    codex = Codex(do_create_gateway_key(route=route, client_name="ci").key)
+    codex.turn("please fix parser bug 3")
+    session = gateway_session()
+    LiveItem.objects.filter(session=session).delete()
+    room = gateway_compaction.room_of(session_id=session.pk)
+    assert (room.limit, room.target) == (0, 0)

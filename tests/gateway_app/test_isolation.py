@@ -130,3 +130,21 @@ def test_a_handle_the_gateway_never_issued_is_refused_in_the_session_that_holds_
     assert response.status_code == 400, response.text
     assert response.json()["error"]["code"] == "unknown_compaction_handle"
     assert len(sim_upstream.requests()) == forwarded_before
+
+
+def test_a_forged_handle_between_two_real_ones_is_refused_and_the_refusal_shows_only_its_start(owned, sim_upstream):
+    """Every handle a request carries must be its session's, not only its newest; the refusal names the forged
+    one by its first 12 characters, not echoing it whole."""
+    _, _, codex, item = owned
+    assert any(i.get("type") == "compaction" for i in codex.history)  # the real handle, kept by Codex
+    forwarded_before = len(sim_upstream.requests())
+    forged = {**item, "encrypted_content": "cwgh_" + "B" * 32}
+
+    response = codex.post([*codex.history, forged, item])
+
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unknown_compaction_handle"
+    assert f"encrypted_content {forged['encrypted_content'][:12]}… is not a handle" in error["message"]
+    assert forged["encrypted_content"][:13] not in error["message"]
+    assert len(sim_upstream.requests()) == forwarded_before

@@ -99,3 +99,21 @@ def test_authentication_never_waits_behind_a_write_and_last_used_follows(sim_ups
 
     assert async_to_sync(go)().status_code == 200
     assert GatewayKey.objects.filter(last_used__isnull=False).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_route_keys_caller_carries_its_routes_compaction_fallback(route):
+    """The caller the key lookup builds says what the route does with a compaction its policy cannot make
+    (compaction.run_policy_compaction reads it): forward it upstream here, not summarise."""
+    from asgiref.sync import async_to_sync
+
+    from gateway_app import proxy
+    from gateway_app.keys import do_create_gateway_key
+    from gateway_app.models import GatewayRoute
+
+    route.compaction_fallback = GatewayRoute.Fallback.UPSTREAM
+    route.save()
+    key = do_create_gateway_key(route=route, client_name="ci").key
+    proxy._keys.clear()
+    caller = async_to_sync(proxy.authenticate)({"authorization": f"Bearer {key}"}, "", "127.0.0.1")
+    assert caller.route_id == route.pk and caller.compaction_fallback == GatewayRoute.Fallback.UPSTREAM

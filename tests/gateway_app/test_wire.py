@@ -55,3 +55,25 @@ def test_a_request_without_a_thread_is_grouped_by_its_prompt_cache_key():
     assert wire.group_key(meta={"thread_id": 42}, body={"prompt_cache_key": "0190-abc"}) == "cache:0190-abc"
     assert wire.group_key(meta={"thread_id": "t-1"}, body={"prompt_cache_key": "0190-abc"}) == "thread:t-1"
     assert wire.group_key(meta={}, body={}) == ""
+
+
+def test_developer_instructions_first_stay_as_the_base_whatever_item_follows_them():
+    developer, after = _message("developer", "be brief"), _message("user", "and the docs")
+    call = {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}
+    handle = {"type": "compaction", "encrypted_content": "cwgh_x"}
+    replacement = [_message("user", "summary of the work")]
+
+    assert wire.expand([developer, call, handle, after], 2, replacement) == [developer, *replacement, after]
+
+
+def test_a_long_thread_id_groups_by_its_first_200_characters():
+    # (the group key's column holds 300: the prefix and 200 characters fit whatever the client sends)
+    assert wire.group_key(meta={"thread_id": "t" * 250}, body={}) == "thread:" + "t" * 200
+    assert wire.group_key(meta={}, body={"prompt_cache_key": "c" * 250}) == "cache:" + "c" * 200
+
+
+def test_a_new_handle_is_its_prefix_and_24_random_bytes_url_safe():
+    import re
+
+    first, second = wire.new_handle(), wire.new_handle()
+    assert re.fullmatch(r"cwgh_[A-Za-z0-9_-]{32}", first) and first != second
