@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from compaction_app.engine.items import SUMMARY_PREFIX, user_message
-from compaction_app.engine.retention.facts import FactKind, call_text
+from compaction_app.engine.retention.facts import FactKind, call_text, output_body
 from compaction_app.engine.retention.score import carried_facts, score_compaction
 from tests.compaction_app.engine.retention.labelled_set import AGENTS, assistant, exec_out, fcall, fout
 
@@ -112,3 +112,7 @@ def test_a_value_whose_call_left_the_history_earlier_says_it_came_from_a_tool():
     orphan = [fout("gone", exec_out(0, "4b1c9e2f7a"))]
     assert list(verdicts(orphan, "- HEAD is 4b1c9e2f7a", kind=FactKind.VALUE)) == \
         ["4b1c9e2f7a (from the output of `a tool`)"]
+
+
+def test_a_json_tool_output_after_leading_whitespace_is_read_as_its_output_field():
+    assert output_body('\n  {"output": "Wrote 3 rows\\n", "metadata": {"exit_code": 0}}') == ["Wrote 3 rows"]
