@@ -116,3 +116,13 @@ def test_a_value_whose_call_left_the_history_earlier_says_it_came_from_a_tool():
 
 def test_a_json_tool_output_after_leading_whitespace_is_read_as_its_output_field():
     assert output_body('\n  {"output": "Wrote 3 rows\\n", "metadata": {"exit_code": 0}}') == ["Wrote 3 rows"]
+
+
+def test_the_next_step_is_judged_by_the_whole_last_ask_not_its_displayed_opening():
+    # The fact's text shows the ask's first 80 characters; what identifies it (batch 7731) may come after them.
+    ask = ("Please look into why the nightly ledger export to the finance bucket keeps failing and fix the retry "
+           "of refund batch 7731")
+    history = [user_message(ask), assistant("Looking.")]
+    assert list(verdicts(history, "- next: fix the retry of refund batch 7731", kind=FactKind.NEXT_STEP).values()) \
+        == [True]
+    assert list(verdicts(history, "- next: look at the export", kind=FactKind.NEXT_STEP).values()) == [False]
