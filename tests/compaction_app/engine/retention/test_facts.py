@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from compaction_app.engine.items import SUMMARY_PREFIX, user_message
-from compaction_app.engine.retention.facts import FactKind, call_text, output_body
+from compaction_app.engine.retention.facts import FactKind, call_text, output_body, short_output_values
 from compaction_app.engine.retention.score import carried_facts, score_compaction
 from tests.compaction_app.engine.retention.labelled_set import AGENTS, assistant, exec_out, fcall, fout
 
@@ -126,3 +126,12 @@ def test_the_next_step_is_judged_by_the_whole_last_ask_not_its_displayed_opening
     assert list(verdicts(history, "- next: fix the retry of refund batch 7731", kind=FactKind.NEXT_STEP).values()) \
         == [True]
     assert list(verdicts(history, "- next: look at the export", kind=FactKind.NEXT_STEP).values()) == [False]
+
+
+@pytest.mark.parametrize(("command", "output", "values"), [
+    ("wc -l runs/7731", "12 runs/7731", [("wc output", "12", "12 runs/7731")]),
+    ("ls -d jobs/7731", "jobs/7731", []),
+])
+def test_a_short_output_leaves_out_the_path_its_call_named_by_its_numbered_last_part(command, output, values):
+    # `runs/7731` is read as its last part `7731`; the call named the whole path, so the output did not state it.
+    assert short_output_values(output, command, set(), command) == values
