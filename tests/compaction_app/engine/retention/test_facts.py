@@ -135,3 +135,12 @@ def test_the_next_step_is_judged_by_the_whole_last_ask_not_its_displayed_opening
 def test_a_short_output_leaves_out_the_path_its_call_named_by_its_numbered_last_part(command, output, values):
     # `runs/7731` is read as its last part `7731`; the call named the whole path, so the output did not state it.
     assert short_output_values(output, command, set(), command) == values
+
+
+def test_a_short_output_value_is_stored_with_the_values_anchors_not_its_name_and_file():
+    # The stored score lists what identifies each fact; a short output's value is judged by its setting and value
+    # (`jq output` in package.json), so its anchors are the value's alone, not the name and file around it.
+    history = [fcall("j", "exec_command", cmd="jq -r .engines.node services/portal-8/package.json"),
+               fout("j", exec_out(0, ">=20.11 <23"))]
+    stored = score_compaction([AGENTS, *history], [AGENTS, summary("- checked the engines")]).to_dict()["facts"]
+    assert [(f["anchors"], f["words"]) for f in stored if f["kind"] == FactKind.VALUE.value] == [(["20.11", "23"], [])]
