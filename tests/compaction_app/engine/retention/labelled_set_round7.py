@@ -392,16 +392,23 @@ def render(style: str, claims: list[tuple[str, Claim]]) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 
 def _build(n: int, part: str, rng: random.Random) -> Session:
-    make = {BLIND_13: _blind_13, BLIND_14: _blind_14}[part]
-    style = rng.choice(STYLES[part])
+    goal = {BLIND_13: f"Get payments {n} ready for the EU region launch.",
+            BLIND_14: f"Cut the reindex time of search cluster {n} in half."}[part]
+    return build_session(n, part, rng, make={BLIND_13: _blind_13, BLIND_14: _blind_14}[part], goal=goal,
+                         phases=1 + (n * 2) % 3, styles=STYLES[part], render=render)
+
+
+def build_session(n: int, part: str, rng: random.Random, *, make, goal: str, phases: int, styles, render) -> Session:
+    """A session of `phases` compactions over the facts `make(n, phase)` plants, summarised in one of `styles` by a
+    careful or sloppy summariser (round five's temperaments); round eight builds its part the same way."""
+    style = rng.choice(styles)
     temperament = rng.choice(sorted(TEMPERAMENTS))
     session = Session(name=f"{part}-{n}-{temperament}", part=part, style=style)
-    goal = user_message({BLIND_13: f"Get payments {n} ready for the EU region launch.",
-                         BLIND_14: f"Cut the reindex time of search cluster {n} in half."}[part])
+    goal = user_message(goal)
     window: list[dict] = [AGENTS, goal]
     facts: dict[tuple[str, str], Planted] = {}
     state: dict[tuple[str, str], tuple[str, bool, bool, Claim | None]] = {}
-    for phase in range(1 + (n * 2) % 3):
+    for phase in range(phases):
         new = make(n, phase)
         before = list(window)
         for fact in new:

@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import random
 
-from compaction_app.engine.items import SUMMARY_PREFIX, user_message
-from tests.compaction_app.engine.retention.labelled_set import AGENTS, exec_out, fcall, fout
-from tests.compaction_app.engine.retention.labelled_set_round3 import Session, Step
-from tests.compaction_app.engine.retention.labelled_set_round4 import (
-    TEMPERAMENTS,
-    Claim,
-    Planted,
-    _first_mode,
-)
+from compaction_app.engine.items import user_message
+from tests.compaction_app.engine.retention.labelled_set import exec_out, fcall, fout
+from tests.compaction_app.engine.retention.labelled_set_round3 import Session
+from tests.compaction_app.engine.retention.labelled_set_round4 import Claim, Planted
+from tests.compaction_app.engine.retention.labelled_set_round7 import build_session
 
 BLIND_15 = "blind_15"
 PARTS = (BLIND_15,)
@@ -243,51 +239,8 @@ def render(style: str, claims: list[tuple[str, Claim]]) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 
 def _build(n: int, part: str, rng: random.Random) -> Session:
-    style = rng.choice(STYLES[part])
-    temperament = rng.choice(sorted(TEMPERAMENTS))
-    session = Session(name=f"{part}-{n}-{temperament}", part=part, style=style)
-    goal = user_message(f"Move event pipeline {n} to the new host without losing a batch.")
-    window: list[dict] = [AGENTS, goal]
-    facts: dict[tuple[str, str], Planted] = {}
-    state: dict[tuple[str, str], tuple[str, bool, bool, Claim | None]] = {}
-    for phase in range(1 + (n * 5) % 3):
-        new = _blind_15(n, phase)
-        before = list(window)
-        for fact in new:
-            before += fact.items
-        fresh = list(new)
-        if phase and rng.random() < 0.4:  # the agent goes back to an earlier fact
-            again = facts[rng.choice(sorted(facts))]
-            before += again.items
-            fresh.append(again)
-        step = Step(before=before, after=[])
-        for fact in fresh:
-            key = (fact.kind, fact.tag)
-            facts[key] = fact
-            state[key] = _first_mode(fact, TEMPERAMENTS[temperament], rng)
-        for key, (name, held, verbatim, _claim) in list(state.items()):
-            if facts[key] in fresh:
-                continue
-            if held and rng.random() < 0.2:
-                state[key] = (f"{name}, then dropped", False, False, None)
-            elif held and (verbatim and rng.random() < 0.5 or not verbatim and rng.random() < 0.3):
-                other = rng.choice([m for m in facts[key].modes if m[1] and not m[2]])
-                state[key] = (f"{name}, then {other[0]}", True, False, other[3])
-        claims: list[tuple[str, Claim]] = []
-        kept: list[dict] = []
-        for key, (name, held, verbatim, claim) in state.items():
-            step.truth[key], step.labels[key], step.groups[key] = held, name, facts[key].group
-            if verbatim:
-                kept += facts[key].items
-            if claim is not None:
-                claims.append((facts[key].group, claim))
-        rng.shuffle(claims)
-        seen: set[int] = set()
-        in_window = [i for i in before[2:] if any(i is k for k in kept) and not (id(i) in seen or seen.add(id(i)))]
-        step.after = [AGENTS, goal, *in_window, user_message(f"{SUMMARY_PREFIX}\n{render(style, claims)}")]
-        session.steps.append(step)
-        window = step.after
-    return session
+    goal = f"Move event pipeline {n} to the new host without losing a batch."
+    return build_session(n, part, rng, make=_blind_15, goal=goal, phases=1 + (n * 5) % 3, styles=STYLES[part], render=render)
 
 
 def sessions(part: str = BLIND_15, count: int = 40, seed: int = 468) -> list[Session]:
