@@ -1,7 +1,7 @@
 """The test harness (tests/conftest.py, scripts/test), through the commands a developer types: the services pass
 keeps the tests that touch a service, read from what they ask for; a test that builds a channel layer without
 saying so fails; a test asking for PostgreSQL or Redis never uses whatever answers at the default address; and
-`scripts/test --help` helps instead of running anything."""
+`scripts/test --help` helps instead of running anything; and a run keeps the bytecode it compiles."""
 
 from __future__ import annotations
 
@@ -83,6 +83,17 @@ def test_scripts_test_pointed_at_only_one_service_refuses_before_running_anythin
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "set both DATABASE_URL and REDIS_URL" in result.stderr
     assert "== pytest" not in result.stdout
+
+
+def test_scripts_test_keeps_the_bytecode_its_python_starts_compile_even_where_the_host_says_not_to(tmp_path):
+    """Each of a run's hundreds of Python starts (pytest, Daphne, workers, launchers) would otherwise compile its
+    ~1,600 modules again (docs/benchmarks.md, "Bytecode in the test run")."""
+    report = tmp_path / "report"
+    env = {**outside_ci(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "COMPACTWEB_SAMPLE_REPORT": str(report)}
+    result = subprocess.run([str(ROOT / "scripts" / "test"), "tests/scripts/harness_samples/bytecode_sample.py",
+                             "-p", "no:randomly"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert report.read_text() == "dont_write_bytecode=False"
 
 
 def test_the_scale_out_pass_and_the_services_pass_split_the_tests_by_the_scale_out_directory(tmp_path):

@@ -1,0 +1,12 @@
+"""A test for tests/scripts/test_harness.py to run through scripts/test (the file name keeps it out of the suite):
+it writes down whether its Python may write bytecode."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def test_reports_whether_bytecode_is_written():
+    Path(os.environ["COMPACTWEB_SAMPLE_REPORT"]).write_text(f"dont_write_bytecode={sys.dont_write_bytecode}")
