@@ -21,13 +21,20 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from compaction_app.engine.retention.quantities import quantity_of, rate_spans, rates, states_quantity
+from compaction_app.engine.retention.quantities import (
+    quantity_of,
+    rate_spans,
+    rates,
+    states_byte_count,
+    states_quantity,
+)
 from compaction_app.engine.retention.values import (
     DATE_PATTERNS,
     VALUE_GROUP_SEPARATOR,
     address_of,
     date_of,
     dates,
+    dot_grouped,
     number_of,
     numbers,
     numbers_agree,
@@ -369,7 +376,9 @@ def source_ids(source: str) -> tuple[str, ...]:
         # A file's stem also without folders (`results-13` of `results-13.bin`), when its extension is a word.
         name, dot, extension = folders[-1].rpartition(".")
         stem_ = name if dot and name and (len(folders) > 1 or extension.isalpha()) else ""
-        for part in (anchor, *folders[:-1], stem_):  # a file's stem too (`ingest-11` of `logs/ingest-11.log`)
+        # A path's last part too, a folder's or a file's (`spool-10` of `du -sh /var/lib/pipeline/spool-10`).
+        last = folders[-1] if len(folders) > 1 else ""
+        for part in (anchor, *folders[:-1], last, stem_):  # a file's stem (`ingest-11` of `logs/ingest-11.log`)
             if any(ch.isdigit() for ch in part) and any(ch.isalpha() for ch in part) and not part.startswith("-") \
                     and part not in found:
                 found.append(part)
@@ -481,9 +490,20 @@ def states_value(segment: Segment, value: str, *, as_version: bool = False) -> b
     if kind == "address":
         return states_address(segment.text, *wanted)
     if kind == "number":
-        return any(numbers_agree(wanted, said) for said in numbers(segment.text))
+        text = _unnumbered(segment.text)
+        return any(numbers_agree(wanted, said) for said in numbers(text)) or \
+            wanted[0] in dot_grouped(text) or states_byte_count(text, wanted[0])
     return bool(wanted) and all(t in segment.tokens or _HEX.fullmatch(t) and t in _unseparated(segment.tokens)
                                 for t in wanted)
+
+
+# A numbered list's marker ("3. ", "3) "): the item's place in the summary, not a value it states.
+_LIST_MARKER = re.compile(r"^(\s*)\d{1,3}[.)](?=\s)", re.MULTILINE)
+
+
+@lru_cache(maxsize=16384)
+def _unnumbered(text: str) -> str:
+    return _LIST_MARKER.sub(r"\1", text)
 
 
 # A hex identifier (a certificate serial, a fingerprint, a MAC) is the same written in pairs: `3a:1f:22:...` and
@@ -498,7 +518,8 @@ def _unseparated(found: frozenset[str] | set[str]) -> set[str]:
 @lru_cache(maxsize=16384)
 def _wanted(value: str, as_version: bool) -> tuple[str, Any]:
     """What a value is, read once: a quantity, a date, a version, a plain number, else its tokens."""
-    value = value.strip()
+    # An assignment's operator left before the value (`PARALLEL := 3` read as "= 3") is not part of it.
+    value = value.strip().lstrip("=:").strip() or value.strip()
     quantity = quantity_of(value)
     if quantity is not None:
         return "quantity", quantity

@@ -68,6 +68,9 @@ RELATIVE_SLACK = 0.005
 _RATE = re.compile(r"(?<![\w.])(?P<n>\d+(?:[.,]\d+)*)\s?(?:(?!(?:EUR|USD|GBP|euros?|dollars?)\b)[A-Za-z]+\s?){0,2}"
                    r"(?:/\s?|\bper\s|\ba\s)(?P<unit>s|sec|second|min|minute|h|hr|hour|day)s?\b"
                    r"|(?<![\w.])(?P<n2>\d+(?:[.,]\d+)*)\s?(?:rps|qps)\b", re.IGNORECASE)
+# Decimal and binary prefixes of the same rank, which writers use for one another (kB/KiB ... TB/TiB).
+PREFIX_TWINS = {1e3: 2**10, 1e6: 2**20, 1e9: 2**30, 1e12: 2**40}
+PREFIX_TWINS |= {binary: decimal for decimal, binary in list(PREFIX_TWINS.items())}
 _RATE_SECONDS = {"s": 1, "sec": 1, "second": 1, "min": 60, "minute": 60, "h": 3600, "hr": 3600, "hour": 3600,
                  "day": 86400}
 
@@ -101,10 +104,27 @@ class Quantity:
     def agrees(self, other: Quantity) -> bool:
         if self.dimension != other.dimension:
             return False
+        if self._within(other):
+            return True
+        # A size's prefix is read both ways: "3,1 Go" or "3.1 GB" is what most writers call du's `3.1G` (GiB), and
+        # a prefix of another magnitude ("3.1 MB") still disagrees.
+        other_way = self.prefix_swapped()
+        return other_way is not None and other_way._within(other)
+
+    def _within(self, other: Quantity) -> bool:
         # In the same unit only the writer's rounding; across units a conversion may round once more.
         converted = RELATIVE_SLACK * max(abs(self.base), abs(other.base)) if self.factor != other.factor else 0
         slack = max(self.half_step, other.half_step) + converted
         return abs(self.base - other.base) <= slack
+
+    def prefix_swapped(self) -> Quantity | None:
+        """The same number with a size's decimal prefix read as binary or the other way round (GB as GiB), or
+        None for a unit without such a twin."""
+        twin = PREFIX_TWINS.get(self.factor) if self.dimension == BYTES else None
+        if twin is None:
+            return None
+        return Quantity(number=self.number, dimension=BYTES, base=self.number * twin,
+                        half_step=self.half_step * twin / self.factor, factor=twin)
 
 
 def _number(text: str) -> tuple[float, float] | None:
@@ -193,6 +213,26 @@ def states_quantity(text: str, wanted: Quantity) -> bool:
                                            for seconds, half in clock_seconds(text)):
         return True
     return wanted.number in _bare_numbers(text)
+
+
+# A plain number this large may be a count of bytes (`MemoryMax=1610612736`, `ls -l`'s size), which a writer states
+# with a unit ("1536 MiB", "1.5G").
+MIN_BYTE_COUNT = 1024
+
+
+def states_byte_count(text: str, count: float) -> bool:
+    """Whether a text states a whole number of bytes with a size unit that agrees with it."""
+    if count < MIN_BYTE_COUNT or count != int(count):
+        return False
+    return any(q.dimension == BYTES and q.factor != 1 and abs(q.base - count) <= _byte_slack(q, count)
+               for q in _quantities(text))
+
+
+def _byte_slack(said: Quantity, count: float) -> float:
+    """How far a size may be from an exact byte count: a conversion's rounding, and the writer's last digit when
+    the size has two significant digits or more ("1.5G" for 1610612736, not "2G")."""
+    slack = RELATIVE_SLACK * count
+    return max(slack, said.half_step) if said.half_step <= 0.05 * abs(said.base) else slack
 
 
 @lru_cache(maxsize=16384)

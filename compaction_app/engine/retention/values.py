@@ -159,6 +159,17 @@ def numbers_agree(wanted: Number, said: Number) -> bool:
     return abs(value - other) <= slack + 1e-9 * max(1.0, abs(value))
 
 
+# A whole number grouped by dots, as German, Portuguese and others write thousands ("4.007", "1.048.576").
+_DOT_GROUPED = re.compile(r"(?<![\w.,])\d{1,3}(?:\.\d{3})+(?![\w.,]*\d)")
+
+
+@lru_cache(maxsize=16384)
+def dot_grouped(text: str) -> frozenset[int]:
+    """The whole numbers a text writes with dots between its thousands, read as such ("4.007" is also 4007: which
+    one a writer meant is not known, so the caller accepts either reading as stating a whole number)."""
+    return frozenset(int(m.group().replace(".", "")) for m in _DOT_GROUPED.finditer(text))
+
+
 @lru_cache(maxsize=16384)
 def clock_seconds(text: str) -> tuple[tuple[float, float], ...]:
     """Durations written as a clock (`1:12:09` is 4329 s, `12:09` 729 s), with half a unit of the last digit."""

@@ -1,0 +1,103 @@
+"""The structural check's rules of round nine (issue 46): general readers for the causes of blind_15's held facts
+called lost (sizes and byte counts in other units, numbers grouped by dots, a thing named by its path's last part)
+and of a lost fact called kept that the path rule exposed (a numbered list's marker read as a value). Each test
+plants one history and one summary and asks what the score says of one fact, or reads through the public reader it
+names."""
+
+from __future__ import annotations
+
+import pytest
+
+from compaction_app.engine.retention.facts import FactKind
+from compaction_app.engine.retention.match import Segment, source_ids, states_value
+from compaction_app.engine.retention.quantities import quantity_of, states_byte_count, states_quantity
+from compaction_app.engine.retention.values import dot_grouped
+from tests.compaction_app.engine.retention.test_round_four_rules import kept
+from tests.compaction_app.engine.retention.test_stated_values import output
+
+
+@pytest.mark.parametrize(("text", "held"), [
+    ("3,1 Go", True), ("3.1 GB", True), ("3.1 GiB", True), ("3174 MiB", True), ("3,1 Mo", False),
+    ("3.1 MB", False), ("31 GiB", False),
+])
+def test_a_size_with_a_decimal_prefix_states_the_same_number_with_the_binary_one(text, held):
+    # du's `3.1G` is GiB; most writers call it "3.1 GB" or "3,1 Go". A prefix of another rank is a wrong unit.
+    assert states_quantity(text, quantity_of("3.1G")) is held
+
+
+@pytest.mark.parametrize(("text", "held"), [
+    ("MemoryMax 1536 MiB", True), ("MemoryMax=1.5G", True), ("1.5 GiB", True), ("1610.6 MB", True),
+    ("MemoryMax 1536 KiB", False), ("MemoryMax=2G", False), ("1536 ms", False),
+])
+def test_a_byte_count_is_stated_by_a_size_of_two_significant_digits_that_agrees(text, held):
+    # `MemoryMax=1610612736` is 1.5 GiB; "2G" rounds 1.5-2.5 GiB, too coarse to say which count it was.
+    assert states_byte_count(text, 1610612736) is held
+
+
+def test_a_number_under_a_kibibyte_is_no_byte_count():
+    # A count, a port or a limit of a few hundred is not read as a size: "1 kB" does not state 1000 of anything.
+    assert not states_byte_count("1 kB", 1000)
+    assert states_byte_count("1 KiB", 1024)
+
+
+SYSTEMD = output("systemctl show ingest-4.service -p MemoryMax -p TasksMax",
+                 "MemoryMax=1610612736\nTasksMax=256")
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- ingest-4.service: MemoryMax 1536 MiB", True),
+    ("- ingest-4.service: MemoryMax 1536 KiB", False),
+    ("- ingest-4.service: MemoryMax 256 MiB", False),
+])
+def test_a_memory_limit_in_bytes_is_kept_by_its_conversion_and_lost_by_a_wrong_unit(claim, held):
+    assert kept(SYSTEMD, claim, FactKind.VALUE, "1610612736") is held
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    ("Batchgröße 4.007", {4007}), ("1.048.576 Bytes", {1048576}), ("version 1.22.7", set()), ("4.0071", set()),
+    ("took 4.5 s", set()),
+])
+def test_a_whole_number_grouped_by_dots_is_read_as_its_thousands(text, found):
+    assert dot_grouped(text) == frozenset(found)
+
+
+YAML = output("cat deploy/pipeline-4.yaml", "pipeline:\n  batch:\n    size: 4007\n    timeout: 45s\n  pool: 12")
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- deploy/pipeline-4.yaml: Batchgröße (size) 4.007", True),
+    ("- deploy/pipeline-4.yaml: Batchgröße (size) 4.070", False),
+])
+def test_a_setting_written_with_dots_between_its_thousands_is_kept(claim, held):
+    assert kept(YAML, claim, FactKind.VALUE, "4007") is held
+
+
+def test_a_paths_last_part_names_what_was_read_from_it():
+    # "spool-10: 3,1 Go" names the folder `du -sh /var/lib/pipeline/spool-10` measured.
+    assert "spool-10" in source_ids("du -sh /var/lib/pipeline/spool-10")
+
+
+DU = output("du -sh /var/lib/pipeline/spool-10", "3.1G\t/var/lib/pipeline/spool-10")
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- spool-10: 3,1 Go", True), ("- spool-10: 3.1 GiB", True), ("- spool-10: 3,1 Mo", False),
+    ("- spool-11: 3,1 Go", False),
+])
+def test_a_folders_size_is_kept_when_the_summary_names_it_by_its_last_part(claim, held):
+    assert kept(DU, claim, FactKind.VALUE, "spool-10") is held
+
+
+@pytest.mark.parametrize(("text", "held"), [
+    ("3. refunds-180 Makefile", False), ("3) refunds-180 Makefile", False), ("refunds-180: PARALLEL 3", True),
+    ("1. refunds-180: PARALLEL 3", True),
+])
+def test_a_numbered_lists_marker_is_no_value_of_its_item(text, held):
+    assert states_value(Segment(text), "3") is held
+
+
+@pytest.mark.parametrize(("value", "held"), [("= 3", True), (":= 3", True), ("=", False)])
+def test_an_assignments_operator_is_no_part_of_its_value(value, held):
+    # `PARALLEL := 3` read as "= 3": the value is 3, compared as a number, so a list marker "3." does not state it.
+    assert states_value(Segment("3. refunds-180 Makefile, PARALLEL 3"), value) is held
+    assert not states_value(Segment("3. refunds-180 Makefile, PARALLEL 5"), value)
