@@ -1,16 +1,22 @@
-"""Round nine of the labelled set (issue 46): a held-out part written before any change of round nine.
+"""Round nine of the labelled set (issue 46): a held-out part written before any change of round nine was scored on it.
 
-`BLIND_16`, a mobile app's backend (Node.js, Redis, Kotlin workers) moved behind a new gateway: `redis-cli INFO
-memory` (a human-readable size among its siblings), `npm audit`'s tally of vulnerabilities by severity, a Node.js
-TypeError with its stack, `curl -w`'s timings in seconds (time to first byte among the other phases), `ls -l`'s size
-of a build artefact in bytes, the HEAD commit of `git log --oneline`, and a drain timeout read from an ini file that
-the user corrects in chat in other units; summarised in Portuguese prose, as a two-column markdown table, or as a
-numbered list. No earlier part used these tools, outputs or summary styles. Its truth is written by hand below,
-before any scorer ran on it; it is run once, at the end of round nine, and its figure is the estimate for a
-benchmark never seen.
+`BLIND_16`, a mobile app's backend (Node.js, Kotlin workers) moved behind a new gateway: `free -h` (the available
+memory among the Mem row's other columns), `npm audit`'s tally of vulnerabilities by severity, a Node.js TypeError
+with its stack, `wrk`'s requests per second under its latency table, `ls -l`'s size of a build artefact in bytes,
+`uptime`'s three unlabelled load averages, and a drain timeout read from an ini file that the user corrects in chat
+in other units; summarised in Portuguese prose, as a two-column markdown table, or as a numbered list. Its truth is
+written by hand below, before any scorer ran on it; it is run once, at the end of round nine, and its figure is the
+estimate for a benchmark never seen.
 
-Lost renderings carry a neighbouring value (the peak for the used memory, the total for the first byte, the
-previous commit for HEAD), swapped severities, a wrong unit, a tenfold size, a caller's line for the raising line,
+How new it is, said plainly: the first version of this file (06f1f45) had `redis-cli INFO memory`, `curl -w` and
+`git log --oneline`, which earlier parts already used (blind_9, blind_3); they were replaced by `free -h`, `wrk` and
+`uptime` before any run. The tools and outputs above appear in no earlier part, but two families are of a kind seen
+before: npm audit's tally is a line of counts like blind_15's `terraform plan`, and the corrected timeout is a value
+read from a file and corrected in chat like blind_15's (here in other units). The part was written after reading the
+last stop's note on blind_15 (its families and how they failed) and before reading its misses.
+
+Lost renderings carry a neighbouring value (free for available memory, one thread's rate for the total, the 1-minute
+load for the 15-minute one), swapped severities, a wrong unit, a tenfold size, a caller's line for the raising line,
 the stale value of a corrected setting, or nothing. Sessions are `labelled_set_round3.Session`s built like round
 seven's (a careful or sloppy summariser over one to three compactions), so `labelled_set_round3.evaluate` counts
 them the same way.
@@ -38,27 +44,27 @@ def _id(n: int, phase: int, slot: str) -> str:
 # BLIND_16: a mobile app's backend moved behind a new gateway (kept unread: run once, at the end of round nine)
 # ---------------------------------------------------------------------------------------------------------------
 
-def _redis_memory(n: int, phase: int, k: int) -> Planted:
-    # redis-cli INFO memory: used_memory_human among the peak and the limit (Redis' "G" is GiB).
-    used = 1.05 + (k % 80) / 100
-    peak = used + 0.64
-    c = _id(n, phase, "redis")
-    host = f"cache-{k}.internal"
-    items = [fcall(c, "exec_command", cmd=f"redis-cli -h {host} INFO memory | grep human"),
-             fout(c, exec_out(0, f"used_memory_human:{used:.2f}G\nused_memory_rss_human:{used + 0.11:.2f}G\n"
-                                 f"used_memory_peak_human:{peak:.2f}G\nmaxmemory_human:4.00G"))]
-    mib = used * 1024
-    return Planted("value", "used_memory_human", "redis memory", items, [
+def _free_memory(n: int, phase: int, k: int) -> Planted:
+    # free -h: the memory still available, in the Mem row among total, used, free and cache (free's "Gi" is GiB).
+    avail = 3.1 + (k % 40) / 10  # 3.1-7.0: no other cell of the output is in this range
+    c = _id(n, phase, "free")
+    host = f"app-{k}.internal"
+    items = [fcall(c, "exec_command", cmd=f"ssh {host} free -h"),
+             fout(c, exec_out(0, "               total        used        free      shared  buff/cache   available\n"
+                                 "Mem:            15Gi       2.4Gi       0.9Gi       312Mi        11Gi       "
+                                 f"{avail:.1f}Gi\n"
+                                 "Swap:          2.0Gi          0B       2.0Gi"))]
+    comma = f"{avail:.1f}".replace(".", ",")
+    return Planted("value", f"{avail:.1f}Gi", "free memory", items, [
         ("verbatim", True, True, None),
-        ("pt", True, False, Claim(f"redis {host}", f"{used:.2f} GiB em uso".replace(".", ","),
-                                  f"O Redis em {host} usa {used:.2f} GiB de memória (used_memory_human)."
-                                  .replace(f"{used:.2f}", f"{used:.2f}".replace(".", ",")))),
-        ("MiB", True, False, Claim(f"redis {host}", f"used_memory {mib:.0f} MiB", f"O Redis em {host} ocupa "
-                                   f"{mib:.0f} MiB (used_memory).")),
-        ("peak as used", False, False, Claim(f"redis {host}", f"{peak:.2f} GiB em uso", f"O Redis em {host} usa "
-                                             f"{peak:.2f} GiB de memória (used_memory_human).")),
-        ("wrong unit", False, False, Claim(f"redis {host}", f"used_memory {used:.2f} MB", f"O Redis em {host} usa "
-                                           f"{used:.2f} MB de memória.")),
+        ("pt", True, False, Claim(f"memória {host}", f"{comma} GiB disponíveis", f"O {host} ainda tem {comma} GiB "
+                                  "de memória disponível (free -h).")),
+        ("MiB", True, False, Claim(f"memória {host}", f"available ~{avail * 1024:.0f} MiB", f"{host}: about "
+                                   f"{avail * 1024:.0f} MiB available.")),
+        ("free as available", False, False, Claim(f"memória {host}", "0,9 GiB disponíveis", f"O {host} ainda tem "
+                                                  "0,9 GiB de memória disponível (free -h).")),
+        ("wrong unit", False, False, Claim(f"memória {host}", f"{comma} MiB disponíveis", f"O {host} ainda tem "
+                                           f"{comma} MiB de memória disponível.")),
         ("dropped", False, False, None),
     ])
 
@@ -120,27 +126,29 @@ def _node_trace(n: int, phase: int, k: int) -> Planted:
     ])
 
 
-def _curl_timing(n: int, phase: int, k: int) -> Planted:
-    # curl -w: each phase's time in seconds since the start; time to first byte is the planted one.
-    ttfb = 0.300 + (k % 90) / 1000 + 0.007
-    total = ttfb + 0.031
-    c = _id(n, phase, "curl")
-    url = f"https://gw-{k}.example.net/v2/feed"
-    items = [fcall(c, "exec_command", cmd="curl -s -o /dev/null -w 'dns=%{time_namelookup} "
-                                          "connect=%{time_connect} tls=%{time_appconnect} "
-                                          f"ttfb=%{{time_starttransfer}} total=%{{time_total}}\\n' {url}"),
-             fout(c, exec_out(0, f"dns=0.004 connect=0.021 tls=0.087 ttfb={ttfb:.3f} total={total:.3f}"))]
-    return Planted("value", f"{ttfb:.3f}", "curl timing", items, [
+def _wrk_rate(n: int, phase: int, k: int) -> Planted:
+    # wrk: the requests per second under the latency table (the latency's average and spread are in ms).
+    rps = 1200 + 7 * k + 0.27
+    c = _id(n, phase, "wrk")
+    url = f"http://gw-{k}.internal:8080/v2/feed"
+    items = [fcall(c, "exec_command", cmd=f"wrk -t4 -c64 -d30s {url}"),
+             fout(c, exec_out(0, f"Running 30s test @ {url}\n  4 threads and 64 connections\n"
+                                 "  Thread Stats   Avg      Stdev     Max   +/- Stdev\n"
+                                 "    Latency    34.12ms    9.87ms 212.40ms   81.02%\n"
+                                 f"    Req/Sec   {rps / 4:.2f}     41.20   502.00     70.11%\n"
+                                 f"  {int(rps * 30)} requests in 30.00s, 118.40MB read\n"
+                                 f"Requests/sec:   {rps:.2f}\nTransfer/sec:      3.95MB"))]
+    return Planted("value", f"{rps:.2f}", "wrk rate", items, [
         ("verbatim", True, True, None),
-        ("ms", True, False, Claim(f"gw-{k} /v2/feed", f"TTFB {ttfb * 1000:.0f} ms", f"Via gw-{k}, o /v2/feed "
-                                  f"responde o primeiro byte em {ttfb * 1000:.0f} ms.")),
-        ("pt seconds", True, False, Claim(f"gw-{k} /v2/feed", f"primeiro byte em {ttfb:.2f} s".replace(".", ","),
-                                          f"Via gw-{k}, o primeiro byte do /v2/feed chega em "
-                                          f"{ttfb:.2f}".replace(".", ",") + " s.")),
-        ("total as ttfb", False, False, Claim(f"gw-{k} /v2/feed", f"TTFB {total * 1000:.0f} ms", f"Via gw-{k}, o "
-                                              f"/v2/feed responde o primeiro byte em {total * 1000:.0f} ms.")),
-        ("wrong unit", False, False, Claim(f"gw-{k} /v2/feed", f"TTFB {ttfb:.3f} ms", f"Via gw-{k}, o /v2/feed "
-                                           f"responde o primeiro byte em {ttfb:.3f} ms.")),
+        ("rounded", True, False, Claim(f"gw-{k} /v2/feed", f"{rps:.0f} req/s (wrk, 64 conexões)", f"Sob o wrk, o "
+                                       f"gw-{k} aguenta {rps:.0f} pedidos por segundo no /v2/feed.")),
+        ("pt decimal", True, False, Claim(f"gw-{k} /v2/feed", f"{rps:.1f} pedidos/s".replace(".", ","),
+                                          f"O gw-{k} serve " + f"{rps:.1f}".replace(".", ",") + " pedidos por "
+                                          "segundo no /v2/feed.")),
+        ("per thread as total", False, False, Claim(f"gw-{k} /v2/feed", f"{rps / 4:.0f} req/s", f"Sob o wrk, o "
+                                                    f"gw-{k} aguenta {rps / 4:.0f} pedidos por segundo.")),
+        ("no number", False, False, Claim(f"gw-{k} /v2/feed", "aguenta a carga", f"O gw-{k} aguenta a carga do "
+                                          "wrk.")),
         ("dropped", False, False, None),
     ])
 
@@ -165,25 +173,25 @@ def _artefact_size(n: int, phase: int, k: int) -> Planted:
     ])
 
 
-def _head_commit(n: int, phase: int, k: int) -> Planted:
-    # git log --oneline: the first line is HEAD; the second is the commit before it.
-    head = f"{(0x3a1f00c + 7919 * k) & 0xFFFFFFF:07x}"
-    prev = f"{(0x9be2047 + 104729 * k) & 0xFFFFFFF:07x}"
-    c = _id(n, phase, "gitlog")
-    items = [fcall(c, "exec_command", cmd=f"git -C apps/android-sync-{k} log --oneline -3"),
-             fout(c, exec_out(0, f"{head} (HEAD -> release/{k}) Retry token refresh once\n"
-                                 f"{prev} Bump okhttp to 4.12.0\n"
-                                 f"{(0x51c7e2d + 31 * k) & 0xFFFFFFF:07x} Merge pull request #{400 + k}"))]
-    return Planted("value", head, "head commit", items, [
+def _load_average(n: int, phase: int, k: int) -> Planted:
+    # uptime: three load averages without labels, over 1, 5 and 15 minutes; the 15-minute one is planted.
+    one, five, fifteen = 4.2 + (k % 30) / 10 + 0.01, 3.1 + (k % 20) / 10 + 0.02, 1.5 + (k % 25) / 100
+    c = _id(n, phase, "uptime")
+    host = f"kotlin-worker-{k}"
+    items = [fcall(c, "exec_command", cmd=f"ssh {host} uptime"),
+             fout(c, exec_out(0, f" 10:12:31 up 41 days,  3:07,  2 users,  load average: {one:.2f}, {five:.2f}, "
+                                 f"{fifteen:.2f}"))]
+    return Planted("value", f"{fifteen:.2f}", "load average", items, [
         ("verbatim", True, True, None),
-        ("pt", True, False, Claim(f"android-sync-{k}", f"HEAD {head} (retry do token)", f"O HEAD de "
-                                  f"release/{k} em android-sync-{k} é {head}, que repete o refresh do token.")),
-        ("message", True, False, Claim(f"android-sync-{k}", f"{head} \"Retry token refresh once\"", f"release/{k} "
-                                       f"está em {head} (Retry token refresh once).")),
-        ("previous as head", False, False, Claim(f"android-sync-{k}", f"HEAD {prev}", f"O HEAD de release/{k} em "
-                                                 f"android-sync-{k} é {prev}.")),
-        ("no hash", False, False, Claim(f"android-sync-{k}", "HEAD = retry do token", f"O HEAD de release/{k} "
-                                        "repete o refresh do token.")),
+        ("pt", True, False, Claim(host, f"carga 15 min {fifteen:.2f}".replace(".", ","), f"No {host}, a carga "
+                                  "média dos últimos 15 minutos é " + f"{fifteen:.2f}".replace(".", ",") + ".")),
+        ("all three", True, False, Claim(host, f"load {one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min)",
+                                         f"{host} shows load averages {one:.2f}, {five:.2f} and {fifteen:.2f} over "
+                                         "1, 5 and 15 minutes.")),
+        ("1-minute as 15", False, False, Claim(host, f"carga 15 min {one:.2f}".replace(".", ","), f"No {host}, a "
+                                               "carga média dos últimos 15 minutos é " + f"{one:.2f}"
+                                               .replace(".", ",") + ".")),
+        ("vague", False, False, Claim(host, "carga alta", f"O {host} está com carga alta.")),
         ("dropped", False, False, None),
     ])
 
@@ -212,8 +220,8 @@ def _corrected_timeout(n: int, phase: int, k: int) -> Planted:
 
 def _blind_16(n: int, phase: int) -> list[Planted]:
     k = n * 10 + phase
-    return [make(n, phase, k) for make in (_redis_memory, _npm_audit, _node_trace, _curl_timing, _artefact_size,
-                                           _head_commit, _corrected_timeout)]
+    return [make(n, phase, k) for make in (_free_memory, _npm_audit, _node_trace, _wrk_rate, _artefact_size,
+                                           _load_average, _corrected_timeout)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -249,5 +257,5 @@ def sessions(part: str = BLIND_16, count: int = 40, seed: int = 469) -> list[Ses
     return [_build(n, part, rng) for n in range(1, count + 1)]
 
 
-GROUPS = {BLIND_16: ("redis memory", "npm audit", "node trace", "curl timing", "artefact size", "head commit",
+GROUPS = {BLIND_16: ("free memory", "npm audit", "node trace", "wrk rate", "artefact size", "load average",
                      "corrected timeout")}
