@@ -57,6 +57,12 @@ def test_a_request_without_a_thread_is_grouped_by_its_prompt_cache_key():
     assert wire.group_key(meta={}, body={}) == ""
 
 
+def test_turn_metadata_with_a_session_id_and_no_thread_id_groups_by_the_session_id():
+    # (a client whose metadata names its session and no thread: the session id comes before the cache key)
+    assert wire.group_key(meta={"session_id": "s-1"}, body={"prompt_cache_key": "0190-abc"}) == "thread:s-1"
+    assert wire.group_key(meta={"session_id": "s-1", "thread_id": "t-1"}, body={}) == "thread:t-1"
+
+
 def test_developer_instructions_first_stay_as_the_base_whatever_item_follows_them():
     developer, after = _message("developer", "be brief"), _message("user", "and the docs")
     call = {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}
