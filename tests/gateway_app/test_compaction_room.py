@@ -220,3 +220,51 @@ def test_a_session_with_no_history_leaves_a_compaction_no_room(sim_upstream, db)
     LiveItem.objects.filter(session=session).delete()
     room = gateway_compaction.room_of(session_id=session.pk)
     assert (room.limit, room.target) == (0, 0)
+
+
+def test_the_room_is_the_history_capped_by_ninety_percent_of_the_window_less_the_base_instructions(sim_upstream, db):
+    """The client's limit is at most the route model's auto-compact limit (90% of its window, spec §2.2) less the
+    base instructions, which every request carries whatever is compacted; the target is half of it, in whole
+    tokens."""
+    from compaction_app.engine.thresholds import auto_compact_limit
+    from sessions_app.rollout.services import counter_for
+
+    route = _embedded_route("team-window", _masking("masking-window"))
+    codex = _codex_over_its_limit(route)
+    session = gateway_session()
+    history = gateway_compaction.room_of(session_id=session.pk).history
+    route.provider.context_window = history  # 90% of it, less the base instructions, is under the history
+    route.provider.save()
+    session.refresh_from_db()
+    base = counter_for(session).count_text(session.base_instructions)
+    assert base > 0 and codex.sent[-1][0]["content"][0]["text"] == session.base_instructions
+
+    room = gateway_compaction.room_of(session_id=session.pk)
+
+    assert room.history == history and room.limit == history * 9 // 10 - base
+    assert auto_compact_limit(history, None) == history * 9 // 10
+    assert room.target == room.limit * TARGET_PERCENT // 100 and isinstance(room.target, int)
+
+
+def test_the_room_is_read_in_a_query_for_the_session_with_its_provider_and_policy_and_one_for_its_tokens(
+        sim_upstream, db, django_assert_num_queries):
+    """room_of runs on the gateway's one lookup thread (gateway_app.lookups), as every compaction starts: the
+    session comes with the provider and policy the limit and the strategy are read from, not a query each."""
+    route = _embedded_route("team-queries", _masking("masking-queries"))
+    _codex_over_its_limit(route)
+    session = gateway_session()
+    with django_assert_num_queries(2):
+        room = gateway_compaction.room_of(session_id=session.pk)
+    assert room.history > 0 and not room.summarises
+
+
+def test_a_compaction_codex_asks_for_in_the_middle_of_a_turn_is_recorded_mid_turn(sim_upstream, db):
+    """The phase is read from the history the compaction request carries (spec §2.4): one that ends in a tool's
+    output is a turn under way (mid-turn), not one about to start."""
+    route = _embedded_route("team-phase", CompactionPolicy.objects.create(name="summary-phase", strategy="local"))
+    codex = Codex(do_create_gateway_key(route=route, client_name="ci").key, output_lines=60)
+    codex.turn("please fix parser bug 3")
+    assert codex.history[-1]["type"] == "function_call_output"
+    codex.compact_v2()
+    (compaction,) = Compaction.objects.filter(session=gateway_session())
+    assert compaction.phase == "mid_turn"
