@@ -351,7 +351,8 @@ _NUMBERED = re.compile(r"\b([a-z][a-z_]{2,})[\s=:#]+(\d+)\b")
 def about_another(segment: Segment, source: str) -> bool:
     """Whether a segment names a sibling of the setting's source and not the source itself: `checkout-10` where the
     setting was read from `checkout-11` (an id of the same shape, another thing), "batch 110" for `--batch 111`."""
-    for anchor in anchors_of(source):
+    # A path's parts too: `stage-8` is a sibling of `env/stage-7.tfvars`'s stem.
+    for anchor in dict.fromkeys((*anchors_of(source), *source_ids(source))):
         if not any(ch.isdigit() for ch in anchor) or not any(ch.isalpha() for ch in anchor):
             continue
         shape = re.sub(r"\d+", "#", anchor)
@@ -414,6 +415,12 @@ def states_setting(segment: Segment, *, setting: str, value: str, source: str = 
     parts = value.split(VALUE_GROUP_SEPARATOR)
     if not all(states_value(segment, part, as_version=is_version_setting(setting)) for part in parts):
         return False  # the cheap test first
+    return names_setting(segment, setting=setting, source=source, parts=parts)
+
+
+def names_setting(segment: Segment, *, setting: str, source: str = "", parts: list[str] | tuple[str, ...] = ()) -> bool:
+    """Whether a segment names a setting: by its name (in full, or one word of it), the thing it was read from, or
+    a distinctive value of it (`parts`), and not as a sibling of its source (`about_another`)."""
     words = setting_words(setting)
     in_full = setting in segment.tokens or setting.replace("_", "") in segment.tokens or \
         setting.replace("_", "-") in segment.tokens

@@ -51,12 +51,14 @@ from compaction_app.engine.retention.match import (
     about_another,
     holds_value,
     mislabelled,
+    names_setting,
     stated_values,
     states,
     states_row,
     states_setting,
     states_value,
 )
+from compaction_app.engine.retention.tallies import is_tally_setting, states_tally
 
 # The cumulative score carries at most this many facts from one compaction to the next (newest kept).
 MAX_CARRIED = 400
@@ -214,6 +216,10 @@ def segments(items: list[Item]) -> list[Segment]:
 
 
 def fact_in(fact: ProbeFact, found: list[Segment]) -> bool:
+    if fact.setting and is_tally_setting(fact.setting):  # a line of counts, stated in its order (`tallies.py`)
+        return any(states_tally(segment.text, fact.value) and names_setting(segment, setting=fact.setting,
+                                                                            source=fact.subject)
+                   for segment in found if not segment.joined and not segment.multi)
     if fact.setting:
         # A row's name and values may sit on two adjacent lines (a YAML item's topic and value).
         return any(states_setting(segment, setting=fact.setting, value=fact.value, source=fact.subject)

@@ -27,6 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from compaction_app.engine.retention.quantities import quantity_of
+from compaction_app.engine.retention.tallies import TALLY_SUFFIX, tally_text
 from compaction_app.engine.retention.values import date_of
 
 # A config or report line: an optional grep line-number prefix, a name of up to four words, `=` or `:`, a value.
@@ -291,6 +292,11 @@ def _structured(lines: list[str]) -> list[Statement]:
         return table
     found = []
     for line in lines:
+        counts = tally_text(line)
+        if counts is not None:  # a line of counts is one fact, named by the words before it (`tallies.py`)
+            label = " ".join(line[:line.index(counts)].replace(":", " ").split()[-2:])
+            found.append(Statement(f"{label} {TALLY_SUFFIX}".strip(), counts))
+            continue
         match = KV_LINE.match(line)
         if match is None:
             match = MEASURE_LINE.match(line)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from compaction_app.engine.retention.facts import FactKind
-from compaction_app.engine.retention.match import Segment, source_ids, states_value
+from compaction_app.engine.retention.match import Segment, about_another, source_ids, states_value
 from compaction_app.engine.retention.quantities import quantity_of, states_byte_count, states_quantity
 from compaction_app.engine.retention.values import dot_grouped
 from tests.compaction_app.engine.retention.test_round_four_rules import kept
@@ -101,3 +101,11 @@ def test_an_assignments_operator_is_no_part_of_its_value(value, held):
     # `PARALLEL := 3` read as "= 3": the value is 3, compared as a number, so a list marker "3." does not state it.
     assert states_value(Segment("3. refunds-180 Makefile, PARALLEL 3"), value) is held
     assert not states_value(Segment("3. refunds-180 Makefile, PARALLEL 5"), value)
+
+
+@pytest.mark.parametrize(("text", "other"), [
+    ("tf plan stage-8: +4 ~1 -2", True), ("tf plan stage-7: +4 ~1 -2", False), ("the plan adds 4", False),
+])
+def test_a_sibling_of_a_paths_stem_is_about_another_thing(text, other):
+    # `stage-8` names another environment than the one `-var-file=env/stage-7.tfvars` planned.
+    assert about_another(Segment(text), "terraform plan -no-color -var-file=env/stage-7.tfvars") is other
