@@ -87,3 +87,29 @@ def test_an_operators_own_bytecode_prefix_is_kept(tmp_path):
 
     assert any(own.rglob("set_database*.pyc")), done.stdout + done.stderr
     assert not (tmp_path / "scale-out" / "pycache").exists()
+
+
+def test_the_sets_bytecode_cache_is_seeded_once_with_the_bytecode_beside_the_sources(tmp_path):
+    # issue 42: with a prefix Python reads no bytecode from beside the sources (a virtualenv installed with compiled
+    # bytecode, the standard library's), so the set's first start compiled all of it again
+    import py_compile
+
+    from compactweb.bytecode_seed import in_prefix
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "installed_module.py").write_text("VALUE = 1\n")
+    py_compile.compile(str(site / "installed_module.py"), doraise=True)
+    prefix = tmp_path / "scale-out" / "pycache"
+
+    first = launch(tmp_path, PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
+
+    seeded = in_prefix(prefix, site / "installed_module.py")
+    assert seeded.is_file(), first.stdout + first.stderr
+    assert seeded.read_bytes() == (site / "__pycache__" / seeded.name).read_bytes()
+    assert f"\t{site}\n" in (prefix / "seeded").read_text()
+    assert "linked into the set's cache" in first.stdout
+
+    again = launch(tmp_path, PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
+
+    assert "bytecode:" not in again.stdout  # nothing changed: the launcher did not even start Python for it
