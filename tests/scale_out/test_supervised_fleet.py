@@ -100,6 +100,17 @@ def launcher_waits(launcher: subprocess.Popen, log: Path):
     return wait_until
 
 
+def spawned_at(supervisord_log: str, program: str) -> str:
+    """When supervisord first spawned `program` (its log's timestamp, which sorts as text)."""
+    return re.search(rf"^(\S+ \S+) INFO spawned: '{re.escape(program)}'", supervisord_log, re.M).group(1)
+
+
+def first_ready_at(worker_log: str) -> str:
+    """When a worker was first ready: its line from worker_ready (logged before it announces itself to the
+    starter, compactweb/celery.py), in supervisord's timestamp format."""
+    return re.search(r"^\[(\S+ \S+): INFO/MainProcess\] worker ready: priority lowered", worker_log, re.M).group(1)
+
+
 def tails(run_dir: Path) -> str:
     return "\n".join(f"--- {log.name}\n{log.read_text()[-2000:]}" for log in sorted(run_dir.glob("*.log")))
 
@@ -175,6 +186,7 @@ def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothin
         wait_until(lambda: not Session.objects.filter(pk__in=session_ids).exclude(lease_holder="").exists(),
                    "the steps in flight to finish (or a dead step's lease to expire)")
         restarts = (run_dir / "supervisord.log").read_text()
+        first_worker_log = (run_dir / "worker-1.log").read_text()
     finally:
         if launcher is not None:
             stop_set(launcher)
@@ -187,5 +199,11 @@ def test_each_kind_of_process_killed_under_a_running_fleet_comes_back_and_nothin
         killed = re.search(rf"(exited|stopped): {re.escape(name)} \(terminated by SIGKILL", restarts)
         assert killed, [line for line in restarts.splitlines() if name in line]
     assert f"exited: web-{second_port}" not in restarts and "exited: worker-2" not in restarts
+    # One worker starts with the scheduler; the others with the web processes once it is ready (issue 42: on a busy
+    # host each Python start beside the first worker's slows it). No worker waits a second for its neighbours.
+    first_spawn = {name: spawned_at(restarts, name) for name in ("worker-1", "worker-2", f"web-{first_port}")}
+    assert first_spawn["worker-1"] < first_spawn[f"web-{first_port}"] <= first_spawn["worker-2"], first_spawn
+    assert first_ready_at(first_worker_log) <= first_spawn["worker-2"], first_spawn
+    assert "mingle" not in first_worker_log
     # 0 lines lost or duplicated, every turn ended (a killed worker's by the next holder), no deadlock.
     print(assert_fault_run_clean(session_ids, logs=logs_under(tmp_path), deadlocks_before=deadlocks_before))
