@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 MARKER = "seeded"
+SKIPPED = {"node_modules", "var"}
 
 
 def in_prefix(prefix: Path, source: Path) -> Path:
@@ -39,6 +40,8 @@ def compiled_beside_sources(root: Path, *, tag: str | None = None) -> Iterator[t
     suffix = f".{tag or sys.implementation.cache_tag}.pyc"
     for directory, subdirectories, files in os.walk(root):
         if os.path.basename(directory) != "__pycache__":
+            # not the project's git data, JavaScript packages or run directories (a set's own bytecode cache)
+            subdirectories[:] = [name for name in subdirectories if name not in SKIPPED and not name.startswith(".")]
             continue
         subdirectories.clear()
         parent = Path(directory).parent
@@ -69,14 +72,13 @@ def seed(prefix: Path, roots: Iterable[Path]) -> int:
 
 
 def import_roots() -> list[Path]:
-    """The directories this interpreter imports from (sys.path's existing directories; the project's own tree is
-    the current directory's, left out: its bytecode, if any, is written by its own starts)."""
-    here = os.path.abspath(os.getcwd())
+    """The directories this interpreter imports from: sys.path's existing directories, among them the project's
+    own (the current directory, where the launcher runs; a test run writes its bytecode there, scripts/test)."""
     roots = []
     for entry in sys.path:
-        path = os.path.abspath(entry or ".")
-        if path != here and os.path.isdir(path) and Path(path) not in roots:
-            roots.append(Path(path))
+        path = Path(os.path.abspath(entry or "."))
+        if path.is_dir() and path not in roots:
+            roots.append(path)
     return roots
 
 

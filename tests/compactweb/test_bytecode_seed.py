@@ -89,3 +89,20 @@ def test_the_prefix_path_is_where_python_looks_for_a_sources_bytecode(tmp_path, 
     monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "prefix"))
 
     assert str(bytecode_seed.in_prefix(tmp_path / "prefix", source)) == importlib.util.cache_from_source(str(source))
+
+
+def test_git_data_javascript_packages_and_run_directories_are_not_walked(tmp_path):
+    root, prefix = tmp_path / "project", tmp_path / "prefix"
+    kept = compiled_module(root / "app")
+    for skipped in (".git", "node_modules", "var"):
+        compiled_module(root / skipped / "deeper", name="not_walked")
+
+    assert bytecode_seed.seed(prefix, [root]) == 1
+    assert [path.name for path in prefix.rglob("*.pyc")] == [bytecode_seed.in_prefix(prefix, kept).name]
+
+
+def test_the_project_directory_is_an_import_root(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["", str(tmp_path / "missing"), str(tmp_path)])
+
+    assert bytecode_seed.import_roots() == [tmp_path]
