@@ -297,6 +297,10 @@ def _structured(lines: list[str]) -> list[Statement]:
             label = " ".join(line[:line.index(counts)].replace(":", " ").split()[-2:])
             found.append(Statement(f"{label} {TALLY_SUFFIX}".strip(), counts))
             continue
+        measured = measured_line(line)
+        if measured is not None:
+            found.append(measured)
+            continue
         match = KV_LINE.match(line)
         if match is None:
             match = MEASURE_LINE.match(line)
@@ -307,6 +311,24 @@ def _structured(lines: list[str]) -> list[Statement]:
         if value is not None:
             found.append(Statement(match.group("key"), value))
     return _capped(found)
+
+
+# A measurement first, then what it measured (pytest's `5.03s call  tests/a.py::test_b`, `du`'s `1.2G  logs/x`): a
+# number with a unit, maybe one word saying which phase, a name with no space.
+LEADING_MEASURE = re.compile(r"^\s*(?P<value>\d[\d.,]*\s?[A-Za-zµ]+)\s+(?:(?P<phase>[a-z]+)\s+)?(?P<name>\S*[A-Za-z]\S*)\s*$")
+
+
+def measured_line(line: str) -> Statement | None:
+    """A line that is a measurement and the thing it measured, as that thing's statement: named by the thing's last
+    part (a test's name after `::`, a path's file or folder) and the phase word (`call`, `setup`), so a test's setup
+    time is not its call time."""
+    match = LEADING_MEASURE.match(line)
+    if match is None or quantity_of(match.group("value")) is None:
+        return None
+    thing = re.split(r"::|/", match.group("name").rstrip("/"))[-1]
+    if not thing:
+        return None
+    return Statement(" ".join(filter(None, (thing, match.group("phase")))), match.group("value"))
 
 
 def named_values(lines: list[str]) -> set[str]:

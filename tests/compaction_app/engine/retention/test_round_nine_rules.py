@@ -11,6 +11,7 @@ import pytest
 from compaction_app.engine.retention.facts import FactKind
 from compaction_app.engine.retention.match import Segment, about_another, source_ids, states_value
 from compaction_app.engine.retention.quantities import quantity_of, states_byte_count, states_quantity
+from compaction_app.engine.retention.statements import measured_line
 from compaction_app.engine.retention.values import dot_grouped
 from tests.compaction_app.engine.retention.test_round_four_rules import kept
 from tests.compaction_app.engine.retention.test_stated_values import output
@@ -109,3 +110,34 @@ def test_an_assignments_operator_is_no_part_of_its_value(value, held):
 def test_a_sibling_of_a_paths_stem_is_about_another_thing(text, other):
     # `stage-8` names another environment than the one `-var-file=env/stage-7.tfvars` planned.
     assert about_another(Segment(text), "terraform plan -no-color -var-file=env/stage-7.tfvars") is other
+
+
+@pytest.mark.parametrize(("line", "statement"), [
+    ("5.03s call     tests/etl_4/test_load.py::test_bulk_insert", ("test_bulk_insert_call", "5.03s")),
+    ("1.60s setup    tests/etl_4/test_load.py::test_bulk_insert", ("test_bulk_insert_setup", "1.60s")),
+    ("1.2G\tlogs/ingest-4/", ("ingest_4", "1.2G")),
+    ("1204 src/a.py", None),  # a bare count is no measurement
+    ("12 passed tests/a.py", None),  # nor a count and its word
+    ("5.03s call tests/a.py::", None),  # nothing named after the last separator
+    ("5.03s call and then tests/a.py", None),  # more than one word before the name
+])
+def test_a_measurement_before_what_it_measured_is_that_things_statement(line, statement):
+    found = measured_line(line)
+    assert (found if found is None else (found.name, found.value)) == statement
+
+
+DURATIONS = output("pytest --durations=3 -q tests/etl_4",
+                   "........ [100%]\n=========== slowest 3 durations ===========\n"
+                   "5.03s call     tests/etl_4/test_load.py::test_bulk_insert\n"
+                   "1.60s setup    tests/etl_4/test_load.py::test_bulk_insert\n"
+                   "0.41s call     tests/etl_4/test_schema.py::test_columns\n8 passed in 7.31s")
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- etl_4 test_bulk_insert: 5.0 s (call)", True),
+    ("- test_bulk_insert de etl_4 prend 5030 ms.", True),
+    ("- Dans tests/etl_4, test_bulk_insert prend 1.60 s.", False),  # its setup time
+    ("- test_bulk_insert de etl_4 prend 5.03 ms.", False),
+])
+def test_a_tests_call_time_is_kept_by_a_conversion_and_lost_to_its_setup_time(claim, held):
+    assert kept(DURATIONS, claim, FactKind.VALUE, "5.03") is held
