@@ -1,12 +1,36 @@
-"""facts.py: what a history's items say, read through `score_compaction` where that is cheap. Written from the
-survivors of the retention room's mutation samples (issue 43); each test fails with its mutant planted."""
+"""facts.py: what a history's items say. The first tests were written from the survivors of the retention room's
+mutation samples (issue 43), read through `score_compaction` where that is cheap; the rest state each reader's rule
+directly, with its boundaries."""
 
 from __future__ import annotations
 
 import pytest
 
 from compaction_app.engine.items import SUMMARY_PREFIX, user_message
-from compaction_app.engine.retention.facts import FactKind, call_text, output_body, short_output_values
+from compaction_app.engine.retention.facts import (
+    SHORT_OUTPUT_QUESTION,
+    Category,
+    FactKind,
+    ProbeFact,
+    arguments,
+    call_text,
+    changed_paths,
+    command_of,
+    command_reads,
+    error_lines,
+    exit_code,
+    failure_location,
+    item_key,
+    left_items,
+    needle,
+    output_body,
+    output_text,
+    place_in,
+    read_path,
+    short_output_values,
+    sole_value,
+    source_of,
+)
 from compaction_app.engine.retention.score import carried_facts, score_compaction
 from tests.compaction_app.engine.retention.labelled_set import AGENTS, assistant, exec_out, fcall, fout
 
@@ -144,3 +168,242 @@ def test_a_short_output_value_is_stored_with_the_values_anchors_not_its_name_and
                fout("j", exec_out(0, ">=20.11 <23"))]
     stored = score_compaction([AGENTS, *history], [AGENTS, summary("- checked the engines")]).to_dict()["facts"]
     assert [(f["anchors"], f["words"]) for f in stored if f["kind"] == FactKind.VALUE.value] == [(["20.11", "23"], [])]
+
+
+# The readers of facts.py, each rule with its boundaries.
+
+def test_a_needle_is_the_normalised_text_cut_at_a_word_before_its_limit():
+    assert needle("Short  `Text`") == "short text"
+    assert needle("word " * 30) == ("word " * 16).strip()  # 80 characters end inside the 17th word
+    assert needle("x" * 100) == "x" * 80  # no space to cut at
+
+
+def test_an_items_key_survives_reserialisation_and_tells_apart_what_differs():
+    message = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    assert item_key(message) == "message:user:hi"
+    assert item_key(fcall("c", "x")) == 'function_call:c:"{}"'
+    assert item_key(fout("c", "o")) == 'function_call_output:c:"o"'
+    assert item_key({"type": "custom_tool_call", "call_id": "c", "input": "i"}) == 'custom_tool_call:c:"i"'
+    assert item_key({"type": "local_shell_call", "call_id": "c", "action": {"command": ["ls"]}}) == \
+        'local_shell_call:c:{"command": ["ls"]}'
+    assert item_key({"type": "reasoning", "b": 1, "a": 2}) == '{"a": 2, "b": 1, "type": "reasoning"}'
+
+
+def test_the_items_that_left_are_a_multiset_difference_in_order():
+    call, other = fcall("c", "x"), fcall("d", "y")
+    assert left_items([call, other, call], [call]) == [other, call]
+    assert left_items([call], [call, call]) == []
+
+
+@pytest.mark.parametrize(("raw", "parsed", "kept"), [
+    ({"a": 1}, {"a": 1}, {"a": 1}),
+    ('{"a": 1}', {"a": 1}, {"a": 1}),
+    ("not json", {}, {"raw": "not json"}),
+    ("[1, 2]", {}, {"value": [1, 2]}),
+    (None, {}, {}),
+    ("", {}, {}),
+])
+def test_a_calls_arguments_are_an_object_or_kept_unparsed_for_a_reader_that_scans_them(raw, parsed, kept):
+    assert arguments({"arguments": raw}) == parsed
+    assert arguments({"arguments": raw}, keep_unparsed=True) == kept
+
+
+@pytest.mark.parametrize(("item", "command"), [
+    (fcall("c", "exec_command", cmd="ls  -la\n x"), "ls -la x"),
+    (fcall("c", "shell", command=["bash", "-lc", "echo hi"]), "echo hi"),
+    (fcall("c", "shell", command=["ls", "-la"]), "ls -la"),
+    ({"type": "local_shell_call", "action": {"command": ["bash", "-c", "make"]}}, "make"),
+    (fcall("c", "read_file", path="a.py"), None),
+    (fcall("c", "shell", command=""), None),
+])
+def test_a_shell_calls_command_line_is_unwrapped_and_its_whitespace_collapsed(item, command):
+    assert command_of(item) == command
+
+
+@pytest.mark.parametrize(("output", "text"), [
+    ("text", "text"),
+    ([{"text": "a"}, {"text": "b"}, "x"], "a\nb"),
+    ({"output": "x", "metadata": {"exit_code": 0}}, '{"output": "x", "metadata": {"exit_code": 0}}'),
+    (None, ""),
+    (5, "5"),
+])
+def test_an_outputs_text_is_read_from_each_shape_a_tool_writes(output, text):
+    assert output_text({"output": output}) == text
+
+
+def test_a_calls_text_is_its_name_with_its_command_or_input():
+    assert call_text({"type": "custom_tool_call", "name": "apply_patch", "input": "X"}) == "apply_patch X"
+    assert call_text({"type": "local_shell_call", "action": {"command": ["ls"]}}) == "local_shell ls"
+    assert call_text(fcall("c", "shell", cmd="ls")) == 'shell ls {"cmd": "ls"}'
+
+
+@pytest.mark.parametrize(("item", "path"), [
+    (fcall("c", "read_file", path="a.py"), "a.py"),
+    (fcall("c", "view", file="b.py"), "b.py"),
+    (fcall("c", "cat", file_path="c.py"), "c.py"),
+    (fcall("c", "shell", path="a.py"), None),  # not a read tool
+    (fcall("c", "read_file"), None),
+])
+def test_a_read_tool_reads_the_file_its_path_names(item, path):
+    assert read_path(item) == path
+
+
+@pytest.mark.parametrize(("command", "paths"), [
+    ("cat src/a.py", ["src/a.py"]),
+    ("sed -n 1,80p src/a.py | head -5 x.txt", ["src/a.py", "x.txt"]),  # each step of a pipeline
+    ("rg foo src/ && wc -l a/b.c", ["src/", "a/b.c"]),
+    ("/bin/cat a.py > out.txt", ["a.py"]),  # not what it writes to
+    ("grep -r x --include=*.py src/a.py", ["src/a.py"]),  # not an option or a glob
+    ("cat -n a.py a.py", ["a.py"]),
+    ('head "unterminated a.py', ["a.py"]),  # a quote shlex cannot close
+    ("tail -f logs/app.log; ls", ["logs/app.log"]),
+    ("echo a.py", []),  # not a reading program
+    ("cat http://x/y.py", []),
+    ("cat README", []),  # no folder and no extension
+])
+def test_a_shell_command_reads_the_path_arguments_of_its_reading_programs(command, paths):
+    assert command_reads(command) == paths
+
+
+PATCH = "*** Begin Patch\n*** Update File: src/a.py\n@@\n*** Add File: src/b.py\n*** Delete File: old.py\n*** End Patch"
+
+
+@pytest.mark.parametrize(("item", "paths"), [
+    ({"type": "custom_tool_call", "input": PATCH}, ["src/a.py", "src/b.py", "old.py"]),
+    (fcall("c", "apply_patch", input=PATCH), ["src/a.py", "src/b.py", "old.py"]),
+    (fcall("c", "apply_patch", patch=PATCH), ["src/a.py", "src/b.py", "old.py"]),
+    (fcall("c", "write_file", path="x.py"), ["x.py"]),
+    (fcall("c", "edit_file", file_path="y.py"), ["y.py"]),
+    (fcall("c", "read_file", path="x.py"), []),
+    (fcall("c", "shell", cmd='echo "*** Update File: z.py"'), []),  # no apply_patch in the script
+    (fcall("c", "shell", cmd=f"apply_patch <<EOF\n{PATCH}\nEOF"), ["src/a.py", "src/b.py", "old.py"]),
+])
+def test_a_call_changes_the_files_its_patch_names_or_its_edit_tools_path(item, paths):
+    assert changed_paths(item) == paths
+
+
+@pytest.mark.parametrize(("output", "code"), [
+    ("Exit code: 1\nOutput:\nx", 1), ("Process exited with code -9", -9), ('{"exit_code": 2}', 2),
+    ("x\nExit code: 0", 0), ("none", None), ("  Exit code: 3", None),  # the header starts its line
+])
+def test_an_outputs_exit_code_is_read_from_each_header_form(output, code):
+    assert exit_code(output) == code
+
+
+def test_an_outputs_body_leaves_out_its_header_blank_lines_and_a_measurements_spread():
+    output = ("Chunk ID: a1\nWall time: 0.1 seconds\nProcess exited with code 0\nOriginal token count: 5\n"
+              "Output:\nline one\n\n  331.4 ms \u00b1  9.3 ms  \nTotal output lines: 3")
+    assert output_body(output) == ["line one", "331.4 ms"]
+    assert output_body('{"x": 1}') == ['{"x": 1}']  # JSON without an output field is the body itself
+    assert output_body("{bad") == ["{bad"]
+
+
+@pytest.mark.parametrize(("line", "place"), [
+    ("src/billing/totals.py:212: AssertionError", "src/billing/totals.py:212"),
+    ("src/a.c:12:5: error: x", "src/a.c:12"),
+    ("src/a.ts(12,5): error TS2345", "src/a.ts:12"),
+    ('  File "src/a.py", line 212, in f', "src/a.py:212"),
+    ("    at f (src/a.js:12:5)", "src/a.js:12"),
+    ("a.py:1 then b.py:2", "b.py:2"),  # the last place of a line
+    ("FAILED tests/a.py::test_x - boom", None),  # a test's id is no place
+    ("x.py:12::y", None),
+    ("no place here", None),
+])
+def test_a_place_is_a_path_and_line_in_any_of_its_forms(line, place):
+    assert place_in(line) == place
+
+
+TRACEBACK = ('Traceback (most recent call last):\n  File "src/app.py", line 10, in main\n'
+             '  File "src/lib.py", line 20, in f\nValueError: bad')
+JAVA = ("Exception in thread main java.lang.NullPointerException\n"
+        "\tat java.base/java.util.Objects.requireNonNull(Objects.java:233)\n"
+        "\tat com.acme.Billing.total(Billing.java:42)\n\tat com.acme.Main.main(Main.java:7)")
+GO = ("panic: boom\n\ngoroutine 7 [running]:\nmain.f()\n\t/usr/local/go/src/runtime/panic.go:12 +0x1a4\n"
+      "\t/src/internal/merge/merge.go:220 +0x1a4")
+
+
+def test_a_failure_is_located_at_the_innermost_frame_of_the_programs_own_code():
+    assert failure_location(TRACEBACK, 1) == ('File "src/lib.py", line 20, in f', "src/lib.py:20")  # listed last
+    assert failure_location(JAVA, 1) == ("at com.acme.Billing.total(Billing.java:42)", "Billing.java:42")
+    assert failure_location(GO, 2) == ("/src/internal/merge/merge.go:220 +0x1a4", "/src/internal/merge/merge.go:220")
+
+
+def test_a_command_that_did_not_fail_or_names_no_place_has_no_failure_location():
+    assert failure_location(TRACEBACK, 0) is None
+    assert failure_location(TRACEBACK, None) is None
+    assert failure_location("no places\nat all", 1) is None
+
+
+@pytest.mark.parametrize(("output", "code", "lines"), [
+    ("ok\nError: first\nmiddle\nfatal: last", 1, ["Error: first", "fatal: last"]),  # the first and the last
+    ("only one error here", 1, ["only one error here"]),
+    ("a\nb\nc", 2, ["c"]),  # a failure with no failure line ends with its last line
+    ("a\nb", 0, []),
+    ("", 1, []),
+    ("Error: a\njava.sql.SQLException: ORA-00942: table missing\nError: b\nError: c", 1,
+     ["Error: a", "Error: c", "java.sql.SQLException: ORA-00942: table missing"]),  # and one naming its code
+    ("NAME   READY   STATUS   RESTARTS\nrefund-api-7d9f   0/1   OOMKilled   3\nweb-1   1/1   Running   0", 1,
+     ["refund-api-7d9f OOMKilled"]),  # a table's row by its name and failing cells
+])
+def test_an_outputs_failure_lines_are_its_first_and_last_and_one_with_a_code(output, code, lines):
+    assert error_lines(output, code) == lines
+
+
+@pytest.mark.parametrize(("output", "value"), [
+    ("abc1234def\n", "abc1234def"), ("Exit code: 0\nOutput:\nv20.11.1", "v20.11.1"), ("1234", "1234"),
+    ('"i-0abc123"', "i-0abc123"), ("123", None), ("two words", None), ("a\nb", None), ("x", None),
+])
+def test_an_output_of_one_distinctive_token_is_that_value(output, value):
+    assert sole_value(output) == value
+
+
+@pytest.mark.parametrize(("output", "call", "known", "values"), [
+    ("1.2G\tdata/x", "du -sh data/x", set(), [("du output", "1.2G", "1.2G")]),
+    ("5 3 * * * /opt/nightly.sh", "crontab -l", set(), [("crontab output", "5 ; 3", "5 3 * * * /opt/nightly.sh")]),
+    (" count\n-------\n 4093\n(1 row)", "psql -c x", set(), [("count", "4093", "4093")]),  # under its header
+    ("rev 7731", "git x", set(), [("rev", "7731", "rev 7731")]),
+    ("listening on 0.0.0.0:18001 since 2027-03-14, 512 MiB, id abc123", "serve", set(),
+     [("on", "0.0.0.0:18001", "0.0.0.0:18001"), ("since", "2027-03-14", "2027-03-14"),
+      ("listening", "512 MiB", "512 MiB"), ("id", "abc123", "abc123")]),  # a line of more values: each by its form
+    ("total 5", "x", {"5"}, []),  # already a fact
+    ("port = 5432", "cat a.conf", set(), []),  # a named value is a setting's
+    ("a\nb\nc\nd\ne", "x", set(), []),  # five lines are a listing
+    ("NAME  AGE\na  1", "k", set(), []),  # a table's cells are the table reader's
+    ("", "x", set(), []),
+])
+def test_a_short_outputs_unnamed_values_are_facts_named_by_the_word_before_them(output, call, known, values):
+    assert short_output_values(output, call, known, call) == values
+
+
+def test_a_fact_is_identified_by_its_kind_and_text_or_a_setting_by_its_source_and_name():
+    setting = ProbeFact.of(FactKind.VALUE, "port = 5 (in a.conf)", "q", subject="A.conf", setting="port", value="5")
+    assert (setting.key, setting.category, setting.weight) == ("value:setting:a.conf:port", Category.ARTIFACT_TRAIL, 1)
+    # a short output's value is one fact per value: another value is another fact, not a newer one
+    short = ProbeFact.of(FactKind.VALUE, "x", SHORT_OUTPUT_QUESTION, subject="a.conf", setting="port", value="5 MiB")
+    assert short.key == "value:setting:a.conf:port=5 mib"
+    goal = ProbeFact.of(FactKind.GOAL, "Fix  THE bug", "q")
+    assert (goal.key, goal.category, goal.weight) == ("goal:fix the bug", Category.RECALL, 3)
+
+
+def test_a_fact_stored_and_read_back_is_the_same_fact():
+    setting = ProbeFact.of(FactKind.VALUE, "port = 5 (in a.conf)", "q", subject="a.conf", setting="port", value="5")
+    stored = setting.to_dict()
+    assert (stored["setting"], stored["value"], stored["category"], stored["weight"]) == ("port", "5",
+                                                                                          "artifact_trail", 1)
+    assert "row" not in stored
+    assert ProbeFact.from_dict(stored) == setting
+    row = ProbeFact(kind=FactKind.VALUE, text="t", question="q", row=("1", "2"), row_name="x")
+    assert row.to_dict()["row"] == ["1", "2"] and ProbeFact.from_dict(row.to_dict()) == row
+    assert "setting" not in ProbeFact.of(FactKind.GOAL, "g", "q").to_dict()
+
+
+@pytest.mark.parametrize(("call", "source"), [
+    (None, "a tool"),
+    (fcall("c", "read_file", path="conf/a.toml"), "conf/a.toml"),
+    (fcall("c", "exec_command", cmd="cat ./.env conf/b.ini"), "conf/b.ini"),  # the last file read, not a dotfile
+    (fcall("c", "exec_command", cmd="cat ./.env"), "cat ./.env"),  # else the command line
+    (fcall("c", "get_config"), "get_config"),  # else the tool's name
+    ({"type": "function_call", "arguments": "{}"}, "a tool"),
+])
+def test_an_outputs_settings_live_in_the_file_its_call_read_else_its_command_else_its_tool(call, source):
+    assert source_of(call) == source
