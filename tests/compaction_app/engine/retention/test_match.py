@@ -243,10 +243,10 @@ def test_a_segment_is_about_another_thing_when_it_names_a_sibling_of_the_source_
     assert not about_another(Segment("all good"), "run --batch 111")  # no batch named at all
 
 
-def test_a_sources_ids_are_its_names_with_digits_its_folders_and_file_stems():
+def test_a_sources_ids_are_its_names_with_digits_its_folders_last_parts_and_file_stems():
     assert source_ids("cat web-11/package.json logs/ingest-11.log results-13.bin shard_21 export/21") == (
-        "web-11/package.json", "web-11", "logs/ingest-11.log", "ingest-11", "results-13.bin", "results-13",
-        "shard_21", "export/21")
+        "web-11/package.json", "web-11", "logs/ingest-11.log", "ingest-11.log", "ingest-11", "results-13.bin",
+        "results-13", "shard_21", "export/21")
 
 
 @pytest.mark.parametrize(("text", "source", "named"), [
