@@ -86,6 +86,7 @@ def close_stale_connections(task=None, **signal_kwargs) -> None:
 
 def _connect_worker_signals() -> None:
     from celery.signals import (
+        task_postrun,
         task_prerun,
         worker_init,
         worker_process_init,
@@ -102,8 +103,13 @@ def _connect_worker_signals() -> None:
     task_prerun.connect(close_stale_connections, weak=False, dispatch_uid="compactweb-close-stale-connections")
     # In the main worker process: its heartbeat, so the dispatcher sends it its sessions' steps (issue 34).
     worker_ready.connect(worker_affinity.start_heartbeat, weak=False, dispatch_uid="compactweb-worker-heartbeat")
-    # Started at its given priority; lowered once ready (COMPACTWEB_WORKER_NICE, scripts/scale-out --worker-nice).
+    # Started at its given priority; the main process lowered once ready, each pool process after its first task
+    # (COMPACTWEB_WORKER_NICE, scripts/scale-out --worker-nice).
+    worker_init.connect(worker_priority.remember_start_priority, weak=False,
+                        dispatch_uid="compactweb-worker-start-priority")
     worker_ready.connect(worker_priority.lower_when_ready, weak=False, dispatch_uid="compactweb-worker-priority")
+    task_postrun.connect(worker_priority.lower_after_first_task, weak=False,
+                         dispatch_uid="compactweb-worker-priority-after-first-task")
     # In a scale-out set: the web processes and the watchdog start once a worker is ready (compactweb.set_start).
     worker_ready.connect(set_start.announce_worker_ready, weak=False, dispatch_uid="compactweb-set-start")
     worker_shutting_down.connect(worker_affinity.stop_heartbeat, weak=False,

@@ -4,8 +4,12 @@ scripts/scale-out ran its workers under `nice -n 10` from the first instruction,
 keep the web processes waiting for a core (docs/benchmarks.md, "Round five"). On a host that is busy already, a
 worker at nice 10 got almost no CPU for its start (Django, the tokenizer's tables, the pool's fork): after a
 supervisor kill at load 16 the set served no step for minutes. So the worker starts at the priority it was given
-and lowers itself (its main process and its pool's children; children forked later inherit it) by
-COMPACTWEB_WORKER_NICE when Celery says it is ready (`worker_ready`). Plain Python and /proc (Linux); no Django.
+and lowers its main process by COMPACTWEB_WORKER_NICE when Celery says it is ready (`worker_ready`); each pool
+process lowers itself once it has run its first task. A pool process's first task is the rest of its start (its
+database connection, the caches a step warms): lowered at ready, a new set's first step took 16.7 s at load 15
+after a supervisor kill, where the dead set's steps took 3-10 s (issue 42). A pool process forked after the main
+process lowered itself starts lowered (it inherits the niceness) and stays so. Plain Python and /proc (Linux); no
+Django.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ logger = logging.getLogger(__name__)
 
 NICE_ENV = "COMPACTWEB_WORKER_NICE"
 PROC = Path("/proc")
+# The niceness this worker started at (worker_init, in the main process; its pool processes inherit the value).
+_started_at: int | None = None
 
 
 def worker_nice() -> int:
@@ -42,21 +48,35 @@ def process_tree(pid: int, *, proc: Path = PROC) -> list[int]:
     return tree
 
 
-def lower_priority(*, by: int, pid: int | None = None) -> list[int]:
-    """Add `by` to the niceness of the process and its descendants; returns the pids changed."""
-    changed = []
-    for each in process_tree(os.getpid() if pid is None else pid):
-        try:
-            os.setpriority(os.PRIO_PROCESS, each, min(19, os.getpriority(os.PRIO_PROCESS, each) + by))
-            changed.append(each)
-        except (ProcessLookupError, PermissionError):
-            continue
-    return changed
+def remember_start_priority(**signal_kwargs) -> None:
+    """worker_init: note the niceness the worker started at, before anything lowers it."""
+    global _started_at
+    _started_at = os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def lower_this_process(by: int) -> bool:
+    """Run this process at the worker's starting niceness + `by` (at most 19); whether it was higher until now.
+    Idempotent: a process lowered already, or forked from one, is left as it is."""
+    started_at = os.getpriority(os.PRIO_PROCESS, 0) if _started_at is None else _started_at
+    target = min(19, started_at + by)
+    if os.getpriority(os.PRIO_PROCESS, 0) >= target:
+        return False
+    os.setpriority(os.PRIO_PROCESS, 0, target)
+    return True
 
 
 def lower_when_ready(**signal_kwargs) -> None:
-    """worker_ready: the worker started at its given priority; from now on it yields to the web processes."""
+    """worker_ready: the worker started at its given priority; from now on its main process yields to the web
+    processes (its pool processes once they ran their first task: `lower_after_first_task`)."""
     by = worker_nice()
-    if by:
-        changed = lower_priority(by=by)
-        logger.info("worker ready: priority lowered by %d (nice) for %d process(es)", by, len(changed))
+    if by and lower_this_process(by):
+        logger.info("worker ready: priority lowered by %d (nice); each pool process lowers its own after its first "
+                    "task", by)
+
+
+def lower_after_first_task(**signal_kwargs) -> None:
+    """task_postrun, in the process that ran the task: once its first task is done (its start is over), a pool
+    process yields to the web processes too. A solo worker's main process was lowered at ready already."""
+    by = worker_nice()
+    if by and lower_this_process(by):
+        logger.info("first task done: this pool process's priority lowered by %d (nice)", by)
