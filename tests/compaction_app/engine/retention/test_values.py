@@ -81,7 +81,7 @@ def test_a_version_is_two_dots_or_one_after_a_prefix_or_the_word_version(text, f
 @pytest.mark.parametrize(("value", "version"), [
     ("go1.22.7", "1.22.7"), ("v16.3", "16.3"), ("V16.3", "16.3"), ("GO1.22", "1.22"), ("21.0.4+7-Ubuntu", "21.0.4"), ("(1.22.7)", "1.22.7"),
     ("1.2.3-rc1", "1.2.3"), ("release-2.4.1", "2.4.1"),
-    ("16.3", None), ("abc", None), ("1.2.3.4.5", None), ("go", None),
+    ("16.3", None), ("1.22", None), ("abc", None), ("1.2.3.4.5", None), ("go", None),
 ])
 def test_a_value_is_a_version_by_its_dotted_digits_a_bare_one_needing_two_dots(value, version):
     assert version_of(value) == version
@@ -130,6 +130,10 @@ def test_the_numbers_of_a_text_leave_out_a_number_glued_to_a_unit_not_a_scale():
     ("0.9131", "91.3%", True),
     ("0.9131", "91%", True),
     ("92%", "0.92", True),
+    ("0.91", "91.4%", True),  # a fraction's rounding, as a percentage: 0.91 is 90.5% to 91.5%
+    ("0.91", "91.503%", False),
+    ("91.4%", "0.91", True),
+    ("91.503%", "0.91", False),
     ("92%", "0.93", False),
     ("1.25", "1.3", True),  # exactly half the coarser unit away
     ("1.24", "1.3", False),  # just over it
@@ -163,6 +167,7 @@ def test_a_clock_is_a_number_of_seconds_with_its_last_digits_rounding(text, seco
     ("https://example.com", ("example.com", None, ())),
     ("https://api.example.com/v2/orders/42", ("api.example.com", None, ("v2", "42"))),
     ("10.0.0.5:6379", ("10.0.0.5", "6379", ())),
+    ("XEN-3.internal:5432", ("xen-3.internal", "5432", ())),  # a host in any case
     ('"db-3.internal:5432"', ("db-3.internal", "5432", ())),
     ("[::]:9020", ("", "9020", ())),
     ("*:80", ("", "80", ())),
@@ -191,6 +196,8 @@ def test_an_address_without_a_port_is_stated_by_its_host_and_with_a_path_by_its_
     assert states_address("cache-10:6379 db 1", "cache-10", "6379", ("1",))
     assert states_address("is redis://cache-10:6379/1.", "cache-10", "6379", ("1",))  # the full stop is no part
     assert not states_address("cache-10:6379 db 2", "cache-10", "6379", ("1",))
+    assert states_address("see api.example.com/v2/orders/42", "api.example.com", None, ("v2", "42"))
+    assert not states_address("see api.example.com/v3/orders/42", "api.example.com", None, ("v2", "42"))
 
 
 def test_a_wildcard_address_is_stated_by_its_port_alone_not_by_a_longer_number():
