@@ -19,6 +19,7 @@ from compaction_app.engine.retention.facts import (
     command_reads,
     error_lines,
     exit_code,
+    extract_facts,
     failure_location,
     item_key,
     left_items,
@@ -407,3 +408,93 @@ def test_a_fact_stored_and_read_back_is_the_same_fact():
 ])
 def test_an_outputs_settings_live_in_the_file_its_call_read_else_its_command_else_its_tool(call, source):
     assert source_of(call) == source
+
+
+def facts_of(items: list[dict], context: list[dict] | None = None) -> list[tuple[str, str]]:
+    return [(f.kind.value, f.text) for f in extract_facts(items, context)]
+
+
+def test_a_users_message_is_a_goal_and_each_sentence_that_restricts_or_sets_a_measure_a_constraint():
+    facts = facts_of([user_message("Fix the refund retry. Never touch prod-20. Keep it under 30% CPU.")])
+    assert facts == [("goal", "Fix the refund retry. Never touch prod-20. Keep it under 30% CPU."),
+                     ("constraint", "Never touch prod-20."), ("constraint", "Keep it under 30% CPU."),
+                     ("next_step", "continue: fix the refund retry. never touch prod-20. keep it under 30% cpu.")]
+    assert facts_of([user_message("   ")]) == []
+    long = extract_facts([user_message("word " * 200)])
+    assert [(f.kind, len(f.text)) for f in long] == [(FactKind.GOAL, 600), (FactKind.NEXT_STEP, 89)]  # capped
+
+
+def test_the_agents_next_step_lines_are_steps_and_its_conclusions_outside_bullets_decisions():
+    said = assistant("Next step: rerun tests/pay/test_refund.py\nWe decided to use Celery instead of Redis.\n"
+                     "- because of a bullet\nTODO: update docs/pay.md\n- [ ] tag the release\nplain line")
+    assert facts_of([said]) == [("next_step", "rerun tests/pay/test_refund.py"),
+                                ("decision", "We decided to use Celery instead of Redis."),
+                                ("next_step", "update docs/pay.md"), ("next_step", "tag the release")]
+
+
+def test_a_calls_files_and_its_command_are_facts_and_how_it_exited_is_the_commands():
+    history = [fcall("r", "read_file", path="src/pay/refund.py"), fout("r", "def refund(): ..."),
+               fcall("e", "exec_command", cmd="git mv src/a.py src/b.py"), fout("e", exec_out(0, "")),
+               fcall("c", "exec_command", cmd="cat conf/app.toml"), fout("c", exec_out(0, "debug = on")),
+               fcall("p", "apply_patch", input="*** Begin Patch\n*** Update File: src/pay/refund.py\n*** End Patch"),
+               fcall("n", "exec_command", cmd="ls src/pay")]
+    facts = extract_facts(history)
+    assert [(f.kind.value, f.text, f.status) for f in facts] == [
+        ("file_read", "src/pay/refund.py", None),
+        ("command", "git mv src/a.py src/b.py (exit 0, no output)", None),  # its effect, stated by its values
+        ("file_read", "conf/app.toml", None),
+        ("command", "exit 0 of cat conf/app.toml", 0),
+        ("file_changed", "src/pay/refund.py", None),
+        ("command", "ls src/pay", None),  # no output yet: no status
+    ]
+    assert facts[1].anchors == ("src/a.py", "src/b.py") and facts[1].subject == "git mv src/a.py src/b.py"
+    assert facts[1].words == ()  # an effect is stated by its values, whatever the verb
+    # A quiet success with no value to state its effect by is a command with its status.
+    quiet = extract_facts([fcall("m", "exec_command", cmd="make clean"), fout("m", exec_out(0, ""))])
+    assert [(f.text, f.status) for f in quiet] == [("exit 0 of make clean", 0)]
+
+
+def test_a_failed_commands_failure_lines_and_the_place_it_was_raised_are_errors():
+    history = [fcall("t", "exec_command", cmd="pytest -q tests/pay"),
+               fout("t", exec_out(1, "src/pay/refund.py:42: AssertionError\nE   assert 1 == 2"))]
+    errors = [(f.text, f.anchors) for f in extract_facts(history) if f.kind is FactKind.ERROR]
+    assert errors == [("src/pay/refund.py:42: AssertionError", ("src/pay/refund.py:42",)),
+                      ("E assert 1 == 2", ()),
+                      ("src/pay/refund.py:42: AssertionError (raised at src/pay/refund.py:42)",
+                       ("src/pay/refund.py:42",))]
+
+
+def test_an_output_whose_call_stayed_in_the_window_still_gives_its_errors():
+    call, output = fcall("t", "exec_command", cmd="make build"), fout("t", exec_out(2, "make: *** [build] Error 2"))
+    assert ("error", "make: *** [build] Error 2") in facts_of([output], context=[call, output])
+
+
+def test_a_setting_is_one_fact_at_its_latest_value_in_the_history():
+    history = [fcall("c", "exec_command", cmd="cat conf/app.toml"), fout("c", exec_out(0, "listen_port = 19000")),
+               fcall("d", "exec_command", cmd="cat conf/app.toml"), fout("d", exec_out(0, "listen_port = 19001"))]
+    (value,) = [f for f in extract_facts(history[:2], context=history) if f.kind is FactKind.VALUE]
+    assert (value.text, value.setting, value.value, value.subject, value.anchors) == (
+        "listen_port = 19001 (in conf/app.toml)", "listen_port", "19001", "conf/app.toml", ("19001",))
+
+
+def test_an_outputs_values_are_facts_when_the_agent_used_them_later():
+    output = "created order ord_4801 for ACC-99001 ACC-99002 ACC-99003\n" + "\n".join(f"line {i}" for i in range(5))
+    history = [fcall("k", "exec_command", cmd="./create-order"), fout("k", exec_out(0, output)),
+               assistant("refunding ord_4801, ACC-99001, ACC-99002 and ACC-99003 next")]
+    assert facts_of(history[:2], context=history) == [
+        ("value", "ord_4801 (from the output of `./create-order`)"),
+        ("value", "ACC-99001 (from the output of `./create-order`)"),
+        ("value", "ACC-99002 (from the output of `./create-order`)")]  # at most three an output
+    assert facts_of(history[:2], context=history[:2]) == []  # never used
+    assert facts_of(history[1:2], context=[history[2], *history[:2]]) == []  # used only before it was seen
+
+
+def test_the_same_fact_twice_is_one_fact_as_first_seen():
+    assert facts_of([fcall("x", "exec_command", cmd="ls src"), fcall("y", "exec_command", cmd="ls  src")]) == \
+        [("command", "ls src")]
+    # One failure line under two commands: proved by what it adds to the first (its path), not the second's form.
+    line = "FileNotFoundError: data/raw/x.parquet missing"
+    history = [fcall("a", "exec_command", cmd="python run.py"), fout("a", exec_out(1, line)),
+               fcall("b", "exec_command", cmd="python run.py data/raw/x.parquet"), fout("b", exec_out(1, line))]
+    errors = [f for f in extract_facts(history) if f.kind is FactKind.ERROR and f.text == line]
+    assert [(f.anchors, f.words) for f in errors] == [(("data/raw/x.parquet",), ())]
