@@ -356,7 +356,8 @@ def about_another(segment: Segment, source: str) -> bool:
         if not any(ch.isdigit() for ch in anchor) or not any(ch.isalpha() for ch in anchor):
             continue
         shape = re.sub(r"\d+", "#", anchor)
-        if anchor not in segment.tokens and any(re.sub(r"\d+", "#", t) == shape for t in segment.tokens):
+        if anchor not in segment.tokens and any(re.sub(r"\d+", "#", t) == shape or abbreviates(t, anchor) == "sibling"
+                                                for t in segment.tokens):
             return True
     # A numbered thing: `--batch 111` in the source, "batch 110" (and no "batch 111") in the segment.
     for word, number in _NUMBERED.findall(source):
@@ -364,6 +365,40 @@ def about_another(segment: Segment, source: str) -> bool:
         if said and number not in said:
             return True
     return False
+
+
+_RUNS = re.compile(r"[a-z]+|\d+|[^a-z\d]+")
+
+
+@lru_cache(maxsize=65536)
+def abbreviates(token: str, name: str) -> str | None:
+    """Whether a token is a name written short, its words cut to letters of theirs (`pl-131.yaml` for
+    `pipeline-131.yaml`, `stg-11` for `staging-11`): "same" when its numbers are the name's, "sibling" when they
+    differ (another thing of that kind), else None. Only names with a digit and a word cut short count."""
+    if token == name or not any(ch.isdigit() for ch in name):
+        return None
+    ours, theirs = _RUNS.findall(token), _RUNS.findall(name)
+    if len(ours) != len(theirs):
+        return None
+    cut = False
+    for a, b in zip(ours, theirs, strict=True):
+        if a.isalpha() != b.isalpha() or a.isdigit() != b.isdigit():
+            return None
+        if a.isalpha() and a != b:
+            if a[0] != b[0] or not _subsequence(a, b):  # shorter, as a != b
+                return None
+            cut = True
+        elif not a.isalnum() and a != b:
+            return None
+    if not cut:
+        return None
+    same = all(a == b for a, b in zip(ours, theirs, strict=True) if a.isdigit())
+    return "same" if same else "sibling"
+
+
+def _subsequence(short: str, long: str) -> bool:
+    letters = iter(long)
+    return all(ch in letters for ch in short)
 
 
 @lru_cache(maxsize=4096)
@@ -392,7 +427,8 @@ def names_source(segment: Segment, source: str) -> bool:
     `hyperfine 'node score.js --batch 31'`: an option and its number name what was run)."""
     if not source:
         return False
-    return any(segment.has_anchor(a) or segment.in_compound(a) for a in source_ids(source)) or \
+    return any(segment.has_anchor(a) or segment.in_compound(a) or
+               any(abbreviates(t, a) == "same" for t in segment.tokens) for a in source_ids(source)) or \
         any(re.search(pattern, segment.text) for pattern in _option_patterns(source))
 
 

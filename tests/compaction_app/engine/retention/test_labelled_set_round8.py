@@ -23,12 +23,13 @@ def test_every_family_of_blind_15_is_planted_held_and_lost_over_three_compaction
         assert tallies[name].lost >= 30 and tallies[name].held >= 30, name
 
 
-# Round eight's figures on the parts whose misses were read for it (docs/retention.md, "round eight"): part ->
+# Round eight's figures on the parts whose misses were read for it (docs/retention.md, "round eight"), raised to
+# round nine's where round nine's general rules moved them (blind_9, blind_10, blind_14): part ->
 # (lost facts found at least, held facts called lost at most). A change that finds fewer lost facts or calls more
 # held facts lost on any of them fails here; the goals (90%, 2%) are not met on all of them, so these are floors.
 ROUND_EIGHT_FIGURES = {
-    "blind_9": (380, 31), "blind_10": (358, 0), "blind_11": (353, 6), "blind_12": (326, 17), "blind_13": (452, 11),
-    "blind_14": (372, 49),
+    "blind_9": (391, 31), "blind_10": (363, 0), "blind_11": (353, 6), "blind_12": (326, 17), "blind_13": (452, 11),
+    "blind_14": (375, 35),
 }
 
 

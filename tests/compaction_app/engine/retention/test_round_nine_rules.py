@@ -9,7 +9,13 @@ from __future__ import annotations
 import pytest
 
 from compaction_app.engine.retention.facts import FactKind
-from compaction_app.engine.retention.match import Segment, about_another, source_ids, states_value
+from compaction_app.engine.retention.match import (
+    Segment,
+    abbreviates,
+    about_another,
+    source_ids,
+    states_value,
+)
 from compaction_app.engine.retention.quantities import quantity_of, states_byte_count, states_quantity
 from compaction_app.engine.retention.statements import measured_line
 from compaction_app.engine.retention.values import dot_grouped
@@ -141,3 +147,30 @@ DURATIONS = output("pytest --durations=3 -q tests/etl_4",
 ])
 def test_a_tests_call_time_is_kept_by_a_conversion_and_lost_to_its_setup_time(claim, held):
     assert kept(DURATIONS, claim, FactKind.VALUE, "5.03") is held
+
+
+@pytest.mark.parametrize(("token", "name", "reading"), [
+    ("pl-131.yaml", "pipeline-131.yaml", "same"), ("stg-11", "staging-11", "same"),
+    ("pipeline-131.yml", "pipeline-131.yaml", "same"), ("pl-221.yaml", "pipeline-220.yaml", "sibling"),
+    ("pipeline-131.yaml", "pipeline-131.yaml", None),  # the name itself, not written short
+    ("stage-8", "stage-7", None),  # no word cut short (a sibling by shape, `about_another`'s first rule)
+    ("pq-131.yaml", "pipeline-131.yaml", None),  # q is no letter of pipeline
+    ("il-131.yaml", "pipeline-131.yaml", None),  # letters of pipeline, but not its first
+    ("pl-7-v2", "pipeline-x-v2", None),  # a number where the name has a word
+    ("pipelines-131.yaml", "pipeline-131.yaml", None),  # longer, not shorter
+    ("pl_131.yaml", "pipeline-131.yaml", None), ("pl-131", "pipeline-131.yaml", None),  # another skeleton
+    ("web-a", "website-a", None),  # no digit: nothing tells one thing from another
+])
+def test_a_name_written_short_is_the_same_thing_or_a_sibling(token, name, reading):
+    assert abbreviates(token, name) == reading
+
+
+BATCH = output("cat deploy/pipeline-220.yaml", "pipeline:\n  batch:\n    size: 5540\n    timeout: 45s\n  pool: 12")
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- pl-220.yaml: Batchgröße 5.540", True),  # the file written short
+    ("- pl-221.yaml: batch.size=5540", False),  # another pipeline's file, written short
+])
+def test_a_file_written_short_names_its_setting_or_another_files(claim, held):
+    assert kept(BATCH, claim, FactKind.VALUE, "5540") is held
