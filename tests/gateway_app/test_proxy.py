@@ -98,13 +98,16 @@ def test_a_body_over_the_routes_limit_is_413(sim_upstream, db):
     assert sim_upstream.requests() == []
 
 
-def test_requests_over_the_routes_rate_are_429(sim_upstream, db):
+def test_requests_over_the_routes_rate_are_429_naming_the_route_and_its_rate(sim_upstream, db):
     from gateway_app.keys import do_create_gateway_key
 
     slow = make_route(rpm=2)
     key = do_create_gateway_key(route=slow, client_name="ci").key
-    statuses = [call("GET", "/gateway/v1/models", headers=bearer(key)).status_code for _ in range(3)]
-    assert statuses[:2] == [200, 200] and statuses[2] == 429
+    responses = [call("GET", "/gateway/v1/models", headers=bearer(key)) for _ in range(3)]
+    assert [r.status_code for r in responses] == [200, 200, 429]
+    error = responses[2].json()["error"]
+    assert (error["code"], error["message"]) == ("rate_limit_exceeded",
+                                                 f"route {slow.name} allows 2 requests per minute")
 
 
 def test_an_upstream_error_reaches_the_client_unchanged_and_is_recorded(sim_upstream, gateway_key):
