@@ -48,6 +48,12 @@ def test_a_live_key_sent_under_another_scheme_than_bearer_is_refused(sim_upstrea
     assert call("GET", "/gateway/v1/models", headers={"Authorization": f"bearer {gateway_key}"}).status_code == 200
 
 
+def test_a_key_sent_after_the_bearer_scheme_and_several_spaces_is_read(sim_upstream, gateway_key):
+    # (RFC 9110 §11.4: one or more spaces separate the scheme from the credentials)
+    response = call("GET", "/gateway/v1/models", headers={"Authorization": f"Bearer   {gateway_key}"})
+    assert response.status_code == 200
+
+
 def test_a_revoked_key_is_refused(sim_upstream, route, gateway_key):
     GatewayKey.objects.update(revoked=True)
     response = call("GET", "/gateway/v1/models", headers=bearer(gateway_key))
