@@ -268,3 +268,10 @@ def test_a_compaction_codex_asks_for_in_the_middle_of_a_turn_is_recorded_mid_tur
     codex.compact_v2()
     (compaction,) = Compaction.objects.filter(session=gateway_session())
     assert compaction.phase == "mid_turn"
+
+
+def test_a_policy_limit_the_base_instructions_alone_fill_leaves_no_room(sim_upstream, db):
+    route = _embedded_route("team-base-full", _masking("masking-base-full", auto_compact_token_limit=1))
+    Codex(do_create_gateway_key(route=route, client_name="ci").key).turn("please fix parser bug 3")
+    room = gateway_compaction.room_of(session_id=gateway_session().pk)
+    assert room.history > 0 and (room.limit, room.target) == (0, 0)

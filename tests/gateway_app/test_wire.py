@@ -57,6 +57,12 @@ def test_a_request_without_a_thread_is_grouped_by_its_prompt_cache_key():
     assert wire.group_key(meta={}, body={}) == ""
 
 
+def test_an_empty_or_non_string_prompt_cache_key_groups_nothing():
+    # (every client sending "" would otherwise share one group; a number is no key)
+    assert wire.group_key(meta={}, body={"prompt_cache_key": ""}) == ""
+    assert wire.group_key(meta={}, body={"prompt_cache_key": 42}) == ""
+
+
 def test_turn_metadata_with_a_session_id_and_no_thread_id_groups_by_the_session_id():
     # (a client whose metadata names its session and no thread: the session id comes before the cache key)
     assert wire.group_key(meta={"session_id": "s-1"}, body={"prompt_cache_key": "0190-abc"}) == "thread:s-1"
