@@ -71,3 +71,17 @@ def test_a_passing_route_never_sends_the_gateway_key_upstream_when_it_came_as_th
     assert response.status_code == 200
     assert key not in json.dumps(sim_upstream.seen_headers[-1])
     assert sim_upstream.seen_headers[-1]["authorization"] == f"Bearer {UPSTREAM_KEY}"
+
+
+def test_a_passing_route_sends_the_providers_key_when_the_client_sent_credentials_of_another_scheme(sim_upstream):
+    # Only a Bearer token is the client's own bearer: Basic credentials are not passed on under "Bearer".
+    route = make_route()
+    route.pass_client_bearer = True
+    route.save()
+    key = do_create_gateway_key(route=route, client_name="alice").key
+    body = {"model": "compactweb-sim", "stream": True, "input": [BASE, user("please fix parser bug 3")]}
+    response = call("POST", "/gateway/v1/responses", json=body, headers={
+        "Authorization": "Basic YWxpY2U6c2VjcmV0", "x-compactweb-gateway-key": key,
+        **meta("0190dddd-0000-7000-8000-000000000003")})
+    assert response.status_code == 200
+    assert sim_upstream.seen_headers[-1]["authorization"] == f"Bearer {UPSTREAM_KEY}"
