@@ -93,10 +93,12 @@ class Answering:
     def __init__(self, answers: dict[Category, list[str]]) -> None:
         self.answers = answers
         self.asked: list[Category] = []
+        self.models: list[str] = []
 
     async def stream_response(self, request):
         category = probe_category(request.input[-1]["content"][0]["text"])
         self.asked.append(category)
+        self.models.append(request.model)
         yield StreamEvent(type="response.created")
         yield _message(*self.answers.get(category, []))
         yield StreamEvent(type="response.completed", usage=Usage(total_tokens=10))
@@ -129,6 +131,7 @@ def test_the_check_asks_once_per_category_with_facts_and_judges_each_fact_on_its
                         Category.ARTIFACT_TRAIL: ["A1. 19000", "A2. I do not know"]})
     score = asyncio.run(model_judged_check(facts=[GOAL, SETTING, FAILED], after=[], client=client, model="m"))
     assert client.asked == [Category.RECALL, Category.ARTIFACT_TRAIL]  # no continuation or decision facts
+    assert client.models == ["m", "m"]  # each probe asks the model given
     assert {v.fact.key: v.kept for v in score.verdicts} == {GOAL.key: True, SETTING.key: True, FAILED.key: False}
     assert score.tokens_spent == 20
     assert set(score.answers) == {"recall", "artifact_trail"}
