@@ -55,6 +55,15 @@ def test_a_tally_is_stated_in_its_order_or_each_count_beside_its_label(text, hel
     assert states_tally(text, VALUE) is held
 
 
+@pytest.mark.parametrize(("text", "held"), [
+    ("destroy 2; add 4; change 1", True),  # each label before its count, in another order
+    ("destroy: 4 add: 2 change: 1", False),
+])
+def test_a_tally_is_stated_by_each_label_written_before_its_count(text, held):
+    # Issue 43, retention seed 5103: the label-first form's count read as None raised here.
+    assert states_tally(text, VALUE) is held
+
+
 def test_a_tally_read_from_an_output_is_a_setting_named_by_the_words_before_it():
     (statement,) = structured(["Plan: 4 to add, 1 to change, 2 to destroy."])
     assert (statement.name, statement.value) == ("plan_counts", VALUE)
