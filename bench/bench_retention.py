@@ -728,6 +728,49 @@ ROUND_NINE_NOTE = (
 )
 
 
+ROUND_TEN_SECTION = "## Retention benchmark: round ten's held-out part (issue 46)"
+
+
+def round_ten_rows() -> tuple[dict[str, dict[str, tuple]], float]:
+    """part -> row -> (found, lost, false lost, held) on round ten's part (blind_17), and ms of scoring per
+    session. Run once, at the end of round ten (docs/retention.md, "round ten"); its misses are not printed."""
+    from compaction_app.engine.retention.score import carried_facts, score_compaction
+    from tests.compaction_app.engine.retention import labelled_set_round3 as r3
+    from tests.compaction_app.engine.retention import labelled_set_round10 as r10
+
+    cases = {part: r10.sessions(part) for part in r10.PARTS}
+    started = time.perf_counter()
+    tallies = {part: r3.evaluate(sessions, score_compaction, carried_facts) for part, sessions in cases.items()}
+    ms = (time.perf_counter() - started) * 1000 / sum(len(c) for c in cases.values())
+    rows = {part: {name: (t.found, t.lost, t.false_lost, t.held)
+                   for name in (*r10.GROUPS[part], *r3.ORDINALS.values(), "all")
+                   for t in [tallies[part].get(name, r3.Tally())]} for part in cases}
+    return rows, ms
+
+
+def round_ten_table() -> str:
+    rows, ms = round_ten_rows()
+    lines = [
+        ROUND_TEN_SECTION, "",
+        "`bench/bench_retention.py --round-ten-only`: one held-out part written for round ten before any scorer "
+        "change of the round (tests/compaction_app/engine/retention/labelled_set_round10.py: blind_17 ping's "
+        "average round trip, an nginx rate corrected in chat per minute, coverage's TOTAL row, ps's resident "
+        "memory in KiB, the MySQL client's query time; summarised in Dutch prose, as em-dash bullets or as one "
+        "semicolon-separated line), 40 sessions, truth written before any run. "
+        f"Scoring: {ms:.1f} ms per session on this part.", "",
+        "| part | facts | recall | held facts called lost |",
+        "|---|---|---:|---:|",
+    ]
+    for part, by_row in rows.items():
+        for name, (found, lost, false_lost, held) in by_row.items():
+            lines.append(f"| {part} | {name} | {_ratio(found, lost)} | {_ratio(false_lost, held)} |")
+    lines += ["", ROUND_TEN_NOTE]
+    return "\n".join([*lines, ""])
+
+
+ROUND_TEN_NOTE = "blind_17 is unscored: it is run once, at the end of round ten."
+
+
 def large_session_seconds() -> tuple[float, float]:
     """Seconds to score a long session full of settings, and the same session with plain outputs (the floor)."""
     from compaction_app.engine.items import user_message
@@ -816,7 +859,17 @@ def main() -> None:
                         help="print (and with --write update) only round eight's table (blind_15, never its misses)")
     parser.add_argument("--round-nine-only", action="store_true",
                         help="print (and with --write update) only round nine's table (blind_16, run once)")
+    parser.add_argument("--round-ten-only", action="store_true",
+                        help="print (and with --write update) only round ten's table (blind_17, run once)")
     args = parser.parse_args()
+    if args.round_ten_only:
+        round_ten = round_ten_table()
+        print(round_ten)
+        if args.write:
+            from bench.doc_section import write_section
+
+            write_section(ROUND_TEN_SECTION, round_ten)
+        return
     if args.round_nine_only:
         round_nine = round_nine_table()
         print(round_nine)
