@@ -93,15 +93,16 @@ def _corrected_rate(n: int, phase: int, k: int) -> Planted:
 
 
 def _coverage_total(n: int, phase: int, k: int) -> Planted:
-    # coverage report's TOTAL row: statements, missed, and the percentage covered, on one line.
-    stmts, missed = 4000 + 37 * k, 200 + 11 * (k % 30)
+    # coverage report's TOTAL row: statements, missed, and the percentage covered, on one line (the one module row
+    # above it is at 99%, a percentage the total never reaches, so the tag names the total alone).
+    stmts, missed = 4000 + 37 * (k % 60), 200 + 11 * (k % 30)  # at most 97% covered
     percent = round(100 * (stmts - missed) / stmts)
     c = _id(n, phase, "cov")
     pkg = f"reports_{k}"
     items = [fcall(c, "exec_command", cmd=f"coverage report --include='{pkg}/*'"),
              fout(c, exec_out(0, "Name                          Stmts   Miss  Cover\n"
                                  "-------------------------------------------------\n"
-                                 f"{pkg}/render.py                 812     41    95%\n"
+                                 f"{pkg}/render.py                 812      8    99%\n"
                                  "-------------------------------------------------\n"
                                  f"TOTAL                         {stmts}    {missed}    {percent}%"))]
     return Planted("value", f"{percent}%", "coverage total", items, [
