@@ -32,6 +32,7 @@ from compaction_app.engine.retention.values import (
     DATE_PATTERNS,
     VALUE_GROUP_SEPARATOR,
     address_of,
+    comma_decimals,
     date_of,
     dates,
     dot_grouped,
@@ -534,7 +535,7 @@ def states_value(segment: Segment, value: str, *, as_version: bool = False) -> b
         return states_address(segment.text, *wanted)
     if kind == "number":
         text = _unnumbered(segment.text)
-        return any(numbers_agree(wanted, said) for said in numbers(text)) or \
+        return any(numbers_agree(wanted, said) for said in (*numbers(text), *comma_decimals(text))) or \
             wanted[0] in dot_grouped(text) or states_byte_count(text, wanted[0])
     return bool(wanted) and all(t in segment.tokens or _HEX.fullmatch(t) and t in _unseparated(segment.tokens)
                                 for t in wanted)
@@ -563,6 +564,9 @@ def _wanted(value: str, as_version: bool) -> tuple[str, Any]:
     """What a value is, read once: a quantity, a date, a version, a plain number, else its tokens."""
     # An assignment's operator left before the value (`PARALLEL := 3` read as "= 3") is not part of it.
     value = value.strip().lstrip("=:").strip() or value.strip()
+    # A rate (`1270.27/sec`, "170 requests per second") is compared per second in any time unit.
+    if rate_spans(value) == [(0, len(value))]:
+        return "quantity", rates(value)[0]
     quantity = quantity_of(value)
     if quantity is not None:
         return "quantity", quantity
@@ -636,7 +640,7 @@ def holds_value(segment: Segment, value: tuple[str, Any]) -> bool:
     if kind == "date":
         return wanted in dates(segment.text)
     if kind == "number":
-        return any(numbers_agree(wanted, said) for said in numbers(segment.text))
+        return any(numbers_agree(wanted, said) for said in (*numbers(segment.text), *comma_decimals(segment.text)))
     return states_quantity(segment.text, wanted)
 
 

@@ -62,17 +62,21 @@ _PART = re.compile(r"(\d+(?:\.\d+)?)\s?([a-z]+)", re.IGNORECASE)
 # A bare number; a sentence's full stop after it is not a decimal point ("... = 3000.").
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*(?!\w|\.\d)")
 RELATIVE_SLACK = 0.005
-# A rate: a number, maybe what it counts (a word or two, not a currency), and a time unit after "per", "/" or "a"
-# ("170 requests per second", "10,200 requests/min", "175 req/s", "3 deploys a day"), or a unit that says it
-# (`rps`, `qps`). Compared per second, so "170 requests per second" is "10,200 requests/min".
-_RATE = re.compile(r"(?<![\w.])(?P<n>\d+(?:[.,]\d+)*)\s?(?:(?!(?:EUR|USD|GBP|euros?|dollars?)\b)[A-Za-z]+\s?){0,2}"
-                   r"(?:/\s?|\bper\s|\ba\s)(?P<unit>s|sec|second|min|minute|h|hr|hour|day)s?\b"
+# A rate: a number, maybe what it counts (a word or two in any alphabet, not a currency), and a time unit after "per", "/" or "a"
+# ("170 requests per second", "10,200 requests/min", "175 req/s", "3 deploys a day", "1270 pedidos por segundo"), or
+# a unit that says it (`rps`, `qps`). Compared per second, so "170 requests per second" is "10,200 requests/min".
+_RATE = re.compile(r"(?<![\w.])(?P<n>\d+(?:[.,]\d+)*)\s?(?:(?!(?:EUR|USD|GBP|euros?|dollars?)\b)[^\W\d_]+\s?){0,2}"
+                   r"(?:/\s?|\b(?:per|por|par|pro)\s|\ba\s)(?P<unit>s|sec|seg|second|segundo|seconde|sekunde|min|"
+                   r"minute|minuto|minuut|h|hr|hour|hora|heure|stunde|uur|day)s?\b"
                    r"|(?<![\w.])(?P<n2>\d+(?:[.,]\d+)*)\s?(?:rps|qps)\b", re.IGNORECASE)
 # Decimal and binary prefixes of the same rank, which writers use for one another (kB/KiB ... TB/TiB).
 PREFIX_TWINS = {1e3: 2**10, 1e6: 2**20, 1e9: 2**30, 1e12: 2**40}
 PREFIX_TWINS |= {binary: decimal for decimal, binary in list(PREFIX_TWINS.items())}
 _RATE_SECONDS = {"s": 1, "sec": 1, "second": 1, "min": 60, "minute": 60, "h": 3600, "hr": 3600, "hour": 3600,
                  "day": 86400}
+# The summary languages met so far say it too: "pedidos por segundo", "requêtes par seconde", "pro Sekunde".
+_RATE_SECONDS |= {"seg": 1, "segundo": 1, "seconde": 1, "sekunde": 1, "minuto": 60, "minuut": 60, "hora": 3600,
+                  "heure": 3600, "stunde": 3600, "uur": 3600}
 
 
 @lru_cache(maxsize=16384)
@@ -208,11 +212,33 @@ def states_quantity(text: str, wanted: Quantity) -> bool:
             and m.start() not in {q.start(1) for q in _QUANTITY.finditer(text)} for m in _NUMBER.finditer(text))
     if any(q.agrees(wanted) for q in _quantities(text)):
         return True
+    if wanted.dimension == SECONDS and any(q.agrees(wanted) for q in _letter_durations(text)):
+        return True
     # A duration written as a clock ("finished in 1:12:09" for `elapsed=1h12m09s`).
     if wanted.dimension == SECONDS and any(abs(seconds - wanted.base) <= max(half, wanted.half_step)
                                            for seconds, half in clock_seconds(text)):
         return True
     return wanted.number in _bare_numbers(text)
+
+
+# A duration's one-letter unit as configs and writers use it: glued "m" ("60m" is minutes in an ini file, where alone
+# "512m" would be a size) and a letter after a space ("1 h", "1,25 h"). Read only against a wanted duration, where
+# no size is meant.
+_LETTER_DURATION = re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)?)\s?([hmd])\b", re.IGNORECASE)
+_LETTER_SECONDS = {"h": 3600.0, "m": 60.0, "d": 86400.0}
+
+
+@lru_cache(maxsize=16384)
+def _letter_durations(text: str) -> tuple[Quantity, ...]:
+    found = []
+    for match in _LETTER_DURATION.finditer(text):
+        parsed = _number(match.group(1))
+        if parsed is None:
+            continue
+        factor = _LETTER_SECONDS[match.group(2).lower()]
+        found.append(Quantity(number=parsed[0], dimension=SECONDS, base=parsed[0] * factor,
+                              half_step=parsed[1] * factor, factor=factor))
+    return tuple(found)
 
 
 # A plain number this large may be a count of bytes (`MemoryMax=1610612736`, `ls -l`'s size), which a writer states

@@ -297,7 +297,7 @@ def _structured(lines: list[str]) -> list[Statement]:
             label = " ".join(line[:line.index(counts)].replace(":", " ").split()[-2:])
             found.append(Statement(f"{label} {TALLY_SUFFIX}".strip(), counts))
             continue
-        measured = measured_line(line)
+        measured = measured_line(line) or rate_line(line)
         if measured is not None:
             found.append(measured)
             continue
@@ -329,6 +329,21 @@ def measured_line(line: str) -> Statement | None:
     if not thing:
         return None
     return Statement(" ".join(filter(None, (thing, match.group("phase")))), match.group("value"))
+
+
+# A rate named with its time unit after a slash (wrk's `Requests/sec:   1270.27`, `Transfer/sec`, `ops/s`): the
+# value is that many per that unit, so a summary's "76,216 requests/min" or "1270 req/s" states it.
+RATE_LINE = re.compile(r"^\s*(?P<key>[A-Za-z][\w.-]*(?: [A-Za-z][\w.-]*){0,2})/(?P<per>s|sec|second|min|minute|h|"
+                       r"hr|hour)\b\s*[:=]?\s+(?P<value>\d[\d.,]*)\s*$", re.IGNORECASE)
+
+
+def rate_line(line: str) -> Statement | None:
+    """A `name/unit: number` line as a rate statement (`Requests/sec: 1270.27` is 1270.27 per second)."""
+    match = RATE_LINE.match(line)
+    if match is None:
+        return None
+    per = match.group("per").lower()
+    return Statement(f"{match.group('key')}/{per}", f"{match.group('value')}/{per}")
 
 
 def named_values(lines: list[str]) -> set[str]:

@@ -170,6 +170,23 @@ def dot_grouped(text: str) -> frozenset[int]:
     return frozenset(int(m.group().replace(".", "")) for m in _DOT_GROUPED.finditer(text))
 
 
+# A number with a decimal comma, as Portuguese, German, French and others write it ("1,60", "0,25"): digits on both
+# sides, no space after the comma ("1, 60" is a list).
+_COMMA_DECIMAL = re.compile(r"(?<![\w.,])-?\d+,\d+(?![\w.,]*\d)")
+
+
+@lru_cache(maxsize=16384)
+def comma_decimals(text: str) -> tuple[Number, ...]:
+    """The numbers a text writes with a decimal comma, read as such ("1,60" is also 1.60 with its rounding: which one
+    a writer meant by "1,600" is not known, so the caller accepts either reading, as with `dot_grouped`)."""
+    found = []
+    for match in _COMMA_DECIMAL.finditer(text):
+        digits = match.group().replace(",", ".")
+        decimals = len(digits.split(".", 1)[1])
+        found.append((float(digits), 0.5 * 10 ** -decimals, False, _significant(digits)))
+    return tuple(found)
+
+
 @lru_cache(maxsize=16384)
 def clock_seconds(text: str) -> tuple[tuple[float, float], ...]:
     """Durations written as a clock (`1:12:09` is 4329 s, `12:09` 729 s), with half a unit of the last digit."""
