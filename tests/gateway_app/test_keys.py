@@ -117,3 +117,33 @@ def test_a_route_keys_caller_carries_its_routes_compaction_fallback(route):
     proxy._keys.clear()
     caller = async_to_sync(proxy.authenticate)({"authorization": f"Bearer {key}"}, "", "127.0.0.1")
     assert caller.route_id == route.pk and caller.compaction_fallback == GatewayRoute.Fallback.UPSTREAM
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_revoked_key_stops_working_the_cache_time_after_its_lookup_began_however_long_the_lookup_took(
+        route, monkeypatch):
+    """A process remembers who a key is for COMPACTWEB_GATEWAY_KEY_CACHE_SECONDS, counted from before the database
+    read: a revocation committed while a slow lookup ran is seen that long after the read began, not later."""
+    from asgiref.sync import async_to_sync
+
+    from compaction_app.engine.lru import TtlLru
+    from gateway_app import keys, proxy
+    from gateway_app.keys import do_create_gateway_key
+
+    clock = [100.0]
+    monkeypatch.setattr(proxy, "_keys", TtlLru(10, seconds=lambda: 1.0, clock=lambda: clock[0]))
+    real = keys.key_for
+
+    def slow_lookup(*, presented):
+        clock[0] += 0.8  # the read takes 0.8 s of the 1 s the answer may be remembered
+        return real(presented=presented)
+
+    monkeypatch.setattr(keys, "key_for", slow_lookup)
+    key = do_create_gateway_key(route=route, client_name="ci").key
+    headers = {"authorization": f"Bearer {key}"}
+    assert async_to_sync(proxy.authenticate)(headers, "", "127.0.0.1") is not None  # read from 100.0 to 100.8
+    GatewayKey.objects.update(revoked=True)
+    clock[0] = 100.5  # within the second after the read began: still remembered
+    assert async_to_sync(proxy.authenticate)(headers, "", "127.0.0.1") is not None
+    clock[0] = 101.2  # over a second after the read began, though only 0.4 s after it ended
+    assert async_to_sync(proxy.authenticate)(headers, "", "127.0.0.1") is None
