@@ -114,3 +114,30 @@ def test_unknown_keys_are_limited_per_client_address(sim_upstream, route, monkey
         assert (await from_address("10.0.0.2", "cwg_another-guess")).status_code == 401  # another address
 
     go()
+
+
+def test_an_unknown_key_sent_again_counts_against_its_address_though_the_process_remembers_it(sim_upstream, monkeypatch):
+    """The key cache remembers unknown keys too: one guess sent over and over is answered from memory, and each
+    sending still counts against the address that sent it, so repeating a guess does not escape the limit."""
+    import httpx
+
+    from gateway_app import proxy
+    from tests.gateway_app.test_upstream_client import _router
+
+    monkeypatch.setattr(limits, "window_now", lambda: 1)
+    monkeypatch.setattr(proxy, "key_cache_seconds", lambda: 600.0)
+
+    async def from_address(address: str, key: str) -> httpx.Response:
+        transport = httpx.ASGITransport(app=_router(), client=(address, 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+            return await client.get("/gateway/v1/models", headers={"Authorization": f"Bearer {key}"})
+
+    @async_to_sync
+    async def go():
+        statuses = [(await from_address("10.0.0.3", "cwg_the-same-guess")).status_code
+                    for _ in range(limits.FAILED_KEYS_PER_MINUTE)]
+        assert statuses == [401] * limits.FAILED_KEYS_PER_MINUTE  # looked up once, then from memory
+        assert (await from_address("10.0.0.3", "cwg_a-new-guess")).status_code == 429
+        assert (await from_address("10.0.0.4", "cwg_a-new-guess")).status_code == 401  # another address's own count
+
+    go()
