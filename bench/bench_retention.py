@@ -768,7 +768,19 @@ def round_ten_table() -> str:
     return "\n".join([*lines, ""])
 
 
-ROUND_TEN_NOTE = "blind_17 is unscored: it is run once, at the end of round ten."
+ROUND_TEN_NOTE = (
+    "blind_17 was committed unscored before blind_16's misses were read and before any scorer change of round ten; "
+    "it was then scored once, after all of them (main at 153f5af, load average 15-18): **recall 17% (58/333), 10% "
+    "(29/292) held facts called lost**, against blind_16's 87% and 13% in round nine, far below the goals (90%, "
+    "2%). The table above is that one run. Read afterwards (so spent), by family: ping's average is never "
+    "extracted (its `min/avg/max/mdev = a/b/c/d ms` names are paired with the wrong numbers); coverage's TOTAL row "
+    "and the MySQL client's `N rows in set (T sec)` are never extracted; ps's RSS is read as a plain count of "
+    "bytes, so its restatement in MiB is called lost (43%); the corrected nginx rate stays at its stale value "
+    "(the user's \"let the reports zone take 1200 requests a minute\" is read as a setting `zone = 1200`), and the "
+    "family's tag (`zone=reports`) is in no fact's text even when a rate is read, a flaw of the set that would hide a "
+    "correct reading too. The lesson of round three stands, sharper: on tools no rule was written for, recall at "
+    "first sight is low, and the figure of one held-out part says more about its tools than about the scorer."
+)
 
 
 def large_session_seconds() -> tuple[float, float]:
