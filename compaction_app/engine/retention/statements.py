@@ -301,6 +301,10 @@ def _structured(lines: list[str]) -> list[Statement]:
         if measured is not None:
             found.append(measured)
             continue
+        paired = slash_pairs(line)
+        if paired:
+            found += paired
+            continue
         match = KV_LINE.match(line)
         if match is None:
             match = MEASURE_LINE.match(line)
@@ -344,6 +348,24 @@ def rate_line(line: str) -> Statement | None:
         return None
     per = match.group("per").lower()
     return Statement(f"{match.group('key')}/{per}", f"{match.group('value')}/{per}")
+
+
+# Names and values listed in the same order, each list joined by slashes (ping's `rtt min/avg/max/mdev =
+# 8.1/14.2/31.4/3.2 ms`, `p50/p95/p99: 12/48/97 ms`): each name states the value at its place, with the unit after.
+SLASH_PAIRS = re.compile(r"^\s*(?:[A-Za-z][\w-]*\s+)?(?P<names>[A-Za-z]\w*(?:/[A-Za-z]\w*)+)\s*[=:]\s*"
+                         r"(?P<values>-?\d[\d.]*(?:/-?\d[\d.]*)+)\s*(?P<unit>[A-Za-zµ%]{1,4})?\s*$")
+
+
+def slash_pairs(line: str) -> list[Statement]:
+    """A line of slash-separated names and as many slash-separated values as one statement per name."""
+    match = SLASH_PAIRS.match(line)
+    if match is None:
+        return []
+    names, values = match.group("names").split("/"), match.group("values").split("/")
+    if len(names) != len(values):
+        return []
+    unit = f" {match.group('unit')}" if match.group("unit") else ""
+    return [Statement(name, f"{value}{unit}") for name, value in zip(names, values, strict=True)]
 
 
 def named_values(lines: list[str]) -> set[str]:

@@ -10,7 +10,7 @@ import pytest
 from compaction_app.engine.items import user_message
 from compaction_app.engine.retention.facts import FactKind
 from compaction_app.engine.retention.quantities import quantity_of, rates, states_quantity
-from compaction_app.engine.retention.statements import Statement, rate_line
+from compaction_app.engine.retention.statements import Statement, rate_line, slash_pairs
 from compaction_app.engine.retention.values import comma_decimals
 from tests.compaction_app.engine.retention.test_round_four_rules import kept
 from tests.compaction_app.engine.retention.test_stated_values import output
@@ -92,3 +92,24 @@ def test_a_tools_rate_is_kept_in_any_time_unit_and_lost_by_another_number(claim,
 def test_a_rate_said_with_por_par_or_pro_is_compared_per_second(text, per_second):
     (rate,) = rates(text)
     assert rate.base == pytest.approx(per_second)
+
+
+@pytest.mark.parametrize(("line", "found"), [
+    ("rtt min/avg/max/mdev = 8.113/14.231/31.400/3.207 ms",
+     [("min", "8.113 ms"), ("avg", "14.231 ms"), ("max", "31.400 ms"), ("mdev", "3.207 ms")]),
+    ("p50/p95/p99: 12/48/97", [("p50", "12"), ("p95", "48"), ("p99", "97")]),
+    ("min/avg/max = 1/2 ms", []), ("see docs/api/v2: 3/4", []),
+])
+def test_slash_separated_names_and_values_are_one_statement_per_name(line, found):
+    assert [(s.key, s.value) for s in slash_pairs(line)] == found
+
+
+PING = output("ping -c 5 db-7", "5 packets transmitted, 5 received, 0% packet loss, time 4005ms\n"
+                                "rtt min/avg/max/mdev = 8.113/14.231/31.400/3.207 ms")
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- ping db-7: avg 14.2 ms", True), ("- ping db-7: avg 31.4 ms", False), ("- ping db-7: reachable", False),
+])
+def test_each_of_several_numbers_on_one_line_is_its_own_fact(claim, held):
+    assert kept(PING, claim, FactKind.VALUE, "14.231") is held
