@@ -147,3 +147,26 @@ def test_a_revoked_key_stops_working_the_cache_time_after_its_lookup_began_howev
     assert async_to_sync(proxy.authenticate)(headers, "", "127.0.0.1") is not None
     clock[0] = 101.2  # over a second after the read began, though only 0.4 s after it ended
     assert async_to_sync(proxy.authenticate)(headers, "", "127.0.0.1") is None
+
+
+def test_a_key_is_its_prefix_and_32_random_bytes_url_safe_and_its_client_name_is_cut_to_100(route):
+    import re
+
+    from gateway_app.keys import do_create_gateway_key
+
+    first = do_create_gateway_key(route=route, client_name="c" * 150)
+    second = do_create_gateway_key(route=route, client_name="ci")
+    assert re.fullmatch(r"cwg_[A-Za-z0-9_-]{43}", first.key) and first.key != second.key
+    assert GatewayKey.objects.get(pk=first.row.pk).client_name == "c" * 100
+
+
+def test_a_routes_key_is_read_with_its_route_provider_and_policy_in_one_query(route, django_assert_num_queries):
+    """The caller of a route's key is built from its route, the route's provider and policy (proxy._lookup): the
+    lookup's one query brings them with the key."""
+    from gateway_app.keys import do_create_gateway_key
+
+    key = do_create_gateway_key(route=route, client_name="ci").key
+    with django_assert_num_queries(1):
+        row = key_for(presented=key)
+        assert (row.route.name, row.route.provider.name, row.route.policy.name) == (
+            route.name, route.provider.name, route.policy.name)

@@ -146,3 +146,13 @@ def test_a_users_key_is_read_with_its_user_in_one_query(django_assert_num_querie
     with django_assert_num_queries(1):
         row = key_for(presented=key)
         assert (row.user.get_username(), row.user.is_active) == (operator_user.get_username(), True)
+
+
+def test_the_key_of_a_user_made_inactive_is_not_found(operator_user):
+    from gateway_app.keys import do_create_user_gateway_key, key_for
+
+    key = do_create_user_gateway_key(user=operator_user, name="laptop").key
+    assert key_for(presented=key) is not None
+    operator_user.is_active = False
+    operator_user.save()
+    assert key_for(presented=key) is None
