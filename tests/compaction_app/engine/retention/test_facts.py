@@ -23,6 +23,7 @@ from compaction_app.engine.retention.facts import (
     failure_location,
     item_key,
     left_items,
+    line_flag,
     needle,
     output_body,
     output_text,
@@ -498,3 +499,13 @@ def test_the_same_fact_twice_is_one_fact_as_first_seen():
                fcall("b", "exec_command", cmd="python run.py data/raw/x.parquet"), fout("b", exec_out(1, line))]
     errors = [f for f in extract_facts(history) if f.kind is FactKind.ERROR and f.text == line]
     assert [(f.anchors, f.words) for f in errors] == [(("data/raw/x.parquet",), ())]
+
+
+def test_a_command_line_option_in_a_failure_line_is_no_value_of_the_failure():
+    # Issue 43, retention seed 5103: `--Rebuild` is an option whatever its case; the failure is about image-7 alone
+    # only when the option is read as one, else the line is proved by its words and both anchors.
+    assert line_flag("Error: --Rebuild needs image-7", "rebuild")
+    assert not line_flag("Error: --rebuild needs image-7", "image-7")
+    history = [fcall("m", "exec_command", cmd="make images"), fout("m", exec_out(2, "error: --rebuild needs image-7"))]
+    assert [(f.anchors, f.words) for f in extract_facts(history) if f.kind is FactKind.ERROR] == \
+        [(("rebuild", "image-7"), ("error", "rebuild", "need"))]
