@@ -16,6 +16,7 @@ from compaction_app.engine.retention.match import (
     is_anchor,
     is_version_setting,
     mislabelled,
+    names_of,
     names_source,
     normalise,
     setting_words,
@@ -328,3 +329,9 @@ def test_a_claim_mislabels_a_value_when_it_gives_one_numbers_label_to_another():
     assert not mislabelled("[ahead 7, behind 9]", "7 ; 9", Segment("ahead 7, behind 9"))
     assert not mislabelled("[ahead 7, behind 9]", "7 ; 9", Segment("7 and 9"))  # no label said
     assert not mislabelled("[ahead 7, behind 9]", "x", Segment("9 ahead"))  # no number in the value
+
+
+def test_a_failure_lines_names_leave_out_its_numbers_protocols_measures_and_timestamps():
+    # Issue 43, retention seed 5103: each kind left out on its own (a measure is no timestamp, nor one a measure).
+    anchors = ("web-3", "503", "http/1.1", "4.05s", "120ms", "2026-12-01t10:11:07z", "10:11:07", "ord_7")
+    assert names_of(anchors) == ["web-3", "ord_7"]
