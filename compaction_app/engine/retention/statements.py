@@ -241,7 +241,21 @@ def _line_fields(line: str) -> list[Statement]:
 
 def is_table(lines: list[str]) -> bool:
     """Whether the table readers read these lines (a header and rows: every cell is theirs)."""
-    return bool(_table(lines) or _bar_table(lines) or _loose_table(lines) or _csv_table(lines))
+    return bool(_any_table(lines))
+
+
+# A rule drawn with dashes or equals signs under a header or above a total (`coverage report`, `pip list`): it draws
+# the table and is no row of it. psql's rule (`----+----`) is its bar table's.
+DASH_RULE = re.compile(r"[-=]{3,}(?:\s+[-=]{3,})*")
+
+
+def _any_table(lines: list[str]) -> list[Statement]:
+    """The cells of whichever table reader reads the lines, its dashed rules left out."""
+    found = _table(lines) or _bar_table(lines) or _loose_table(lines) or _csv_table(lines)
+    if found:
+        return found
+    unruled = [line for line in lines if not DASH_RULE.fullmatch(line.strip())]
+    return (_table(unruled) or _loose_table(unruled)) if len(unruled) < len(lines) else []
 
 
 _CSV_LINE = re.compile(r"[^\s,]+(?:,\s?[^\s,]+)+")
@@ -287,7 +301,7 @@ def _structured(lines: list[str]) -> list[Statement]:
             return _json_leaves(ast.literal_eval(text))[:MAX_STATEMENTS_PER_TEXT]
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             pass
-    table = _table(lines) or _bar_table(lines) or _loose_table(lines) or _csv_table(lines)
+    table = _any_table(lines)
     if table:
         return table
     found = []

@@ -10,7 +10,7 @@ import pytest
 from compaction_app.engine.items import user_message
 from compaction_app.engine.retention.facts import FactKind
 from compaction_app.engine.retention.quantities import quantity_of, rates, states_quantity
-from compaction_app.engine.retention.statements import Statement, rate_line, slash_pairs
+from compaction_app.engine.retention.statements import DASH_RULE, Statement, rate_line, slash_pairs
 from compaction_app.engine.retention.values import comma_decimals
 from tests.compaction_app.engine.retention.test_round_four_rules import kept
 from tests.compaction_app.engine.retention.test_stated_values import output
@@ -113,3 +113,21 @@ PING = output("ping -c 5 db-7", "5 packets transmitted, 5 received, 0% packet lo
 ])
 def test_each_of_several_numbers_on_one_line_is_its_own_fact(claim, held):
     assert kept(PING, claim, FactKind.VALUE, "14.231") is held
+
+
+COVERAGE = output("coverage report", "Name                Stmts   Miss  Cover\n" + "-" * 45 + "\n"
+                                     "billing/tax.py        640     12    98%\n" + "-" * 45 + "\n"
+                                     "TOTAL                5120    410    92%")
+
+
+@pytest.mark.parametrize(("claim", "held"), [
+    ("- coverage: TOTAL 92% covered (410 of 5120 statements missed)", True),
+    ("- coverage: TOTAL 410% covered", False), ("- coverage: TOTAL 83% covered", False),
+])
+def test_a_table_drawn_with_dashed_rules_is_read_as_a_table(claim, held):
+    assert kept(COVERAGE, claim, FactKind.VALUE, "92%") is held
+
+
+def test_a_dashed_rule_is_no_row_and_psqls_rule_stays_its_bar_tables():
+    assert DASH_RULE.fullmatch("-------- ------") and DASH_RULE.fullmatch("=====")
+    assert not DASH_RULE.fullmatch("--------+------") and not DASH_RULE.fullmatch("--")
