@@ -509,3 +509,17 @@ def test_a_command_line_option_in_a_failure_line_is_no_value_of_the_failure():
     history = [fcall("m", "exec_command", cmd="make images"), fout("m", exec_out(2, "error: --rebuild needs image-7"))]
     assert [(f.anchors, f.words) for f in extract_facts(history) if f.kind is FactKind.ERROR] == \
         [(("rebuild", "image-7"), ("error", "rebuild", "need"))]
+
+
+def test_a_local_shell_call_without_a_command_says_its_tools_name_alone():
+    # Issue 43, retention seed 5103: no placeholder for the missing command.
+    assert call_text({"type": "local_shell_call", "call_id": "c", "action": {}}).split() == ["local_shell"]
+
+
+def test_a_python_traceback_is_located_at_its_last_place_even_when_it_quotes_a_first_frame_first_stack():
+    # Issue 43, retention seed 5102: a Python tool that ran node prints node's stack inside its own traceback; the
+    # Python traceback ("most recent call last") still ends at its innermost frame.
+    output = ("Traceback (most recent call last):\n  File \"src/build.py\", line 10, in main\n"
+              "RuntimeError: node failed\nat run (scripts/build.js:12:5)\n\nDuring handling of the above:\n"
+              "Traceback (most recent call last):\n  File \"src/lib.py\", line 30, in g\nKeyError: 'x'")
+    assert failure_location(output, 1) == ('File "src/lib.py", line 30, in g', "src/lib.py:30")
