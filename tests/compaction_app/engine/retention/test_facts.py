@@ -523,3 +523,9 @@ def test_a_python_traceback_is_located_at_its_last_place_even_when_it_quotes_a_f
               "RuntimeError: node failed\nat run (scripts/build.js:12:5)\n\nDuring handling of the above:\n"
               "Traceback (most recent call last):\n  File \"src/lib.py\", line 30, in g\nKeyError: 'x'")
     assert failure_location(output, 1) == ('File "src/lib.py", line 30, in g', "src/lib.py:30")
+
+
+def test_a_one_line_output_without_a_digit_is_no_header_and_its_values_are_read():
+    # Issue 43, retention seed 5102: a header names the columns of the lines under it; one line has none under it.
+    url = "https://grafana.example.com/d/abc"
+    assert [v for _, v, _ in short_output_values(url, "printenv DASHBOARD_URL", set(), "printenv")] == [url]
