@@ -529,3 +529,18 @@ def test_a_one_line_output_without_a_digit_is_no_header_and_its_values_are_read(
     # Issue 43, retention seed 5102: a header names the columns of the lines under it; one line has none under it.
     url = "https://grafana.example.com/d/abc"
     assert [v for _, v, _ in short_output_values(url, "printenv DASHBOARD_URL", set(), "printenv")] == [url]
+
+
+def test_each_fact_is_stored_with_the_question_of_its_kind():
+    # Issue 43, retention seeds 5102 and 5103: the question is what the model-judged probe and a stored score show.
+    history = [assistant("Next step: rerun tests/pay"), fcall("r", "read_file", path="src/a.py"), fout("r", "x"),
+               fcall("t", "exec_command", cmd="pytest -q tests/pay"), fout("t", exec_out(1, "1 failed"))]
+    assert [(f.kind.value, f.question) for f in extract_facts(history)] == [
+        ("next_step", "What is the next step?"), ("file_read", "Which files were read?"),
+        ("command", "Which commands were run, and how did they exit?"), ("error", "Which errors were seen?"),
+        ("value", SHORT_OUTPUT_QUESTION)]
+
+
+def test_a_short_outputs_value_is_named_after_the_program_its_command_ran_by_path():
+    assert short_output_values("1.2G\tdata/x", "du -sh data/x", set(), "/usr/bin/du -sh data/x") == \
+        [("du output", "1.2G", "1.2G")]
