@@ -544,3 +544,12 @@ def test_each_fact_is_stored_with_the_question_of_its_kind():
 def test_a_short_outputs_value_is_named_after_the_program_its_command_ran_by_path():
     assert short_output_values("1.2G\tdata/x", "du -sh data/x", set(), "/usr/bin/du -sh data/x") == \
         [("du output", "1.2G", "1.2G")]
+
+
+def test_a_failure_lines_identifiers_its_command_already_named_do_not_prove_it_alone():
+    # Issue 43, retention seed 5102: the order was the command's own argument, so the line adds one identifier only
+    # and is proved by its words too; read without its command, both identifiers would prove it in any words.
+    history = [fcall("p", "exec_command", cmd="./pay --order ord_77"),
+               fout("p", exec_out(1, "error: ord_77 declined by card_9"))]
+    assert [(f.anchors, f.words) for f in extract_facts(history) if f.kind is FactKind.ERROR] == \
+        [(("ord_77", "card_9"), ("error", "declin"))]

@@ -249,3 +249,12 @@ def test_the_facts_that_left_include_a_masked_outputs_call_and_each_pin_and_carr
     kinds = [f.kind for f in facts]
     assert FactKind.COMMAND in kinds  # the output left while its call stayed: the command is probed
     assert kinds.count(FactKind.PIN) == 1 and kinds.count(FactKind.FILE_READ) == 1
+
+
+def test_a_test_runs_counts_are_stated_by_one_line_in_any_order():
+    # Issue 43, retention seed 5103: one line states them; two joined lines are not read for counts.
+    history = [fcall("t", "exec_command", cmd="pytest -q tests/pay"),
+               fout("t", exec_out(1, "FAILED tests/pay/test_a.py::test_a - boom\n1 failed, 3 passed in 0.2s"))]
+    fact = next(v.fact for v in score_compaction(history, []).verdicts if v.fact.text.startswith("1 failed"))
+    assert structural_check([fact], [user_message("pytest: 3 passed, 1 failed")]).kept == 1
+    assert structural_check([fact], [user_message("pytest: 2 passed, 1 failed")]).kept == 0
