@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = "tests/scripts/harness_samples/samples.py"
 POINTERS = ("CI", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "COMPACTWEB_TEST_REDIS_URL",
@@ -85,15 +87,42 @@ def test_scripts_test_pointed_at_only_one_service_refuses_before_running_anythin
     assert "== pytest" not in result.stdout
 
 
-def test_scripts_test_keeps_the_bytecode_its_python_starts_compile_even_where_the_host_says_not_to(tmp_path):
-    """Each of a run's hundreds of Python starts (pytest, Daphne, workers, launchers) would otherwise compile its
-    ~1,600 modules again (docs/benchmarks.md, "Bytecode in the test run")."""
-    report = tmp_path / "report"
-    env = {**outside_ci(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "COMPACTWEB_SAMPLE_REPORT": str(report)}
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """scripts/test run on one sample test, under PYTHONDONTWRITEBYTECODE, with a var/ of its own."""
+    tmp_path = tmp_path_factory.mktemp("sample_run")
+    env = {**outside_ci(tmp_path), "PYTHONDONTWRITEBYTECODE": "1",
+           "COMPACTWEB_SAMPLE_REPORT": str(tmp_path / "report")}
+    env.pop("COMPACTWEB_TEST_PORTS", None)  # the run's own choice, not the one this test's pass was given
     result = subprocess.run([str(ROOT / "scripts" / "test"), "tests/scripts/harness_samples/bytecode_sample.py",
                              "-p", "no:randomly"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert report.read_text() == "dont_write_bytecode=False"
+    return tmp_path, result
+
+
+def test_scripts_test_keeps_the_bytecode_its_python_starts_compile_even_where_the_host_says_not_to(sample_run):
+    """Each of a run's hundreds of Python starts (pytest, Daphne, workers, launchers) would otherwise compile its
+    ~1,600 modules again (docs/benchmarks.md, "Bytecode in the test run")."""
+    tmp_path, _ = sample_run
+    assert (tmp_path / "report").read_text().splitlines()[0] == "dont_write_bytecode=False"
+
+
+def test_scripts_test_gives_each_pass_ports_of_its_own_below_the_kernels_ephemeral_range(sample_run):
+    """A server a test starts on a port the kernel also hands out for outgoing connections can find it held (a
+    scale-out web process on port + 1 once restarted for eight minutes): the embedded pass gets 20000-20999."""
+    tmp_path, _ = sample_run
+    low, _high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    assert (tmp_path / "report").read_text().splitlines()[1] == "ports=20000-20999"
+    assert 20999 < low
+
+
+def test_scripts_test_writes_its_passes_logs_and_exit_codes_under_the_var_dir_it_is_given(sample_run):
+    """A run inside a run (the test above, in CI's embedded pass) must not clear or overwrite the outer run's
+    var/test-runs: it did once, and the outer run's logs got the inner run's lines."""
+    tmp_path, _ = sample_run
+    runs = tmp_path / "var" / "test-runs"
+    assert (runs / "embedded.log").is_file() and (runs / "embedded.rc").read_text().startswith("0 ")
+    assert (runs / "embedded").is_dir()  # the pass's own var/: its SQLite file and secret key
 
 
 def test_the_scale_out_pass_and_the_services_pass_split_the_tests_by_the_scale_out_directory(tmp_path):
