@@ -590,21 +590,28 @@ ROUND_SEVEN_NOTE = (
 ROUND_EIGHT_SECTION = "## Retention benchmark: round eight's held-out part (issue 46)"
 
 
-def round_eight_rows() -> tuple[dict[str, dict[str, tuple]], float]:
-    """part -> row -> (found, lost, false lost, held) on round eight's part (blind_15), and ms of scoring per
-    session. Its misses are never printed: the part is kept unread (docs/retention.md, "round eight")."""
+def _held_out_rows(labelled_set) -> tuple[dict[str, dict[str, tuple]], float]:
+    """part -> row -> (found, lost, false lost, held) on a held-out round's parts (its families, each ordinal and
+    all), and ms of scoring per session: the same for every round from eight on."""
     from compaction_app.engine.retention.score import carried_facts, score_compaction
     from tests.compaction_app.engine.retention import labelled_set_round3 as r3
-    from tests.compaction_app.engine.retention import labelled_set_round8 as r8
 
-    cases = {part: r8.sessions(part) for part in r8.PARTS}
+    cases = {part: labelled_set.sessions(part) for part in labelled_set.PARTS}
     started = time.perf_counter()
     tallies = {part: r3.evaluate(sessions, score_compaction, carried_facts) for part, sessions in cases.items()}
     ms = (time.perf_counter() - started) * 1000 / sum(len(c) for c in cases.values())
     rows = {part: {name: (t.found, t.lost, t.false_lost, t.held)
-                   for name in (*r8.GROUPS[part], *r3.ORDINALS.values(), "all")
+                   for name in (*labelled_set.GROUPS[part], *r3.ORDINALS.values(), "all")
                    for t in [tallies[part].get(name, r3.Tally())]} for part in cases}
     return rows, ms
+
+
+def round_eight_rows() -> tuple[dict[str, dict[str, tuple]], float]:
+    """part -> row -> (found, lost, false lost, held) on round eight's part (blind_15), and ms of scoring per
+    session. Its misses are never printed: the part is kept unread (docs/retention.md, "round eight")."""
+    from tests.compaction_app.engine.retention import labelled_set_round8 as r8
+
+    return _held_out_rows(r8)
 
 
 # blind_15's first run, on the scorer before round eight (main at c848548, load average 3.4), written before any
@@ -671,18 +678,9 @@ ROUND_NINE_SECTION = "## Retention benchmark: round nine's held-out part (issue 
 def round_nine_rows() -> tuple[dict[str, dict[str, tuple]], float]:
     """part -> row -> (found, lost, false lost, held) on round nine's part (blind_16), and ms of scoring per
     session. Run once, at the end of round nine (docs/retention.md, "round nine"); its misses are not printed."""
-    from compaction_app.engine.retention.score import carried_facts, score_compaction
-    from tests.compaction_app.engine.retention import labelled_set_round3 as r3
     from tests.compaction_app.engine.retention import labelled_set_round9 as r9
 
-    cases = {part: r9.sessions(part) for part in r9.PARTS}
-    started = time.perf_counter()
-    tallies = {part: r3.evaluate(sessions, score_compaction, carried_facts) for part, sessions in cases.items()}
-    ms = (time.perf_counter() - started) * 1000 / sum(len(c) for c in cases.values())
-    rows = {part: {name: (t.found, t.lost, t.false_lost, t.held)
-                   for name in (*r9.GROUPS[part], *r3.ORDINALS.values(), "all")
-                   for t in [tallies[part].get(name, r3.Tally())]} for part in cases}
-    return rows, ms
+    return _held_out_rows(r9)
 
 
 def round_nine_table() -> str:
@@ -734,18 +732,9 @@ ROUND_TEN_SECTION = "## Retention benchmark: round ten's held-out part (issue 46
 def round_ten_rows() -> tuple[dict[str, dict[str, tuple]], float]:
     """part -> row -> (found, lost, false lost, held) on round ten's part (blind_17), and ms of scoring per
     session. Run once, at the end of round ten (docs/retention.md, "round ten"); its misses are not printed."""
-    from compaction_app.engine.retention.score import carried_facts, score_compaction
-    from tests.compaction_app.engine.retention import labelled_set_round3 as r3
     from tests.compaction_app.engine.retention import labelled_set_round10 as r10
 
-    cases = {part: r10.sessions(part) for part in r10.PARTS}
-    started = time.perf_counter()
-    tallies = {part: r3.evaluate(sessions, score_compaction, carried_facts) for part, sessions in cases.items()}
-    ms = (time.perf_counter() - started) * 1000 / sum(len(c) for c in cases.values())
-    rows = {part: {name: (t.found, t.lost, t.false_lost, t.held)
-                   for name in (*r10.GROUPS[part], *r3.ORDINALS.values(), "all")
-                   for t in [tallies[part].get(name, r3.Tally())]} for part in cases}
-    return rows, ms
+    return _held_out_rows(r10)
 
 
 def round_ten_table() -> str:
