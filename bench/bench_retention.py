@@ -606,6 +606,16 @@ def _held_out_rows(labelled_set) -> tuple[dict[str, dict[str, tuple]], float]:
     return rows, ms
 
 
+def _held_out_table(heading: list[str], rows: dict[str, dict[str, tuple]], note: str) -> str:
+    """A held-out round's table, scored once (no before column): its heading lines, a row per part and family
+    with recall and held facts called lost, then its note."""
+    lines = [*heading, "", "| part | facts | recall | held facts called lost |", "|---|---|---:|---:|"]
+    for part, by_row in rows.items():
+        for name, (found, lost, false_lost, held) in by_row.items():
+            lines.append(f"| {part} | {name} | {_ratio(found, lost)} | {_ratio(false_lost, held)} |")
+    return "\n".join([*lines, "", note, ""])
+
+
 def round_eight_rows() -> tuple[dict[str, dict[str, tuple]], float]:
     """part -> row -> (found, lost, false lost, held) on round eight's part (blind_15), and ms of scoring per
     session. Its misses are never printed: the part is kept unread (docs/retention.md, "round eight")."""
@@ -692,15 +702,8 @@ def round_nine_table() -> str:
         "available memory, npm audit's tally, a Node.js TypeError, wrk's requests per second, ls -l's bytes, "
         "uptime's unlabelled load averages, a timeout corrected in chat in other units; summarised in Portuguese "
         "prose, as a two-column markdown table or as a numbered list), 40 sessions, truth written before any run. "
-        f"Scoring: {ms:.1f} ms per session on this part.", "",
-        "| part | facts | recall | held facts called lost |",
-        "|---|---|---:|---:|",
-    ]
-    for part, by_row in rows.items():
-        for name, (found, lost, false_lost, held) in by_row.items():
-            lines.append(f"| {part} | {name} | {_ratio(found, lost)} | {_ratio(false_lost, held)} |")
-    lines += ["", ROUND_NINE_NOTE]
-    return "\n".join([*lines, ""])
+        f"Scoring: {ms:.1f} ms per session on this part."]
+    return _held_out_table(lines, rows, ROUND_NINE_NOTE)
 
 
 ROUND_NINE_NOTE = (
@@ -746,15 +749,8 @@ def round_ten_table() -> str:
         "average round trip, an nginx rate corrected in chat per minute, coverage's TOTAL row, ps's resident "
         "memory in KiB, the MySQL client's query time; summarised in Dutch prose, as em-dash bullets or as one "
         "semicolon-separated line), 40 sessions, truth written before any run. "
-        f"Scoring: {ms:.1f} ms per session on this part.", "",
-        "| part | facts | recall | held facts called lost |",
-        "|---|---|---:|---:|",
-    ]
-    for part, by_row in rows.items():
-        for name, (found, lost, false_lost, held) in by_row.items():
-            lines.append(f"| {part} | {name} | {_ratio(found, lost)} | {_ratio(false_lost, held)} |")
-    lines += ["", ROUND_TEN_NOTE]
-    return "\n".join([*lines, ""])
+        f"Scoring: {ms:.1f} ms per session on this part."]
+    return _held_out_table(lines, rows, ROUND_TEN_NOTE)
 
 
 ROUND_TEN_NOTE = (
