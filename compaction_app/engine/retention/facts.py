@@ -608,11 +608,17 @@ REDIRECTION = re.compile(r"(?<![\w.])\d*[<>]>?&\d*|(?<![\w.])[012]>>?(?=\s|/)")
 ROW_COUNT = re.compile(r"^\s*\(\d+ rows?\)\s*$")
 
 
+def _unredirected(line: str) -> str:
+    """The line with its shell redirections blanked, each by as many spaces as it had characters: a value's offset
+    in it is its offset in the line, where the word before it names it."""
+    return REDIRECTION.sub(lambda match: " " * len(match.group()), line)
+
+
 def _line_values(line: str, call: str, called: set[str], known: set[str]) -> list[str]:
     """Every value a line states (any token holding a digit; a path by its file name), but those its call holds
     and those already facts."""
     found: list[str] = []
-    for match in VALUE_BEARING.finditer(REDIRECTION.sub(" ", line)):
+    for match in VALUE_BEARING.finditer(_unredirected(line)):
         raw = match.group("v").rstrip(".,:;")
         value = raw.rsplit("/", 1)[-1] if "/" in raw and re.search(r"\d", raw.rsplit("/", 1)[-1]) else raw
         in_call = raw.lower() in called or value.lower() in called or \
@@ -658,7 +664,7 @@ def short_output_values(output: str, call: str, known: set[str], command: str = 
         if values and len(values) <= MAX_VALUES_PER_LINE_FACT and \
                 not any(v in k or k in v for v in values for k in known if k) and \
                 all(m.lastgroup == "number" for m in TYPED.finditer(line)):
-            start = REDIRECTION.sub(" ", line).find(values[0])
+            start = _unredirected(line).find(values[0])
             found.append((name_at(line, max(start, 0)), VALUE_GROUP_SEPARATOR.join(values), line.strip()))
         else:
             for start, value in typed_values(line):

@@ -553,3 +553,28 @@ def test_a_failure_lines_identifiers_its_command_already_named_do_not_prove_it_a
                fout("p", exec_out(1, "error: ord_77 declined by card_9"))]
     assert [(f.anchors, f.words) for f in extract_facts(history) if f.kind is FactKind.ERROR] == \
         [(("ord_77", "card_9"), ("error", "declin"))]
+
+
+def test_a_known_value_no_value_of_a_line_holds_nor_is_held_by_leaves_the_line_one_fact():
+    # Issue 43, retention seed 5103: a value already a fact keeps a line from being a catch-all only when one of
+    # the line's values is part of it or holds it; an unrelated known value (a port used elsewhere) does not.
+    assert short_output_values("5 3 * * * /opt/nightly.sh", "crontab -l", {"18001"}, "crontab -l") == \
+        [("crontab output", "5 ; 3", "5 3 * * * /opt/nightly.sh")]
+
+
+def test_a_value_after_a_shell_redirection_is_named_by_the_word_before_it():
+    # Issue 43, retention seed 5103: the redirection is blanked where it stands, so the value's offset is still its
+    # offset in the line (blanked by one space, `2>&1 ` moved `42` three characters left and named it `tot`).
+    assert short_output_values("exec 2>&1 total 42", "run", set(), "run") == [("total", "42", "exec 2>&1 total 42")]
+
+
+def test_a_short_outputs_typed_value_its_call_named_is_left_out():
+    # Issue 43, retention seed 5103: the address the call was given is not stated by the output; the date is.
+    assert short_output_values("listening on 0.0.0.0:18001 since 2027-03-14", "serve --bind 0.0.0.0:18001", set(),
+                               "serve --bind 0.0.0.0:18001") == [("since", "2027-03-14", "2027-03-14")]
+
+
+def test_a_short_outputs_typed_value_stated_twice_is_one_fact():
+    assert short_output_values("started 2027-03-14 on 0.0.0.0:18001\nstopped 2027-03-14", "status", set(),
+                               "status") == [("started", "2027-03-14", "2027-03-14"),
+                                             ("on", "0.0.0.0:18001", "0.0.0.0:18001")]
