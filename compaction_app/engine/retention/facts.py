@@ -455,7 +455,7 @@ def place_in(line: str) -> str | None:
     return found
 
 
-def _error_about(line: str, command: str = "") -> str | None:
+def _error_about(line: str, command: str) -> str | None:
     """What proves a failure line by its values rather than its prose: for a line that names its place, the place
     and the line's own identifiers (its error code or class: "TS2345 at src/a.ts line 12" states `src/a.ts(12,5):
     error TS2345: Argument of type ...`); else the identifiers the line adds to its command (a timestamp, a pid or
@@ -468,8 +468,8 @@ def _error_about(line: str, command: str = "") -> str | None:
     place = place_in(line)
     if place is None:
         own = set(anchors_of(command))
-        names = [a for a in names_of(anchors_of(line)) if a not in own and a.strip("-") not in own and
-                 not line_flag(line, a)]
+        # (anchors are stripped of their dashes: `--order` of the command is its `order`)
+        names = [a for a in names_of(anchors_of(line)) if a not in own and not line_flag(line, a)]
         codes = [a for a in names if is_code(a)]
         # What the failure is about (a path, an id, a code), not its class: "data/raw/x.parquet does not exist"
         # states `FileNotFoundError: ... 'data/raw/x.parquet'`.

@@ -178,6 +178,7 @@ def test_a_needle_is_the_normalised_text_cut_at_a_word_before_its_limit():
     assert needle("Short  `Text`") == "short text"
     assert needle("word " * 30) == ("word " * 16).strip()  # 80 characters end inside the 17th word
     assert needle("x" * 100) == "x" * 80  # no space to cut at
+    assert needle("a" * 39 + " " + "b" * 40) == "a" * 39 + " " + "b" * 40  # exactly its limit: whole
 
 
 def test_an_items_key_survives_reserialisation_and_tells_apart_what_differs():
@@ -578,3 +579,57 @@ def test_a_short_outputs_typed_value_stated_twice_is_one_fact():
     assert short_output_values("started 2027-03-14 on 0.0.0.0:18001\nstopped 2027-03-14", "status", set(),
                                "status") == [("started", "2027-03-14", "2027-03-14"),
                                              ("on", "0.0.0.0:18001", "0.0.0.0:18001")]
+
+
+def test_a_failing_rows_name_and_failing_cell_are_its_failure_from_three_cells_on():
+    # Issue 43, facts.py against its rule tests: the failing cell may be the one after the name; a row of two cells
+    # is already its name and one cell.
+    header = "NAME   STATUS   RESTARTS\n"
+    assert error_lines(header + "refund-api-7d9f   OOMKilled   3\nweb-1   Running   0", 1) == \
+        ["refund-api-7d9f OOMKilled"]
+    assert error_lines(header + "refund-api-7d9f   OOMKilled\nweb-1   Running", 1) == ["refund-api-7d9f   OOMKilled"]
+
+
+def test_a_rows_failure_that_spans_its_cells_keeps_the_row_whole():
+    # No one cell reads as a failure ("expected 5", "got 7"), the row does: it is kept as it is, not cut to its name.
+    assert error_lines("NAME   EXPECTED   ACTUAL\ncheck-3   expected 5   got 7\nweb-1   ok   fine", 1) == \
+        ["check-3   expected 5   got 7"]
+
+
+@pytest.mark.parametrize(("stored", "question"), [
+    ({"kind": "error", "text": "make: *** [deploy] Error 2", "question": "Which errors were seen?"},
+     "Which errors were seen?"),
+    ({"kind": "error", "text": "make: *** [deploy] Error 2"}, ""),
+])
+def test_a_fact_stored_before_anchors_existed_keeps_its_question_or_none(stored, question):
+    assert ProbeFact.from_dict(stored).question == question
+
+
+def test_a_commands_exit_status_survives_storage():
+    # A carried command fact is judged on its status again (`match.states`): stored and read back, it still has it.
+    command = ProbeFact.of(FactKind.COMMAND, "exit 2 of make deploy", "q", about="make deploy", status=2,
+                           subject="make deploy")
+    assert ProbeFact.from_dict(command.to_dict()).status == 2
+
+
+@pytest.mark.parametrize(("command", "line", "anchors"), [
+    # a server's failed request: its target and status, not the client's address or request id
+    ("tail -n 1 logs/access.log", '10.0.0.1 - req_7731 "POST /v1/refunds HTTP/1.1" 502 173', ("v1/refunds", "502")),
+    # a line that names its place: the place and the line's own code, not the place's column
+    ("npx tsc", "src/a.ts(12,5): error TS2345: Argument of type x", ("src/a.ts:12", "ts2345")),
+    # a line with one identifier, an error code: the code
+    ("cargo build", "error[E0382]: borrow of moved value", ("e0382",)),
+    # a resource by its name without its kind, beside where it failed; not the failure's word (OOMKilled)
+    ("kubectl get events", "pod/worker-3 OOMKilled on node-7", ("worker-3", "node-7")),
+    # a name with an underscore is a value; the exception's class is not
+    ("python run.py", "KeyError: customer_id missing in batch-7", ("customer_id", "batch-7")),
+    # a name that extends another one is that thing qualified: the thing
+    ("supervisorctl status", "worker-3_refunds stalled behind worker-3 on node-7", ("worker-3", "node-7")),
+    # a path is a value by its form
+    ("python etl.py", "FileNotFoundError: data/raw/x.parquet does not exist", ("data/raw/x.parquet",)),
+])
+def test_a_failure_line_is_proved_by_the_identifiers_that_say_what_failed(command, line, anchors):
+    # Issue 43, facts.py against its rule tests: each reader of `_error_about`. A line so proved needs no words.
+    history = [fcall("a", "exec_command", cmd=command), fout("a", exec_out(1, line))]
+    assert [(f.anchors, f.words) for f in extract_facts(history) if f.kind is FactKind.ERROR and f.text == line] == \
+        [(anchors, ())]
