@@ -614,16 +614,17 @@ def _unredirected(line: str) -> str:
     return REDIRECTION.sub(lambda match: " " * len(match.group()), line)
 
 
-def _line_values(line: str, call: str, called: set[str], known: set[str]) -> list[str]:
-    """Every value a line states (any token holding a digit; a path by its file name), but those its call holds
-    and those already facts."""
+def _line_values(line: str, call: str, called: set[str]) -> list[str]:
+    """Every value a line states (any token holding a digit; a path by its last part when that holds a digit), once
+    each, but those its call holds (the caller leaves out those already facts)."""
     found: list[str] = []
     for match in VALUE_BEARING.finditer(_unredirected(line)):
         raw = match.group("v").rstrip(".,:;")
-        value = raw.rsplit("/", 1)[-1] if "/" in raw and re.search(r"\d", raw.rsplit("/", 1)[-1]) else raw
+        last = raw.rpartition("/")[2]  # the whole token when it has no slash
+        value = last if re.search(r"\d", last) else raw
         in_call = raw.lower() in called or value.lower() in called or \
             (any(ch.isalpha() for ch in value) and value.lower() in call)
-        if not value or in_call or any(value in k or k in value for k in known if k) or value in found:
+        if not value or in_call or value in found:
             continue
         found.append(value)
     return found
@@ -643,7 +644,8 @@ def short_output_values(output: str, call: str, known: set[str], command: str = 
         return []
     known = known | named_values(body)
     header = body[0].split() if len(body) > 1 and not any(ch.isdigit() for ch in body[0]) else []
-    program = (command.split() or ["the"])[0].rsplit("/", 1)[-1] if command else "the"
+    words = (command or "").split()  # a call that is no shell call has None
+    program = words[0].rpartition("/")[2] if words else "the"
     found: list[tuple[str, str, str]] = []
     lowered = call.lower()
     called = set(re.split(r"[\s'\"`=,;()]+", lowered))
@@ -658,7 +660,7 @@ def short_output_values(output: str, call: str, known: set[str], command: str = 
     for line in body[1:] if header else body:
         if ROW_COUNT.match(line):
             continue
-        values = _line_values(line, lowered, called, set())
+        values = _line_values(line, lowered, called)
         # A catch-all only for a line no rule read: its values all new (not a setting's, not used), none of them
         # a value `typed_values` knows by its form (an address, a date, a quantity, an id), which stands alone.
         if values and len(values) <= MAX_VALUES_PER_LINE_FACT and \

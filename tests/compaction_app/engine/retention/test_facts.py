@@ -32,6 +32,7 @@ from compaction_app.engine.retention.facts import (
     short_output_values,
     sole_value,
     source_of,
+    used_values,
 )
 from compaction_app.engine.retention.score import carried_facts, score_compaction
 from tests.compaction_app.engine.retention.labelled_set import AGENTS, assistant, exec_out, fcall, fout
@@ -633,3 +634,75 @@ def test_a_failure_line_is_proved_by_the_identifiers_that_say_what_failed(comman
     history = [fcall("a", "exec_command", cmd=command), fout("a", exec_out(1, line))]
     assert [(f.anchors, f.words) for f in extract_facts(history) if f.kind is FactKind.ERROR and f.text == line] == \
         [(anchors, ())]
+
+
+# Issue 43, facts.py against its rule tests alone: the short-output readers' boundaries.
+
+@pytest.mark.parametrize(("output", "command", "values"), [
+    ("42, 7.", "run", [("run output", "42 ; 7", "42, 7.")]),  # a value's trailing punctuation is not its own
+    ("zoom 4X", "cam", [("zoom", "4X", "zoom 4X")]),  # but a capital X is
+    ("saved to runs/7731/out", "save", [("to", "runs/7731/out", "saved to runs/7731/out")]),  # last part no digit
+    ("retry 3 of 3 took 45", "retry", [("retry", "3 ; 45", "retry 3 of 3 took 45")]),  # once each, then on
+    ("5 3 1 * * /opt/x.sh", "crontab -l", [("crontab output", "5 ; 3 ; 1", "5 3 1 * * /opt/x.sh")]),  # three: one
+])
+def test_a_short_output_lines_values_are_read_once_each_and_up_to_three_are_one_fact(output, command, values):
+    assert short_output_values(output, command, set(), command) == values
+
+
+@pytest.mark.parametrize(("output", "command"), [
+    ("runs/7731 done", "tail 7731"),  # a path's numbered last part the call named
+    ("7d9f ready", "kubectl logs pod/web-7d9f"),  # a token with letters the call named inside a longer argument
+])
+def test_a_short_outputs_value_its_call_named_is_left_out(output, command):
+    assert short_output_values(output, command, set(), command) == []
+
+
+def test_a_line_holding_a_value_part_of_a_known_value_is_no_catch_all():
+    # `5` is part of the known 35: the line is left to the typed reader, which finds nothing of its own here.
+    assert short_output_values("5 3 * * * /opt/x.sh", "crontab -l", {"35"}, "crontab -l") == []
+
+
+def test_a_short_outputs_value_without_a_command_is_named_after_the_output():
+    assert short_output_values("1.2G", "du", set()) == [("the output", "1.2G", "1.2G")]
+
+
+@pytest.mark.parametrize(("output", "values"), [
+    ("count\n4093", [("count", "4093", "4093")]),  # two lines: the first, without a digit, names the second
+    ("count\n4093\n(1 row)\n7731 queued", [("count", "4093", "4093"), ("count", "7731", "7731 queued")]),
+])
+def test_a_short_outputs_first_line_without_a_digit_is_its_header_and_a_row_count_states_nothing(output, values):
+    assert short_output_values(output, "q", set(), "q") == values
+
+
+@pytest.mark.parametrize(("output", "name"), [
+    ("Workers Idle 12", "Idle"),  # the capitalised word right before the value
+    ("Latency (p99):    840ms", "Latency"),  # no word right before: the line's capitalised label
+])
+def test_a_short_outputs_value_is_named_by_the_word_before_it_else_its_lines_label(output, name):
+    assert {found[0] for found in short_output_values(output, "bench", set(), "bench")} == {name}
+
+
+def test_a_value_the_agent_used_is_read_once_on_any_line_and_not_when_its_call_held_it():
+    output = "defaced ord_4801\nord_4801 ord_4802\nord_4803 ord_4804"
+    uses = {"ord_4801": [5], "ord_4802": [5], "ord_4803": [0], "ord_4804": [5], "defaced": [5]}
+    # a word of hex letters is no value, a repeat is one, a use before the output is none, each line is read
+    assert used_values(output, 2, uses, "show") == ["ord_4801", "ord_4802", "ord_4804"]
+    assert used_values(output, 2, uses, "show ord_4801") == ["ord_4802", "ord_4804"]  # the call held it
+
+
+def test_a_table_header_is_found_in_an_outputs_first_three_lines_only():
+    output = "building\nstep 1 done\nstep 2 done\nNAME   STATUS   RESTARTS\nweb-1   CrashLoopBackOff   3"
+    assert error_lines(output, 1) == ["web-1   CrashLoopBackOff   3"]  # no header: the row as it is
+
+
+def test_a_coded_failure_line_just_before_the_last_is_kept():
+    output = "Error: a\njava.sql.SQLException: ORA-00942: table missing\nError: c"
+    assert error_lines(output, 1) == ["Error: a", "Error: c", "java.sql.SQLException: ORA-00942: table missing"]
+
+
+def test_a_place_followed_by_a_spaced_double_colon_is_still_a_place():
+    assert place_in("src/a.py:12 :: boom") == "src/a.py:12"
+
+
+def test_an_output_of_one_id_keeps_its_capital_letters_at_either_end():
+    assert sole_value("X9F2A31X") == "X9F2A31X"
