@@ -136,6 +136,18 @@ def test_hooks_hear_of_a_cause_once_and_the_raise_links_its_attempts(operator_ap
     assert (sent["alert_id"], sent["paused"], sent["trigger"]) == (alert.pk, False, "auto") and sent["message"]
 
 
+def test_an_alert_hook_hears_the_alerts_detail(reader, monkeypatch, django_capture_on_commit_callbacks):
+    Hook.objects.create(name="recorder", event="alert", kind="callable",
+                        target="tests.compaction_app.api.test_alerts.record_alert")
+    monkeypatch.setattr(alerts.background, "submit", lambda task, **kwargs: task(**kwargs))
+    detail = {"count": 4, "minutes": 10}
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        (alert,) = alerts._raise([rules.Alert(kind=rules.AlertKind.STORM, message="m", detail=detail)],
+                                 session_id=reader.pk, limits=alerts.thresholds())
+    (sent,) = SENT
+    assert (sent["alert_id"], sent["detail"]) == (alert.pk, detail)
+
+
 def test_no_alert_hook_no_background_send(reader, monkeypatch, django_capture_on_commit_callbacks):
     submitted = []
     monkeypatch.setattr(alerts.background, "submit", lambda task, **kwargs: submitted.append(kwargs))
@@ -298,3 +310,32 @@ def test_a_silence_is_not_lifted_without_an_actor(operator_user, reader):
     with pytest.raises(alerts.SilenceNotAllowed, match="only they or the support role"):
         alerts.do_lift_silence(silence=silence, actor=None)
     assert AlertSilence.objects.filter(pk=silence.pk).exists()
+
+
+def test_the_rules_thresholds_are_the_alert_settings_as_saved(db):
+    """Every threshold the rules read comes from the saved settings, none from the rules' own defaults."""
+    from compaction_app.models import AlertSettings
+
+    values = {"storm_count": 7, "storm_minutes": 13, "fleet_storm_count": 41, "fleet_storm_minutes": 17,
+              "fleet_storm_per_session": 2.5, "loop_turns": 9, "reread_turns": 11, "reread_min_calls": 6,
+              "reread_min_share": 0.6, "failure_streak": 8, "pause_on": ["loop", "storm"]}
+    row = AlertSettings.current()
+    for key, value in values.items():
+        setattr(row, key, value)
+    row.save()
+    assert alerts.thresholds() == rules.Thresholds(**{**values, "pause_on": frozenset(values["pause_on"])})
+    assert alerts.thresholds() != rules.Thresholds()
+
+
+def test_a_silence_of_a_session_whose_id_is_past_32_bits_holds_its_alerts_back(reader):
+    """Session ids are 64-bit: the silence's session is compared as one (on PostgreSQL a 32-bit comparison would
+    find no session past 2**31 - 1, and the alert would be raised)."""
+    import uuid
+
+    big = Session.objects.get(pk=reader.pk)
+    big.pk, big.thread_id = 2**31 + 7, uuid.uuid4()
+    big.save(force_insert=True)
+    AlertSilence.objects.create(kind="", session=big)
+    assert alerts.is_silenced(kind="loop", session_id=big.pk)
+    assert raise_alert(rules.AlertKind.LOOP, big.pk) == []
+    assert not alerts.is_silenced(kind="loop", session_id=reader.pk)
