@@ -531,3 +531,41 @@ def test_an_end_that_could_not_be_journaled_is_logged_once_not_again_by_asyncio(
     with logged_by("asyncio") as records:
         async_to_sync(end)()
     assert [r.getMessage() for r in records] == []
+
+
+def test_housekeeping_sweeps_only_when_another_process_of_this_host_or_an_old_exchange_left_a_note(
+        gateway_key, route, monkeypatch):
+    """The housekeeping receiver's one read: this process's own exchanges in flight are no reason to sweep (it is
+    running), another process's of this host is."""
+    swept: list[int] = []
+    monkeypatch.setattr(journal, "do_sweep_cut", lambda: swept.append(1) or 0)
+    key = keys.key_for(presented=gateway_key)
+    common = dict(route_id=route.pk, key_id=key.pk, group_key="thread:x", endpoint="responses", request_kind="turn")
+    GatewayInFlight.objects.create(token=uuid.uuid4(), process=journal.PROCESS, begun=timezone.now(), **common)
+    journal.sweep_on_housekeeping()
+    assert swept == []
+    GatewayInFlight.objects.create(token=uuid.uuid4(), process=f"{journal.HOST}:{dead_pid()}:1",
+                                   begun=timezone.now(), **common)
+    journal.sweep_on_housekeeping()
+    assert swept == [1]
+
+
+def test_a_note_still_under_way_when_its_loop_stops_is_not_logged_by_asyncio(monkeypatch):
+    """A process stopping cancels the notes still under way: a cancelled note is no failure for asyncio to log (the
+    done callback reads a note's failure only when it has one)."""
+    release = threading.Event()
+    monkeypatch.setattr(journal, "_swept", True)
+    monkeypatch.setattr(journal, "_in_flight", set())
+    monkeypatch.setattr(journal, "do_begin", lambda **kwargs: release.wait(10))
+
+    async def stop_while_noting():
+        begun = journal.begin({})
+        await asyncio.sleep(0.05)
+        begun.future.cancel()
+        await asyncio.sleep(0.1)  # the loop's callbacks after the cancellation ran
+        return begun.future.cancelled()
+
+    with logged_by("asyncio") as records:
+        cancelled = async_to_sync(stop_while_noting)()
+    release.set()
+    assert cancelled and [r.getMessage() for r in records] == []
