@@ -7,9 +7,12 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from django.db import DataError
+
+# Only DRF's light modules here: every Django process imports this module (a job's answer, the error pages), and
+# `rest_framework.response` and `.views` pull in DRF's serializers, requests, drf-spectacular and django.test,
+# about 0.1 s of CPU that a Celery worker or the scheduler never uses; `exception_handler` imports them when the
+# API first answers an error (issue 42: every such start is seconds on a saturated host).
 from rest_framework import exceptions, status
-from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
 
 from compactweb import db_outage
 from compactweb.domain_errors import (
@@ -111,6 +114,9 @@ def out_of_range(exc: BaseException) -> bool:
 
 
 def exception_handler(exc, context):
+    from rest_framework.response import Response
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     if isinstance(exc, DomainError):
         refusal = error_answer(exc)
         return Response(refusal.body, status=refusal.status)

@@ -38,3 +38,14 @@ def test_the_package_still_offers_its_celery_app():
     out = run_python("import compactweb; print(compactweb.celery_app.main)",
                      DJANGO_SETTINGS_MODULE="compactweb.settings")
     assert out == "compactweb"
+
+
+def test_a_workers_django_start_imports_neither_the_apis_views_nor_httpxs_command_line():
+    """DRF's response and views (its serializers, requests, drf-spectacular, django.test) and httpx's command-line
+    tool (click, rich, pygments) were about 0.15 s of CPU of every worker's and scheduler's start (issue 42)."""
+    out = run_python("import sys, django; django.setup(); import compactweb.celery, sessions_app.fleet.tasks; "
+                     "print([m for m in ('rest_framework.response', 'rest_framework.views', 'drf_spectacular.plumbing', "
+                     "'requests', 'httpx._main', 'rich', 'pygments') if sys.modules.get(m) is not None], "
+                     "'httpx' in sys.modules)",
+                     DJANGO_SETTINGS_MODULE="compactweb.settings")
+    assert out == "[] True"
