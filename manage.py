@@ -5,6 +5,9 @@ import sys
 
 
 def main():
+    from compactweb.startup_gc import pause_collector
+
+    pause_collector()  # until Django's apps are ready: see compactweb/startup_gc.py
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "compactweb.settings")
     from django.core.management import execute_from_command_line
 

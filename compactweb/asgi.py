@@ -2,6 +2,9 @@
 
 import os
 
+from compactweb.startup_gc import pause_collector
+
+pause_collector()  # until Django's apps are ready: see compactweb/startup_gc.py
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "compactweb.settings")
 
 from compactweb.request_threads import get_asgi_application  # noqa: E402

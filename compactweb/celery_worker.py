@@ -19,6 +19,9 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> None:
+    from compactweb.startup_gc import pause_collector
+
+    pause_collector()  # until Django's apps are ready: see compactweb/startup_gc.py
     from celery import maybe_patch_concurrency
 
     maybe_patch_concurrency(sys.argv if argv is None else ["celery", *argv])  # eventlet or gevent, as `celery` does

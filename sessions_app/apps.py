@@ -33,3 +33,8 @@ class SessionsAppConfig(AppConfig):
         scheduler.housekeeping_done.connect(archive_tasks.archive_if_due, dispatch_uid="compactweb_archive_if_due")
         scheduler.housekeeping_done.connect(alert_delivery.retry_if_due, dispatch_uid="compactweb_alert_retries")
         metrics.add_state_source("sessions", metrics_state.state_metrics)
+        # The apps are ready: a process whose entry point paused the cyclic collector for its start gets it back,
+        # with what start-up built frozen (compactweb/startup_gc.py).
+        from compactweb.startup_gc import end_startup_pause
+
+        end_startup_pause()

@@ -4,6 +4,7 @@ process once compactweb.asgi is loaded, a Celery worker process before its first
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import weakref
@@ -41,3 +42,32 @@ def test_freezing_moves_every_existing_object_out_of_the_collector():
         assert gc.get_freeze_count() >= before + 2 and made
     finally:
         gc.unfreeze()  # give this test process its objects back
+
+
+GC_NOW = "import gc; print(gc.isenabled(), gc.get_freeze_count() > 10_000, gc.get_stats()[2]['collections'])"
+
+
+def _gc_after_start(*argv: str) -> str:
+    """Whether the collector runs, whether start-up's objects are frozen, and how many full collections ran, in a
+    fresh process started as `argv`."""
+    done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=True, env={**os.environ, "DJANGO_SETTINGS_MODULE": "compactweb.settings"})
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_manage_py_process_runs_no_full_collection_while_it_starts_and_collects_again_once_ready():
+    # Before the pause: two full collections (and 250-odd in all) while Django's apps and their imports loaded.
+    assert _gc_after_start("manage.py", "shell", "-c", GC_NOW) == "True True 0"
+
+
+def test_a_web_process_runs_no_full_collection_while_it_starts_and_collects_again_once_ready():
+    assert _gc_after_start("-c", f"import compactweb.asgi; {GC_NOW}") == "True True 0"
+
+
+def test_a_process_that_did_not_pause_the_collector_keeps_it_as_it_was():
+    code = ("import gc, django; gc.disable(); django.setup(); print(gc.isenabled(), gc.get_freeze_count()); "
+            "gc.enable(); import compactweb.startup_gc as s; s.pause_collector(); s.end_startup_pause(); "
+            "print(gc.isenabled(), gc.get_freeze_count() > 0)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=True, env={**os.environ, "DJANGO_SETTINGS_MODULE": "compactweb.settings"})
+    assert done.stdout.split() == ["False", "0", "True", "True"]
