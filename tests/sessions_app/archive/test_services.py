@@ -401,3 +401,22 @@ def test_a_run_records_the_files_its_sweep_removed(db, archive_dir):
 
     run.refresh_from_db()
     assert run.detail["swept"] == ["2026/01/02/stray.jsonl.gz"] and not stray.exists()
+
+
+def test_an_archive_file_is_named_after_its_export_without_its_jsonl_and_a_random_part(db):
+    import re
+
+    name = files.unique_name(folder="2026/01/02", export_name="rollout-2026-01-02T10-00-00-abc.jsonl")
+    assert re.fullmatch(r"2026/01/02/rollout-2026-01-02T10-00-00-abc\.[0-9a-f]{8}\.jsonl\.gz", name)
+
+
+def test_an_archive_keeps_where_its_session_came_from(ended_session, archive_dir):
+    Session.objects.filter(pk=ended_session.pk).update(source="imported")
+    services.do_run_archiver(trigger="test")
+    assert SessionArchive.objects.get(session_id=ended_session.pk).source == "imported"
+
+
+def test_a_run_lists_each_session_it_archived_with_its_archive_and_file(ended_session, archive_dir):
+    run = services.do_run_archiver(trigger="test")
+    record = SessionArchive.objects.get(session_id=ended_session.pk)
+    assert run.detail["archived"] == [{"session": ended_session.pk, "archive": record.pk, "file": record.file_name}]
