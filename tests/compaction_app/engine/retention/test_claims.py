@@ -71,3 +71,8 @@ def test_an_outlines_claim_is_its_heading_and_its_one_direct_bullet():
 def test_plain_lines_give_no_claim_and_each_structure_gives_its_own():
     lines = ['{"a": "x", "b": "y"}', "| k | v |", "- topic: t", "  value: v", "plain"]
     assert flat_claims(lines) == ["x: y", "k: v", "t: v"]
+
+
+def test_an_outline_headings_colon_is_not_part_of_its_claims_subject():
+    # Issue 43, retention seed 5301: `deadline:` over one bullet is the claim "deadline: ...", not "deadline:: ...".
+    assert flat_claims(["deadline:", "  - 12 September 2027"]) == ["deadline: 12 September 2027"]

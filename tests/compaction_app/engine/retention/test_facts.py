@@ -706,3 +706,12 @@ def test_a_place_followed_by_a_spaced_double_colon_is_still_a_place():
 
 def test_an_output_of_one_id_keeps_its_capital_letters_at_either_end():
     assert sole_value("X9F2A31X") == "X9F2A31X"
+
+
+def test_a_setting_and_a_failures_place_are_stored_with_their_own_questions():
+    # Issue 43, retention seed 5301: the question each is probed with (`extract_facts`' value and place facts).
+    history = [fcall("c", "exec_command", cmd="cat conf/app.toml"), fout("c", exec_out(0, "listen_port = 19000")),
+               fcall("t", "exec_command", cmd="pytest -q"), fout("t", exec_out(1, "src/pay/refund.py:42: Boom"))]
+    questions = {f.question for f in extract_facts(history)}
+    assert {"Which settings and values did you see, with their latest values?",
+            "Where did the failure happen?"} <= questions
