@@ -264,3 +264,16 @@ def test_the_latest_value_of_a_setting_is_per_source_the_last_stated_and_a_resta
 
 def test_a_restatement_of_a_setting_never_stated_by_a_source_is_no_setting():
     assert latest_values([Statement("port", "9")]) == {}
+
+
+def test_a_bar_tables_column_keeps_the_capital_x_at_its_ends():
+    # Issue 43, retention seed 5301: only the bars and spaces are stripped from the header.
+    assert [(s.name, s.value) for s in structured([" status | MAX", "--------+-----", " failed | 4093"])] == \
+        [("max", "4093")]
+
+
+def test_a_loose_table_of_exactly_its_most_rows_is_read():
+    # Issue 43, retention seed 5301: a header and MAX_TABLE_ROWS (4) rows is a table, not a listing.
+    df = ["Filesystem Size Used Avail Use% Mounted on", "/dev/sda1 50G 41G 9G 82% /", "/dev/sdb1 100G 10G 90G 10% /data",
+          "tmpfs 2G 0 2G 0% /run", "/dev/sdc1 20G 5G 15G 25% /srv"]
+    assert ("/dev/sda1_size", "50G") in [(s.name, s.value) for s in structured(df)]
