@@ -77,7 +77,6 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None if in_scale_out(collection_path) or collection_path.resolve() in SCALE_OUT_DIR.parents else True
 
 
-@pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     # No cyclic collection while the run imports Django, the app and every test module: all of it lives to the end.
     gc.disable()
@@ -92,6 +91,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.enable()
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     keep = []
     if "nightly" not in (config.getoption("markexpr") or ""):
